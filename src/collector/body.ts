@@ -1,0 +1,50 @@
+import type { IncomingMessage } from 'node:http';
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
+
+/** A request body refused before decoding: 400 (bad encoding) or 413 (too large). */
+export class BodyError extends Error {
+  constructor(
+    readonly status: 400 | 413,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'BodyError';
+  }
+}
+
+const gunzip = promisify(zlib.gunzip);
+const inflate = promisify(zlib.inflate);
+
+/**
+ * Reads a request body and undoes its Content-Encoding (gzip, deflate), holding at most
+ * `maxBytes` before and after decompression: a larger body, or a gzip bomb, is a 413 instead of
+ * an out-of-memory crash. Decompression runs on libuv's thread pool.
+ */
+export async function readBody(request: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const declared = Number(request.headers['content-length'] ?? NaN);
+  if (declared > maxBytes) throw tooLarge(maxBytes);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBytes) throw tooLarge(maxBytes);
+    chunks.push(chunk);
+  }
+  const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+  const encoding = (request.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  if (encoding === 'identity' || encoding === '') return raw;
+  if (encoding !== 'gzip' && encoding !== 'deflate') {
+    throw new BodyError(400, `unsupported Content-Encoding "${encoding}" (use gzip, deflate or none)`);
+  }
+  try {
+    return await (encoding === 'gzip' ? gunzip : inflate)(raw, { maxOutputLength: maxBytes });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge(maxBytes);
+    throw new BodyError(400, `the body is not valid ${encoding} data: ${(error as Error).message}`);
+  }
+}
+
+function tooLarge(maxBytes: number): BodyError {
+  return new BodyError(413, `the body is larger than ${maxBytes} bytes (after decompression); send smaller batches or raise --max-body`);
+}

@@ -1,0 +1,37 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { readBody } from './body.js';
+
+/** A client error with its HTTP status; the message is sent to the client as is. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'HttpError';
+  }
+}
+
+export function sendJson(response: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+  const body = JSON.stringify(value);
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
+  response.end(body);
+}
+
+/** Reads a JSON object body (REST routes), naming what is wrong with it. */
+export async function readJsonObject(request: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
+  const body = await readBody(request, maxBytes);
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw new HttpError(400, `the body is not JSON: ${(error as Error).message}`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new HttpError(400, 'the body must be a JSON object');
+  return value as Record<string, unknown>;
+}
+
+/** The media type of a request without parameters, lowercased ("application/json"). */
+export function mediaType(request: IncomingMessage): string {
+  return (request.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+}

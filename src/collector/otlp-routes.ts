@@ -1,0 +1,77 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { DuckDBStore } from '../store/store.js';
+import { StoreBusyError } from '../store/writer.js';
+import { BodyError, readBody } from './body.js';
+import { mediaType } from './http.js';
+import { decodeLogsJson, decodeTracesJson, OtlpJsonError } from './otlp-json.js';
+import { decodeLogsProtobuf, decodeTracesProtobuf } from './otlp-protobuf.js';
+import { exportResponse, RpcCode, statusResponse, type EncodedBody, type Encoding } from './otlp-responses.js';
+import { rejectionMessage, type DecodedBatch } from './otlp-rows.js';
+import { ProtobufError } from './protobuf-reader.js';
+
+export type Signal = 'traces' | 'logs';
+
+const DECODERS: Record<Signal, Record<Encoding, (body: Buffer) => DecodedBatch>> = {
+  traces: { protobuf: decodeTracesProtobuf, json: (body) => decodeTracesJson(body.toString('utf8')) },
+  logs: { protobuf: decodeLogsProtobuf, json: (body) => decodeLogsJson(body.toString('utf8')) },
+};
+
+const ENCODINGS: Record<string, Encoding> = {
+  'application/x-protobuf': 'protobuf',
+  'application/protobuf': 'protobuf',
+  'application/json': 'json',
+};
+
+/**
+ * POST /v1/traces and /v1/logs (OTLP/HTTP): 200 once the data is committed, with
+ * partial_success for rejected items; 400 for an undecodable body or an unsupported content
+ * type; 413 above the size cap; 503 + Retry-After while the write queue is full.
+ */
+export async function handleOtlp(
+  signal: Signal,
+  request: IncomingMessage,
+  response: ServerResponse,
+  store: DuckDBStore,
+  maxBodyBytes: number,
+): Promise<void> {
+  const type = mediaType(request);
+  const encoding = ENCODINGS[type];
+  if (encoding === undefined) {
+    send(response, 400, statusResponse('json', RpcCode.INVALID_ARGUMENT,
+      `unsupported Content-Type "${type}": OTLP/HTTP takes application/x-protobuf or application/json`));
+    return;
+  }
+  if (store.busy) {
+    busy(response, encoding, 1);
+    return;
+  }
+  try {
+    const body = await readBody(request, maxBodyBytes);
+    const batch = DECODERS[signal][encoding](body);
+    if (signal === 'traces') await store.writeSpans(batch.rows, body.length);
+    else await store.writeLogs(batch.rows, body.length);
+    send(response, 200, exportResponse(encoding, signal, batch.rejected, rejectionMessage(batch, signal === 'traces' ? 'spans' : 'log records')));
+  } catch (error) {
+    if (error instanceof BodyError) {
+      send(response, error.status, statusResponse(encoding, error.status === 413 ? RpcCode.RESOURCE_EXHAUSTED : RpcCode.INVALID_ARGUMENT, error.message));
+    } else if (error instanceof ProtobufError || error instanceof OtlpJsonError) {
+      const what = signal === 'traces' ? 'ExportTraceServiceRequest' : 'ExportLogsServiceRequest';
+      send(response, 400, statusResponse(encoding, RpcCode.INVALID_ARGUMENT, `the body is not a valid ${what}: ${error.message}`));
+    } else if (error instanceof StoreBusyError) {
+      busy(response, encoding, error.retryAfterSeconds);
+    } else {
+      throw error;
+    }
+  }
+}
+
+function busy(response: ServerResponse, encoding: Encoding, seconds: number): void {
+  send(response, 503, statusResponse(encoding, RpcCode.UNAVAILABLE, `the store is busy writing; retry in ${seconds} s`), {
+    'retry-after': String(seconds),
+  });
+}
+
+function send(response: ServerResponse, status: number, { contentType, body }: EncodedBody, headers: Record<string, string> = {}): void {
+  response.writeHead(status, { 'content-type': contentType, 'content-length': body.length, ...headers });
+  response.end(body);
+}

@@ -1,0 +1,170 @@
+import { LOG, newLogRows, newSpanRows, SPAN, type Rows } from '../store/store.js';
+
+/**
+ * What both OTLP decoders (protobuf and JSON) produce: rows for the store plus the count and
+ * reason of what was rejected, for the response's partial_success.
+ */
+export interface DecodedBatch {
+  readonly rows: Rows;
+  rejected: number;
+  /** The first rejection's reason, with the total count added by `rejectionMessage`. */
+  firstError: string | null;
+}
+
+export const newSpanBatch = (): DecodedBatch => ({ rows: newSpanRows(), rejected: 0, firstError: null });
+export const newLogBatch = (): DecodedBatch => ({ rows: newLogRows(), rejected: 0, firstError: null });
+
+export function reject(batch: DecodedBatch, reason: string): void {
+  batch.rejected++;
+  batch.firstError ??= reason;
+}
+
+export function rejectionMessage(batch: DecodedBatch, what: 'spans' | 'log records'): string {
+  return batch.rejected === 0 ? '' : `rejected ${batch.rejected} ${what}; first: ${batch.firstError}`;
+}
+
+export const ROLLOUT_ID_KEY = 'agentlightning.rollout_id';
+export const ATTEMPT_ID_KEY = 'agentlightning.attempt_id';
+export const SEQUENCE_ID_KEY = 'agentlightning.span_sequence_id';
+
+/** Attribution found in one attribute list; null where the list does not say. */
+export interface Attribution {
+  rolloutId: string | null;
+  attemptId: string | null;
+  sequenceId: number | null;
+}
+
+export const noAttribution = (): Attribution => ({ rolloutId: null, attemptId: null, sequenceId: null });
+
+/** Records an attribute if it is one of agl's attribution keys. */
+export function noteAttribution(into: Attribution, key: string, value: string | number | null): void {
+  if (value === null || value === '') return;
+  if (key === ROLLOUT_ID_KEY) into.rolloutId = String(value);
+  else if (key === ATTEMPT_ID_KEY) into.attemptId = String(value);
+  else if (key === SEQUENCE_ID_KEY) {
+    const n = typeof value === 'number' ? value : Number(value);
+    if (Number.isSafeInteger(n) && n > 0) into.sequenceId = n;
+  }
+}
+
+/** The resource (and scope) that spans or log records of one group share. */
+export interface ResourceContext {
+  /** The resource attributes as JSON object text. */
+  readonly resourceJson: string;
+  readonly serviceName: string | null;
+  readonly attribution: Attribution;
+  readonly scopeName: string | null;
+  readonly scopeVersion: string | null;
+}
+
+export interface DecodedSpan {
+  traceId: string;
+  spanId: string;
+  parentId: string | null;
+  traceState: string | null;
+  flags: number | null;
+  name: string;
+  kind: number;
+  startTime: bigint | null;
+  endTime: bigint | null;
+  attributesJson: string;
+  eventsJson: string;
+  linksJson: string;
+  statusCode: number;
+  statusMessage: string | null;
+  attribution: Attribution;
+}
+
+const SPAN_KINDS = ['UNSPECIFIED', 'INTERNAL', 'SERVER', 'CLIENT', 'PRODUCER', 'CONSUMER'];
+const STATUS_CODES = ['UNSET', 'OK', 'ERROR'];
+
+/** Appends a span; span attributes win over resource attributes for attribution. */
+export function pushSpan(rows: Rows, span: DecodedSpan, context: ResourceContext): void {
+  const c = rows.columns;
+  const own = span.attribution;
+  const res = context.attribution;
+  c[SPAN.rollout_id].push(own.rolloutId ?? res.rolloutId);
+  c[SPAN.attempt_id].push(own.attemptId ?? res.attemptId);
+  c[SPAN.sequence_id].push(own.sequenceId ?? res.sequenceId);
+  c[SPAN.trace_id].push(span.traceId);
+  c[SPAN.span_id].push(span.spanId);
+  c[SPAN.parent_id].push(span.parentId);
+  c[SPAN.name].push(span.name);
+  c[SPAN.kind].push(SPAN_KINDS[span.kind] ?? 'UNSPECIFIED');
+  c[SPAN.start_time].push(span.startTime);
+  c[SPAN.end_time].push(span.endTime);
+  c[SPAN.status_code].push(STATUS_CODES[span.statusCode] ?? 'UNSET');
+  c[SPAN.status_message].push(span.statusMessage);
+  c[SPAN.attributes].push(span.attributesJson);
+  c[SPAN.events].push(span.eventsJson);
+  c[SPAN.links].push(span.linksJson);
+  c[SPAN.resource].push(context.resourceJson);
+  c[SPAN.scope_name].push(context.scopeName);
+  c[SPAN.scope_version].push(context.scopeVersion);
+  c[SPAN.service_name].push(context.serviceName);
+  c[SPAN.trace_state].push(span.traceState);
+  c[SPAN.flags].push(span.flags);
+  rows.length++;
+}
+
+export interface DecodedLog {
+  time: bigint | null;
+  observedTime: bigint | null;
+  traceId: string | null;
+  spanId: string | null;
+  severityNumber: number | null;
+  severityText: string | null;
+  eventName: string | null;
+  bodyJson: string | null;
+  attributesJson: string;
+  flags: number | null;
+  attribution: Attribution;
+}
+
+export function pushLog(rows: Rows, log: DecodedLog, context: ResourceContext): void {
+  const c = rows.columns;
+  c[LOG.rollout_id].push(log.attribution.rolloutId ?? context.attribution.rolloutId);
+  c[LOG.attempt_id].push(log.attribution.attemptId ?? context.attribution.attemptId);
+  c[LOG.time].push(log.time);
+  c[LOG.observed_time].push(log.observedTime);
+  c[LOG.trace_id].push(log.traceId);
+  c[LOG.span_id].push(log.spanId);
+  c[LOG.severity_number].push(log.severityNumber);
+  c[LOG.severity_text].push(log.severityText);
+  c[LOG.event_name].push(log.eventName);
+  c[LOG.body].push(log.bodyJson);
+  c[LOG.attributes].push(log.attributesJson);
+  c[LOG.resource].push(context.resourceJson);
+  c[LOG.scope_name].push(context.scopeName);
+  c[LOG.scope_version].push(context.scopeVersion);
+  c[LOG.service_name].push(context.serviceName);
+  c[LOG.flags].push(log.flags);
+  rows.length++;
+}
+
+/** OTLP sends 0 for "not set"; anything past int64 cannot be a real time either. */
+export function timestampOrNull(nanos: bigint): bigint | null {
+  return nanos === 0n || nanos > 0x7fffffffffffffffn ? null : nanos;
+}
+
+const ZERO_TRACE_ID = '0'.repeat(32);
+const ZERO_SPAN_ID = '0'.repeat(16);
+
+/** Why a span's ids are invalid, or null when they are fine (ids as lowercase hex). */
+export function invalidSpanIds(traceId: string | null, spanId: string | null, parentId: string | null): string | null {
+  if (traceId === null || traceId.length !== 32 || traceId === ZERO_TRACE_ID) {
+    return 'invalid trace_id (must be 16 bytes, not all zero)';
+  }
+  if (spanId === null || spanId.length !== 16 || spanId === ZERO_SPAN_ID) {
+    return 'invalid span_id (must be 8 bytes, not all zero)';
+  }
+  if (parentId !== null && parentId.length !== 16) return 'invalid parent_span_id (must be empty or 8 bytes)';
+  return null;
+}
+
+/** Why a log record's ids are invalid (both are optional), or null. */
+export function invalidLogIds(log: DecodedLog): string | null {
+  if (log.traceId !== null && log.traceId.length !== 32) return 'invalid trace_id (must be empty or 16 bytes)';
+  if (log.spanId !== null && log.spanId.length !== 16) return 'invalid span_id (must be empty or 8 bytes)';
+  return null;
+}

@@ -1,0 +1,86 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { DuckDBStore } from '../store/store.js';
+import { BodyError } from './body.js';
+import { HttpError, sendJson } from './http.js';
+import { handleOtlp } from './otlp-routes.js';
+import { handleQuery } from './query-route.js';
+
+export interface ServerOptions {
+  readonly host?: string;
+  readonly port?: number;
+  /** Largest request body after decompression (default 64 MiB). */
+  readonly maxBodyBytes?: number;
+}
+
+export interface RunningServer {
+  /** http://host:port */
+  readonly url: string;
+  readonly server: Server;
+  /** Stops accepting connections and waits for requests in flight. */
+  close(): Promise<void>;
+}
+
+type Handler = (request: IncomingMessage, response: ServerResponse) => Promise<void> | void;
+
+/**
+ * The one HTTP server of `agl serve`: OTLP under /v1/traces and /v1/logs, agl's API under
+ * /v1/agl/. Routes are listed here, explicitly; each handler lives in its own module.
+ */
+export async function startServer(store: DuckDBStore, options: ServerOptions = {}): Promise<RunningServer> {
+  const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
+  const routes: Record<string, Record<string, Handler>> = {
+    '/v1/traces': { POST: (req, res) => handleOtlp('traces', req, res, store, maxBodyBytes) },
+    '/v1/logs': { POST: (req, res) => handleOtlp('logs', req, res, store, maxBodyBytes) },
+    '/v1/agl/health': { GET: (_req, res) => sendJson(res, 200, { status: 'ok' }) },
+    '/v1/agl/query': { POST: (req, res) => handleQuery(req, res, store) },
+  };
+
+  const server = createServer({ keepAliveTimeout: 65_000 }, (request, response) => {
+    const path = (request.url ?? '/').split('?')[0];
+    const methods = routes[path];
+    const handler = methods?.[request.method ?? 'GET'];
+    if (!handler) {
+      if (methods) sendJson(response, 405, { detail: `${request.method} is not allowed on ${path}` }, { allow: Object.keys(methods).join(', ') });
+      else sendJson(response, 404, { detail: `no route ${path}` });
+      return;
+    }
+    Promise.resolve()
+      .then(() => handler(request, response))
+      .catch((error: unknown) => answerError(response, error));
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 4318, options.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${host}:${address.port}`,
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        // Keep-alive clients that keep sending would hold the close open: cut them after a grace.
+        setTimeout(() => server.closeAllConnections(), 5_000).unref();
+      }),
+  };
+}
+
+function answerError(response: ServerResponse, error: unknown): void {
+  if (response.headersSent) {
+    response.destroy(error as Error);
+    return;
+  }
+  if (error instanceof HttpError || error instanceof BodyError) {
+    sendJson(response, error.status, { detail: error.message });
+    return;
+  }
+  console.error('agl: request failed:', error);
+  sendJson(response, 500, { detail: `internal error: ${(error as Error)?.message ?? String(error)}` });
+}

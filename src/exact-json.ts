@@ -1,0 +1,33 @@
+/**
+ * JSON.parse that keeps integers beyond 2^53 exact: they come back as raw JSON values, which
+ * JSON.stringify writes out digit for digit (and `String()` or `BigInt()` read exactly).
+ * Plain JSON.parse is used when the text holds no long number literal, which is the usual case.
+ */
+interface RawJson {
+  readonly rawJSON: string;
+}
+type ReviverContext = { source?: string };
+const json = JSON as unknown as {
+  rawJSON(text: string): RawJson;
+  parse(text: string, reviver: (key: string, value: unknown, context: ReviverContext) => unknown): unknown;
+};
+
+const LONG_NUMBER = /\d{16}/;
+
+export function parseJsonExact(text: string): unknown {
+  if (!LONG_NUMBER.test(text)) return JSON.parse(text);
+  return json.parse(text, (_key, value, context) =>
+    typeof value === 'number' && !Number.isSafeInteger(value) && context.source !== undefined && /^-?\d+$/.test(context.source)
+      ? json.rawJSON(context.source)
+      : value,
+  );
+}
+
+/** The exact decimal text of a number that `parseJsonExact` returned (plain or raw). */
+export function integerText(value: unknown): string | null {
+  if (typeof value === 'number' && Number.isInteger(value)) return String(value);
+  if (typeof value === 'bigint') return value.toString();
+  if (typeof value === 'string' && /^-?\d+$/.test(value)) return value;
+  if (value !== null && typeof value === 'object' && 'rawJSON' in value) return String((value as RawJson).rawJSON);
+  return null;
+}

@@ -1,0 +1,5 @@
+export { DuckDBStore, type StoreOptions, type WriteResult } from './store/store.js';
+export type { QueryResult, QueryColumn, ExportFormat } from './store/query.js';
+export { startServer, type ServerOptions, type RunningServer } from './collector/server.js';
+export { decodeTracesProtobuf, decodeLogsProtobuf } from './collector/otlp-protobuf.js';
+export { decodeTracesJson, decodeLogsJson } from './collector/otlp-json.js';

@@ -1,0 +1,45 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+/** A command line that cannot be run; the message says what to change. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+export function parseCommandArgs<O extends Options>(args: string[], options: O) {
+  try {
+    return parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+export function portArg(value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer from 0 to 65535, not "${value}"`);
+  return port;
+}
+
+const UNITS: Record<string, number> = { '': 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3 };
+
+/** "64MiB", "512k", "1048576" -> bytes. */
+export function bytesArg(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(value.trim());
+  const unit = match ? UNITS[match[2].toLowerCase()] : undefined;
+  if (!match || unit === undefined || Number(match[1]) <= 0) {
+    throw new UsageError(`${name} must be a size such as 64MiB, 512KiB or a byte count, not "${value}"`);
+  }
+  return Math.floor(Number(match[1]) * unit);
+}
+
+export function choiceArg<T extends string>(name: string, value: string | undefined, choices: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  if (!(choices as readonly string[]).includes(value)) throw new UsageError(`${name} must be one of ${choices.join(', ')}, not "${value}"`);
+  return value as T;
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+import { UsageError } from './args.js';
+import { query, QUERY_USAGE } from './query-command.js';
+import { serve, SERVE_USAGE } from './serve.js';
+
+const USAGE = `agl: turn what AI agents do into training data
+
+${SERVE_USAGE}
+
+${QUERY_USAGE}
+`;
+
+const COMMANDS: Record<string, (args: string[]) => Promise<void>> = {
+  serve,
+  store: serve,
+  query,
+};
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...args] = argv;
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const run = COMMANDS[command];
+  if (!run) throw new UsageError(`unknown command "${command}"\n\n${USAGE}`);
+  await run(args);
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof UsageError) {
+    console.error(`agl: ${error.message}`);
+    process.exit(2);
+  }
+  console.error(`agl: ${(error as Error)?.stack ?? String(error)}`);
+  process.exit(1);
+});

@@ -1,0 +1,126 @@
+import { existsSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { extname, resolve } from 'node:path';
+import { parseJsonExact } from '../exact-json.js';
+import type { ExportFormat, QueryResult } from '../store/query.js';
+import { DuckDBStore } from '../store/store.js';
+import { choiceArg, parseCommandArgs, UsageError } from './args.js';
+import { formatResult, type OutputFormat } from './format.js';
+import { serverFileOf } from './serve.js';
+
+export const QUERY_USAGE = `agl query "<SQL>" [--db ./agl.duckdb | --url http://127.0.0.1:4318]
+          [--format table|csv|json|ndjson] [--out FILE.parquet|.csv|.json|.ndjson]
+  Runs one read-only SQL query over the store (tables spans, logs). While \`agl serve\` owns the
+  file the query goes through it; otherwise the file is opened read-only.`;
+
+const OUT_FORMATS: Record<string, ExportFormat> = {
+  '.parquet': 'parquet',
+  '.csv': 'csv',
+  '.json': 'json',
+  '.ndjson': 'ndjson',
+  '.jsonl': 'ndjson',
+};
+
+/** Where a query runs: a server's HTTP endpoint or the file itself. */
+interface QueryTarget {
+  query(sql: string): Promise<QueryResult>;
+  exportTo(sql: string, path: string, format: ExportFormat): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function query(args: string[]): Promise<void> {
+  const { values, positionals } = parseCommandArgs(args, {
+    db: { type: 'string' },
+    url: { type: 'string' },
+    format: { type: 'string' },
+    out: { type: 'string' },
+  });
+  if (positionals.length !== 1) throw new UsageError(`give the SQL as one argument (in quotes)\n${QUERY_USAGE}`);
+  if (values.db !== undefined && values.url !== undefined) throw new UsageError('give --db or --url, not both');
+  const format = choiceArg<OutputFormat>('--format', values.format, ['table', 'csv', 'json', 'ndjson'], 'table');
+  const outFormat = values.out === undefined ? undefined : OUT_FORMATS[extname(values.out).toLowerCase()];
+  if (values.out !== undefined && outFormat === undefined) {
+    throw new UsageError(`--out must end in ${Object.keys(OUT_FORMATS).join(', ')}: "${values.out}"`);
+  }
+  const [sql] = positionals;
+  const target = values.url !== undefined ? httpTarget(values.url) : await fileOrServerTarget(values.db ?? './agl.duckdb');
+  try {
+    if (values.out !== undefined && outFormat !== undefined) {
+      await target.exportTo(sql, resolve(values.out), outFormat);
+      console.error(`agl: wrote ${values.out}`);
+    } else {
+      process.stdout.write(formatResult(await target.query(sql), format));
+    }
+  } finally {
+    await target.close();
+  }
+}
+
+async function fileOrServerTarget(db: string): Promise<QueryTarget> {
+  const serverFile = serverFileOf(db);
+  if (existsSync(serverFile)) {
+    const { url } = JSON.parse(await readFile(serverFile, 'utf8')) as { url: string };
+    if (await isUp(url)) return httpTarget(url);
+  }
+  if (!existsSync(db)) throw new UsageError(`no database at ${db}: start \`agl serve\` or pass --db FILE or --url URL`);
+  let store: DuckDBStore;
+  try {
+    store = await DuckDBStore.open({ path: db, readOnly: true });
+  } catch (error) {
+    if (/lock/i.test((error as Error).message)) {
+      throw new UsageError(`${db} is held by another process and no agl server answers for it; pass --url of the server that owns it`);
+    }
+    throw error;
+  }
+  return {
+    // The user's own file, opened read-only: no need to refuse file-reading table functions.
+    query: (sql) => store.query(sql, { guard: false }),
+    exportTo: (sql, path, fmt) => store.exportQuery(sql, path, fmt, { guard: false }),
+    close: () => store.close(),
+  };
+}
+
+async function isUp(url: string): Promise<boolean> {
+  try {
+    const response = await fetch(new URL('/v1/agl/health', url), { signal: AbortSignal.timeout(2000) });
+    return response.ok;
+  } catch {
+    return false;
+  }
+}
+
+function httpTarget(base: string): QueryTarget {
+  const post = async (body: object): Promise<Response> => {
+    let response: Response;
+    try {
+      response = await fetch(new URL('/v1/agl/query', base), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    } catch (error) {
+      throw new UsageError(`cannot reach the agl server at ${base}: ${(error as Error).cause ?? (error as Error).message}`);
+    }
+    if (!response.ok) {
+      const text = await response.text();
+      let detail = text;
+      try {
+        detail = (JSON.parse(text) as { detail?: string }).detail ?? text;
+      } catch {}
+      throw new UsageError(`the query failed (${response.status}): ${detail}`);
+    }
+    return response;
+  };
+  return {
+    query: async (sql) => parseJsonExact(await (await post({ sql })).text()) as QueryResult,
+    exportTo: async (sql, path, format) => {
+      if (format === 'parquet' || format === 'csv') {
+        await writeFile(path, Buffer.from(await (await post({ sql, format })).arrayBuffer()));
+        return;
+      }
+      const result = parseJsonExact(await (await post({ sql })).text()) as QueryResult;
+      await writeFile(path, formatResult(result, format === 'json' ? 'json' : 'ndjson'));
+    },
+    close: async () => {},
+  };
+}

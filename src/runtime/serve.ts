@@ -1,0 +1,48 @@
+import { rm, writeFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { startServer } from '../collector/server.js';
+import { DuckDBStore } from '../store/store.js';
+import { bytesArg, parseCommandArgs, portArg } from './args.js';
+
+export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
+  Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
+  stores it in a DuckDB file; answers agl's API under /v1/agl/. Stops cleanly on Ctrl-C.`;
+
+/** Where a running server announces itself, so `agl query` on the same file can use it. */
+export const serverFileOf = (dbPath: string) => `${resolve(dbPath)}.agl-server.json`;
+
+export async function serve(args: string[]): Promise<void> {
+  const { values } = parseCommandArgs(args, {
+    host: { type: 'string', default: '127.0.0.1' },
+    port: { type: 'string' },
+    db: { type: 'string', default: './agl.duckdb' },
+    'max-body': { type: 'string' },
+    'max-queue': { type: 'string' },
+  });
+  const path = resolve(values.db);
+  const store = await DuckDBStore.open({ path, maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2) });
+  const server = await startServer(store, {
+    host: values.host,
+    port: portArg(values.port, 4318),
+    maxBodyBytes: bytesArg('--max-body', values['max-body'], 64 * 1024 ** 2),
+  });
+  const serverFile = serverFileOf(path);
+  await writeFile(serverFile, JSON.stringify({ url: server.url, pid: process.pid }));
+  console.log(`agl: serving on ${server.url}, storing in ${path}`);
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) {
+      console.error(`agl: ${signal} again, exiting without waiting`);
+      process.exit(130);
+    }
+    stopping = true;
+    console.log(`agl: ${signal}, finishing writes and closing ${path}`);
+    await server.close();
+    await store.close();
+    await rm(serverFile, { force: true });
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+}

@@ -1,0 +1,37 @@
+import type { DuckDBConnection } from '@duckdb/node-api';
+import { columnsDdl } from './columns.js';
+import { LOG_COLUMNS, SPAN_COLUMNS } from './tables.js';
+
+/**
+ * Schema migrations, applied in order on open; the applied count is kept in agl_meta. Append
+ * new steps at the end, never edit a released one: a file written by an older agl must open.
+ */
+const MIGRATIONS: readonly string[] = [
+  `${columnsDdl('spans', SPAN_COLUMNS)};
+   ${columnsDdl('logs', LOG_COLUMNS)};`,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+export async function migrate(connection: DuckDBConnection): Promise<void> {
+  await connection.run("CREATE TABLE IF NOT EXISTS agl_meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)");
+  const reader = await connection.runAndReadAll("SELECT value FROM agl_meta WHERE key = 'schema_version'");
+  const current = reader.currentRowCount === 0 ? 0 : Number(reader.getRows()[0][0]);
+  if (current > SCHEMA_VERSION) {
+    throw new Error(`the database was written by a newer agl (schema ${current}, this agl knows ${SCHEMA_VERSION})`);
+  }
+  for (let version = current; version < SCHEMA_VERSION; version++) {
+    await connection.run('BEGIN TRANSACTION');
+    try {
+      await connection.run(MIGRATIONS[version]);
+      await connection.run(
+        "INSERT OR REPLACE INTO agl_meta VALUES ('schema_version', $version)",
+        { version: String(version + 1) },
+      );
+      await connection.run('COMMIT');
+    } catch (error) {
+      await connection.run('ROLLBACK');
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,213 @@
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import type { ColumnValue } from './columns.js';
+import { exportQuery, runQuery, type ExportFormat, type QueryResult } from './query.js';
+import { migrate } from './schema.js';
+import { SpanKeyIndex, spanKey } from './span-keys.js';
+import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';
+import { GroupCommitWriter, StoreBusyError } from './writer.js';
+
+/** Rows being built for `spans` or `logs`: one array per column, in the table's column order. */
+export interface Rows {
+  length: number;
+  readonly columns: ColumnValue[][];
+}
+
+export const newSpanRows = (): Rows => ({ length: 0, columns: SPAN_COLUMNS.map(() => []) });
+export const newLogRows = (): Rows => ({ length: 0, columns: LOG_COLUMNS.map(() => []) });
+
+export interface WriteResult {
+  /** Rows now durable in the database. */
+  readonly stored: number;
+  /** Spans dropped because the store already holds an identical one. */
+  readonly duplicates: number;
+}
+
+export interface StoreOptions {
+  /** The DuckDB file; created on first use. */
+  readonly path: string;
+  /** Decoded bytes that may wait for a commit before writes get StoreBusyError (default 64 MiB). */
+  readonly maxQueuedBytes?: number;
+  /** Time limit of one query (default 30 s). */
+  readonly queryTimeoutMs?: number;
+  /** Rows one query may return as JSON (default 100,000); exports to files have no limit. */
+  readonly maxQueryRows?: number;
+  /** Open for queries only (another process may not hold the file for writing meanwhile). */
+  readonly readOnly?: boolean;
+}
+
+/**
+ * The embedded store: one DuckDB file, one writer connection with group commit, a fresh
+ * connection per read. Hot state (span identities for de-duplication, per-rollout sequence
+ * counters) lives in memory and is rebuilt from the file on open.
+ */
+export class DuckDBStore {
+  private readonly sequences = new Map<string, number>();
+  private readonly spanKeys = new SpanKeyIndex();
+  private readonly writer: GroupCommitWriter;
+
+  private constructor(
+    readonly path: string,
+    private readonly instance: DuckDBInstance,
+    private readonly connection: DuckDBConnection,
+    private readonly options: StoreOptions,
+  ) {
+    this.writer = new GroupCommitWriter(connection, { maxQueuedBytes: options.maxQueuedBytes ?? 64 * 1024 * 1024 });
+  }
+
+  static async open(options: StoreOptions): Promise<DuckDBStore> {
+    const instance = await DuckDBInstance.create(options.path, options.readOnly ? { access_mode: 'READ_ONLY' } : {});
+    try {
+      const connection = await instance.connect();
+      const store = new DuckDBStore(options.path, instance, connection, options);
+      if (!options.readOnly) {
+        await migrate(connection);
+        await store.loadHotState();
+      }
+      return store;
+    } catch (error) {
+      instance.closeSync();
+      throw error;
+    }
+  }
+
+  /** True while the write queue is full: new writes would get StoreBusyError. */
+  get busy(): boolean {
+    return this.writer.full;
+  }
+
+  /**
+   * Stores spans durably: drops re-delivered ones, gives spans of a rollout without a sequence
+   * id the next ids of that rollout (in start-time order), and resolves after the commit.
+   */
+  async writeSpans(rows: Rows, bytes: number): Promise<WriteResult> {
+    if (this.writer.full) throw new StoreBusyError(1);
+    const { kept, keys } = await this.dropDuplicates(rows);
+    this.assignSequenceIds(kept);
+    try {
+      await this.writer.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }], bytes);
+    } catch (error) {
+      this.spanKeys.failed(keys);
+      throw error;
+    }
+    this.spanKeys.committed(keys);
+    return { stored: kept.length, duplicates: rows.length - kept.length };
+  }
+
+  async writeLogs(rows: Rows, bytes: number): Promise<WriteResult> {
+    await this.writer.write([{ table: 'logs', columns: LOG_COLUMNS, rows }], bytes);
+    return { stored: rows.length, duplicates: 0 };
+  }
+
+  query(sql: string, options: { guard?: boolean } = {}): Promise<QueryResult> {
+    return runQuery(this.instance, sql, {
+      timeoutMs: this.options.queryTimeoutMs ?? 30_000,
+      maxRows: this.options.maxQueryRows ?? 100_000,
+      guard: options.guard ?? true,
+    });
+  }
+
+  exportQuery(sql: string, path: string, format: ExportFormat, options: { guard?: boolean } = {}): Promise<void> {
+    return exportQuery(this.instance, sql, path, format, {
+      timeoutMs: this.options.queryTimeoutMs ?? 30_000,
+      guard: options.guard ?? true,
+    });
+  }
+
+  /** Commits everything accepted, checkpoints the WAL into the file and closes it. */
+  async close(): Promise<void> {
+    await this.writer.close();
+    if (!this.options.readOnly) await this.connection.run('CHECKPOINT').catch(() => {});
+    this.connection.closeSync();
+    this.instance.closeSync();
+  }
+
+  private async loadHotState(): Promise<void> {
+    const counters = await this.connection.runAndReadAll(
+      'SELECT rollout_id, max(sequence_id) FROM spans WHERE rollout_id IS NOT NULL GROUP BY rollout_id',
+    );
+    for (const [rollout, max] of counters.getRows()) this.sequences.set(String(rollout), Number(max ?? 0));
+    const result = await this.connection.stream('SELECT trace_id, span_id, rollout_id, attempt_id FROM spans');
+    for (let chunk = await result.fetchChunk(); chunk && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
+      for (const [t, s, r, a] of chunk.getRows()) {
+        this.spanKeys.addStored(spanKey(String(t), String(s), r === null ? null : String(r), a === null ? null : String(a)));
+      }
+    }
+  }
+
+  private async dropDuplicates(rows: Rows): Promise<{ kept: Rows; keys: string[] }> {
+    const c = rows.columns;
+    const keys: string[] = [];
+    const drop = new Uint8Array(rows.length);
+    const suspects: number[] = [];
+    for (let i = 0; i < rows.length; i++) {
+      const key = spanKey(
+        c[SPAN.trace_id][i] as string,
+        c[SPAN.span_id][i] as string,
+        c[SPAN.rollout_id][i] as string | null,
+        c[SPAN.attempt_id][i] as string | null,
+      );
+      const verdict = this.spanKeys.classify(key);
+      if (verdict === 'new') keys.push(key);
+      else if (verdict === 'duplicate') drop[i] = 1;
+      else suspects.push(i);
+    }
+    if (suspects.length > 0) {
+      const stored = await this.storedSpanKeys(suspects.map((i) => c[SPAN.span_id][i] as string));
+      for (const i of suspects) {
+        const key = spanKey(
+          c[SPAN.trace_id][i] as string,
+          c[SPAN.span_id][i] as string,
+          c[SPAN.rollout_id][i] as string | null,
+          c[SPAN.attempt_id][i] as string | null,
+        );
+        if (stored.has(key) || this.spanKeys.classify(key) === 'duplicate') {
+          drop[i] = 1;
+        } else {
+          this.spanKeys.addPending(key);
+          keys.push(key);
+        }
+      }
+    }
+    if (!drop.includes(1)) return { kept: rows, keys };
+    const kept: Rows = { length: 0, columns: c.map(() => []) };
+    for (let i = 0; i < rows.length; i++) {
+      if (drop[i]) continue;
+      for (let col = 0; col < c.length; col++) kept.columns[col].push(c[col][i]);
+      kept.length++;
+    }
+    return { kept, keys };
+  }
+
+  private async storedSpanKeys(spanIds: string[]): Promise<Set<string>> {
+    // Span ids were checked to be hex by the decoders, so they are safe as literals.
+    const list = [...new Set(spanIds)].map((id) => `'${id.replace(/[^0-9a-f]/g, '')}'`).join(',');
+    const reader = await this.connection.runAndReadAll(
+      `SELECT trace_id, span_id, rollout_id, attempt_id FROM spans WHERE span_id IN (${list})`,
+    );
+    return new Set(
+      reader.getRows().map(([t, s, r, a]) => spanKey(String(t), String(s), r === null ? null : String(r), a === null ? null : String(a))),
+    );
+  }
+
+  private assignSequenceIds(rows: Rows): void {
+    const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
+    const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
+    const start = rows.columns[SPAN.start_time] as (bigint | null)[];
+    const unassigned: number[] = [];
+    for (let i = 0; i < rows.length; i++) {
+      const rollout = rollouts[i];
+      if (rollout === null) continue;
+      const explicit = sequence[i];
+      if (explicit === null) unassigned.push(i);
+      else if (explicit > (this.sequences.get(rollout) ?? 0)) this.sequences.set(rollout, explicit);
+    }
+    unassigned.sort((a, b) => Number((start[a] ?? 0n) - (start[b] ?? 0n)));
+    for (const i of unassigned) {
+      const next = (this.sequences.get(rollouts[i]!) ?? 0) + 1;
+      this.sequences.set(rollouts[i]!, next);
+      sequence[i] = next;
+    }
+  }
+}
+
+export { LOG, SPAN };

@@ -1,0 +1,109 @@
+import type { DuckDBConnection } from '@duckdb/node-api';
+import { appendRows, type Column, type ColumnarRows } from './columns.js';
+
+/** Rows for one table, as handed to the writer. */
+export interface TableRows {
+  readonly table: string;
+  readonly columns: readonly Column[];
+  readonly rows: ColumnarRows;
+}
+
+interface Job {
+  readonly writes: readonly TableRows[];
+  readonly bytes: number;
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** The write queue is over its bound: the caller should retry later (HTTP 503 + Retry-After). */
+export class StoreBusyError extends Error {
+  constructor(readonly retryAfterSeconds: number) {
+    super(`the store's write queue is full; retry in ${retryAfterSeconds} s`);
+    this.name = 'StoreBusyError';
+  }
+}
+
+export interface GroupCommitWriterOptions {
+  /** Bytes (as the caller estimates them) that may wait for a commit before writes are refused. */
+  readonly maxQueuedBytes: number;
+}
+
+/**
+ * The one writer of the database. Every write waiting while a commit runs is appended in the
+ * next transaction together (group commit), so durability costs one commit per group, not per
+ * request. A write's promise settles after the commit that holds it: resolved means durable.
+ * BEGIN and COMMIT run on DuckDB's threads, so the event loop keeps decoding meanwhile.
+ */
+export class GroupCommitWriter {
+  private queue: Job[] = [];
+  private queuedBytes = 0;
+  private draining: Promise<void> | null = null;
+  private closed = false;
+
+  constructor(
+    private readonly connection: DuckDBConnection,
+    private readonly options: GroupCommitWriterOptions,
+  ) {}
+
+  /** True when a new write would be refused. */
+  get full(): boolean {
+    return this.queuedBytes >= this.options.maxQueuedBytes;
+  }
+
+  write(writes: readonly TableRows[], bytes: number): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('the store is closed'));
+    if (this.full) return Promise.reject(new StoreBusyError(1));
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ writes, bytes, resolve, reject });
+      this.queuedBytes += bytes;
+      this.draining ??= this.drain();
+    });
+  }
+
+  /** Waits for every accepted write to commit, then refuses new ones. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.draining;
+  }
+
+  private async drain(): Promise<void> {
+    // Let the requests that arrive in this turn of the event loop join the first group.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    while (this.queue.length > 0) {
+      const group = this.queue;
+      this.queue = [];
+      try {
+        await this.commit(group);
+        for (const job of group) job.resolve();
+      } catch (error) {
+        for (const job of group) job.reject(error);
+      } finally {
+        for (const job of group) this.queuedBytes -= job.bytes;
+      }
+    }
+    this.draining = null;
+  }
+
+  private async commit(group: readonly Job[]): Promise<void> {
+    const byTable = new Map<string, { columns: readonly Column[]; batches: ColumnarRows[] }>();
+    for (const job of group) {
+      for (const w of job.writes) {
+        if (w.rows.length === 0) continue;
+        const entry = byTable.get(w.table) ?? { columns: w.columns, batches: [] };
+        entry.batches.push(w.rows);
+        byTable.set(w.table, entry);
+      }
+    }
+    if (byTable.size === 0) return;
+    await this.connection.run('BEGIN TRANSACTION');
+    try {
+      for (const [table, { columns, batches }] of byTable) {
+        await appendRows(this.connection, table, columns, batches);
+      }
+      await this.connection.run('COMMIT');
+    } catch (error) {
+      await this.connection.run('ROLLBACK').catch(() => {});
+      throw error;
+    }
+  }
+}
