@@ -1,4 +1,4 @@
-import type { DuckDBConnection, DuckDBInstance, DuckDBResultReader } from '@duckdb/node-api';
+import { DuckDBTypeId, type DuckDBConnection, type DuckDBInstance, type DuckDBResultReader } from '@duckdb/node-api';
 import { parseJsonExact } from '../exact-json.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
 
@@ -97,27 +97,54 @@ async function withReadOnlyConnection<T>(
   }
 }
 
-const INTEGER_TYPES = new Set(['BIGINT', 'UBIGINT', 'HUGEINT', 'UHUGEINT']);
-
 function toQueryResult(reader: DuckDBResultReader): QueryResult {
   const names = reader.deduplicatedColumnNames();
   const types = reader.columnTypes();
+  const typeTrees = reader.columnTypesJson() as unknown as TypeTree[];
   const columns = names.map((name, i) => ({ name, type: types[i].alias ?? types[i].toString() }));
   const rows = reader.getRowObjectsJson() as Record<string, unknown>[];
-  // The JSON converter gives 64-bit integers as strings and JSON columns as text; users want
-  // numbers where they are exact and JSON values as values.
-  for (const { name, type } of columns) {
-    if (INTEGER_TYPES.has(type)) {
-      for (const row of rows) {
-        const v = row[name];
-        if (typeof v === 'string' && Number.isSafeInteger(Number(v))) row[name] = Number(v);
-      }
-    } else if (type === 'JSON') {
-      for (const row of rows) {
-        const v = row[name];
-        if (typeof v === 'string') row[name] = parseJsonExact(v);
-      }
-    }
+  for (let i = 0; i < columns.length; i++) {
+    const { name } = columns[i];
+    if (!needsNormalizing(typeTrees[i])) continue;
+    for (const row of rows) row[name] = normalize(row[name], typeTrees[i]);
   }
   return { columns, rows };
+}
+
+/** The shape of DuckDB's JSON type description (`columnTypesJson`). */
+interface TypeTree {
+  typeId: number;
+  alias?: string;
+  valueType?: TypeTree;
+  entryNames?: string[];
+  entryTypes?: TypeTree[];
+}
+
+const WIDE_INTEGERS = new Set([DuckDBTypeId.BIGINT, DuckDBTypeId.UBIGINT, DuckDBTypeId.HUGEINT, DuckDBTypeId.UHUGEINT]);
+
+function needsNormalizing(type: TypeTree): boolean {
+  return (
+    type.alias === 'JSON' ||
+    WIDE_INTEGERS.has(type.typeId) ||
+    (type.valueType !== undefined && needsNormalizing(type.valueType)) ||
+    (type.entryTypes ?? []).some(needsNormalizing)
+  );
+}
+
+/**
+ * DuckDB's JSON conversion gives 64-bit integers as strings and JSON columns as text, at any
+ * depth; users want numbers where they are exact and JSON values as values.
+ */
+function normalize(value: unknown, type: TypeTree): unknown {
+  if (value === null || value === undefined) return value;
+  if (type.alias === 'JSON') return typeof value === 'string' ? parseJsonExact(value) : value;
+  if (WIDE_INTEGERS.has(type.typeId)) {
+    return typeof value === 'string' && Number.isSafeInteger(Number(value)) ? Number(value) : value;
+  }
+  if (Array.isArray(value) && type.valueType) return value.map((item) => normalize(item, type.valueType!));
+  if (type.entryNames && type.entryTypes && typeof value === 'object') {
+    const struct = value as Record<string, unknown>;
+    type.entryNames.forEach((name, i) => (struct[name] = normalize(struct[name], type.entryTypes![i])));
+  }
+  return value;
 }

@@ -1,0 +1,77 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startServer, type RunningServer, type ServerOptions } from '../src/collector/server.js';
+import { DuckDBStore, type StoreOptions } from '../src/store/store.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** The compiled CLI (tests run from dist/test). */
+export const CLI = join(here, '..', 'src', 'runtime', 'cli.js');
+/** Test data, read from the source tree so that it is not copied into dist. */
+export const FIXTURES = join(here, '..', '..', 'test', 'fixtures');
+
+export async function tempDir(t: { after(fn: () => Promise<void>): void }): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'agl-test-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+export interface InProcessAgl {
+  readonly url: string;
+  readonly store: DuckDBStore;
+  readonly server: RunningServer;
+  close(): Promise<void>;
+}
+
+/** A store and server in this process on a free port of 127.0.0.1. */
+export async function startAgl(dbPath: string, options: Omit<StoreOptions, 'path'> & ServerOptions = {}): Promise<InProcessAgl> {
+  const store = await DuckDBStore.open({ ...options, path: dbPath });
+  const server = await startServer(store, { port: 0, ...options });
+  return {
+    url: server.url,
+    store,
+    server,
+    close: async () => {
+      await server.close();
+      await store.close();
+    },
+  };
+}
+
+export interface CliResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export function runCli(args: string[], options: { cwd?: string } = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { cwd: options.cwd, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** `agl serve` as a child process; resolves once it printed its address. */
+export async function spawnServe(args: string[]): Promise<{ url: string; child: ChildProcess; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let output = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /serving on (http:\/\/\S+),/.exec(output);
+      if (match) resolve(match[1]);
+    });
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    void exited.then(() => reject(new Error(`agl serve exited before serving:\n${output}`)));
+  });
+  return { url, child, exited };
+}
+
+export async function post(url: string, body: Buffer | string, headers: Record<string, string>): Promise<{ status: number; headers: Headers; body: Buffer }> {
+  const response = await fetch(url, { method: 'POST', body, headers });
+  return { status: response.status, headers: response.headers, body: Buffer.from(await response.arrayBuffer()) };
+}
