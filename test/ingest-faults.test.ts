@@ -1,0 +1,192 @@
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { gzipSync } from 'node:zlib';
+import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { FIXTURES, post, startAgl, tempDir, type InProcessAgl } from './helpers.js';
+import { freshCopy, makeBatch } from './otlp-batches.js';
+
+// Bad input must get the right status and a clear message, and must never harm the server or
+// what it already stored.
+
+const MAX_BODY = 1024 * 1024;
+const PROTOBUF = { 'content-type': 'application/x-protobuf' };
+const JSON_TYPE = { 'content-type': 'application/json' };
+
+let agl: InProcessAgl;
+let storedBefore: number;
+before(async () => {
+  agl = await startAgl(join(await tempDir({ after }), 'faults.duckdb'), { maxBodyBytes: MAX_BODY });
+  const ok = await post(`${agl.url}/v1/traces`, await readFile(join(FIXTURES, 'traces.pb')), PROTOBUF);
+  assert.equal(ok.status, 200);
+  storedBefore = await spanCount();
+});
+after(() => agl.close());
+
+async function spanCount(): Promise<number> {
+  return (await agl.store.query('SELECT count(*) AS n FROM spans')).rows[0].n as number;
+}
+
+/** The server still answers and the spans stored before are all there. */
+async function assertUnharmed(): Promise<void> {
+  const health = await fetch(`${agl.url}/v1/agl/health`);
+  assert.deepEqual(await health.json(), { status: 'ok' });
+  assert.equal(await spanCount(), storedBefore);
+}
+
+/** Decodes a protobuf google.rpc.Status {1: code, 2: message}. */
+function rpcStatus(body: Buffer): { code: number; message: string } {
+  assert.equal(body[0], 0x08, 'field 1, varint');
+  const code = body[1];
+  assert.equal(body[2], 0x12, 'field 2, length-delimited');
+  let length = 0;
+  let pos = 3;
+  for (let shift = 0; ; shift += 7) {
+    const b = body[pos++];
+    length |= (b & 0x7f) << shift;
+    if (b < 0x80) break;
+  }
+  return { code, message: body.subarray(pos, pos + length).toString() };
+}
+
+test('random bytes are a 400 with a protobuf google.rpc.Status that says why', async () => {
+  const random = Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7919 + 13) % 256));
+  const response = await post(`${agl.url}/v1/traces`, random, PROTOBUF);
+  assert.equal(response.status, 400);
+  assert.equal(response.headers.get('content-type'), 'application/x-protobuf');
+  const status = rpcStatus(response.body);
+  assert.equal(status.code, 3);
+  assert.match(status.message, /not a valid ExportTraceServiceRequest/);
+  await assertUnharmed();
+});
+
+test('a truncated protobuf body is a 400 naming the truncation', async () => {
+  const body = await readFile(join(FIXTURES, 'traces.pb'));
+  const response = await post(`${agl.url}/v1/traces`, body.subarray(0, body.length - 7), PROTOBUF);
+  assert.equal(response.status, 400);
+  assert.match(rpcStatus(response.body).message, /truncated/);
+  await assertUnharmed();
+});
+
+test('JSON with wrong types is a 400 with a JSON Status naming the field', async () => {
+  const body = JSON.stringify({
+    resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', name: 42 }] }] }],
+  });
+  const response = await post(`${agl.url}/v1/traces`, body, JSON_TYPE);
+  assert.equal(response.status, 400);
+  assert.equal(response.headers.get('content-type'), 'application/json');
+  const status = JSON.parse(response.body.toString());
+  assert.equal(status.code, 3);
+  assert.match(status.message, /resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[0\]\.name: expected a string, got a number/);
+
+  const notJson = await post(`${agl.url}/v1/traces`, '{"resourceSpans": [', JSON_TYPE);
+  assert.equal(notJson.status, 400);
+  assert.match(JSON.parse(notJson.body.toString()).message, /not JSON/);
+  const notList = await post(`${agl.url}/v1/traces`, '{"resourceSpans": {}}', JSON_TYPE);
+  assert.equal(notList.status, 400);
+  assert.match(JSON.parse(notList.body.toString()).message, /resourceSpans: expected an array/);
+  await assertUnharmed();
+});
+
+test('a gzip bomb is a 413, not an out-of-memory crash', async () => {
+  const bomb = gzipSync(Buffer.alloc(64 * MAX_BODY));
+  assert.ok(bomb.length < MAX_BODY / 4);
+  const response = await post(`${agl.url}/v1/traces`, bomb, { ...PROTOBUF, 'content-encoding': 'gzip' });
+  assert.equal(response.status, 413);
+  assert.match(rpcStatus(response.body).message, /larger than 1048576 bytes \(after decompression\)/);
+  await assertUnharmed();
+});
+
+test('a body over the cap is a 413', async () => {
+  const response = await post(`${agl.url}/v1/traces`, Buffer.alloc(MAX_BODY + 1), PROTOBUF);
+  assert.equal(response.status, 413);
+  await assertUnharmed();
+});
+
+test('corrupt gzip and unknown encodings are 400s', async () => {
+  const corrupt = await post(`${agl.url}/v1/traces`, Buffer.from('not gzip at all'), { ...PROTOBUF, 'content-encoding': 'gzip' });
+  assert.equal(corrupt.status, 400);
+  assert.match(rpcStatus(corrupt.body).message, /not valid gzip/);
+  const brotli = await post(`${agl.url}/v1/traces`, Buffer.from('x'), { ...PROTOBUF, 'content-encoding': 'br' });
+  assert.equal(brotli.status, 400);
+  assert.match(rpcStatus(brotli.body).message, /unsupported Content-Encoding "br"/);
+  await assertUnharmed();
+});
+
+test('an unsupported content type is a 400 that names the accepted ones', async () => {
+  const response = await post(`${agl.url}/v1/traces`, 'hello', { 'content-type': 'text/plain' });
+  assert.equal(response.status, 400);
+  assert.match(JSON.parse(response.body.toString()).message, /unsupported Content-Type "text\/plain".*application\/x-protobuf or application\/json/);
+  await assertUnharmed();
+});
+
+test('spans with invalid ids are rejected one by one in partial_success; the others are stored', async () => {
+  const body = JSON.stringify({
+    resourceSpans: [{
+      resource: { attributes: [{ key: 'agentlightning.rollout_id', value: { stringValue: 'ro-partial' } }] },
+      scopeSpans: [{
+        spans: [
+          { traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', name: 'good' },
+          { traceId: '5b8efff798038103d269b633813fc60c', spanId: '0000000000000000', name: 'zero-id' },
+          { traceId: 'W47/95gDgQPSabYzgT/GDA==', spanId: '7uGbfsPBsXU=', name: 'base64-ids', parentSpanId: '' },
+        ],
+      }],
+    }],
+  });
+  const response = await post(`${agl.url}/v1/traces`, body, JSON_TYPE);
+  assert.equal(response.status, 200);
+  const answer = JSON.parse(response.body.toString());
+  assert.equal(answer.partialSuccess.rejectedSpans, '1');
+  assert.match(answer.partialSuccess.errorMessage, /span "zero-id": invalid span_id/);
+  const { rows } = await agl.store.query("SELECT name, trace_id, span_id FROM spans WHERE rollout_id = 'ro-partial' ORDER BY name");
+  assert.deepEqual(rows, [
+    { name: 'base64-ids', trace_id: '5b8efff798038103d269b633813fc60c', span_id: 'eee19b7ec3c1b175' },
+    { name: 'good', trace_id: '5b8efff798038103d269b633813fc60c', span_id: 'eee19b7ec3c1b174' },
+  ]);
+  storedBefore = await spanCount();
+});
+
+test('partial_success in protobuf decodes with the official deserializer', async () => {
+  const template = await makeBatch(3);
+  // Zero the first span id in place: that span becomes invalid.
+  const body = freshCopy(template, 77);
+  const spanIdTag = body.indexOf(Buffer.from([0x12, 0x08]), template.traceIdOffsets[0]);
+  body.fill(0, spanIdTag + 2, spanIdTag + 10);
+  const response = await post(`${agl.url}/v1/traces`, body, PROTOBUF);
+  assert.equal(response.status, 200);
+  const decoded = ProtobufTraceSerializer.deserializeResponse(response.body);
+  assert.equal(Number(decoded.partialSuccess?.rejectedSpans), 1);
+  assert.match(decoded.partialSuccess?.errorMessage ?? '', /invalid span_id/);
+  storedBefore = await spanCount();
+});
+
+test('an empty request is a success', async () => {
+  const proto = await post(`${agl.url}/v1/traces`, Buffer.alloc(0), PROTOBUF);
+  assert.equal(proto.status, 200);
+  assert.equal(proto.body.length, 0);
+  const json = await post(`${agl.url}/v1/traces`, '{}', JSON_TYPE);
+  assert.equal(json.status, 200);
+  assert.deepEqual(JSON.parse(json.body.toString()), {});
+  await assertUnharmed();
+});
+
+test('re-delivered spans are stored once', async () => {
+  const body = await readFile(join(FIXTURES, 'traces.pb'));
+  const again = await post(`${agl.url}/v1/traces`, body, PROTOBUF);
+  assert.equal(again.status, 200);
+  const gzipped = await post(`${agl.url}/v1/traces`, gzipSync(body), { ...PROTOBUF, 'content-encoding': 'gzip' });
+  assert.equal(gzipped.status, 200);
+  const concurrent = await Promise.all([1, 2, 3].map(() => post(`${agl.url}/v1/traces`, body, PROTOBUF)));
+  assert.deepEqual(concurrent.map((r) => r.status), [200, 200, 200]);
+  assert.equal(await spanCount(), storedBefore);
+  const { rows } = await agl.store.query('SELECT count(*) AS n FROM (SELECT DISTINCT trace_id, span_id, rollout_id, attempt_id FROM spans)');
+  assert.equal(rows[0].n, storedBefore);
+});
+
+test('unknown routes and methods get 404 and 405', async () => {
+  assert.equal((await fetch(`${agl.url}/v1/nothing`)).status, 404);
+  const wrongMethod = await fetch(`${agl.url}/v1/traces`);
+  assert.equal(wrongMethod.status, 405);
+  assert.equal(wrongMethod.headers.get('allow'), 'POST');
+});
