@@ -12,9 +12,14 @@ export const CLI = join(here, '..', 'src', 'runtime', 'cli.js');
 /** Test data, read from the source tree so that it is not copied into dist. */
 export const FIXTURES = join(here, '..', '..', 'test', 'fixtures');
 
+/** A fresh temp folder; remove it with `removeDir` (in the file's `after` hook). */
+export const newTempDir = () => mkdtemp(join(tmpdir(), 'agl-test-'));
+export const removeDir = (dir: string) => rm(dir, { recursive: true, force: true });
+
+/** A temp folder removed when test `t` ends. */
 export async function tempDir(t: { after(fn: () => Promise<void>): void }): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'agl-test-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await newTempDir();
+  t.after(() => removeDir(dir));
   return dir;
 }
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
-import { FIXTURES, post, startAgl, tempDir, type InProcessAgl } from './helpers.js';
+import { FIXTURES, post, startAgl, newTempDir, removeDir, type InProcessAgl } from './helpers.js';
 import { freshCopy, makeBatch } from './otlp-batches.js';
 
 // Bad input must get the right status and a clear message, and must never harm the server or
@@ -14,15 +14,19 @@ const MAX_BODY = 1024 * 1024;
 const PROTOBUF = { 'content-type': 'application/x-protobuf' };
 const JSON_TYPE = { 'content-type': 'application/json' };
 
+let dir: string;
 let agl: InProcessAgl;
 let storedBefore: number;
 before(async () => {
-  agl = await startAgl(join(await tempDir({ after }), 'faults.duckdb'), { maxBodyBytes: MAX_BODY });
+  agl = await startAgl(join((dir = await newTempDir()), 'faults.duckdb'), { maxBodyBytes: MAX_BODY });
   const ok = await post(`${agl.url}/v1/traces`, await readFile(join(FIXTURES, 'traces.pb')), PROTOBUF);
   assert.equal(ok.status, 200);
   storedBefore = await spanCount();
 });
-after(() => agl.close());
+after(async () => {
+  await agl.close();
+  await removeDir(dir);
+});
 
 async function spanCount(): Promise<number> {
   return (await agl.store.query('SELECT count(*) AS n FROM spans')).rows[0].n as number;

@@ -9,15 +9,16 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchLogRecordProcessor, LoggerProvider } from '@opentelemetry/sdk-logs';
 import { BatchSpanProcessor, TracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace';
-import { runCli, spawnServe, tempDir } from './helpers.js';
+import { newTempDir, removeDir, runCli, spawnServe } from './helpers.js';
 
 // The official OpenTelemetry JS SDK and OTLP exporters send to a real `agl serve` process;
 // `agl query` (the CLI, through the server) must then find what they sent.
 
 let url: string;
+let dir: string;
 let stopServer: () => Promise<void>;
 before(async () => {
-  const dir = await tempDir({ after });
+  dir = await newTempDir();
   const serve = await spawnServe(['--db', join(dir, 'sdk.duckdb')]);
   url = serve.url;
   stopServer = async () => {
@@ -25,7 +26,10 @@ before(async () => {
     await serve.exited;
   };
 });
-after(() => stopServer());
+after(async () => {
+  await stopServer();
+  await removeDir(dir);
+});
 
 async function query(sql: string): Promise<Record<string, unknown>[]> {
   const result = await runCli(['query', sql, '--url', url, '--format', 'json']);

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { parseJsonExact } from '../src/exact-json.js';
-import { FIXTURES, post, startAgl, tempDir, type InProcessAgl } from './helpers.js';
+import { FIXTURES, post, startAgl, newTempDir, removeDir, type InProcessAgl } from './helpers.js';
 
 // traces.pb and logs.pb were encoded by Google's protobuf (Python), independently of agl; the
 // .expected.json files say what a correct decoder reads from them.
@@ -11,11 +11,15 @@ import { FIXTURES, post, startAgl, tempDir, type InProcessAgl } from './helpers.
 const KINDS = ['UNSPECIFIED', 'INTERNAL', 'SERVER', 'CLIENT', 'PRODUCER', 'CONSUMER'];
 const STATUS = ['UNSET', 'OK', 'ERROR'];
 
+let dir: string;
 let agl: InProcessAgl;
 before(async () => {
-  agl = await startAgl(join(await tempDir({ after }), 'fixtures.duckdb'));
+  agl = await startAgl(join((dir = await newTempDir()), 'fixtures.duckdb'));
 });
-after(() => agl.close());
+after(async () => {
+  await agl.close();
+  await removeDir(dir);
+});
 
 /** JSON text normalised so that exact big integers compare equal. */
 const canon = (value: unknown) => JSON.stringify(value);
