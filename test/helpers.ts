@@ -59,10 +59,26 @@ export function runCli(args: string[], options: { cwd?: string } = {}): Promise<
   });
 }
 
+// Servers a failed test left running are killed when the test process exits.
+const children = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
 /** `agl serve` as a child process; resolves once it printed its address. */
 export async function spawnServe(args: string[]): Promise<{ url: string; child: ChildProcess; exited: Promise<number | null> }> {
   const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  children.add(child);
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      children.delete(child);
+      resolve(code);
+    }),
+  );
+  // A failed assertion must not leave the test process waiting on the server's pipes.
+  child.unref();
+  (child.stdout as unknown as { unref(): void }).unref();
+  (child.stderr as unknown as { unref(): void }).unref();
   let output = '';
   const url = await new Promise<string>((resolve, reject) => {
     child.stdout!.on('data', (chunk: Buffer) => {

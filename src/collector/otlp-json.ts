@@ -11,6 +11,7 @@ import {
   reject,
   timestampOrNull,
   type Attribution,
+  finishBatch,
   type DecodedBatch,
   type ResourceContext,
 } from './otlp-rows.js';
@@ -72,7 +73,7 @@ export function decodeTracesJson(text: string): DecodedBatch {
       context,
     );
   });
-  return batch;
+  return finishBatch(batch);
 }
 
 export function decodeLogsJson(text: string): DecodedBatch {
@@ -97,7 +98,7 @@ export function decodeLogsJson(text: string): DecodedBatch {
     if (invalid) reject(batch, invalid);
     else pushLog(batch.rows, log, context);
   });
-  return batch;
+  return finishBatch(batch);
 }
 
 function parseRequest(text: string): Obj {

@@ -10,6 +10,7 @@ import {
   reject,
   timestampOrNull,
   type Attribution,
+  finishBatch,
   type DecodedBatch,
   type DecodedLog,
   type DecodedSpan,
@@ -31,7 +32,7 @@ export function decodeTracesProtobuf(body: Buffer): DecodedBatch {
     if (invalid) reject(batch, `span "${span.name}": ${invalid}`);
     else pushSpan(batch.rows, span, context);
   });
-  return batch;
+  return finishBatch(batch);
 }
 
 export function decodeLogsProtobuf(body: Buffer): DecodedBatch {
@@ -42,7 +43,7 @@ export function decodeLogsProtobuf(body: Buffer): DecodedBatch {
     if (invalid) reject(batch, invalid);
     else pushLog(batch.rows, log, context);
   });
-  return batch;
+  return finishBatch(batch);
 }
 
 type ItemReader = (r: ProtobufReader, end: number, context: ResourceContext) => void;

@@ -3,18 +3,10 @@ import type { DuckDBStore } from '../store/store.js';
 import { StoreBusyError } from '../store/writer.js';
 import { BodyError, readBody } from './body.js';
 import { mediaType } from './http.js';
-import { decodeLogsJson, decodeTracesJson, OtlpJsonError } from './otlp-json.js';
-import { decodeLogsProtobuf, decodeTracesProtobuf } from './otlp-protobuf.js';
+import { isDecodeError, type Signal } from './decode.js';
+import type { DecodePool } from './decode-pool.js';
 import { exportResponse, RpcCode, statusResponse, type EncodedBody, type Encoding } from './otlp-responses.js';
-import { rejectionMessage, type DecodedBatch } from './otlp-rows.js';
-import { ProtobufError } from './protobuf-reader.js';
-
-export type Signal = 'traces' | 'logs';
-
-const DECODERS: Record<Signal, Record<Encoding, (body: Buffer) => DecodedBatch>> = {
-  traces: { protobuf: decodeTracesProtobuf, json: (body) => decodeTracesJson(body.toString('utf8')) },
-  logs: { protobuf: decodeLogsProtobuf, json: (body) => decodeLogsJson(body.toString('utf8')) },
-};
+import { rejectionMessage } from './otlp-rows.js';
 
 const ENCODINGS: Record<string, Encoding> = {
   'application/x-protobuf': 'protobuf',
@@ -32,6 +24,7 @@ export async function handleOtlp(
   request: IncomingMessage,
   response: ServerResponse,
   store: DuckDBStore,
+  decoder: DecodePool,
   maxBodyBytes: number,
 ): Promise<void> {
   const type = mediaType(request);
@@ -47,14 +40,15 @@ export async function handleOtlp(
   }
   try {
     const body = await readBody(request, maxBodyBytes);
-    const batch = DECODERS[signal][encoding](body);
-    if (signal === 'traces') await store.writeSpans(batch.rows, body.length);
-    else await store.writeLogs(batch.rows, body.length);
+    const bytes = body.length;
+    const batch = await decoder.decode(signal, encoding, body);
+    if (signal === 'traces') await store.writeSpans(batch.rows, bytes);
+    else await store.writeLogs(batch.rows, bytes);
     send(response, 200, exportResponse(encoding, signal, batch.rejected, rejectionMessage(batch, signal === 'traces' ? 'spans' : 'log records')));
   } catch (error) {
     if (error instanceof BodyError) {
       send(response, error.status, statusResponse(encoding, error.status === 413 ? RpcCode.RESOURCE_EXHAUSTED : RpcCode.INVALID_ARGUMENT, error.message));
-    } else if (error instanceof ProtobufError || error instanceof OtlpJsonError) {
+    } else if (isDecodeError(error)) {
       const what = signal === 'traces' ? 'ExportTraceServiceRequest' : 'ExportLogsServiceRequest';
       send(response, 400, statusResponse(encoding, RpcCode.INVALID_ARGUMENT, `the body is not a valid ${what}: ${error.message}`));
     } else if (error instanceof StoreBusyError) {

@@ -1,20 +1,29 @@
-import { LOG, newLogRows, newSpanRows, SPAN, type Rows } from '../store/store.js';
+import type { ColumnarRows } from '../store/columns.js';
+import { finishRows, LOG, newLogRows, newSpanRows, SPAN, type RowsBuilder } from '../store/store.js';
 
 /**
  * What both OTLP decoders (protobuf and JSON) produce: rows for the store plus the count and
  * reason of what was rejected, for the response's partial_success.
  */
 export interface DecodedBatch {
-  readonly rows: Rows;
-  rejected: number;
+  readonly rows: ColumnarRows;
+  readonly rejected: number;
   /** The first rejection's reason, with the total count added by `rejectionMessage`. */
+  readonly firstError: string | null;
+}
+
+/** A DecodedBatch while a decoder fills it. */
+export interface BatchBuilder {
+  readonly rows: RowsBuilder;
+  rejected: number;
   firstError: string | null;
 }
 
-export const newSpanBatch = (): DecodedBatch => ({ rows: newSpanRows(), rejected: 0, firstError: null });
-export const newLogBatch = (): DecodedBatch => ({ rows: newLogRows(), rejected: 0, firstError: null });
+export const newSpanBatch = (): BatchBuilder => ({ rows: newSpanRows(), rejected: 0, firstError: null });
+export const newLogBatch = (): BatchBuilder => ({ rows: newLogRows(), rejected: 0, firstError: null });
+export const finishBatch = ({ rows, rejected, firstError }: BatchBuilder): DecodedBatch => ({ rows: finishRows(rows), rejected, firstError });
 
-export function reject(batch: DecodedBatch, reason: string): void {
+export function reject(batch: BatchBuilder, reason: string): void {
   batch.rejected++;
   batch.firstError ??= reason;
 }
@@ -79,7 +88,7 @@ const SPAN_KINDS = ['UNSPECIFIED', 'INTERNAL', 'SERVER', 'CLIENT', 'PRODUCER', '
 const STATUS_CODES = ['UNSET', 'OK', 'ERROR'];
 
 /** Appends a span; span attributes win over resource attributes for attribution. */
-export function pushSpan(rows: Rows, span: DecodedSpan, context: ResourceContext): void {
+export function pushSpan(rows: RowsBuilder, span: DecodedSpan, context: ResourceContext): void {
   const c = rows.columns;
   const own = span.attribution;
   const res = context.attribution;
@@ -121,7 +130,7 @@ export interface DecodedLog {
   attribution: Attribution;
 }
 
-export function pushLog(rows: Rows, log: DecodedLog, context: ResourceContext): void {
+export function pushLog(rows: RowsBuilder, log: DecodedLog, context: ResourceContext): void {
   const c = rows.columns;
   c[LOG.rollout_id].push(log.attribution.rolloutId ?? context.attribution.rolloutId);
   c[LOG.attempt_id].push(log.attribution.attemptId ?? context.attribution.attemptId);

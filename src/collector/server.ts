@@ -1,7 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { availableParallelism } from 'node:os';
 import type { DuckDBStore } from '../store/store.js';
 import { BodyError } from './body.js';
+import { DecodePool } from './decode-pool.js';
 import { HttpError, sendJson } from './http.js';
 import { handleOtlp } from './otlp-routes.js';
 import { handleQuery } from './query-route.js';
@@ -11,6 +13,8 @@ export interface ServerOptions {
   readonly port?: number;
   /** Largest request body after decompression (default 64 MiB). */
   readonly maxBodyBytes?: number;
+  /** Threads that decode OTLP bodies (default: one per core beyond the first; 0 = inline). */
+  readonly decodeThreads?: number;
 }
 
 export interface RunningServer {
@@ -29,9 +33,10 @@ type Handler = (request: IncomingMessage, response: ServerResponse) => Promise<v
  */
 export async function startServer(store: DuckDBStore, options: ServerOptions = {}): Promise<RunningServer> {
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
+  const decoder = new DecodePool(options.decodeThreads ?? Math.max(1, availableParallelism() - 1));
   const routes: Record<string, Record<string, Handler>> = {
-    '/v1/traces': { POST: (req, res) => handleOtlp('traces', req, res, store, maxBodyBytes) },
-    '/v1/logs': { POST: (req, res) => handleOtlp('logs', req, res, store, maxBodyBytes) },
+    '/v1/traces': { POST: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes) },
+    '/v1/logs': { POST: (req, res) => handleOtlp('logs', req, res, store, decoder, maxBodyBytes) },
     '/v1/agl/health': { GET: (_req, res) => sendJson(res, 200, { status: 'ok' }) },
     '/v1/agl/query': { POST: (req, res) => handleQuery(req, res, store) },
   };
@@ -68,7 +73,7 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
         server.closeIdleConnections();
         // Keep-alive clients that keep sending would hold the close open: cut them after a grace.
         setTimeout(() => server.closeAllConnections(), 5_000).unref();
-      }),
+      }).then(() => decoder.close()),
   };
 }
 

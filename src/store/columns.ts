@@ -2,9 +2,13 @@ import duckdb from '@duckdb/node-bindings';
 import { DuckDBDataChunk, type DuckDBConnection } from '@duckdb/node-api';
 
 /**
- * Column-oriented rows for one table, appended to DuckDB a data chunk at a time. Values of a
- * column: VARCHAR and JSON take strings, INTEGER and BIGINT numbers, TIMESTAMP_NS bigints
- * (nanoseconds since the epoch); null is SQL NULL.
+ * Column-oriented rows for one table, appended to DuckDB a data chunk at a time.
+ *
+ * A column's values live in one of three forms. Text that only DuckDB reads (attributes, names,
+ * JSON) is UTF-8 in one buffer with offsets (ByteColumn), and 64-bit times in a BigInt64Array
+ * (Int64Column): both are made by the decoders, moved between threads without copying, and
+ * copied into DuckDB's vectors without becoming JS values on the writing thread. Columns the
+ * store itself reads (ids, sequence numbers) stay plain JS arrays.
  */
 export type ColumnType = 'VARCHAR' | 'JSON' | 'INTEGER' | 'BIGINT' | 'TIMESTAMP_NS';
 
@@ -12,14 +16,121 @@ export interface Column {
   readonly name: string;
   readonly type: ColumnType;
   readonly notNull?: boolean;
+  /** Kept as a JS array because the store reads it (dedup keys, sequence counters). */
+  readonly js?: boolean;
 }
 
 export type ColumnValue = string | number | bigint | null;
 
-/** One array per column, in the table's column order, all of the same length. */
+export interface ByteColumn {
+  readonly kind: 'bytes';
+  /** Row i is data[offsets[i], offsets[i + 1]). */
+  readonly data: Uint8Array;
+  readonly offsets: Uint32Array;
+  /** 1 where the row is NULL. */
+  readonly nulls: Uint8Array;
+}
+
+export interface Int64Column {
+  readonly kind: 'int64';
+  readonly values: BigInt64Array;
+  readonly nulls: Uint8Array;
+}
+
+export type ColumnData = ColumnValue[] | ByteColumn | Int64Column;
+
+/** One column per table column, in the table's column order, all of the same length. */
 export interface ColumnarRows {
   readonly length: number;
-  readonly columns: readonly (readonly ColumnValue[])[];
+  readonly columns: readonly ColumnData[];
+}
+
+/** Something a decoder pushes one value per row into. */
+export interface ColumnBuilder {
+  push(value: ColumnValue): void;
+}
+
+export class ByteColumnBuilder implements ColumnBuilder {
+  private data = Buffer.allocUnsafeSlow(16 * 1024);
+  private size = 0;
+  private readonly offsets: number[] = [0];
+  private readonly nulls: number[] = [];
+
+  push(value: ColumnValue): void {
+    if (value === null) {
+      this.nulls.push(1);
+    } else {
+      const text = value as string;
+      if (this.size + text.length * 3 > this.data.length) this.grow(text.length * 3);
+      this.size += this.data.write(text, this.size, 'utf8');
+      this.nulls.push(0);
+    }
+    this.offsets.push(this.size);
+  }
+
+  build(): ByteColumn {
+    return { kind: 'bytes', data: this.data.subarray(0, this.size), offsets: Uint32Array.from(this.offsets), nulls: Uint8Array.from(this.nulls) };
+  }
+
+  private grow(extra: number): void {
+    const bigger = Buffer.allocUnsafeSlow(Math.max(this.data.length * 2, this.size + extra));
+    this.data.copy(bigger, 0, 0, this.size);
+    this.data = bigger;
+  }
+}
+
+export class Int64ColumnBuilder implements ColumnBuilder {
+  private readonly values: bigint[] = [];
+  private readonly nulls: number[] = [];
+
+  push(value: ColumnValue): void {
+    this.values.push(value === null ? 0n : (value as bigint));
+    this.nulls.push(value === null ? 1 : 0);
+  }
+
+  build(): Int64Column {
+    return { kind: 'int64', values: BigInt64Array.from(this.values), nulls: Uint8Array.from(this.nulls) };
+  }
+}
+
+/** Builders for every column of a table, each in the form `ColumnData` describes. */
+export function columnBuilders(columns: readonly Column[]): ColumnBuilder[] {
+  return columns.map((c) => {
+    if (c.js) return [] as ColumnValue[];
+    if (c.type === 'VARCHAR' || c.type === 'JSON') return new ByteColumnBuilder();
+    if (c.type === 'TIMESTAMP_NS') return new Int64ColumnBuilder();
+    return [] as ColumnValue[];
+  });
+}
+
+export function buildColumns(builders: readonly ColumnBuilder[]): ColumnData[] {
+  return builders.map((b) => (Array.isArray(b) ? (b as ColumnValue[]) : (b as ByteColumnBuilder | Int64ColumnBuilder).build()));
+}
+
+/** The buffers to transfer when posting rows to another thread. */
+export function transferables(rows: ColumnarRows): ArrayBuffer[] {
+  const buffers = new Set<ArrayBuffer>();
+  for (const column of rows.columns) {
+    if (Array.isArray(column)) continue;
+    const c = column as ByteColumn | Int64Column;
+    for (const view of c.kind === 'bytes' ? [c.data, c.offsets, c.nulls] : [c.values, c.nulls]) buffers.add(view.buffer as ArrayBuffer);
+  }
+  return [...buffers];
+}
+
+/** The rows at `indexes`, in that order (used to drop re-delivered spans). */
+export function selectRows(rows: ColumnarRows, indexes: readonly number[]): ColumnarRows {
+  const columns = rows.columns.map((column): ColumnData => {
+    if (Array.isArray(column)) return indexes.map((i) => column[i]);
+    const c = column as ByteColumn | Int64Column;
+    if (c.kind === 'int64') {
+      return { kind: 'int64', values: BigInt64Array.from(indexes, (i) => c.values[i]), nulls: Uint8Array.from(indexes, (i) => c.nulls[i]) };
+    }
+    const builder = new ByteColumnBuilder();
+    for (const i of indexes) builder.push(c.nulls[i] ? null : Buffer.from(c.data.buffer, c.data.byteOffset + c.offsets[i], c.offsets[i + 1] - c.offsets[i]).toString('utf8'));
+    return builder.build();
+  });
+  return { length: indexes.length, columns };
 }
 
 export function columnsDdl(table: string, columns: readonly Column[]): string {
@@ -67,42 +178,57 @@ export async function appendRows(
 const validityBytes = new Uint8Array(CHUNK_ROWS / 8);
 const fixedWidth = new ArrayBuffer(CHUNK_ROWS * 8);
 
-function fillVector(vector: duckdb.Vector, type: ColumnType, values: readonly ColumnValue[], start: number, count: number): void {
+function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData, start: number, count: number): void {
   validityBytes.fill(0xff);
   let nulls = 0;
   const setNull = (row: number) => {
     validityBytes[row >> 3] &= ~(1 << (row & 7));
     nulls++;
   };
-  switch (type) {
-    case 'VARCHAR':
-    case 'JSON':
+  if (!Array.isArray(column)) {
+    const c = column as ByteColumn | Int64Column;
+    for (let row = 0; row < count; row++) if (c.nulls[start + row]) setNull(row);
+    if (c.kind === 'int64') {
+      duckdb.copy_data_to_vector(vector, 0, c.values.buffer as ArrayBuffer, c.values.byteOffset + start * 8, count * 8);
+    } else {
+      const { data, offsets } = c;
       for (let row = 0; row < count; row++) {
-        const value = values[start + row];
-        if (value === null || value === undefined) setNull(row);
-        else duckdb.vector_assign_string_element(vector, row, value as string);
+        const i = start + row;
+        if (!c.nulls[i]) duckdb.vector_assign_string_element_len(vector, row, data.subarray(offsets[i], offsets[i + 1]));
       }
-      break;
-    case 'INTEGER': {
-      const ints = new Int32Array(fixedWidth, 0, count);
-      for (let row = 0; row < count; row++) {
-        const value = values[start + row];
-        if (value === null || value === undefined) setNull(row);
-        else ints[row] = value as number;
-      }
-      duckdb.copy_data_to_vector(vector, 0, fixedWidth, 0, count * 4);
-      break;
     }
-    case 'BIGINT':
-    case 'TIMESTAMP_NS': {
-      const longs = new BigInt64Array(fixedWidth, 0, count);
-      for (let row = 0; row < count; row++) {
-        const value = values[start + row];
-        if (value === null || value === undefined) setNull(row);
-        else longs[row] = typeof value === 'bigint' ? value : BigInt(value);
+  } else {
+    const values = column as ColumnValue[];
+    switch (type) {
+      case 'VARCHAR':
+      case 'JSON':
+        for (let row = 0; row < count; row++) {
+          const value = values[start + row];
+          if (value === null || value === undefined) setNull(row);
+          else duckdb.vector_assign_string_element(vector, row, value as string);
+        }
+        break;
+      case 'INTEGER': {
+        const ints = new Int32Array(fixedWidth, 0, count);
+        for (let row = 0; row < count; row++) {
+          const value = values[start + row];
+          if (value === null || value === undefined) setNull(row);
+          else ints[row] = value as number;
+        }
+        duckdb.copy_data_to_vector(vector, 0, fixedWidth, 0, count * 4);
+        break;
       }
-      duckdb.copy_data_to_vector(vector, 0, fixedWidth, 0, count * 8);
-      break;
+      case 'BIGINT':
+      case 'TIMESTAMP_NS': {
+        const longs = new BigInt64Array(fixedWidth, 0, count);
+        for (let row = 0; row < count; row++) {
+          const value = values[start + row];
+          if (value === null || value === undefined) setNull(row);
+          else longs[row] = typeof value === 'bigint' ? value : BigInt(value);
+        }
+        duckdb.copy_data_to_vector(vector, 0, fixedWidth, 0, count * 8);
+        break;
+      }
     }
   }
   if (nulls > 0) {

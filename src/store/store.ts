@@ -1,19 +1,20 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import type { ColumnValue } from './columns.js';
+import { buildColumns, columnBuilders, selectRows, type ColumnarRows, type ColumnBuilder, type Int64Column } from './columns.js';
 import { exportQuery, runQuery, type ExportFormat, type QueryResult } from './query.js';
 import { migrate } from './schema.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
 import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';
 import { GroupCommitWriter, StoreBusyError } from './writer.js';
 
-/** Rows being built for `spans` or `logs`: one array per column, in the table's column order. */
-export interface Rows {
+/** Rows being built for `spans` or `logs`: one builder per column, in the table's column order. */
+export interface RowsBuilder {
   length: number;
-  readonly columns: ColumnValue[][];
+  readonly columns: ColumnBuilder[];
 }
 
-export const newSpanRows = (): Rows => ({ length: 0, columns: SPAN_COLUMNS.map(() => []) });
-export const newLogRows = (): Rows => ({ length: 0, columns: LOG_COLUMNS.map(() => []) });
+export const newSpanRows = (): RowsBuilder => ({ length: 0, columns: columnBuilders(SPAN_COLUMNS) });
+export const newLogRows = (): RowsBuilder => ({ length: 0, columns: columnBuilders(LOG_COLUMNS) });
+export const finishRows = (rows: RowsBuilder): ColumnarRows => ({ length: rows.length, columns: buildColumns(rows.columns) });
 
 export interface WriteResult {
   /** Rows now durable in the database. */
@@ -79,7 +80,7 @@ export class DuckDBStore {
    * Stores spans durably: drops re-delivered ones, gives spans of a rollout without a sequence
    * id the next ids of that rollout (in start-time order), and resolves after the commit.
    */
-  async writeSpans(rows: Rows, bytes: number): Promise<WriteResult> {
+  async writeSpans(rows: ColumnarRows, bytes: number): Promise<WriteResult> {
     if (this.writer.full) throw new StoreBusyError(1);
     const { kept, keys } = await this.dropDuplicates(rows);
     this.assignSequenceIds(kept);
@@ -93,7 +94,7 @@ export class DuckDBStore {
     return { stored: kept.length, duplicates: rows.length - kept.length };
   }
 
-  async writeLogs(rows: Rows, bytes: number): Promise<WriteResult> {
+  async writeLogs(rows: ColumnarRows, bytes: number): Promise<WriteResult> {
     await this.writer.write([{ table: 'logs', columns: LOG_COLUMNS, rows }], bytes);
     return { stored: rows.length, duplicates: 0 };
   }
@@ -134,8 +135,8 @@ export class DuckDBStore {
     }
   }
 
-  private async dropDuplicates(rows: Rows): Promise<{ kept: Rows; keys: string[] }> {
-    const c = rows.columns;
+  private async dropDuplicates(rows: ColumnarRows): Promise<{ kept: ColumnarRows; keys: string[] }> {
+    const c = rows.columns as (string | null)[][];
     const keys: string[] = [];
     const drop = new Uint8Array(rows.length);
     const suspects: number[] = [];
@@ -169,13 +170,9 @@ export class DuckDBStore {
       }
     }
     if (!drop.includes(1)) return { kept: rows, keys };
-    const kept: Rows = { length: 0, columns: c.map(() => []) };
-    for (let i = 0; i < rows.length; i++) {
-      if (drop[i]) continue;
-      for (let col = 0; col < c.length; col++) kept.columns[col].push(c[col][i]);
-      kept.length++;
-    }
-    return { kept, keys };
+    const keep: number[] = [];
+    for (let i = 0; i < rows.length; i++) if (!drop[i]) keep.push(i);
+    return { kept: selectRows(rows, keep), keys };
   }
 
   private async storedSpanKeys(spanIds: string[]): Promise<Set<string>> {
@@ -189,10 +186,10 @@ export class DuckDBStore {
     );
   }
 
-  private assignSequenceIds(rows: Rows): void {
+  private assignSequenceIds(rows: ColumnarRows): void {
     const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
     const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
-    const start = rows.columns[SPAN.start_time] as (bigint | null)[];
+    const start = (rows.columns[SPAN.start_time] as Int64Column).values;
     const unassigned: number[] = [];
     for (let i = 0; i < rows.length; i++) {
       const rollout = rollouts[i];
@@ -201,7 +198,7 @@ export class DuckDBStore {
       if (explicit === null) unassigned.push(i);
       else if (explicit > (this.sequences.get(rollout) ?? 0)) this.sequences.set(rollout, explicit);
     }
-    unassigned.sort((a, b) => Number((start[a] ?? 0n) - (start[b] ?? 0n)));
+    unassigned.sort((a, b) => (start[a] < start[b] ? -1 : start[a] > start[b] ? 1 : 0));
     for (const i of unassigned) {
       const next = (this.sequences.get(rollouts[i]!) ?? 0) + 1;
       this.sequences.set(rollouts[i]!, next);

@@ -5,11 +5,11 @@ import type { Column } from './columns.js';
  * the SQL names are the public contract of DESIGN.md ("SQL").
  */
 export const SPAN_COLUMNS = [
-  { name: 'rollout_id', type: 'VARCHAR' },
-  { name: 'attempt_id', type: 'VARCHAR' },
+  { name: 'rollout_id', type: 'VARCHAR', js: true },
+  { name: 'attempt_id', type: 'VARCHAR', js: true },
   { name: 'sequence_id', type: 'BIGINT' },
-  { name: 'trace_id', type: 'VARCHAR', notNull: true },
-  { name: 'span_id', type: 'VARCHAR', notNull: true },
+  { name: 'trace_id', type: 'VARCHAR', notNull: true, js: true },
+  { name: 'span_id', type: 'VARCHAR', notNull: true, js: true },
   { name: 'parent_id', type: 'VARCHAR' },
   { name: 'name', type: 'VARCHAR', notNull: true },
   { name: 'kind', type: 'VARCHAR', notNull: true },
@@ -33,8 +33,8 @@ export const LOG_COLUMNS = [
   { name: 'attempt_id', type: 'VARCHAR' },
   { name: 'time', type: 'TIMESTAMP_NS' },
   { name: 'observed_time', type: 'TIMESTAMP_NS' },
-  { name: 'trace_id', type: 'VARCHAR' },
-  { name: 'span_id', type: 'VARCHAR' },
+  { name: 'trace_id', type: 'VARCHAR', js: true },
+  { name: 'span_id', type: 'VARCHAR', js: true },
   { name: 'severity_number', type: 'INTEGER' },
   { name: 'severity_text', type: 'VARCHAR' },
   { name: 'event_name', type: 'VARCHAR' },

@@ -1,0 +1,31 @@
+/** One measured figure of `npm run bench`, held against its target. */
+export interface Figure {
+  readonly name: string;
+  readonly value: number;
+  readonly unit: string;
+  /** e.g. ">= 60000" or "< 500". */
+  readonly target: string;
+}
+
+export interface Benchmark {
+  readonly name: string;
+  readonly description: string;
+  run(): Promise<Figure[]>;
+}
+
+export function meets(figure: Figure): boolean {
+  const match = /^(>=|<=|<|>)\s*(-?[\d.]+)$/.exec(figure.target);
+  if (!match) return true;
+  const limit = Number(match[2]);
+  switch (match[1]) {
+    case '>=': return figure.value >= limit;
+    case '<=': return figure.value <= limit;
+    case '<': return figure.value < limit;
+    default: return figure.value > limit;
+  }
+}
+
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}

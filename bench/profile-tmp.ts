@@ -1,0 +1,21 @@
+import { join } from 'node:path';
+import { decodeTracesProtobuf } from '../src/collector/otlp-protobuf.js';
+import { DuckDBStore } from '../src/store/store.js';
+import { newTempDir } from '../test/helpers.js';
+import { freshCopy, makeBatch } from '../test/otlp-batches.js';
+
+const t = await makeBatch(512, { promptBytes: Number(process.env.PROMPT ?? 0) || undefined });
+const n = 200;
+const bodies = Array.from({ length: n }, (_, i) => freshCopy(t, i));
+for (const b of bodies.slice(0, 20)) decodeTracesProtobuf(b);
+let s = performance.now();
+const decoded = bodies.map((b) => decodeTracesProtobuf(b));
+let el = performance.now() - s;
+console.log('decode spans/s', Math.round((n * 512) / (el / 1000)), 'bytes/batch', t.body.length);
+const dir = await newTempDir();
+const store = await DuckDBStore.open({ path: join(dir, 'p.duckdb') });
+s = performance.now();
+for (const d of decoded) await store.writeSpans(d.rows, 1);
+el = performance.now() - s;
+console.log('write spans/s (sequential)', Math.round((n * 512) / (el / 1000)));
+await store.close();

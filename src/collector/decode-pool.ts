@@ -1,0 +1,70 @@
+import { Worker } from 'node:worker_threads';
+import { decodeErrorFromName, decodeOtlp, type Signal } from './decode.js';
+import type { DecodeRequest } from './decode-worker.js';
+import type { Encoding } from './otlp-responses.js';
+import type { DecodedBatch } from './otlp-rows.js';
+
+interface Pending {
+  readonly resolve: (batch: DecodedBatch) => void;
+  readonly reject: (error: Error) => void;
+}
+
+interface DecodeThread {
+  readonly worker: Worker;
+  readonly pending: Map<number, Pending>;
+}
+
+/** Bodies below this are decoded on the calling thread: a round trip would cost more. */
+const INLINE_BYTES = 32 * 1024;
+
+/**
+ * Decodes OTLP bodies on worker threads, so that the event loop is left to HTTP and the
+ * DuckDB writer and a second core does the decoding. Bodies and decoded columns move between
+ * threads as transferred buffers. With `threads` 0 everything is decoded inline.
+ */
+export class DecodePool {
+  private readonly threads: DecodeThread[] = [];
+  private nextId = 1;
+
+  constructor(threads: number) {
+    for (let i = 0; i < threads; i++) {
+      const worker = new Worker(new URL('./decode-worker.js', import.meta.url));
+      const thread: DecodeThread = { worker, pending: new Map() };
+      worker.on('message', (message: { id: number; batch?: DecodedBatch; error?: { name: string; message: string } }) => {
+        const pending = thread.pending.get(message.id);
+        thread.pending.delete(message.id);
+        if (message.error) pending?.reject(decodeErrorFromName(message.error.name, message.error.message));
+        else pending?.resolve(message.batch!);
+      });
+      worker.on('error', (error) => {
+        for (const pending of thread.pending.values()) pending.reject(error);
+        thread.pending.clear();
+      });
+      worker.unref();
+      this.threads.push(thread);
+    }
+  }
+
+  decode(signal: Signal, encoding: Encoding, body: Buffer): Promise<DecodedBatch> {
+    if (this.threads.length === 0 || body.length < INLINE_BYTES) {
+      try {
+        return Promise.resolve(decodeOtlp(signal, encoding, body));
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
+    const thread = this.threads.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
+    // Transfer the body when it owns its memory; a slice of a shared pool must be copied.
+    const owned = body.byteOffset === 0 && body.buffer.byteLength === body.length ? body : Buffer.from(body);
+    const id = this.nextId++;
+    return new Promise<DecodedBatch>((resolve, reject) => {
+      thread.pending.set(id, { resolve, reject });
+      const request: DecodeRequest = { id, signal, encoding, body: owned };
+      thread.worker.postMessage(request, [owned.buffer as ArrayBuffer]);
+    });
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.threads.map((t) => t.worker.terminate()));
+  }
+}
