@@ -10,6 +10,7 @@ test('acknowledged spans survive SIGKILL of the server right after the 200', asy
   const template = await makeBatch(300, { rolloutId: 'ro-durable' });
 
   const first = await spawnServe(['--db', db]);
+  t.after(() => first.child.kill('SIGKILL'));
   const responses = await Promise.all(
     [1, 2, 3, 4].map((i) => post(`${first.url}/v1/traces`, freshCopy(template, i), { 'content-type': 'application/x-protobuf' })),
   );
@@ -39,6 +40,7 @@ test('acknowledged spans survive SIGKILL of the server right after the 200', asy
 test('SIGTERM flushes, checkpoints and removes the server announcement', async (t) => {
   const db = join(await tempDir(t), 'graceful.duckdb');
   const serve = await spawnServe(['--db', db]);
+  t.after(() => serve.child.kill('SIGKILL'));
   assert.ok(existsSync(`${db}.agl-server.json`), 'the server announces itself for agl query');
   const template = await makeBatch(50);
   assert.equal((await post(`${serve.url}/v1/traces`, template.body, { 'content-type': 'application/x-protobuf' })).status, 200);

@@ -59,7 +59,8 @@ export function runCli(args: string[], options: { cwd?: string } = {}): Promise<
   });
 }
 
-// Servers a failed test left running are killed when the test process exits.
+// A safety net: servers still running when the test process exits are killed. Tests stop the
+// servers they start in an `after` hook, which runs whether or not their assertions passed.
 const children = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const child of children) child.kill('SIGKILL');
@@ -75,10 +76,7 @@ export async function spawnServe(args: string[]): Promise<{ url: string; child: 
       resolve(code);
     }),
   );
-  // A failed assertion must not leave the test process waiting on the server's pipes.
-  child.unref();
-  (child.stdout as unknown as { unref(): void }).unref();
-  (child.stderr as unknown as { unref(): void }).unref();
+
   let output = '';
   const url = await new Promise<string>((resolve, reject) => {
     child.stdout!.on('data', (chunk: Buffer) => {

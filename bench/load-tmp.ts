@@ -1,0 +1,11 @@
+import { freshCopy, makeBatch } from '../test/otlp-batches.js';
+const url = process.argv[2];
+const t = await makeBatch(512, { promptBytes: Number(process.env.PROMPT ?? 0) || undefined });
+const n = Number(process.env.N ?? 300);
+let next = 0;
+const s = performance.now();
+const lat: number[] = [];
+const w = async () => { while (next < n) { const b = freshCopy(t, 1000 + next++); const a = performance.now(); const r = await fetch(`${url}/v1/traces`, { method: 'POST', body: b, headers: { 'content-type': 'application/x-protobuf' } }); await r.arrayBuffer(); lat.push(performance.now() - a); if (r.status !== 200) console.log(r.status); } };
+await Promise.all(Array.from({ length: 8 }, w));
+lat.sort((a, b) => a - b);
+console.log('http spans/s', Math.round((n * 512) / ((performance.now() - s) / 1000)), 'p50', lat[lat.length >> 1].toFixed(0), 'p99', lat[Math.floor(lat.length * 0.99)].toFixed(0));
