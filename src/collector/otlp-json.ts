@@ -94,7 +94,7 @@ export function decodeLogsJson(text: string): DecodedBatch {
       flags: int(record, path, 'flags'),
       attribution,
     };
-    const invalid = invalidLogIds(log);
+    const invalid = invalidLogIds(log.traceId, log.spanId);
     if (invalid) reject(batch, invalid);
     else pushLog(batch.rows, log, context);
   });

@@ -1,52 +1,53 @@
+import { isUtf8 } from 'node:buffer';
+import { ByteColumnBuilder, type ColumnBuilder, type ColumnValue, type Int64ColumnBuilder } from '../store/columns.js';
+import { LOG, SPAN } from '../store/tables.js';
 import {
+  finishBatch,
   invalidLogIds,
   invalidSpanIds,
   newLogBatch,
   newSpanBatch,
   noAttribution,
   noteAttribution,
-  pushLog,
-  pushSpan,
   reject,
-  timestampOrNull,
+  ATTEMPT_ID_KEY,
+  ROLLOUT_ID_KEY,
+  SEQUENCE_ID_KEY,
   type Attribution,
-  finishBatch,
+  type BatchBuilder,
   type DecodedBatch,
-  type DecodedLog,
-  type DecodedSpan,
-  type ResourceContext,
 } from './otlp-rows.js';
-import { FIXED32, FIXED64, LEN, ProtobufReader, VARINT } from './protobuf-reader.js';
+import { FIXED32, FIXED64, LEN, ProtobufError, ProtobufReader, VARINT } from './protobuf-reader.js';
 
 /**
  * Decodes OTLP protobuf requests (opentelemetry/proto/collector/{trace,logs}/v1) straight into
- * store rows: attribute lists become JSON text as they are read, with no intermediate objects.
- * Field numbers are those of the OTLP .proto files; unknown fields are skipped, as protobuf
- * requires. Throws ProtobufError for a body that is not such a message.
+ * column buffers: attribute lists become JSON text byte by byte, copied from the request, so
+ * that no JS string is made for them. Only the few values the store reads (ids, attribution)
+ * become strings. Field numbers are those of the OTLP .proto files; unknown fields are skipped,
+ * as protobuf requires. Throws ProtobufError for a body that is not such a message.
  */
 export function decodeTracesProtobuf(body: Buffer): DecodedBatch {
   const batch = newSpanBatch();
-  forEachResourceGroup(new ProtobufReader(body), (r, end, context) => {
-    const span = readSpan(r, end);
-    const invalid = invalidSpanIds(span.traceId, span.spanId, span.parentId);
-    if (invalid) reject(batch, `span "${span.name}": ${invalid}`);
-    else pushSpan(batch.rows, span, context);
-  });
-  return finishBatch(batch);
+  forEachResourceGroup(new ProtobufReader(body), (r, end, group) => readSpan(r, end, group, batch));
+  return finishChecked(batch, 'spans');
 }
 
 export function decodeLogsProtobuf(body: Buffer): DecodedBatch {
   const batch = newLogBatch();
-  forEachResourceGroup(new ProtobufReader(body), (r, end, context) => {
-    const log = readLogRecord(r, end);
-    const invalid = invalidLogIds(log);
-    if (invalid) reject(batch, invalid);
-    else pushLog(batch.rows, log, context);
-  });
-  return finishBatch(batch);
+  forEachResourceGroup(new ProtobufReader(body), (r, end, group) => readLogRecord(r, end, group, batch));
+  return finishChecked(batch, 'log records');
 }
 
-type ItemReader = (r: ProtobufReader, end: number, context: ResourceContext) => void;
+/** The resource and scope that the spans or log records of one group share, as bytes. */
+interface Group {
+  readonly resourceJson: Buffer;
+  readonly serviceName: string | null;
+  readonly attribution: Attribution;
+  scopeName: string | null;
+  scopeVersion: string | null;
+}
+
+type ItemReader = (r: ProtobufReader, end: number, group: Group) => void;
 
 /**
  * Walks Export*ServiceRequest -> Resource{Spans,Logs} -> Scope{Spans,Logs} -> items. The
@@ -56,32 +57,24 @@ type ItemReader = (r: ProtobufReader, end: number, context: ResourceContext) => 
 function forEachResourceGroup(r: ProtobufReader, readItem: ItemReader): void {
   while (!r.done) {
     const tag = r.tag();
-    if (tag >>> 3 !== 1) {
+    if (tag !== ((1 << 3) | LEN)) {
       r.skip(tag & 7);
       continue;
     }
-    r.expect(tag, LEN);
     const groupEnd = r.lengthDelimited();
     const groupStart = r.pos;
-    let resource: Omit<ResourceContext, 'scopeName' | 'scopeVersion'> = {
-      resourceJson: '{}',
-      serviceName: null,
-      attribution: noAttribution(),
-    };
+    let group: Group = { resourceJson: EMPTY_OBJECT, serviceName: null, attribution: noAttribution(), scopeName: null, scopeVersion: null };
     while (r.pos < groupEnd) {
       const t = r.tag();
-      if (t >>> 3 === 1) {
-        r.expect(t, LEN);
-        resource = readResource(r, r.lengthDelimited());
-      } else r.skip(t & 7);
+      if (t === ((1 << 3) | LEN)) group = readResource(r, r.lengthDelimited());
+      else r.skip(t & 7);
     }
     r.pos = groupStart;
     while (r.pos < groupEnd) {
       const t = r.tag();
-      if (t >>> 3 === 2) {
-        r.expect(t, LEN);
+      if (t === ((2 << 3) | LEN)) {
         const scopeEnd = r.lengthDelimited();
-        readScopeGroup(r, scopeEnd, resource, readItem);
+        readScopeGroup(r, scopeEnd, group, readItem);
         r.pos = scopeEnd;
       } else r.skip(t & 7);
     }
@@ -89,215 +82,363 @@ function forEachResourceGroup(r: ProtobufReader, readItem: ItemReader): void {
   }
 }
 
-function readScopeGroup(
-  r: ProtobufReader,
-  end: number,
-  resource: Omit<ResourceContext, 'scopeName' | 'scopeVersion'>,
-  readItem: ItemReader,
-): void {
+function readScopeGroup(r: ProtobufReader, end: number, group: Group, readItem: ItemReader): void {
   const start = r.pos;
-  let scopeName: string | null = null;
-  let scopeVersion: string | null = null;
+  group.scopeName = null;
+  group.scopeVersion = null;
   while (r.pos < end) {
     const t = r.tag();
-    if (t >>> 3 !== 1) {
+    if (t !== ((1 << 3) | LEN)) {
       r.skip(t & 7);
       continue;
     }
-    r.expect(t, LEN);
     const scopeEnd = r.lengthDelimited();
     while (r.pos < scopeEnd) {
       const st = r.tag();
-      const field = st >>> 3;
-      if (field === 1 && (st & 7) === LEN) scopeName = r.string();
-      else if (field === 2 && (st & 7) === LEN) scopeVersion = r.string();
+      if (st === ((1 << 3) | LEN)) group.scopeName = r.string();
+      else if (st === ((2 << 3) | LEN)) group.scopeVersion = r.string() || null;
       else r.skip(st & 7);
     }
   }
-  const context: ResourceContext = { ...resource, scopeName, scopeVersion };
   r.pos = start;
   while (r.pos < end) {
     const t = r.tag();
-    if (t >>> 3 === 2) {
-      r.expect(t, LEN);
+    if (t === ((2 << 3) | LEN)) {
       const itemEnd = r.lengthDelimited();
-      readItem(r, itemEnd, context);
+      readItem(r, itemEnd, group);
       r.pos = itemEnd;
     } else r.skip(t & 7);
   }
 }
 
-function readResource(r: ProtobufReader, end: number): Omit<ResourceContext, 'scopeName' | 'scopeVersion'> {
-  const attribution = noAttribution();
-  const found: { serviceName: string | null } = { serviceName: null };
-  let json = '';
+const EMPTY_OBJECT = Buffer.from('{}');
+const resourceScratch = new ByteColumnBuilder();
+
+function readResource(r: ProtobufReader, end: number): Group {
+  const found: Found = { attribution: noAttribution(), serviceName: null };
+  const out = resourceScratch;
+  const start = out.size;
+  let count = 0;
   while (r.pos < end) {
     const t = r.tag();
-    if (t >>> 3 === 1 && (t & 7) === LEN) {
-      json = appendKeyValue(r, r.lengthDelimited(), json, attribution, found);
+    if (t === ((1 << 3) | LEN)) {
+      out.writeByte(count++ === 0 ? 0x7b : 0x2c);
+      writeKeyValue(r, r.lengthDelimited(), out, found);
     } else r.skip(t & 7);
   }
-  return { resourceJson: `{${json}}`, serviceName: found.serviceName, attribution };
+  if (count === 0) out.writeAscii('{');
+  out.writeByte(0x7d);
+  const resourceJson = Buffer.from(out.data.subarray(start, out.size));
+  out.size = start;
+  return { resourceJson, serviceName: found.serviceName, attribution: found.attribution, scopeName: null, scopeVersion: null };
 }
 
-function readSpan(r: ProtobufReader, end: number): DecodedSpan {
-  const span: DecodedSpan = {
-    traceId: '',
-    spanId: '',
-    parentId: null,
-    traceState: null,
-    flags: null,
-    name: '',
-    kind: 0,
-    startTime: null,
-    endTime: null,
-    attributesJson: '{}',
-    eventsJson: '[]',
-    linksJson: '[]',
-    statusCode: 0,
-    statusMessage: null,
-    attribution: noAttribution(),
-  };
-  let attributes = '';
-  let events = '';
-  let links = '';
+const SPAN_KINDS = ['UNSPECIFIED', 'INTERNAL', 'SERVER', 'CLIENT', 'PRODUCER', 'CONSUMER'];
+const STATUS_CODES = ['UNSET', 'OK', 'ERROR'];
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
+
+/** Where a span's fields are in the request; the span is written once it is known valid. */
+interface SpanFields {
+  traceId: number;
+  spanId: number;
+  parent: number;
+  traceState: number;
+  name: number;
+  start: number;
+  end: number;
+  kind: number;
+  flags: number | null;
+  statusCode: number;
+  statusMessage: string | null;
+}
+
+function readSpan(r: ProtobufReader, end: number, group: Group, batch: BatchBuilder): void {
+  const c = batch.rows.columns;
+  const attributes = c[SPAN.attributes] as ByteColumnBuilder;
+  const events = c[SPAN.events] as ByteColumnBuilder;
+  const links = c[SPAN.links] as ByteColumnBuilder;
+  // Positions of length-delimited fields are of their tag's value (r.pos after the tag); -1 = absent.
+  const f: SpanFields = { traceId: -1, spanId: -1, parent: -1, traceState: -1, name: -1, start: -1, end: -1, kind: 0, flags: null, statusCode: 0, statusMessage: null };
+  const found: Found = { attribution: noAttribution(), serviceName: null };
+  let attributeCount = 0;
+  let eventCount = 0;
+  let linkCount = 0;
   while (r.pos < end) {
     const t = r.tag();
     switch (t) {
-      case (1 << 3) | LEN: span.traceId = r.hex(); break;
-      case (2 << 3) | LEN: span.spanId = r.hex(); break;
-      case (3 << 3) | LEN: span.traceState = r.string() || null; break;
-      case (4 << 3) | LEN: span.parentId = r.hex() || null; break;
-      case (5 << 3) | LEN: span.name = r.string(); break;
-      case (6 << 3) | VARINT: span.kind = r.uint32(); break;
-      case (7 << 3) | FIXED64: span.startTime = timestampOrNull(r.fixed64()); break;
-      case (8 << 3) | FIXED64: span.endTime = timestampOrNull(r.fixed64()); break;
-      case (9 << 3) | LEN: attributes = appendKeyValue(r, r.lengthDelimited(), attributes, span.attribution); break;
-      case (11 << 3) | LEN: events = (events ? events + ',' : '') + readEvent(r, r.lengthDelimited()); break;
-      case (13 << 3) | LEN: links = (links ? links + ',' : '') + readLink(r, r.lengthDelimited()); break;
-      case (15 << 3) | LEN: readStatus(r, r.lengthDelimited(), span); break;
-      case (16 << 3) | FIXED32: span.flags = r.fixed32() | 0; break;
+      case (1 << 3) | LEN: f.traceId = r.pos; r.skip(LEN); break;
+      case (2 << 3) | LEN: f.spanId = r.pos; r.skip(LEN); break;
+      case (3 << 3) | LEN: f.traceState = r.pos; r.skip(LEN); break;
+      case (4 << 3) | LEN: f.parent = r.pos; r.skip(LEN); break;
+      case (5 << 3) | LEN: f.name = r.pos; r.skip(LEN); break;
+      case (6 << 3) | VARINT: f.kind = r.uint32(); break;
+      case (7 << 3) | FIXED64: f.start = r.pos; r.skip(FIXED64); break;
+      case (8 << 3) | FIXED64: f.end = r.pos; r.skip(FIXED64); break;
+      case (9 << 3) | LEN:
+        attributes.writeByte(attributeCount++ === 0 ? 0x7b : 0x2c);
+        writeKeyValue(r, r.lengthDelimited(), attributes, found);
+        break;
+      case (11 << 3) | LEN:
+        events.writeByte(eventCount++ === 0 ? 0x5b : 0x2c);
+        writeEvent(r, r.lengthDelimited(), events);
+        break;
+      case (13 << 3) | LEN:
+        links.writeByte(linkCount++ === 0 ? 0x5b : 0x2c);
+        writeLink(r, r.lengthDelimited(), links);
+        break;
+      case (15 << 3) | LEN: readStatus(r, r.lengthDelimited(), f); break;
+      case (16 << 3) | FIXED32: f.flags = r.fixed32() | 0; break;
       default: r.skip(t & 7);
     }
   }
-  span.attributesJson = `{${attributes}}`;
-  span.eventsJson = `[${events}]`;
-  span.linksJson = `[${links}]`;
-  return span;
+  const traceId = idAt(r, f.traceId);
+  const spanId = idAt(r, f.spanId);
+  const parentId = f.parent < 0 ? null : idAt(r, f.parent) || null;
+  const invalid = invalidSpanIds(traceId, spanId, parentId);
+  if (invalid) {
+    attributes.discardPartialRow();
+    events.discardPartialRow();
+    links.discardPartialRow();
+    reject(batch, `span "${f.name < 0 ? '' : stringAt(r, f.name)}": ${invalid}`);
+    return;
+  }
+  attributes.writeAscii(attributeCount === 0 ? '{}' : '}');
+  attributes.endRow();
+  events.writeAscii(eventCount === 0 ? '[]' : ']');
+  events.endRow();
+  links.writeAscii(linkCount === 0 ? '[]' : ']');
+  links.endRow();
+
+  const own = found.attribution;
+  const res = group.attribution;
+  c[SPAN.rollout_id].push(own.rolloutId ?? res.rolloutId);
+  c[SPAN.attempt_id].push(own.attemptId ?? res.attemptId);
+  c[SPAN.sequence_id].push(own.sequenceId ?? res.sequenceId);
+  c[SPAN.trace_id].push(traceId);
+  c[SPAN.span_id].push(spanId);
+  pushBytesAt(r, c[SPAN.parent_id], f.parent, true);
+  pushBytesAt(r, c[SPAN.name], f.name, false);
+  c[SPAN.kind].push(SPAN_KINDS[f.kind] ?? 'UNSPECIFIED');
+  pushFixed64At(r, c[SPAN.start_time], f.start);
+  pushFixed64At(r, c[SPAN.end_time], f.end);
+  c[SPAN.status_code].push(STATUS_CODES[f.statusCode] ?? 'UNSET');
+  c[SPAN.status_message].push(f.statusMessage);
+  const resource = c[SPAN.resource] as ByteColumnBuilder;
+  resource.writeBytes(group.resourceJson);
+  resource.endRow();
+  c[SPAN.scope_name].push(group.scopeName);
+  c[SPAN.scope_version].push(group.scopeVersion);
+  c[SPAN.service_name].push(group.serviceName);
+  pushBytesAt(r, c[SPAN.trace_state], f.traceState, false, true);
+  c[SPAN.flags].push(f.flags);
+  batch.rows.length++;
 }
 
-function readStatus(r: ProtobufReader, end: number, span: DecodedSpan): void {
+function readStatus(r: ProtobufReader, end: number, f: SpanFields): void {
   while (r.pos < end) {
     const t = r.tag();
-    if (t === ((2 << 3) | LEN)) span.statusMessage = r.string() || null;
-    else if (t === ((3 << 3) | VARINT)) span.statusCode = r.uint32();
+    if (t === ((2 << 3) | LEN)) f.statusMessage = r.string() || null;
+    else if (t === ((3 << 3) | VARINT)) f.statusCode = r.uint32();
     else r.skip(t & 7);
   }
 }
 
-function readEvent(r: ProtobufReader, end: number): string {
+function writeEvent(r: ProtobufReader, end: number, out: ByteColumnBuilder): void {
   let time = '0';
-  let name = '';
-  let attributes = '';
+  let name = -1;
   let dropped = 0;
+  const attributesStart = out.size;
+  let count = 0;
+  // Attributes are written first (they may come before the name) and moved into place below.
   while (r.pos < end) {
     const t = r.tag();
     if (t === ((1 << 3) | FIXED64)) time = r.fixed64().toString();
-    else if (t === ((2 << 3) | LEN)) name = r.string();
-    else if (t === ((3 << 3) | LEN)) attributes = appendKeyValue(r, r.lengthDelimited(), attributes);
-    else if (t === ((4 << 3) | VARINT)) dropped = r.uint32();
+    else if (t === ((2 << 3) | LEN)) {
+      name = r.pos;
+      r.skip(LEN);
+    } else if (t === ((3 << 3) | LEN)) {
+      out.writeByte(count++ === 0 ? 0x7b : 0x2c);
+      writeKeyValue(r, r.lengthDelimited(), out);
+    } else if (t === ((4 << 3) | VARINT)) dropped = r.uint32();
     else r.skip(t & 7);
   }
-  const droppedJson = dropped ? `,"dropped_attributes_count":${dropped}` : '';
-  return `{"time_unix_nano":"${time}","name":${JSON.stringify(name)},"attributes":{${attributes}}${droppedJson}}`;
+  if (count === 0) out.writeByte(0x7b);
+  out.writeByte(0x7d);
+  const attributesJson = Buffer.from(out.data.subarray(attributesStart, out.size));
+  out.size = attributesStart;
+  out.writeAscii(`{"time_unix_nano":"${time}","name":`);
+  writeStringAt(r, out, name);
+  out.writeAscii(',"attributes":');
+  out.writeBytes(attributesJson);
+  if (dropped) out.writeAscii(`,"dropped_attributes_count":${dropped}`);
+  out.writeByte(0x7d);
+  r.pos = end;
 }
 
-function readLink(r: ProtobufReader, end: number): string {
-  let traceId = '';
-  let spanId = '';
-  let traceState = '';
-  let attributes = '';
+function writeLink(r: ProtobufReader, end: number, out: ByteColumnBuilder): void {
+  const f = { traceId: -1, spanId: -1, traceState: -1 };
   let flags: number | null = null;
+  const attributesStart = out.size;
+  let count = 0;
   while (r.pos < end) {
     const t = r.tag();
-    if (t === ((1 << 3) | LEN)) traceId = r.hex();
-    else if (t === ((2 << 3) | LEN)) spanId = r.hex();
-    else if (t === ((3 << 3) | LEN)) traceState = r.string();
-    else if (t === ((4 << 3) | LEN)) attributes = appendKeyValue(r, r.lengthDelimited(), attributes);
-    else if (t === ((6 << 3) | FIXED32)) flags = r.fixed32();
+    if (t === ((1 << 3) | LEN) || t === ((2 << 3) | LEN) || t === ((3 << 3) | LEN)) {
+      const field = t >>> 3 === 1 ? 'traceId' : t >>> 3 === 2 ? 'spanId' : 'traceState';
+      f[field] = r.pos;
+      r.skip(LEN);
+    } else if (t === ((4 << 3) | LEN)) {
+      out.writeByte(count++ === 0 ? 0x7b : 0x2c);
+      writeKeyValue(r, r.lengthDelimited(), out);
+    } else if (t === ((6 << 3) | FIXED32)) flags = r.fixed32();
     else r.skip(t & 7);
   }
-  const flagsJson = flags === null ? '' : `,"flags":${flags}`;
-  return `{"trace_id":"${traceId}","span_id":"${spanId}","trace_state":${JSON.stringify(traceState)},"attributes":{${attributes}}${flagsJson}}`;
+  if (count === 0) out.writeByte(0x7b);
+  out.writeByte(0x7d);
+  const attributesJson = Buffer.from(out.data.subarray(attributesStart, out.size));
+  out.size = attributesStart;
+  out.writeAscii(`{"trace_id":"${idAt(r, f.traceId)}","span_id":"${idAt(r, f.spanId)}","trace_state":`);
+  writeStringAt(r, out, f.traceState);
+  out.writeAscii(',"attributes":');
+  out.writeBytes(attributesJson);
+  if (flags !== null) out.writeAscii(`,"flags":${flags}`);
+  out.writeByte(0x7d);
+  r.pos = end;
 }
 
-function readLogRecord(r: ProtobufReader, end: number): DecodedLog {
-  const log: DecodedLog = {
-    time: null,
-    observedTime: null,
-    traceId: null,
-    spanId: null,
-    severityNumber: null,
-    severityText: null,
-    eventName: null,
-    bodyJson: null,
-    attributesJson: '{}',
-    flags: null,
-    attribution: noAttribution(),
-  };
-  let attributes = '';
+function readLogRecord(r: ProtobufReader, end: number, group: Group, batch: BatchBuilder): void {
+  const c = batch.rows.columns;
+  const attributes = c[LOG.attributes] as ByteColumnBuilder;
+  const body = c[LOG.body] as ByteColumnBuilder;
+  const found: Found = { attribution: noAttribution(), serviceName: null };
+  let time = -1;
+  let observed = -1;
+  let traceId = -1;
+  let spanId = -1;
+  let severityText = -1;
+  let eventName = -1;
+  let severity: number | null = null;
+  let flags: number | null = null;
+  let hasBody = false;
+  let attributeCount = 0;
   while (r.pos < end) {
     const t = r.tag();
     switch (t) {
-      case (1 << 3) | FIXED64: log.time = timestampOrNull(r.fixed64()); break;
-      case (11 << 3) | FIXED64: log.observedTime = timestampOrNull(r.fixed64()); break;
-      case (2 << 3) | VARINT: log.severityNumber = r.uint32() | 0; break;
-      case (3 << 3) | LEN: log.severityText = r.string() || null; break;
-      case (5 << 3) | LEN: log.bodyJson = anyValueJson(r, r.lengthDelimited()); break;
-      case (6 << 3) | LEN: attributes = appendKeyValue(r, r.lengthDelimited(), attributes, log.attribution); break;
-      case (8 << 3) | FIXED32: log.flags = r.fixed32() | 0; break;
-      case (9 << 3) | LEN: log.traceId = r.hex() || null; break;
-      case (10 << 3) | LEN: log.spanId = r.hex() || null; break;
-      case (12 << 3) | LEN: log.eventName = r.string() || null; break;
+      case (1 << 3) | FIXED64: time = r.pos; r.skip(FIXED64); break;
+      case (11 << 3) | FIXED64: observed = r.pos; r.skip(FIXED64); break;
+      case (2 << 3) | VARINT: severity = r.uint32() | 0; break;
+      case (3 << 3) | LEN: severityText = r.pos; r.skip(LEN); break;
+      case (5 << 3) | LEN:
+        body.discardPartialRow();
+        writeAnyValue(r, r.lengthDelimited(), body);
+        hasBody = true;
+        break;
+      case (6 << 3) | LEN:
+        attributes.writeByte(attributeCount++ === 0 ? 0x7b : 0x2c);
+        writeKeyValue(r, r.lengthDelimited(), attributes, found);
+        break;
+      case (8 << 3) | FIXED32: flags = r.fixed32() | 0; break;
+      case (9 << 3) | LEN: traceId = r.pos; r.skip(LEN); break;
+      case (10 << 3) | LEN: spanId = r.pos; r.skip(LEN); break;
+      case (12 << 3) | LEN: eventName = r.pos; r.skip(LEN); break;
       default: r.skip(t & 7);
     }
   }
-  log.attributesJson = `{${attributes}}`;
-  return log;
-}
-
-// Attribute keys repeat in every span: keep their text and JSON text, looked up by their bytes
-// read as latin1 (cheap to make, and exact as a map key).
-const EMPTY_KEY = { key: '', json: '""' };
-const keyCache = new Map<string, { key: string; json: string }>();
-
-function readKey(r: ProtobufReader, end: number): { key: string; json: string } {
-  const bytes = r.buf.toString('latin1', r.pos, end);
-  let entry = keyCache.get(bytes);
-  if (entry === undefined) {
-    const key = r.buf.toString('utf8', r.pos, end);
-    entry = { key, json: JSON.stringify(key) };
-    if (keyCache.size > 10_000) keyCache.clear();
-    keyCache.set(bytes, entry);
+  const trace = traceId < 0 ? null : idAt(r, traceId) || null;
+  const span = spanId < 0 ? null : idAt(r, spanId) || null;
+  const invalid = invalidLogIds(trace, span);
+  if (invalid) {
+    attributes.discardPartialRow();
+    body.discardPartialRow();
+    reject(batch, invalid);
+    return;
   }
-  r.pos = end;
-  return entry;
+  attributes.writeAscii(attributeCount === 0 ? '{}' : '}');
+  attributes.endRow();
+  if (hasBody) body.endRow();
+  else body.push(null);
+  c[LOG.rollout_id].push(found.attribution.rolloutId ?? group.attribution.rolloutId);
+  c[LOG.attempt_id].push(found.attribution.attemptId ?? group.attribution.attemptId);
+  pushFixed64At(r, c[LOG.time], time);
+  pushFixed64At(r, c[LOG.observed_time], observed);
+  c[LOG.trace_id].push(trace);
+  c[LOG.span_id].push(span);
+  c[LOG.severity_number].push(severity);
+  pushBytesAt(r, c[LOG.severity_text], severityText, false, true);
+  pushBytesAt(r, c[LOG.event_name], eventName, false, true);
+  const resource = c[LOG.resource] as ByteColumnBuilder;
+  resource.writeBytes(group.resourceJson);
+  resource.endRow();
+  c[LOG.scope_name].push(group.scopeName);
+  c[LOG.scope_version].push(group.scopeVersion);
+  c[LOG.service_name].push(group.serviceName);
+  c[LOG.flags].push(flags);
+  batch.rows.length++;
 }
 
-/**
- * Reads one KeyValue and appends `"key":value` to `json` (comma-separated). Notes agl's
- * attribution keys and service.name on the way.
- */
-function appendKeyValue(
-  r: ProtobufReader,
-  end: number,
-  json: string,
-  attribution?: Attribution,
-  resource?: { serviceName: string | null },
-): string {
-  // proto3 leaves an empty key off the wire.
-  let key: { json: string; key: string } = EMPTY_KEY;
-  let value = 'null';
+/** What attribute lists of interest to agl say (attribution, service.name). */
+interface Found {
+  readonly attribution: Attribution;
+  serviceName: string | null;
+}
+
+type Role = 'rollout' | 'attempt' | 'sequence' | 'service' | null;
+
+interface Key {
+  readonly bytes: Buffer;
+  /** `"key":` as JSON bytes. */
+  readonly json: Buffer;
+  readonly text: string;
+  readonly role: Role;
+}
+
+const ROLES: Record<string, Role> = {
+  [ROLLOUT_ID_KEY]: 'rollout',
+  [ATTEMPT_ID_KEY]: 'attempt',
+  [SEQUENCE_ID_KEY]: 'sequence',
+  'service.name': 'service',
+};
+
+// Attribute keys repeat in every span: look them up by a hash of their bytes, so that a key
+// costs no string and no escaping after its first appearance.
+const keyCache = new Map<number, Key[]>();
+let cachedKeys = 0;
+
+function readKey(r: ProtobufReader, end: number): Key {
+  const buf = r.buf;
+  const start = r.pos;
+  let h = 0x811c9dc5 ^ (end - start);
+  for (let i = start; i < end; i++) h = Math.imul(h ^ buf[i], 0x01000193);
+  const bucket = keyCache.get(h);
+  if (bucket) {
+    for (const key of bucket) {
+      if (key.bytes.length === end - start && sameBytes(key.bytes, buf, start)) {
+        r.pos = end;
+        return key;
+      }
+    }
+  }
+  const text = buf.toString('utf8', start, end);
+  const key: Key = { bytes: Buffer.from(buf.subarray(start, end)), json: Buffer.from(`${JSON.stringify(text)}:`), text, role: ROLES[text] ?? null };
+  if (cachedKeys++ > 10_000) {
+    keyCache.clear();
+    cachedKeys = 0;
+  }
+  if (bucket) bucket.push(key);
+  else keyCache.set(h, [key]);
+  r.pos = end;
+  return key;
+}
+
+function sameBytes(a: Buffer, b: Uint8Array, at: number): boolean {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[at + i]) return false;
+  return true;
+}
+
+const EMPTY_KEY: Key = { bytes: Buffer.alloc(0), json: Buffer.from('"":'), text: '', role: null };
+
+/** Writes one KeyValue as `"key":value`, noting agl's attribution keys and service.name. */
+function writeKeyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder, found?: Found): void {
+  let key = EMPTY_KEY; // proto3 leaves an empty key off the wire
   let valueStart = -1;
   let valueEnd = -1;
   while (r.pos < end) {
@@ -306,70 +447,156 @@ function appendKeyValue(
     else if (t === ((2 << 3) | LEN)) {
       valueEnd = r.lengthDelimited();
       valueStart = r.pos;
-      value = anyValueJson(r, valueEnd);
+      r.pos = valueEnd;
     } else r.skip(t & 7);
   }
-  if (valueStart >= 0 && (attribution || resource) && (key.key.startsWith('agentlightning.') || key.key === 'service.name')) {
-    const scalar = scalarValue(new ProtobufReader(r.buf, valueStart, valueEnd));
-    if (attribution) noteAttribution(attribution, key.key, scalar);
-    if (resource && key.key === 'service.name' && typeof scalar === 'string') resource.serviceName = scalar;
+  out.writeBytes(key.json);
+  if (valueStart < 0) {
+    out.writeAscii('null');
+    return;
   }
-  return `${json ? json + ',' : ''}${key.json}:${value}`;
+  r.pos = valueStart;
+  writeAnyValue(r, valueEnd, out);
+  if (found && key.role !== null) {
+    r.pos = valueStart;
+    const value = scalarValue(r, valueEnd);
+    if (key.role === 'service') {
+      if (typeof value === 'string') found.serviceName = value;
+    } else noteAttribution(found.attribution, key.text, value);
+  }
+  r.pos = end;
 }
 
 /** AnyValue as JSON: bytes as base64, int64 exact, NaN and infinities as strings. */
-function anyValueJson(r: ProtobufReader, end: number): string {
-  let json = 'null';
+function writeAnyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder): void {
+  let written = false;
   while (r.pos < end) {
     const t = r.tag();
+    if (written) {
+      // A oneof set twice: protobuf keeps the last; ours is already written, so skip the rest.
+      r.skip(t & 7);
+      continue;
+    }
+    written = true;
     switch (t) {
-      case (1 << 3) | LEN: json = JSON.stringify(r.string()); break;
-      case (2 << 3) | VARINT: json = r.uint32() !== 0 ? 'true' : 'false'; break;
-      case (3 << 3) | VARINT: json = r.int64Text(); break;
+      case (1 << 3) | LEN: {
+        const stringEnd = r.lengthDelimited();
+        out.writeJsonString(r.buf, r.pos, stringEnd);
+        r.pos = stringEnd;
+        break;
+      }
+      case (2 << 3) | VARINT: out.writeAscii(r.uint32() !== 0 ? 'true' : 'false'); break;
+      case (3 << 3) | VARINT: out.writeAscii(r.int64Text()); break;
       case (4 << 3) | FIXED64: {
         const d = r.double();
-        json = Number.isFinite(d) ? String(d) : `"${d}"`;
+        out.writeAscii(Number.isFinite(d) ? String(d) : `"${d}"`);
         break;
       }
-      case (5 << 3) | LEN: json = arrayValueJson(r, r.lengthDelimited()); break;
-      case (6 << 3) | LEN: {
+      case (5 << 3) | LEN: {
         const listEnd = r.lengthDelimited();
-        let items = '';
+        let count = 0;
+        out.writeByte(0x5b);
         while (r.pos < listEnd) {
           const lt = r.tag();
-          if (lt === ((1 << 3) | LEN)) items = appendKeyValue(r, r.lengthDelimited(), items);
-          else r.skip(lt & 7);
+          if (lt === ((1 << 3) | LEN)) {
+            if (count++ > 0) out.writeByte(0x2c);
+            writeAnyValue(r, r.lengthDelimited(), out);
+          } else r.skip(lt & 7);
         }
-        json = `{${items}}`;
+        out.writeByte(0x5d);
         break;
       }
-      case (7 << 3) | LEN: json = `"${r.base64()}"`; break;
-      default: r.skip(t & 7);
+      case (6 << 3) | LEN: {
+        const listEnd = r.lengthDelimited();
+        let count = 0;
+        out.writeByte(0x7b);
+        while (r.pos < listEnd) {
+          const lt = r.tag();
+          if (lt === ((1 << 3) | LEN)) {
+            if (count++ > 0) out.writeByte(0x2c);
+            writeKeyValue(r, r.lengthDelimited(), out);
+          } else r.skip(lt & 7);
+        }
+        out.writeByte(0x7d);
+        break;
+      }
+      case (7 << 3) | LEN: out.writeAscii(`"${r.base64()}"`); break;
+      default:
+        r.skip(t & 7);
+        written = false;
     }
   }
-  return json;
-}
-
-function arrayValueJson(r: ProtobufReader, end: number): string {
-  let items = '';
-  while (r.pos < end) {
-    const t = r.tag();
-    if (t === ((1 << 3) | LEN)) {
-      const item = anyValueJson(r, r.lengthDelimited());
-      items = items ? `${items},${item}` : item;
-    } else r.skip(t & 7);
-  }
-  return `[${items}]`;
+  if (!written) out.writeAscii('null');
 }
 
 /** A string or int AnyValue as a JS value (for attribution keys); null for other kinds. */
-function scalarValue(r: ProtobufReader): string | number | null {
+function scalarValue(r: ProtobufReader, end: number): string | number | null {
   let value: string | number | null = null;
-  while (!r.done) {
+  while (r.pos < end) {
     const t = r.tag();
     if (t === ((1 << 3) | LEN)) value = r.string();
     else if (t === ((3 << 3) | VARINT)) value = Number(r.int64Text());
     else r.skip(t & 7);
   }
   return value;
+}
+
+/** The id bytes of the length-delimited field whose value starts at `at`, as lowercase hex. */
+function idAt(r: ProtobufReader, at: number): string {
+  if (at < 0) return '';
+  r.pos = at;
+  return r.hex();
+}
+
+function stringAt(r: ProtobufReader, at: number): string {
+  r.pos = at;
+  return r.string();
+}
+
+/** Writes the string field at `at` as a JSON string ("" when absent). */
+function writeStringAt(r: ProtobufReader, out: ByteColumnBuilder, at: number): void {
+  if (at < 0) {
+    out.writeAscii('""');
+    return;
+  }
+  r.pos = at;
+  const end = r.lengthDelimited();
+  out.writeJsonString(r.buf, r.pos, end);
+}
+
+/** Pushes the bytes of the field at `at` (hex for ids); absent, or empty when `emptyIsNull`, is NULL. */
+function pushBytesAt(r: ProtobufReader, column: ColumnBuilder, at: number, hex: boolean, emptyIsNull = hex): void {
+  if (at < 0) {
+    column.push(emptyIsNull ? null : '');
+    return;
+  }
+  r.pos = at;
+  const end = r.lengthDelimited();
+  if (end === r.pos && emptyIsNull) {
+    column.push(null);
+    return;
+  }
+  const out = column as ByteColumnBuilder;
+  if (hex) for (let i = r.pos; i < end; i++) out.writeAscii(HEX[r.buf[i]]);
+  else out.writeBytes(r.buf, r.pos, end);
+  out.endRow();
+}
+
+function pushFixed64At(r: ProtobufReader, column: ColumnBuilder, at: number): void {
+  if (at < 0) column.push(null as ColumnValue);
+  else (column as Int64ColumnBuilder).pushFixed64(r.buf, at);
+}
+
+/**
+ * Text copied byte for byte must be UTF-8 for DuckDB; protobuf requires it of strings, but a
+ * broken exporter may send anything. One check per column keeps the common case cheap.
+ */
+function finishChecked(batch: BatchBuilder, what: string): DecodedBatch {
+  const decoded = finishBatch(batch);
+  for (const column of decoded.rows.columns) {
+    if (!Array.isArray(column) && column.kind === 'bytes' && !isUtf8(column.data)) {
+      throw new ProtobufError(`a string field of the ${what} is not valid UTF-8`);
+    }
+  }
+  return decoded;
 }

@@ -172,8 +172,8 @@ export function invalidSpanIds(traceId: string | null, spanId: string | null, pa
 }
 
 /** Why a log record's ids are invalid (both are optional), or null. */
-export function invalidLogIds(log: DecodedLog): string | null {
-  if (log.traceId !== null && log.traceId.length !== 32) return 'invalid trace_id (must be empty or 16 bytes)';
-  if (log.spanId !== null && log.spanId.length !== 16) return 'invalid span_id (must be empty or 8 bytes)';
+export function invalidLogIds(traceId: string | null, spanId: string | null): string | null {
+  if (traceId !== null && traceId.length !== 32) return 'invalid trace_id (must be empty or 16 bytes)';
+  if (spanId !== null && spanId.length !== 16) return 'invalid span_id (must be empty or 8 bytes)';
   return null;
 }

@@ -50,46 +50,138 @@ export interface ColumnBuilder {
   push(value: ColumnValue): void;
 }
 
+/**
+ * Builds a ByteColumn. `push` adds a whole value; decoders that assemble a value from pieces
+ * (JSON text straight from protobuf bytes) use the write* methods and then `endRow`.
+ */
 export class ByteColumnBuilder implements ColumnBuilder {
-  private data = Buffer.allocUnsafeSlow(16 * 1024);
-  private size = 0;
+  data = Buffer.allocUnsafeSlow(16 * 1024);
+  size = 0;
   private readonly offsets: number[] = [0];
   private readonly nulls: number[] = [];
+
+  get rows(): number {
+    return this.nulls.length;
+  }
 
   push(value: ColumnValue): void {
     if (value === null) {
       this.nulls.push(1);
     } else {
       const text = value as string;
-      if (this.size + text.length * 3 > this.data.length) this.grow(text.length * 3);
+      this.ensure(text.length * 3);
       this.size += this.data.write(text, this.size, 'utf8');
       this.nulls.push(0);
     }
     this.offsets.push(this.size);
   }
 
-  build(): ByteColumn {
-    return { kind: 'bytes', data: this.data.subarray(0, this.size), offsets: Uint32Array.from(this.offsets), nulls: Uint8Array.from(this.nulls) };
-  }
-
-  private grow(extra: number): void {
+  ensure(extra: number): void {
+    if (this.size + extra <= this.data.length) return;
     const bigger = Buffer.allocUnsafeSlow(Math.max(this.data.length * 2, this.size + extra));
     this.data.copy(bigger, 0, 0, this.size);
     this.data = bigger;
   }
+
+  writeByte(byte: number): void {
+    this.ensure(1);
+    this.data[this.size++] = byte;
+  }
+
+  writeBytes(source: Uint8Array, start = 0, end = source.length): void {
+    const length = end - start;
+    this.ensure(length);
+    if (length < 24) {
+      const data = this.data;
+      let at = this.size;
+      for (let i = start; i < end; i++) data[at++] = source[i];
+    } else {
+      this.data.set(source.subarray(start, end), this.size);
+    }
+    this.size += length;
+  }
+
+  /** ASCII text (numbers, hex, base64, JSON punctuation). */
+  writeAscii(text: string): void {
+    this.ensure(text.length);
+    const data = this.data;
+    let at = this.size;
+    for (let i = 0; i < text.length; i++) data[at++] = text.charCodeAt(i);
+    this.size = at;
+  }
+
+  /** UTF-8 bytes as a quoted JSON string, escaping quotes, backslashes and control bytes. */
+  writeJsonString(source: Uint8Array, start: number, end: number): void {
+    this.ensure(end - start + 2);
+    this.data[this.size++] = 0x22;
+    let run = start;
+    for (let i = start; i < end; i++) {
+      const b = source[i];
+      if (b >= 0x20 && b !== 0x22 && b !== 0x5c) continue;
+      if (i > run) this.writeBytes(source, run, i);
+      this.writeAscii(ESCAPES[b] ?? `\\u00${b.toString(16).padStart(2, '0')}`);
+      run = i + 1;
+    }
+    if (end > run) this.writeBytes(source, run, end);
+    this.writeByte(0x22);
+  }
+
+  /** Ends the row whose bytes were written since the previous row ended. */
+  endRow(): void {
+    this.nulls.push(0);
+    this.offsets.push(this.size);
+  }
+
+  /** Drops what was written since the last row ended (a value that turned out invalid). */
+  discardPartialRow(): void {
+    this.size = this.offsets[this.offsets.length - 1];
+  }
+
+  build(): ByteColumn {
+    return { kind: 'bytes', data: this.data.subarray(0, this.size), offsets: Uint32Array.from(this.offsets), nulls: Uint8Array.from(this.nulls) };
+  }
 }
 
+const ESCAPES: Record<number, string> = { 0x22: '\\"', 0x5c: '\\\\', 0x0a: '\\n', 0x0d: '\\r', 0x09: '\\t', 0x08: '\\b', 0x0c: '\\f' };
+
 export class Int64ColumnBuilder implements ColumnBuilder {
-  private readonly values: bigint[] = [];
+  private bytes = new Uint8Array(8 * 1024);
+  private count = 0;
   private readonly nulls: number[] = [];
 
   push(value: ColumnValue): void {
-    this.values.push(value === null ? 0n : (value as bigint));
-    this.nulls.push(value === null ? 1 : 0);
+    this.reserve();
+    if (value === null) this.nulls.push(1);
+    else {
+      new DataView(this.bytes.buffer).setBigInt64(this.count * 8, value as bigint, true);
+      this.nulls.push(0);
+    }
+    this.count++;
+  }
+
+  /**
+   * Copies a little-endian fixed64 from `source` at `at` without making a BigInt. OTLP's 0
+   * means "not set" and values past int64 cannot be times: both become NULL.
+   */
+  pushFixed64(source: Uint8Array, at: number): void {
+    this.reserve();
+    let zero = true;
+    for (let i = 0; i < 8; i++) if ((this.bytes[this.count * 8 + i] = source[at + i]) !== 0) zero = false;
+    this.nulls.push(zero || source[at + 7] >= 0x80 ? 1 : 0);
+    this.count++;
   }
 
   build(): Int64Column {
-    return { kind: 'int64', values: BigInt64Array.from(this.values), nulls: Uint8Array.from(this.nulls) };
+    const values = new BigInt64Array(this.count);
+    new Uint8Array(values.buffer).set(this.bytes.subarray(0, this.count * 8));
+    return { kind: 'int64', values, nulls: Uint8Array.from(this.nulls) };
+  }
+
+  private reserve(): void {
+    if ((this.count + 1) * 8 <= this.bytes.length) return;
+    const bigger = new Uint8Array(this.bytes.length * 2);
+    bigger.set(this.bytes);
+    this.bytes = bigger;
   }
 }
 
