@@ -194,3 +194,31 @@ test('unknown routes and methods get 404 and 405', async () => {
   assert.equal(wrongMethod.status, 405);
   assert.equal(wrongMethod.headers.get('allow'), 'POST');
 });
+
+test('a request larger than one DuckDB chunk keeps each span with its own resource', async () => {
+  const group = (service: string, count: number, offset: number) => ({
+    resource: { attributes: [{ key: 'service.name', value: { stringValue: service } }] },
+    scopeSpans: [{
+      scope: { name: `scope-${service}` },
+      spans: Array.from({ length: count }, (_, i) => ({
+        traceId: '7b8efff798038103d269b633813fc60c',
+        spanId: (offset + i + 1).toString(16).padStart(16, '0'),
+        name: `span-${offset + i}`,
+        kind: (offset + i) % 6,
+        attributes: [{ key: 'i', value: { intValue: String(offset + i) } }],
+      })),
+    }],
+  });
+  const body = JSON.stringify({ resourceSpans: [group('svc-big-a', 2500, 0), group('svc-big-b', 700, 2500)] });
+  assert.equal((await post(`${agl.url}/v1/traces`, body, JSON_TYPE)).status, 200);
+  const { rows } = await agl.store.query(
+    `SELECT service_name, scope_name, resource->>'service.name' AS resource_service, count(*) AS n,
+            count(DISTINCT kind) AS kinds, min((attributes->>'i')::INT) AS lo, max((attributes->>'i')::INT) AS hi
+     FROM spans WHERE service_name LIKE 'svc-big-%' GROUP BY ALL ORDER BY 1`,
+  );
+  assert.deepEqual(rows, [
+    { service_name: 'svc-big-a', scope_name: 'scope-svc-big-a', resource_service: 'svc-big-a', n: 2500, kinds: 6, lo: 0, hi: 2499 },
+    { service_name: 'svc-big-b', scope_name: 'scope-svc-big-b', resource_service: 'svc-big-b', n: 700, kinds: 6, lo: 2500, hi: 3199 },
+  ]);
+  storedBefore = await spanCount();
+});

@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
-import { ByteColumnBuilder, type ColumnBuilder, type ColumnValue, type Int64ColumnBuilder } from '../store/columns.js';
+import { ByteColumnBuilder, type ColumnBuilder, type Int64ColumnBuilder } from '../store/column-builders.js';
+import type { ColumnValue } from '../store/columns.js';
 import { LOG, SPAN } from '../store/tables.js';
 import {
   finishBatch,
@@ -223,9 +224,7 @@ function readSpan(r: ProtobufReader, end: number, group: Group, batch: BatchBuil
   pushFixed64At(r, c[SPAN.end_time], f.end);
   c[SPAN.status_code].push(STATUS_CODES[f.statusCode] ?? 'UNSET');
   c[SPAN.status_message].push(f.statusMessage);
-  const resource = c[SPAN.resource] as ByteColumnBuilder;
-  resource.writeBytes(group.resourceJson);
-  resource.endRow();
+  (c[SPAN.resource] as ByteColumnBuilder).pushBytes(group.resourceJson);
   c[SPAN.scope_name].push(group.scopeName);
   c[SPAN.scope_version].push(group.scopeVersion);
   c[SPAN.service_name].push(group.serviceName);
@@ -365,9 +364,7 @@ function readLogRecord(r: ProtobufReader, end: number, group: Group, batch: Batc
   c[LOG.severity_number].push(severity);
   pushBytesAt(r, c[LOG.severity_text], severityText, false, true);
   pushBytesAt(r, c[LOG.event_name], eventName, false, true);
-  const resource = c[LOG.resource] as ByteColumnBuilder;
-  resource.writeBytes(group.resourceJson);
-  resource.endRow();
+  (c[LOG.resource] as ByteColumnBuilder).pushBytes(group.resourceJson);
   c[LOG.scope_name].push(group.scopeName);
   c[LOG.scope_version].push(group.scopeVersion);
   c[LOG.service_name].push(group.serviceName);

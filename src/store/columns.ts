@@ -24,9 +24,9 @@ export type ColumnValue = string | number | bigint | null;
 
 export interface ByteColumn {
   readonly kind: 'bytes';
-  /** Row i is data[offsets[i], offsets[i + 1]). */
+  /** Row i is data[slices[2i], slices[2i + 1]); a repeated value is stored once, its slice reused. */
   readonly data: Uint8Array;
-  readonly offsets: Uint32Array;
+  readonly slices: Uint32Array;
   /** 1 where the row is NULL. */
   readonly nulls: Uint8Array;
 }
@@ -45,167 +45,13 @@ export interface ColumnarRows {
   readonly columns: readonly ColumnData[];
 }
 
-/** Something a decoder pushes one value per row into. */
-export interface ColumnBuilder {
-  push(value: ColumnValue): void;
-}
-
-/**
- * Builds a ByteColumn. `push` adds a whole value; decoders that assemble a value from pieces
- * (JSON text straight from protobuf bytes) use the write* methods and then `endRow`.
- */
-export class ByteColumnBuilder implements ColumnBuilder {
-  data = Buffer.allocUnsafeSlow(16 * 1024);
-  size = 0;
-  private readonly offsets: number[] = [0];
-  private readonly nulls: number[] = [];
-
-  get rows(): number {
-    return this.nulls.length;
-  }
-
-  push(value: ColumnValue): void {
-    if (value === null) {
-      this.nulls.push(1);
-    } else {
-      const text = value as string;
-      this.ensure(text.length * 3);
-      this.size += this.data.write(text, this.size, 'utf8');
-      this.nulls.push(0);
-    }
-    this.offsets.push(this.size);
-  }
-
-  ensure(extra: number): void {
-    if (this.size + extra <= this.data.length) return;
-    const bigger = Buffer.allocUnsafeSlow(Math.max(this.data.length * 2, this.size + extra));
-    this.data.copy(bigger, 0, 0, this.size);
-    this.data = bigger;
-  }
-
-  writeByte(byte: number): void {
-    this.ensure(1);
-    this.data[this.size++] = byte;
-  }
-
-  writeBytes(source: Uint8Array, start = 0, end = source.length): void {
-    const length = end - start;
-    this.ensure(length);
-    if (length < 24) {
-      const data = this.data;
-      let at = this.size;
-      for (let i = start; i < end; i++) data[at++] = source[i];
-    } else {
-      this.data.set(source.subarray(start, end), this.size);
-    }
-    this.size += length;
-  }
-
-  /** ASCII text (numbers, hex, base64, JSON punctuation). */
-  writeAscii(text: string): void {
-    this.ensure(text.length);
-    const data = this.data;
-    let at = this.size;
-    for (let i = 0; i < text.length; i++) data[at++] = text.charCodeAt(i);
-    this.size = at;
-  }
-
-  /** UTF-8 bytes as a quoted JSON string, escaping quotes, backslashes and control bytes. */
-  writeJsonString(source: Uint8Array, start: number, end: number): void {
-    this.ensure(end - start + 2);
-    this.data[this.size++] = 0x22;
-    let run = start;
-    for (let i = start; i < end; i++) {
-      const b = source[i];
-      if (b >= 0x20 && b !== 0x22 && b !== 0x5c) continue;
-      if (i > run) this.writeBytes(source, run, i);
-      this.writeAscii(ESCAPES[b] ?? `\\u00${b.toString(16).padStart(2, '0')}`);
-      run = i + 1;
-    }
-    if (end > run) this.writeBytes(source, run, end);
-    this.writeByte(0x22);
-  }
-
-  /** Ends the row whose bytes were written since the previous row ended. */
-  endRow(): void {
-    this.nulls.push(0);
-    this.offsets.push(this.size);
-  }
-
-  /** Drops what was written since the last row ended (a value that turned out invalid). */
-  discardPartialRow(): void {
-    this.size = this.offsets[this.offsets.length - 1];
-  }
-
-  build(): ByteColumn {
-    return { kind: 'bytes', data: this.data.subarray(0, this.size), offsets: Uint32Array.from(this.offsets), nulls: Uint8Array.from(this.nulls) };
-  }
-}
-
-const ESCAPES: Record<number, string> = { 0x22: '\\"', 0x5c: '\\\\', 0x0a: '\\n', 0x0d: '\\r', 0x09: '\\t', 0x08: '\\b', 0x0c: '\\f' };
-
-export class Int64ColumnBuilder implements ColumnBuilder {
-  private bytes = new Uint8Array(8 * 1024);
-  private count = 0;
-  private readonly nulls: number[] = [];
-
-  push(value: ColumnValue): void {
-    this.reserve();
-    if (value === null) this.nulls.push(1);
-    else {
-      new DataView(this.bytes.buffer).setBigInt64(this.count * 8, value as bigint, true);
-      this.nulls.push(0);
-    }
-    this.count++;
-  }
-
-  /**
-   * Copies a little-endian fixed64 from `source` at `at` without making a BigInt. OTLP's 0
-   * means "not set" and values past int64 cannot be times: both become NULL.
-   */
-  pushFixed64(source: Uint8Array, at: number): void {
-    this.reserve();
-    let zero = true;
-    for (let i = 0; i < 8; i++) if ((this.bytes[this.count * 8 + i] = source[at + i]) !== 0) zero = false;
-    this.nulls.push(zero || source[at + 7] >= 0x80 ? 1 : 0);
-    this.count++;
-  }
-
-  build(): Int64Column {
-    const values = new BigInt64Array(this.count);
-    new Uint8Array(values.buffer).set(this.bytes.subarray(0, this.count * 8));
-    return { kind: 'int64', values, nulls: Uint8Array.from(this.nulls) };
-  }
-
-  private reserve(): void {
-    if ((this.count + 1) * 8 <= this.bytes.length) return;
-    const bigger = new Uint8Array(this.bytes.length * 2);
-    bigger.set(this.bytes);
-    this.bytes = bigger;
-  }
-}
-
-/** Builders for every column of a table, each in the form `ColumnData` describes. */
-export function columnBuilders(columns: readonly Column[]): ColumnBuilder[] {
-  return columns.map((c) => {
-    if (c.js) return [] as ColumnValue[];
-    if (c.type === 'VARCHAR' || c.type === 'JSON') return new ByteColumnBuilder();
-    if (c.type === 'TIMESTAMP_NS') return new Int64ColumnBuilder();
-    return [] as ColumnValue[];
-  });
-}
-
-export function buildColumns(builders: readonly ColumnBuilder[]): ColumnData[] {
-  return builders.map((b) => (Array.isArray(b) ? (b as ColumnValue[]) : (b as ByteColumnBuilder | Int64ColumnBuilder).build()));
-}
-
 /** The buffers to transfer when posting rows to another thread. */
 export function transferables(rows: ColumnarRows): ArrayBuffer[] {
   const buffers = new Set<ArrayBuffer>();
   for (const column of rows.columns) {
     if (Array.isArray(column)) continue;
     const c = column as ByteColumn | Int64Column;
-    for (const view of c.kind === 'bytes' ? [c.data, c.offsets, c.nulls] : [c.values, c.nulls]) buffers.add(view.buffer as ArrayBuffer);
+    for (const view of c.kind === 'bytes' ? [c.data, c.slices, c.nulls] : [c.values, c.nulls]) buffers.add(view.buffer as ArrayBuffer);
   }
   return [...buffers];
 }
@@ -218,9 +64,9 @@ export function selectRows(rows: ColumnarRows, indexes: readonly number[]): Colu
     if (c.kind === 'int64') {
       return { kind: 'int64', values: BigInt64Array.from(indexes, (i) => c.values[i]), nulls: Uint8Array.from(indexes, (i) => c.nulls[i]) };
     }
-    const builder = new ByteColumnBuilder();
-    for (const i of indexes) builder.push(c.nulls[i] ? null : Buffer.from(c.data.buffer, c.data.byteOffset + c.offsets[i], c.offsets[i + 1] - c.offsets[i]).toString('utf8'));
-    return builder.build();
+    const slices = new Uint32Array(indexes.length * 2);
+    indexes.forEach((i, k) => slices.set(c.slices.subarray(2 * i, 2 * i + 2), 2 * k));
+    return { kind: 'bytes', data: c.data, slices, nulls: Uint8Array.from(indexes, (i) => c.nulls[i]) };
   });
   return { length: indexes.length, columns };
 }
@@ -283,10 +129,16 @@ function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData,
     if (c.kind === 'int64') {
       duckdb.copy_data_to_vector(vector, 0, c.values.buffer as ArrayBuffer, c.values.byteOffset + start * 8, count * 8);
     } else {
-      const { data, offsets } = c;
+      const { data, slices } = c;
+      if (nulls === 0 && isConstantSlice(slices, start, count)) {
+        // Resource, scope and service repeat for every span of a request: one value, not one per row.
+        const text = Buffer.from(data.buffer, data.byteOffset + slices[2 * start], slices[2 * start + 1] - slices[2 * start]).toString('utf8');
+        duckdb.vector_reference_value(vector, duckdb.create_varchar(text));
+        return;
+      }
       for (let row = 0; row < count; row++) {
         const i = start + row;
-        if (!c.nulls[i]) duckdb.vector_assign_string_element_len(vector, row, data.subarray(offsets[i], offsets[i + 1]));
+        if (!c.nulls[i]) duckdb.vector_assign_string_element_len(vector, row, data.subarray(slices[2 * i], slices[2 * i + 1]));
       }
     }
   } else {
@@ -294,6 +146,13 @@ function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData,
     switch (type) {
       case 'VARCHAR':
       case 'JSON':
+        if (isConstant(values, start, count)) {
+          const value = values[start];
+          if (value !== null && value !== undefined) {
+            duckdb.vector_reference_value(vector, duckdb.create_varchar(value as string));
+            return;
+          }
+        }
         for (let row = 0; row < count; row++) {
           const value = values[start + row];
           if (value === null || value === undefined) setNull(row);
@@ -327,4 +186,17 @@ function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData,
     duckdb.vector_ensure_validity_writable(vector);
     duckdb.copy_data_to_vector_validity(vector, 0, validityBytes.buffer, 0, Math.ceil(count / 64) * 8);
   }
+}
+
+function isConstantSlice(slices: Uint32Array, start: number, count: number): boolean {
+  const first = slices[2 * start];
+  const end = slices[2 * start + 1];
+  for (let i = start + 1; i < start + count; i++) if (slices[2 * i] !== first || slices[2 * i + 1] !== end) return false;
+  return true;
+}
+
+function isConstant(values: readonly ColumnValue[], start: number, count: number): boolean {
+  const first = values[start];
+  for (let i = start + 1; i < start + count; i++) if (values[i] !== first) return false;
+  return true;
 }

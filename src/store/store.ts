@@ -1,5 +1,6 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { buildColumns, columnBuilders, selectRows, type ColumnarRows, type ColumnBuilder, type Int64Column } from './columns.js';
+import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
+import { selectRows, type ColumnarRows, type Int64Column } from './columns.js';
 import { exportQuery, runQuery, type ExportFormat, type QueryResult } from './query.js';
 import { migrate } from './schema.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
@@ -46,6 +47,8 @@ export interface StoreOptions {
 export class DuckDBStore {
   private readonly sequences = new Map<string, number>();
   private readonly spanKeys = new SpanKeyIndex();
+  /** Span rows accepted but not yet committed. */
+  private readonly pendingSpans = new Set<ColumnarRows>();
   private readonly writer: GroupCommitWriter;
 
   private constructor(
@@ -89,16 +92,22 @@ export class DuckDBStore {
    */
   async writeSpans(rows: ColumnarRows, bytes: number): Promise<WriteResult> {
     if (this.writer.full) throw new StoreBusyError(1);
-    const { kept, keys } = await this.dropDuplicates(rows);
-    this.assignSequenceIds(kept);
+    // Pending before the first await, so that a concurrent write of the same spans sees it.
+    this.pendingSpans.add(rows);
+    const isNew = new Uint8Array(rows.length);
     try {
+      const kept = await this.dropDuplicates(rows, isNew);
+      this.assignSequenceIds(kept);
       await this.writer.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }], bytes);
+      return { stored: kept.length, duplicates: rows.length - kept.length };
     } catch (error) {
-      this.spanKeys.failed(keys);
+      const traceIds = rows.columns[SPAN.trace_id] as string[];
+      const spanIds = rows.columns[SPAN.span_id] as string[];
+      for (let i = 0; i < rows.length; i++) if (isNew[i]) this.spanKeys.remove(traceIds[i], spanIds[i]);
       throw error;
+    } finally {
+      this.pendingSpans.delete(rows);
     }
-    this.spanKeys.committed(keys);
-    return { stored: kept.length, duplicates: rows.length - kept.length };
   }
 
   async writeLogs(rows: ColumnarRows, bytes: number): Promise<WriteResult> {
@@ -134,52 +143,36 @@ export class DuckDBStore {
       'SELECT rollout_id, max(sequence_id) FROM spans WHERE rollout_id IS NOT NULL GROUP BY rollout_id',
     );
     for (const [rollout, max] of counters.getRows()) this.sequences.set(String(rollout), Number(max ?? 0));
-    const result = await this.connection.stream('SELECT trace_id, span_id, rollout_id, attempt_id FROM spans');
+    const result = await this.connection.stream('SELECT trace_id, span_id FROM spans');
     for (let chunk = await result.fetchChunk(); chunk && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
-      for (const [t, s, r, a] of chunk.getRows()) {
-        this.spanKeys.addStored(spanKey(String(t), String(s), r === null ? null : String(r), a === null ? null : String(a)));
-      }
+      for (const [traceId, spanId] of chunk.getRows()) this.spanKeys.add(String(traceId), String(spanId));
     }
   }
 
-  private async dropDuplicates(rows: ColumnarRows): Promise<{ kept: ColumnarRows; keys: string[] }> {
-    const c = rows.columns as (string | null)[][];
-    const keys: string[] = [];
-    const drop = new Uint8Array(rows.length);
-    const suspects: number[] = [];
+  /**
+   * The rows of `rows` that the store does not hold yet (nor a write in flight). The span-key
+   * index answers for almost every span; only suspected re-deliveries cost exact comparison.
+   */
+  private async dropDuplicates(rows: ColumnarRows, isNew: Uint8Array): Promise<ColumnarRows> {
+    const traceIds = rows.columns[SPAN.trace_id] as string[];
+    const spanIds = rows.columns[SPAN.span_id] as string[];
+    const suspects: string[] = [];
     for (let i = 0; i < rows.length; i++) {
-      const key = spanKey(
-        c[SPAN.trace_id][i] as string,
-        c[SPAN.span_id][i] as string,
-        c[SPAN.rollout_id][i] as string | null,
-        c[SPAN.attempt_id][i] as string | null,
-      );
-      const verdict = this.spanKeys.classify(key);
-      if (verdict === 'new') keys.push(key);
-      else if (verdict === 'duplicate') drop[i] = 1;
-      else suspects.push(i);
+      if (this.spanKeys.add(traceIds[i], spanIds[i])) isNew[i] = 1;
+      else suspects.push(spanIds[i]);
     }
-    if (suspects.length > 0) {
-      const stored = await this.storedSpanKeys(suspects.map((i) => c[SPAN.span_id][i] as string));
-      for (const i of suspects) {
-        const key = spanKey(
-          c[SPAN.trace_id][i] as string,
-          c[SPAN.span_id][i] as string,
-          c[SPAN.rollout_id][i] as string | null,
-          c[SPAN.attempt_id][i] as string | null,
-        );
-        if (stored.has(key) || this.spanKeys.classify(key) === 'duplicate') {
-          drop[i] = 1;
-        } else {
-          this.spanKeys.addPending(key);
-          keys.push(key);
-        }
-      }
-    }
-    if (!drop.includes(1)) return { kept: rows, keys };
+    if (suspects.length === 0) return rows;
+    const inFlight = new Set<string>();
+    for (const pending of this.pendingSpans) if (pending !== rows) for (const key of exactKeys(pending)) inFlight.add(key);
+    const stored = await this.storedSpanKeys(suspects);
+    const keys = exactKeys(rows);
+    const seen = new Set<string>();
     const keep: number[] = [];
-    for (let i = 0; i < rows.length; i++) if (!drop[i]) keep.push(i);
-    return { kept: selectRows(rows, keep), keys };
+    keys.forEach((key, i) => {
+      if (!seen.has(key) && !inFlight.has(key) && !stored.has(key)) keep.push(i);
+      seen.add(key);
+    });
+    return keep.length === rows.length ? rows : selectRows(rows, keep);
   }
 
   private async storedSpanKeys(spanIds: string[]): Promise<Set<string>> {
@@ -215,3 +208,10 @@ export class DuckDBStore {
 }
 
 export { LOG, SPAN };
+
+function exactKeys(rows: ColumnarRows): string[] {
+  const c = rows.columns as (string | null)[][];
+  return Array.from({ length: rows.length }, (_, i) =>
+    spanKey(c[SPAN.trace_id][i]!, c[SPAN.span_id][i]!, c[SPAN.rollout_id][i], c[SPAN.attempt_id][i]),
+  );
+}
