@@ -40,7 +40,6 @@ export class DecodePool {
         for (const pending of thread.pending.values()) pending.reject(error);
         thread.pending.clear();
       });
-      worker.unref();
       this.threads.push(thread);
     }
   }

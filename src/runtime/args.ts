@@ -43,3 +43,11 @@ export function choiceArg<T extends string>(name: string, value: string | undefi
   if (!(choices as readonly string[]).includes(value)) throw new UsageError(`${name} must be one of ${choices.join(', ')}, not "${value}"`);
   return value as T;
 }
+
+/** A count of 0 or more; undefined when not given. */
+export function countArg(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new UsageError(`${name} must be a whole number, 0 or more, not "${value}"`);
+  return n;
+}

@@ -2,9 +2,10 @@ import { rm, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { startServer } from '../collector/server.js';
 import { DuckDBStore } from '../store/store.js';
-import { bytesArg, parseCommandArgs, portArg } from './args.js';
+import { bytesArg, countArg, parseCommandArgs, portArg } from './args.js';
 
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
+          [--max-queue 64MiB] [--decode-threads N]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
   stores it in a DuckDB file; answers agl's API under /v1/agl/. Stops cleanly on Ctrl-C.`;
 
@@ -18,6 +19,7 @@ export async function serve(args: string[]): Promise<void> {
     db: { type: 'string', default: './agl.duckdb' },
     'max-body': { type: 'string' },
     'max-queue': { type: 'string' },
+    'decode-threads': { type: 'string' },
   });
   const path = resolve(values.db);
   const store = await DuckDBStore.open({ path, maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2) });
@@ -25,6 +27,7 @@ export async function serve(args: string[]): Promise<void> {
     host: values.host,
     port: portArg(values.port, 4318),
     maxBodyBytes: bytesArg('--max-body', values['max-body'], 64 * 1024 ** 2),
+    decodeThreads: countArg('--decode-threads', values['decode-threads']),
   });
   const serverFile = serverFileOf(path);
   await writeFile(serverFile, JSON.stringify({ url: server.url, pid: process.pid }));
