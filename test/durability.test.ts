@@ -27,6 +27,11 @@ test('acknowledged spans survive SIGKILL of the server right after the 200', asy
   assert.equal(count.code, 0, count.stderr);
   assert.deepEqual(JSON.parse(count.stdout), [{ n: 1200, last: 1200 }]);
 
+  // While the server owns the file, `agl query --db` goes through it.
+  const viaServer = await runCli(['query', 'SELECT count(*) AS n FROM spans', '--db', db, '--format', 'csv']);
+  assert.equal(viaServer.code, 0, viaServer.stderr);
+  assert.equal(viaServer.stdout, 'n\r\n1200\r\n');
+
   // After the restart, a re-delivery is still recognised and the rollout's counter goes on.
   const redelivered = await post(`${second.url}/v1/traces`, freshCopy(template, 2), { 'content-type': 'application/x-protobuf' });
   assert.equal(redelivered.status, 200);
