@@ -3,7 +3,9 @@ import { finishRows, LOG, newLogRows, newSpanRows, SPAN, type RowsBuilder } from
 
 /**
  * What both OTLP decoders (protobuf and JSON) produce: rows for the store plus the count and
- * reason of what was rejected, for the response's partial_success.
+ * reason of what was rejected, for the response's partial_success. The rules they share
+ * (attribution, id validity) live here too; `pushSpan` and `pushLog` serve the JSON decoder,
+ * while the protobuf decoder writes its columns byte by byte.
  */
 export interface DecodedBatch {
   readonly rows: ColumnarRows;

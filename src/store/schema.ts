@@ -11,7 +11,7 @@ const MIGRATIONS: readonly string[] = [
    ${columnsDdl('logs', LOG_COLUMNS)};`,
 ];
 
-export const SCHEMA_VERSION = MIGRATIONS.length;
+const SCHEMA_VERSION = MIGRATIONS.length;
 
 export async function migrate(connection: DuckDBConnection): Promise<void> {
   await connection.run("CREATE TABLE IF NOT EXISTS agl_meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)");
