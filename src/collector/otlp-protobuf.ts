@@ -176,8 +176,8 @@ function readSpan(r: ProtobufReader, end: number, group: Group, batch: BatchBuil
       case (7 << 3) | FIXED64: f.start = r.pos; r.skip(FIXED64); break;
       case (8 << 3) | FIXED64: f.end = r.pos; r.skip(FIXED64); break;
       case (9 << 3) | LEN:
-        attributes.writeByte(attributeCount++ === 0 ? 0x7b : 0x2c);
-        writeKeyValue(r, r.lengthDelimited(), attributes, found);
+        attributes.writeByte(attributeCount === 0 ? 0x7b : 0x2c);
+        writeKeyValue(r, r.lengthDelimited(), attributes, found, attributeCount++);
         break;
       case (11 << 3) | LEN:
         events.writeByte(eventCount++ === 0 ? 0x5b : 0x2c);
@@ -400,29 +400,31 @@ const ROLES: Record<string, Role> = {
 const keyCache = new Map<number, Key[]>();
 let cachedKeys = 0;
 
-function readKey(r: ProtobufReader, end: number): Key {
+// The key seen last at each attribute position: spans from one SDK repeat their keys in the same
+// order, so most lookups are one byte comparison instead of a hash.
+const keyAtPosition: (Key | undefined)[] = [];
+
+function readKey(r: ProtobufReader, end: number, position: number): Key {
   const buf = r.buf;
   const start = r.pos;
+  r.pos = end;
+  const predicted = keyAtPosition[position];
+  if (predicted !== undefined && predicted.bytes.length === end - start && sameBytes(predicted.bytes, buf, start)) return predicted;
   let h = 0x811c9dc5 ^ (end - start);
   for (let i = start; i < end; i++) h = Math.imul(h ^ buf[i], 0x01000193);
   const bucket = keyCache.get(h);
-  if (bucket) {
-    for (const key of bucket) {
-      if (key.bytes.length === end - start && sameBytes(key.bytes, buf, start)) {
-        r.pos = end;
-        return key;
-      }
+  let key = bucket?.find((k) => k.bytes.length === end - start && sameBytes(k.bytes, buf, start));
+  if (key === undefined) {
+    const text = buf.toString('utf8', start, end);
+    key = { bytes: Buffer.from(buf.subarray(start, end)), json: Buffer.from(`${JSON.stringify(text)}:`), text, role: ROLES[text] ?? null };
+    if (cachedKeys++ > 10_000) {
+      keyCache.clear();
+      cachedKeys = 0;
     }
+    if (bucket) bucket.push(key);
+    else keyCache.set(h, [key]);
   }
-  const text = buf.toString('utf8', start, end);
-  const key: Key = { bytes: Buffer.from(buf.subarray(start, end)), json: Buffer.from(`${JSON.stringify(text)}:`), text, role: ROLES[text] ?? null };
-  if (cachedKeys++ > 10_000) {
-    keyCache.clear();
-    cachedKeys = 0;
-  }
-  if (bucket) bucket.push(key);
-  else keyCache.set(h, [key]);
-  r.pos = end;
+  if (position < 64) keyAtPosition[position] = key;
   return key;
 }
 
@@ -434,13 +436,13 @@ function sameBytes(a: Buffer, b: Uint8Array, at: number): boolean {
 const EMPTY_KEY: Key = { bytes: Buffer.alloc(0), json: Buffer.from('"":'), text: '', role: null };
 
 /** Writes one KeyValue as `"key":value`, noting agl's attribution keys and service.name. */
-function writeKeyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder, found?: Found): void {
+function writeKeyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder, found?: Found, position = 64): void {
   let key = EMPTY_KEY; // proto3 leaves an empty key off the wire
   let valueStart = -1;
   let valueEnd = -1;
   while (r.pos < end) {
     const t = r.tag();
-    if (t === ((1 << 3) | LEN)) key = readKey(r, r.lengthDelimited());
+    if (t === ((1 << 3) | LEN)) key = readKey(r, r.lengthDelimited(), position);
     else if (t === ((2 << 3) | LEN)) {
       valueEnd = r.lengthDelimited();
       valueStart = r.pos;

@@ -42,6 +42,25 @@ export class ProtobufReader {
   /** A varint that must fit in 32 bits (lengths, enums, tags, counts). */
   uint32(): number {
     const buf = this.buf;
+    const pos = this.pos;
+    // Tags, small lengths and enums take one or two bytes: read those without a loop.
+    if (pos + 1 < this.end) {
+      const b0 = buf[pos];
+      if (b0 < 0x80) {
+        this.pos = pos + 1;
+        return b0;
+      }
+      const b1 = buf[pos + 1];
+      if (b1 < 0x80) {
+        this.pos = pos + 2;
+        return (b0 & 0x7f) | (b1 << 7);
+      }
+    }
+    return this.uint32Slow();
+  }
+
+  private uint32Slow(): number {
+    const buf = this.buf;
     let pos = this.pos;
     let result = 0;
     for (let shift = 0; shift < 35; shift += 7) {

@@ -60,12 +60,13 @@ export class ByteColumnBuilder implements ColumnBuilder {
   writeBytes(source: Uint8Array, start = 0, end = source.length): void {
     const length = end - start;
     this.ensure(length);
-    if (length < 24) {
+    if (length >= 64 && Buffer.isBuffer(source)) {
+      // Native copy, without the view object that `set(subarray())` would allocate.
+      source.copy(this.data, this.size, start, end);
+    } else {
       const data = this.data;
       let at = this.size;
       for (let i = start; i < end; i++) data[at++] = source[i];
-    } else {
-      this.data.set(source.subarray(start, end), this.size);
     }
     this.size += length;
   }
