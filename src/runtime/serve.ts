@@ -5,7 +5,7 @@ import { DuckDBStore } from '../store/store.js';
 import { bytesArg, countArg, parseCommandArgs, portArg } from './args.js';
 
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
-          [--max-queue 64MiB] [--decode-threads N]
+          [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 64MiB]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
   stores it in a DuckDB file; answers agl's API under /v1/agl/. Stops cleanly on Ctrl-C.`;
 
@@ -20,9 +20,14 @@ export async function serve(args: string[]): Promise<void> {
     'max-body': { type: 'string' },
     'max-queue': { type: 'string' },
     'decode-threads': { type: 'string' },
+    'checkpoint-threshold': { type: 'string' },
   });
   const path = resolve(values.db);
-  const store = await DuckDBStore.open({ path, maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2) });
+  const store = await DuckDBStore.open({
+    path,
+    maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2),
+    checkpointThreshold: values['checkpoint-threshold'] === undefined ? undefined : `${bytesArg('--checkpoint-threshold', values['checkpoint-threshold'], 0)}B`,
+  });
   const server = await startServer(store, {
     host: values.host,
     port: portArg(values.port, 4318),

@@ -1,0 +1,33 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { post, runCli, spawnServe, tempDir } from './helpers.js';
+
+test('agl serve names what is wrong with its arguments', async () => {
+  const badPort = await runCli(['serve', '--port', 'http']);
+  assert.equal(badPort.code, 2);
+  assert.match(badPort.stderr, /--port must be an integer from 0 to 65535, not "http"/);
+  const badSize = await runCli(['serve', '--max-body', 'lots']);
+  assert.equal(badSize.code, 2);
+  assert.match(badSize.stderr, /--max-body must be a size such as 64MiB/);
+  const unknown = await runCli(['serve', '--prot', '1']);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /Unknown option '--prot'/);
+  const command = await runCli(['srve']);
+  assert.equal(command.code, 2);
+  assert.match(command.stderr, /unknown command "srve"/);
+  const help = await runCli(['--help']);
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /agl serve \[--host 127\.0\.0\.1\] \[--port 4318\]/);
+});
+
+test('agl serve applies --max-body and --decode-threads', async (t) => {
+  const db = join(await tempDir(t), 'flags.duckdb');
+  const serve = await spawnServe(['--db', db, '--max-body', '1KiB', '--decode-threads', '0']);
+  t.after(() => serve.child.kill('SIGKILL'));
+  assert.match(serve.url, /^http:\/\/127\.0\.0\.1:\d+$/, 'binds 127.0.0.1 by default');
+  const tooBig = await post(`${serve.url}/v1/traces`, Buffer.alloc(2048), { 'content-type': 'application/x-protobuf' });
+  assert.equal(tooBig.status, 413);
+  const small = await post(`${serve.url}/v1/traces`, '{}', { 'content-type': 'application/json' });
+  assert.equal(small.status, 200);
+});
