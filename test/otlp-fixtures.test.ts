@@ -13,11 +13,16 @@ const STATUS = ['UNSET', 'OK', 'ERROR'];
 
 let dir: string;
 let agl: InProcessAgl;
+/** A second store for the same data sent as OTLP/JSON (in one store they would be duplicates). */
+let aglJson: InProcessAgl;
 before(async () => {
-  agl = await startAgl(join((dir = await newTempDir()), 'fixtures.duckdb'));
+  dir = await newTempDir();
+  agl = await startAgl(join(dir, 'fixtures.duckdb'));
+  aglJson = await startAgl(join(dir, 'fixtures-json.duckdb'));
 });
 after(async () => {
   await agl.close();
+  await aglJson.close();
   await removeDir(dir);
 });
 
@@ -31,6 +36,18 @@ test('every span of an independently encoded ExportTraceServiceRequest is stored
   assert.equal(response.headers.get('content-type'), 'application/x-protobuf');
   assert.equal(response.body.length, 0, 'full success is an empty ExportTraceServiceResponse');
 
+  await assertStoredAsExpected(agl);
+});
+
+test('the same spans sent as OTLP/JSON are stored exactly alike', async () => {
+  const expected = parseJsonExact(await readFile(join(FIXTURES, 'traces.expected.json'), 'utf8')) as { spans: Record<string, unknown>[] };
+  const response = await post(`${aglJson.url}/v1/traces`, JSON.stringify(toOtlpJson(expected.spans)), { 'content-type': 'application/json' });
+  assert.equal(response.status, 200);
+  assert.deepEqual(JSON.parse(response.body.toString()), {});
+  await assertStoredAsExpected(aglJson);
+});
+
+async function assertStoredAsExpected(agl: InProcessAgl): Promise<void> {
   const expected = parseJsonExact(await readFile(join(FIXTURES, 'traces.expected.json'), 'utf8')) as { spans: Record<string, unknown>[] };
   const { rows } = await agl.store.query(
     `SELECT *, epoch_ns(start_time)::VARCHAR AS start_ns, epoch_ns(end_time)::VARCHAR AS end_ns FROM spans`,
@@ -60,7 +77,7 @@ test('every span of an independently encoded ExportTraceServiceRequest is stored
     assert.equal(got.rollout_id, want.rollout_id, `${label} rollout (span attribute wins over resource)`);
     assert.equal(got.attempt_id, want.attempt_id, label);
   }
-});
+}
 
 test('spans of a rollout get increasing sequence ids, one counter per rollout', async () => {
   const { rows } = await agl.store.query(
@@ -80,6 +97,34 @@ test('log records, GenAI events among them, are stored with their body and span 
   const body = await readFile(join(FIXTURES, 'logs.pb'));
   const response = await post(`${agl.url}/v1/logs`, body, { 'content-type': 'application/x-protobuf' });
   assert.equal(response.status, 200);
+  await assertLogsStoredAsExpected(agl);
+});
+
+test('the same log records sent as OTLP/JSON are stored alike', async () => {
+  const { logs } = JSON.parse(await readFile(join(FIXTURES, 'logs.expected.json'), 'utf8')) as { logs: Record<string, any>[] };
+  const request = {
+    resourceLogs: [{
+      resource: { attributes: keyValues({ 'service.name': 'svc-log1' }) },
+      scopeLogs: [{
+        scope: { name: 'genai' },
+        logRecords: logs.map((log) => ({
+          timeUnixNano: log.time_unix_nano,
+          traceId: log.trace_id,
+          spanId: log.span_id,
+          eventName: log.event_name,
+          severityNumber: log.severity_number,
+          body: anyValue(log.body),
+          attributes: keyValues(log.attributes),
+        })),
+      }],
+    }],
+  };
+  const response = await post(`${aglJson.url}/v1/logs`, JSON.stringify(request), { 'content-type': 'application/json' });
+  assert.equal(response.status, 200);
+  await assertLogsStoredAsExpected(aglJson);
+});
+
+async function assertLogsStoredAsExpected(agl: InProcessAgl): Promise<void> {
   const expected = JSON.parse(await readFile(join(FIXTURES, 'logs.expected.json'), 'utf8')) as { logs: Record<string, unknown>[] };
   const { rows } = await agl.store.query(`SELECT *, epoch_ns(time)::VARCHAR AS time_ns FROM logs ORDER BY time`);
   assert.equal(rows.length, expected.logs.length);
@@ -92,5 +137,57 @@ test('log records, GenAI events among them, are stored with their body and span 
     assert.equal(got.severity_number, want.severity_number);
     assert.deepEqual(got.body, want.body);
     assert.deepEqual(got.attributes, want.attributes);
+    assert.equal(got.service_name, 'svc-log1');
   });
-});
+}
+
+/** OTLP/JSON for spans in the shape of traces.expected.json, grouped by resource and scope. */
+function toOtlpJson(spans: Record<string, any>[]): unknown {
+  const groups = new Map<string, Map<string, Record<string, any>[]>>();
+  for (const span of spans) {
+    const resourceKey = JSON.stringify(span.resource);
+    const scopes = groups.get(resourceKey) ?? new Map();
+    groups.set(resourceKey, scopes);
+    const scopeKey = JSON.stringify([span.scope_name, span.scope_version]);
+    scopes.set(scopeKey, [...(scopes.get(scopeKey) ?? []), span]);
+  }
+  return {
+    resourceSpans: [...groups].map(([resourceKey, scopes]) => ({
+      resource: { attributes: keyValues(parseJsonExact(resourceKey) as Record<string, unknown>) },
+      scopeSpans: [...scopes].map(([scopeKey, scopeSpans]) => {
+        const [name, version] = JSON.parse(scopeKey);
+        return {
+          scope: { name, version },
+          spans: scopeSpans.map((span) => ({
+            traceId: span.trace_id,
+            spanId: span.span_id,
+            parentSpanId: span.parent_id ?? '',
+            traceState: span.trace_state,
+            name: span.name,
+            kind: span.kind,
+            startTimeUnixNano: span.start_time_unix_nano,
+            endTimeUnixNano: span.end_time_unix_nano,
+            attributes: keyValues(span.attributes),
+            events: span.events.map((e: any) => ({ timeUnixNano: e.time_unix_nano, name: e.name, attributes: keyValues(e.attributes) })),
+            links: span.links.map((l: any) => ({ traceId: l.trace_id, spanId: l.span_id, traceState: l.trace_state, attributes: keyValues(l.attributes) })),
+            status: { code: span.status_code, message: span.status_message },
+          })),
+        };
+      }),
+    })),
+  };
+}
+
+function keyValues(attributes: Record<string, unknown>): unknown[] {
+  return Object.entries(attributes).map(([key, value]) => ({ key, value: anyValue(value, key === 'raw') }));
+}
+
+function anyValue(value: unknown, bytes = false): unknown {
+  if (bytes) return { bytesValue: value };
+  if (typeof value === 'string') return { stringValue: value };
+  if (typeof value === 'boolean') return { boolValue: value };
+  if (typeof value === 'number') return Number.isInteger(value) ? { intValue: String(value) } : { doubleValue: value };
+  if (Array.isArray(value)) return { arrayValue: { values: value.map((v) => anyValue(v)) } };
+  if (value !== null && typeof value === 'object' && 'rawJSON' in value) return { intValue: String((value as { rawJSON: string }).rawJSON) };
+  return { kvlistValue: { values: keyValues(value as Record<string, unknown>) } };
+}
