@@ -222,3 +222,12 @@ test('a request larger than one DuckDB chunk keeps each span with its own resour
   ]);
   storedBefore = await spanCount();
 });
+
+test('metrics are acknowledged with a note that agl does not keep them', async () => {
+  const response = await post(`${agl.url}/v1/metrics`, '{"resourceMetrics":[]}', JSON_TYPE);
+  assert.equal(response.status, 200);
+  assert.deepEqual(JSON.parse(response.body.toString()), {
+    partialSuccess: { rejectedDataPoints: '0', errorMessage: 'agl stores traces and logs; metrics are not kept' },
+  });
+  await assertUnharmed();
+});

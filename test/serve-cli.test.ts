@@ -31,3 +31,17 @@ test('agl serve applies --max-body and --decode-threads', async (t) => {
   const small = await post(`${serve.url}/v1/traces`, '{}', { 'content-type': 'application/json' });
   assert.equal(small.status, 200);
 });
+
+test('a second agl serve on the same file or port says what is in the way', async (t) => {
+  const dir = await tempDir(t);
+  const db = join(dir, 'owned.duckdb');
+  const first = await spawnServe(['--db', db]);
+  t.after(() => first.child.kill('SIGKILL'));
+  const sameFile = await runCli(['serve', '--db', db, '--port', '0']);
+  assert.equal(sameFile.code, 1);
+  assert.match(sameFile.stderr, /owned\.duckdb is in use by process \d+ \(another agl serve\?\)/);
+  const port = new URL(first.url).port;
+  const samePort = await runCli(['serve', '--db', join(dir, 'other.duckdb'), '--port', port]);
+  assert.equal(samePort.code, 1);
+  assert.match(samePort.stderr, new RegExp(`127\\.0\\.0\\.1:${port} is already in use`));
+});

@@ -9,9 +9,11 @@ export interface EncodedBody {
   readonly body: Buffer;
 }
 
-export function exportResponse(encoding: Encoding, signal: 'traces' | 'logs', rejected: number, message: string): EncodedBody {
+const REJECTED_FIELD = { traces: 'rejectedSpans', logs: 'rejectedLogRecords', metrics: 'rejectedDataPoints' } as const;
+
+export function exportResponse(encoding: Encoding, signal: 'traces' | 'logs' | 'metrics', rejected: number, message: string): EncodedBody {
   if (encoding === 'json') {
-    const countField = signal === 'traces' ? 'rejectedSpans' : 'rejectedLogRecords';
+    const countField = REJECTED_FIELD[signal];
     const body = rejected === 0 && message === '' ? {} : { partialSuccess: { [countField]: String(rejected), errorMessage: message } };
     return json(body);
   }

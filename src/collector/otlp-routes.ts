@@ -69,3 +69,20 @@ function send(response: ServerResponse, status: number, { contentType, body }: E
   response.writeHead(status, { 'content-type': contentType, 'content-length': body.length, ...headers });
   response.end(body);
 }
+
+/**
+ * POST /v1/metrics: agl keeps traces and logs only. Metrics are read and dropped with a 200 and
+ * a partial_success message, so that an app exporting all signals to agl's endpoint (the usual
+ * OTEL_EXPORTER_OTLP_ENDPOINT setting) does not log an error every export interval.
+ */
+export async function handleOtlpMetrics(request: IncomingMessage, response: ServerResponse, maxBodyBytes: number): Promise<void> {
+  const encoding = ENCODINGS[mediaType(request)] ?? 'json';
+  try {
+    await readBody(request, maxBodyBytes);
+  } catch (error) {
+    if (!(error instanceof BodyError)) throw error;
+    send(response, error.status, statusResponse(encoding, RpcCode.INVALID_ARGUMENT, error.message));
+    return;
+  }
+  send(response, 200, exportResponse(encoding, 'metrics', 0, 'agl stores traces and logs; metrics are not kept'));
+}

@@ -5,7 +5,7 @@ import type { DuckDBStore } from '../store/store.js';
 import { BodyError } from './body.js';
 import { DecodePool } from './decode-pool.js';
 import { HttpError, sendJson } from './http.js';
-import { handleOtlp } from './otlp-routes.js';
+import { handleOtlp, handleOtlpMetrics } from './otlp-routes.js';
 import { handleQuery } from './query-route.js';
 
 export interface ServerOptions {
@@ -37,6 +37,7 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
   const routes: Record<string, Record<string, Handler>> = {
     '/v1/traces': { POST: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes) },
     '/v1/logs': { POST: (req, res) => handleOtlp('logs', req, res, store, decoder, maxBodyBytes) },
+    '/v1/metrics': { POST: (req, res) => handleOtlpMetrics(req, res, maxBodyBytes) },
     '/v1/agl/health': { GET: (_req, res) => sendJson(res, 200, { status: 'ok' }) },
     '/v1/agl/query': { POST: (req, res) => handleQuery(req, res, store) },
   };

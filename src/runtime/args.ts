@@ -8,6 +8,14 @@ export class UsageError extends Error {
   }
 }
 
+/** A condition the user can fix (a busy port, a locked file): printed without a stack, exit 1. */
+export class CommandError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CommandError';
+  }
+}
+
 type Options = NonNullable<ParseArgsConfig['options']>;
 
 export function parseCommandArgs<O extends Options>(args: string[], options: O) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { UsageError } from './args.js';
+import { CommandError, UsageError } from './args.js';
 import { query, QUERY_USAGE } from './query-command.js';
 import { serve, SERVE_USAGE } from './serve.js';
 
@@ -28,9 +28,9 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
-  if (error instanceof UsageError) {
+  if (error instanceof UsageError || error instanceof CommandError) {
     console.error(`agl: ${error.message}`);
-    process.exit(2);
+    process.exit(error instanceof UsageError ? 2 : 1);
   }
   console.error(`agl: ${(error as Error)?.stack ?? String(error)}`);
   process.exit(1);

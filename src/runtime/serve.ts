@@ -1,8 +1,9 @@
 import { rm, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { startServer } from '../collector/server.js';
+import { startServer, type RunningServer } from '../collector/server.js';
 import { DuckDBStore } from '../store/store.js';
-import { bytesArg, countArg, parseCommandArgs, portArg } from './args.js';
+import { bytesArg, CommandError, countArg, parseCommandArgs, portArg } from './args.js';
+import type { StoreOptions } from '../store/store.js';
 
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
           [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 64MiB]
@@ -22,18 +23,30 @@ export async function serve(args: string[]): Promise<void> {
     'decode-threads': { type: 'string' },
     'checkpoint-threshold': { type: 'string' },
   });
+  // Every argument is checked before anything is opened.
   const path = resolve(values.db);
-  const store = await DuckDBStore.open({
-    path,
-    maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2),
-    checkpointThreshold: values['checkpoint-threshold'] === undefined ? undefined : `${bytesArg('--checkpoint-threshold', values['checkpoint-threshold'], 0)}B`,
-  });
-  const server = await startServer(store, {
+  const port = portArg(values.port, 4318);
+  const serverOptions = {
     host: values.host,
-    port: portArg(values.port, 4318),
+    port,
     maxBodyBytes: bytesArg('--max-body', values['max-body'], 64 * 1024 ** 2),
     decodeThreads: countArg('--decode-threads', values['decode-threads']),
-  });
+  };
+  const storeOptions = {
+    maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2),
+    checkpointThreshold: values['checkpoint-threshold'] === undefined ? undefined : `${bytesArg('--checkpoint-threshold', values['checkpoint-threshold'], 0)}B`,
+  };
+  const store = await openStoreOrExplain(path, storeOptions);
+  let server: RunningServer;
+  try {
+    server = await startServer(store, serverOptions);
+  } catch (error) {
+    await store.close();
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') throw new CommandError(`${values.host}:${port} is already in use: stop what listens there or pick another --port`);
+    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') throw new CommandError(`cannot listen on ${values.host}: no such local address`);
+    throw error;
+  }
   const serverFile = serverFileOf(path);
   await writeFile(serverFile, JSON.stringify({ url: server.url, pid: process.pid }));
   console.log(`agl: serving on ${server.url}, storing in ${path}`);
@@ -53,4 +66,15 @@ export async function serve(args: string[]): Promise<void> {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+async function openStoreOrExplain(path: string, options: Omit<StoreOptions, 'path'>): Promise<DuckDBStore> {
+  try {
+    return await DuckDBStore.open({ ...options, path });
+  } catch (error) {
+    const message = (error as Error).message;
+    const holder = /Conflicting lock is held in .* \(PID (\d+)\)/.exec(message);
+    if (holder) throw new CommandError(`${path} is in use by process ${holder[1]} (another agl serve?); one server owns a file`);
+    throw new CommandError(`cannot open ${path}: ${message}`);
+  }
 }
