@@ -45,3 +45,26 @@ test('a second agl serve on the same file or port says what is in the way', asyn
   assert.equal(samePort.code, 1);
   assert.match(samePort.stderr, new RegExp(`127\\.0\\.0\\.1:${port} is already in use`));
 });
+
+test('with --token every route needs the bearer token, OTLP included', async (t) => {
+  const db = join(await tempDir(t), 'token.duckdb');
+  const serve = await spawnServe(['--db', db, '--token', 's3cret']);
+  t.after(() => serve.child.kill('SIGKILL'));
+  const span = JSON.stringify({
+    resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', name: 'guarded' }] }] }],
+  });
+  const anonymous = await post(`${serve.url}/v1/traces`, span, { 'content-type': 'application/json' });
+  assert.equal(anonymous.status, 401);
+  assert.equal(anonymous.headers.get('www-authenticate'), 'Bearer');
+  const wrong = await post(`${serve.url}/v1/traces`, span, { 'content-type': 'application/json', authorization: 'Bearer s3cre' });
+  assert.equal(wrong.status, 401);
+  assert.equal((await fetch(`${serve.url}/v1/agl/health`)).status, 401);
+  const right = await post(`${serve.url}/v1/traces`, span, { 'content-type': 'application/json', authorization: 'Bearer s3cret' });
+  assert.equal(right.status, 200);
+
+  const noToken = await runCli(['query', 'SELECT count(*) AS n FROM spans', '--db', db]);
+  assert.equal(noToken.code, 2);
+  assert.match(noToken.stderr, /\(401\): this agl server needs Authorization: Bearer <token>/);
+  const withToken = await runCli(['query', 'SELECT count(*) AS n FROM spans', '--db', db, '--token', 's3cret', '--format', 'csv']);
+  assert.equal(withToken.stdout, 'n\r\n1\r\n');
+});

@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
@@ -15,6 +16,8 @@ export interface ServerOptions {
   readonly maxBodyBytes?: number;
   /** Threads that decode OTLP bodies (default: one per core beyond the first; 0 = inline). */
   readonly decodeThreads?: number;
+  /** When set, every route requires `Authorization: Bearer <token>`. */
+  readonly token?: string;
 }
 
 export interface RunningServer {
@@ -42,7 +45,12 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
     '/v1/agl/query': { POST: (req, res) => handleQuery(req, res, store) },
   };
 
+  const authorized = options.token ? bearerCheck(options.token) : () => true;
   const server = createServer({ keepAliveTimeout: 65_000 }, (request, response) => {
+    if (!authorized(request.headers.authorization)) {
+      sendJson(response, 401, { detail: 'this agl server needs Authorization: Bearer <token> (agl --token or AGL_TOKEN)' }, { 'www-authenticate': 'Bearer' });
+      return;
+    }
     const path = (request.url ?? '/').split('?')[0];
     const methods = routes[path];
     const handler = methods?.[request.method ?? 'GET'];
@@ -75,6 +83,15 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
         // Keep-alive clients that keep sending would hold the close open: cut them after a grace.
         setTimeout(() => server.closeAllConnections(), 5_000).unref();
       }).then(() => decoder.close()),
+  };
+}
+
+/** Compares the bearer token in constant time (digests of equal length, whatever was sent). */
+function bearerCheck(token: string): (header: string | undefined) => boolean {
+  const expected = createHash('sha256').update(token).digest();
+  return (header) => {
+    const sent = /^Bearer\s+(.+)$/i.exec(header ?? '')?.[1] ?? '';
+    return timingSafeEqual(createHash('sha256').update(sent).digest(), expected);
   };
 }
 

@@ -8,7 +8,7 @@ import { choiceArg, parseCommandArgs, UsageError } from './args.js';
 import { formatResult, type OutputFormat } from './format.js';
 import { serverFileOf } from './serve.js';
 
-export const QUERY_USAGE = `agl query "<SQL>" [--db ./agl.duckdb | --url http://127.0.0.1:4318]
+export const QUERY_USAGE = `agl query "<SQL>" [--db ./agl.duckdb | --url http://127.0.0.1:4318] [--token T]
           [--format table|csv|json|ndjson] [--out FILE.parquet|.csv|.json|.ndjson]
   Runs one read-only SQL query over the store (tables spans, logs). While \`agl serve\` owns the
   file the query goes through it; otherwise the file is opened read-only.`;
@@ -34,6 +34,7 @@ export async function query(args: string[]): Promise<void> {
     url: { type: 'string' },
     format: { type: 'string' },
     out: { type: 'string' },
+    token: { type: 'string' },
   });
   if (positionals.length !== 1) throw new UsageError(`give the SQL as one argument (in quotes)\n${QUERY_USAGE}`);
   if (values.db !== undefined && values.url !== undefined) throw new UsageError('give --db or --url, not both');
@@ -43,7 +44,8 @@ export async function query(args: string[]): Promise<void> {
     throw new UsageError(`--out must end in ${Object.keys(OUT_FORMATS).join(', ')}: "${values.out}"`);
   }
   const [sql] = positionals;
-  const target = values.url !== undefined ? httpTarget(values.url) : await fileOrServerTarget(values.db ?? './agl.duckdb');
+  const token = values.token ?? (process.env.AGL_TOKEN || undefined);
+  const target = values.url !== undefined ? httpTarget(values.url, token) : await fileOrServerTarget(values.db ?? './agl.duckdb', token);
   try {
     if (values.out !== undefined && outFormat !== undefined) {
       await target.exportTo(sql, resolve(values.out), outFormat);
@@ -56,11 +58,11 @@ export async function query(args: string[]): Promise<void> {
   }
 }
 
-async function fileOrServerTarget(db: string): Promise<QueryTarget> {
+async function fileOrServerTarget(db: string, token: string | undefined): Promise<QueryTarget> {
   const serverFile = serverFileOf(db);
   if (existsSync(serverFile)) {
     const { url } = JSON.parse(await readFile(serverFile, 'utf8')) as { url: string };
-    if (await isUp(url)) return httpTarget(url);
+    if (await isUp(url)) return httpTarget(url, token);
   }
   if (!existsSync(db)) throw new UsageError(`no database at ${db}: start \`agl serve\` or pass --db FILE or --url URL`);
   let store: DuckDBStore;
@@ -83,19 +85,19 @@ async function fileOrServerTarget(db: string): Promise<QueryTarget> {
 async function isUp(url: string): Promise<boolean> {
   try {
     const response = await fetch(new URL('/v1/agl/health', url), { signal: AbortSignal.timeout(2000) });
-    return response.ok;
+    return response.ok || response.status === 401;
   } catch {
     return false;
   }
 }
 
-function httpTarget(base: string): QueryTarget {
+function httpTarget(base: string, token: string | undefined): QueryTarget {
   const post = async (body: object): Promise<Response> => {
     let response: Response;
     try {
       response = await fetch(new URL('/v1/agl/query', base), {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
         body: JSON.stringify(body),
       });
     } catch (error) {

@@ -6,9 +6,10 @@ import { bytesArg, CommandError, countArg, parseCommandArgs, portArg } from './a
 import type { StoreOptions } from '../store/store.js';
 
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
-          [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 64MiB]
+          [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 64MiB] [--token T]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
-  stores it in a DuckDB file; answers agl's API under /v1/agl/. Stops cleanly on Ctrl-C.`;
+  stores it in a DuckDB file; answers agl's API under /v1/agl/. Stops cleanly on Ctrl-C.
+  --token (or AGL_TOKEN): every request must carry Authorization: Bearer <token>.`;
 
 /** Where a running server announces itself, so `agl query` on the same file can use it. */
 export const serverFileOf = (dbPath: string) => `${resolve(dbPath)}.agl-server.json`;
@@ -22,6 +23,7 @@ export async function serve(args: string[]): Promise<void> {
     'max-queue': { type: 'string' },
     'decode-threads': { type: 'string' },
     'checkpoint-threshold': { type: 'string' },
+    token: { type: 'string' },
   });
   // Every argument is checked before anything is opened.
   const path = resolve(values.db);
@@ -31,6 +33,7 @@ export async function serve(args: string[]): Promise<void> {
     port,
     maxBodyBytes: bytesArg('--max-body', values['max-body'], 64 * 1024 ** 2),
     decodeThreads: countArg('--decode-threads', values['decode-threads']),
+    token: values.token ?? (process.env.AGL_TOKEN || undefined),
   };
   const storeOptions = {
     maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2),
