@@ -10,12 +10,13 @@ import { DuckDBDataChunk, type DuckDBConnection } from '@duckdb/node-api';
  * copied into DuckDB's vectors without becoming JS values on the writing thread. Columns the
  * store itself reads (ids, sequence numbers) stay plain JS arrays.
  */
-export type ColumnType = 'VARCHAR' | 'JSON' | 'INTEGER' | 'BIGINT' | 'TIMESTAMP_NS';
+export type ColumnType = 'VARCHAR' | 'JSON' | 'INTEGER' | 'BIGINT' | 'DOUBLE' | 'TIMESTAMP_NS';
 
 export interface Column {
   readonly name: string;
   readonly type: ColumnType;
   readonly notNull?: boolean;
+  readonly primaryKey?: boolean;
   /** Kept as a JS array because the store reads it (dedup keys, sequence counters). */
   readonly js?: boolean;
 }
@@ -72,7 +73,7 @@ export function selectRows(rows: ColumnarRows, indexes: readonly number[]): Colu
 }
 
 export function columnsDdl(table: string, columns: readonly Column[]): string {
-  const defs = columns.map((c) => `  ${c.name} ${c.type}${c.notNull ? ' NOT NULL' : ''}`);
+  const defs = columns.map((c) => `  ${c.name} ${c.type}${c.primaryKey ? ' PRIMARY KEY' : c.notNull ? ' NOT NULL' : ''}`);
   return `CREATE TABLE ${table} (\n${defs.join(',\n')}\n)`;
 }
 
@@ -167,6 +168,16 @@ function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData,
           else ints[row] = value as number;
         }
         duckdb.copy_data_to_vector(vector, 0, fixedWidth, 0, count * 4);
+        break;
+      }
+      case 'DOUBLE': {
+        const doubles = new Float64Array(fixedWidth, 0, count);
+        for (let row = 0; row < count; row++) {
+          const value = values[start + row];
+          if (value === null || value === undefined) setNull(row);
+          else doubles[row] = Number(value);
+        }
+        duckdb.copy_data_to_vector(vector, 0, fixedWidth, 0, count * 8);
         break;
       }
       case 'BIGINT':

@@ -1,5 +1,6 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { columnsDdl } from './columns.js';
+import { ROLLOUT_TABLES_DDL } from './rollout-tables.js';
 import { LOG_COLUMNS, SPAN_COLUMNS } from './tables.js';
 
 /**
@@ -9,6 +10,7 @@ import { LOG_COLUMNS, SPAN_COLUMNS } from './tables.js';
 const MIGRATIONS: readonly string[] = [
   `${columnsDdl('spans', SPAN_COLUMNS)};
    ${columnsDdl('logs', LOG_COLUMNS)};`,
+  ROLLOUT_TABLES_DDL,
 ];
 
 const SCHEMA_VERSION = MIGRATIONS.length;

@@ -6,6 +6,9 @@ import { migrate } from './schema.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
 import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';
 import { GroupCommitWriter, StoreBusyError } from './writer.js';
+import { EmbeddedLightningStore } from './lightning.js';
+import { noChanges, RolloutState, type Changes } from './rollout-state.js';
+import { loadRolloutState, upsertsFor } from './rollout-tables.js';
 
 /** Rows being built for `spans` or `logs`: one builder per column, in the table's column order. */
 export interface RowsBuilder {
@@ -50,6 +53,9 @@ export class DuckDBStore {
   /** Span rows accepted but not yet committed. */
   private readonly pendingSpans = new Set<ColumnarRows>();
   private readonly writer: GroupCommitWriter;
+  /** The rollout queue, attempts, resources and workers (Agent Lightning's LightningStore). */
+  readonly lightning: EmbeddedLightningStore;
+  private watchdogTimer: NodeJS.Timeout | undefined;
 
   private constructor(
     readonly path: string,
@@ -58,6 +64,11 @@ export class DuckDBStore {
     private readonly options: StoreOptions,
   ) {
     this.writer = new GroupCommitWriter(connection, { maxQueuedBytes: options.maxQueuedBytes ?? 64 * 1024 * 1024 });
+    this.lightning = new EmbeddedLightningStore(new RolloutState(), {
+      write: (writes, bytes, upserts) => this.writer.write(writes, bytes, upserts),
+      spanCount: async () => Number((await this.connection.runAndReadAll('SELECT count(*) FROM spans')).getRows()[0][0]),
+      nextSequenceId: (rolloutId) => this.nextSequenceId(rolloutId),
+    });
   }
 
   static async open(options: StoreOptions): Promise<DuckDBStore> {
@@ -73,6 +84,10 @@ export class DuckDBStore {
       if (!options.readOnly) {
         await migrate(connection);
         await store.loadHotState();
+        await loadRolloutState(connection, store.lightning.state);
+        // Attempts time out even when nobody asks (and restarts resolve attempts left running).
+        store.watchdogTimer = setInterval(() => void store.lightning.watchdog().catch(() => {}), 1000);
+        store.watchdogTimer.unref();
       }
       return store;
     } catch (error) {
@@ -98,7 +113,8 @@ export class DuckDBStore {
     try {
       const kept = await this.dropDuplicates(rows, isNew);
       this.assignSequenceIds(kept);
-      await this.writer.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }], bytes);
+      const upserts = upsertsFor(this.heartbeats(kept));
+      await this.writer.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }], bytes, upserts);
       return { stored: kept.length, duplicates: rows.length - kept.length };
     } catch (error) {
       const traceIds = rows.columns[SPAN.trace_id] as string[];
@@ -132,6 +148,7 @@ export class DuckDBStore {
 
   /** Commits everything accepted, checkpoints the WAL into the file and closes it. */
   async close(): Promise<void> {
+    clearInterval(this.watchdogTimer);
     await this.writer.close();
     if (!this.options.readOnly) await this.connection.run('CHECKPOINT').catch(() => {});
     this.connection.closeSync();
@@ -186,6 +203,30 @@ export class DuckDBStore {
     );
   }
 
+  /** The next span sequence id of a rollout (one counter per rollout, from 1). */
+  private nextSequenceId(rolloutId: string): number {
+    const next = (this.sequences.get(rolloutId) ?? 0) + 1;
+    this.sequences.set(rolloutId, next);
+    return next;
+  }
+
+  /** Every span is a heartbeat of its attempt (once per attempt in a batch). */
+  private heartbeats(rows: ColumnarRows): Changes {
+    const changes = noChanges();
+    const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
+    const attempts = rows.columns[SPAN.attempt_id] as (string | null)[];
+    const seen = new Set<string>();
+    const now = Date.now() / 1000;
+    for (let i = 0; i < rows.length; i++) {
+      const rollout = rollouts[i];
+      const attempt = attempts[i];
+      if (rollout === null || attempt === null || seen.has(`${rollout}/${attempt}`)) continue;
+      seen.add(`${rollout}/${attempt}`);
+      this.lightning.state.heartbeat(rollout, attempt, now, changes);
+    }
+    return changes;
+  }
+
   private assignSequenceIds(rows: ColumnarRows): void {
     const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
     const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
@@ -199,11 +240,7 @@ export class DuckDBStore {
       else if (explicit > (this.sequences.get(rollout) ?? 0)) this.sequences.set(rollout, explicit);
     }
     unassigned.sort((a, b) => (start[a] < start[b] ? -1 : start[a] > start[b] ? 1 : 0));
-    for (const i of unassigned) {
-      const next = (this.sequences.get(rollouts[i]!) ?? 0) + 1;
-      this.sequences.set(rollouts[i]!, next);
-      sequence[i] = next;
-    }
+    for (const i of unassigned) sequence[i] = this.nextSequenceId(rollouts[i]!);
   }
 }
 

@@ -1,0 +1,74 @@
+import type {
+  Attempt,
+  AttemptedRollout,
+  AttemptUpdate,
+  NamedResources,
+  PaginatedResult,
+  Pagination,
+  ResourcesUpdate,
+  Rollout,
+  RolloutRequest,
+  RolloutStatus,
+  RolloutUpdate,
+  Worker,
+  WorkerStatus,
+} from './types.js';
+
+export interface RolloutQuery extends Pagination {
+  status_in?: RolloutStatus[];
+  rollout_id_in?: string[];
+  rollout_id_contains?: string;
+  filter_logic?: 'and' | 'or';
+}
+
+export interface WorkerQuery extends Pagination {
+  status_in?: WorkerStatus[];
+  worker_id_contains?: string;
+  filter_logic?: 'and' | 'or';
+}
+
+export interface ResourcesQuery extends Pagination {
+  resources_id?: string;
+  resources_id_contains?: string;
+}
+
+export interface StoreStatistics {
+  name: string;
+  total_rollouts: number;
+  total_attempts: number;
+  total_spans: number;
+  total_resources: number;
+  total_workers: number;
+  uptime: number;
+}
+
+/**
+ * The hub algorithms and runners meet at (Agent Lightning's LightningStore). The embedded DuckDB
+ * store implements it, and so does the HTTP client, so code runs unchanged against either.
+ * Every change resolves once it is durable.
+ */
+export interface LightningStore {
+  enqueueRollout(request: RolloutRequest): Promise<Rollout>;
+  enqueueManyRollouts(requests: RolloutRequest[]): Promise<Rollout[]>;
+  dequeueRollout(options?: { workerId?: string | null; waitSeconds?: number }): Promise<AttemptedRollout | null>;
+  dequeueManyRollouts(options?: { limit?: number; workerId?: string | null; waitSeconds?: number }): Promise<AttemptedRollout[]>;
+  startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout>;
+  startAttempt(rolloutId: string, workerId?: string | null): Promise<AttemptedRollout>;
+  queryRollouts(query?: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>>;
+  getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null>;
+  queryAttempts(rolloutId: string, query?: Pagination): Promise<PaginatedResult<Attempt>>;
+  getLatestAttempt(rolloutId: string): Promise<Attempt | null>;
+  updateRollout(rolloutId: string, update: RolloutUpdate): Promise<Rollout>;
+  updateAttempt(rolloutId: string, attemptId: string | 'latest', update: AttemptUpdate): Promise<Attempt>;
+  waitForRollouts(rolloutIds: string[], timeoutSeconds: number | null): Promise<Rollout[]>;
+  addResources(resources: NamedResources): Promise<ResourcesUpdate>;
+  updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate>;
+  getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null>;
+  getLatestResources(): Promise<ResourcesUpdate | null>;
+  queryResources(query?: ResourcesQuery): Promise<PaginatedResult<ResourcesUpdate>>;
+  getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number>;
+  queryWorkers(query?: WorkerQuery): Promise<PaginatedResult<Worker>>;
+  getWorkerById(workerId: string): Promise<Worker | null>;
+  updateWorker(workerId: string, heartbeatStats?: Record<string, unknown>): Promise<Worker>;
+  statistics(): Promise<StoreStatistics>;
+}

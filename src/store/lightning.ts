@@ -1,0 +1,256 @@
+import type { LightningStore, ResourcesQuery, RolloutQuery, StoreStatistics, WorkerQuery } from '../lightning-store.js';
+import {
+  FINISHED_ROLLOUT_STATUSES,
+  type Attempt,
+  type AttemptedRollout,
+  type AttemptUpdate,
+  type NamedResources,
+  type PaginatedResult,
+  type Pagination,
+  type ResourcesUpdate,
+  type Rollout,
+  type RolloutRequest,
+  type RolloutUpdate,
+  type Worker,
+} from '../types.js';
+import { matches, paginate } from './paginate.js';
+import { noChanges, RolloutState, type Changes } from './rollout-state.js';
+import { upsertsFor } from './rollout-tables.js';
+import type { TableRows, Upsert } from './writer.js';
+
+const ROLLOUT_FIELDS = ['rollout_id', 'input', 'start_time', 'end_time', 'mode', 'resources_id', 'status', 'config', 'metadata'];
+const ATTEMPT_FIELDS = ['rollout_id', 'attempt_id', 'sequence_id', 'start_time', 'end_time', 'status', 'worker_id', 'last_heartbeat_time', 'metadata'];
+const RESOURCES_FIELDS = ['resources_id', 'version', 'create_time', 'update_time', 'resources'];
+const WORKER_FIELDS = ['worker_id', 'status', 'heartbeat_stats', 'last_heartbeat_time', 'last_dequeue_time', 'last_busy_time', 'last_idle_time', 'current_rollout_id', 'current_attempt_id'];
+
+/** How the embedded LightningStore reaches the database: the store's group-commit writer. */
+export interface LightningWriter {
+  write(writes: readonly TableRows[], bytes: number, upserts: readonly Upsert[]): Promise<void>;
+  spanCount(): Promise<number>;
+  nextSequenceId(rolloutId: string): number;
+}
+
+/** Watchdog scans run at most this often before a call (and on a timer in the server). */
+const WATCHDOG_INTERVAL_SECONDS = 0.1;
+
+/**
+ * The LightningStore of the embedded DuckDB store. State lives in memory (RolloutState) and
+ * every change is written through to DuckDB before the call resolves, in the writer's group
+ * commits. Long polls wait on events of the state, not on the database.
+ */
+export class EmbeddedLightningStore implements LightningStore {
+  private readonly waiters = new Set<() => void>();
+  /** Counts queue and finish events, so a waiter can tell whether one happened meanwhile. */
+  private events = 0;
+  private lastWatchdog = 0;
+  private readonly startedAt = Date.now() / 1000;
+
+  constructor(
+    readonly state: RolloutState,
+    private readonly writer: LightningWriter,
+  ) {
+    state.onFinished = () => this.wake();
+    state.onQueued = () => this.wake();
+  }
+
+  enqueueRollout(request: RolloutRequest): Promise<Rollout> {
+    return this.change((now, changes) => this.state.enqueue([request], now, changes)[0]);
+  }
+
+  enqueueManyRollouts(requests: RolloutRequest[]): Promise<Rollout[]> {
+    return this.change((now, changes) => this.state.enqueue(requests, now, changes));
+  }
+
+  async dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+    return (await this.dequeueManyRollouts({ ...options, limit: 1 }))[0] ?? null;
+  }
+
+  async dequeueManyRollouts(options: { limit?: number; workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout[]> {
+    const limit = options.limit ?? 1;
+    if (limit <= 0) return [];
+    const deadline = Date.now() + (options.waitSeconds ?? 0) * 1000;
+    for (;;) {
+      const seen = this.events;
+      const taken = await this.change((now, changes) => this.state.dequeue(limit, options.workerId ?? null, now, changes));
+      if (taken.length > 0 || Date.now() >= deadline) return taken;
+      if (this.events === seen) await this.nextEvent(deadline);
+    }
+  }
+
+  startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout> {
+    return this.change((now, changes) => this.state.startRollout(request, request.worker_id ?? null, now, changes));
+  }
+
+  startAttempt(rolloutId: string, workerId: string | null = null): Promise<AttemptedRollout> {
+    return this.change((now, changes) => this.state.startAttempt(rolloutId, workerId, now, changes));
+  }
+
+  async queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
+    await this.watchdogIfDue();
+    const ids = query.rollout_id_in === undefined ? null : new Set(query.rollout_id_in);
+    const statuses = query.status_in === undefined ? null : new Set(query.status_in);
+    const found = [...this.state.rollouts.values()].filter((r) => {
+      const conditions: boolean[] = [];
+      if (statuses) conditions.push(statuses.has(r.status));
+      if (ids) conditions.push(ids.has(r.rollout_id));
+      if (query.rollout_id_contains !== undefined) conditions.push(r.rollout_id.includes(query.rollout_id_contains));
+      return matches(conditions, query.filter_logic);
+    });
+    const page = paginate(found, query, ROLLOUT_FIELDS);
+    return { ...page, items: page.items.map((r) => this.state.withLatestAttempt(r)) };
+  }
+
+  async getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
+    await this.watchdogIfDue();
+    const rollout = this.state.rollouts.get(rolloutId);
+    return rollout ? this.state.withLatestAttempt(rollout) : null;
+  }
+
+  async queryAttempts(rolloutId: string, query: Pagination = {}): Promise<PaginatedResult<Attempt>> {
+    await this.watchdogIfDue();
+    return paginate([...(this.state.attempts.get(rolloutId) ?? [])], { sort_by: 'sequence_id', ...query }, ATTEMPT_FIELDS);
+  }
+
+  async getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
+    await this.watchdogIfDue();
+    const attempt = this.state.latestAttempt(rolloutId);
+    return attempt ? { ...attempt } : null;
+  }
+
+  updateRollout(rolloutId: string, update: RolloutUpdate): Promise<Rollout> {
+    return this.change((now, changes) => ({ ...this.state.updateRollout(rolloutId, update, now, changes) }));
+  }
+
+  updateAttempt(rolloutId: string, attemptId: string, update: AttemptUpdate): Promise<Attempt> {
+    return this.change((now, changes) => ({ ...this.state.updateAttempt(rolloutId, attemptId, update, now, changes) }));
+  }
+
+  async waitForRollouts(rolloutIds: string[], timeoutSeconds: number | null): Promise<Rollout[]> {
+    const deadline = timeoutSeconds === null ? Infinity : Date.now() + Math.max(0, timeoutSeconds) * 1000;
+    for (;;) {
+      const seen = this.events;
+      await this.watchdogIfDue();
+      const known = rolloutIds.map((id) => this.state.rollouts.get(id)).filter((r): r is Rollout => r !== undefined);
+      const finished = known.filter((r) => FINISHED_ROLLOUT_STATUSES.includes(r.status));
+      if (finished.length === known.length || Date.now() >= deadline) return finished.map((r) => ({ ...r }));
+      // Wake for a finished rollout, and at the watchdog's pace for timeouts it may find.
+      if (this.events === seen) await this.nextEvent(Math.min(deadline, Date.now() + 1000));
+    }
+  }
+
+  addResources(resources: NamedResources): Promise<ResourcesUpdate> {
+    return this.change((now, changes) => this.state.addResources(resources, now, changes));
+  }
+
+  updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate> {
+    return this.change((now, changes) => this.state.updateResources(resourcesId, resources, now, changes));
+  }
+
+  async getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
+    return this.state.resources.get(resourcesId) ?? null;
+  }
+
+  async getLatestResources(): Promise<ResourcesUpdate | null> {
+    const id = this.state.latestResourcesId();
+    return id === null ? null : this.state.resources.get(id)!;
+  }
+
+  async queryResources(query: ResourcesQuery = {}): Promise<PaginatedResult<ResourcesUpdate>> {
+    const found = [...this.state.resources.values()].filter(
+      (r) =>
+        (query.resources_id === undefined || r.resources_id === query.resources_id) &&
+        (query.resources_id_contains === undefined || r.resources_id.includes(query.resources_id_contains)),
+    );
+    return paginate(found, query, RESOURCES_FIELDS);
+  }
+
+  async getNextSpanSequenceId(rolloutId: string): Promise<number> {
+    return this.writer.nextSequenceId(rolloutId);
+  }
+
+  async queryWorkers(query: WorkerQuery = {}): Promise<PaginatedResult<Worker>> {
+    await this.watchdogIfDue();
+    const statuses = query.status_in === undefined ? null : new Set(query.status_in);
+    const found = [...this.state.workers.values()].filter((w) => {
+      const conditions: boolean[] = [];
+      if (statuses) conditions.push(statuses.has(w.status));
+      if (query.worker_id_contains !== undefined) conditions.push(w.worker_id.includes(query.worker_id_contains));
+      return matches(conditions, query.filter_logic);
+    });
+    return paginate(found, query, WORKER_FIELDS);
+  }
+
+  async getWorkerById(workerId: string): Promise<Worker | null> {
+    return this.state.workers.get(workerId) ?? null;
+  }
+
+  updateWorker(workerId: string, heartbeatStats?: Record<string, unknown>): Promise<Worker> {
+    return this.change((now, changes) => ({ ...this.state.updateWorker(workerId, heartbeatStats, now, changes) }));
+  }
+
+  async statistics(): Promise<StoreStatistics> {
+    let attempts = 0;
+    for (const list of this.state.attempts.values()) attempts += list.length;
+    return {
+      name: 'DuckDBStore',
+      total_rollouts: this.state.rollouts.size,
+      total_attempts: attempts,
+      total_spans: await this.writer.spanCount(),
+      total_resources: this.state.resources.size,
+      total_workers: this.state.workers.size,
+      uptime: Date.now() / 1000 - this.startedAt,
+    };
+  }
+
+  /** Runs the watchdog now and writes what it changed (the server's timer calls this). */
+  async watchdog(): Promise<void> {
+    this.lastWatchdog = 0;
+    await this.watchdogIfDue();
+  }
+
+  /**
+   * Applies `operation` to the state (synchronously, so it is atomic), then resolves once its
+   * changes are committed. The watchdog runs first when due, so no call sees a stale status.
+   */
+  private async change<T>(operation: (now: number, changes: Changes) => T): Promise<T> {
+    const now = Date.now() / 1000;
+    const changes = noChanges();
+    this.runWatchdog(now, changes);
+    const result = operation(now, changes);
+    await this.writer.write([], 0, upsertsFor(changes));
+    return result;
+  }
+
+  private async watchdogIfDue(): Promise<void> {
+    const changes = noChanges();
+    this.runWatchdog(Date.now() / 1000, changes);
+    const upserts = upsertsFor(changes);
+    if (upserts.length > 0) await this.writer.write([], 0, upserts);
+  }
+
+  private runWatchdog(now: number, changes: Changes): void {
+    if (now - this.lastWatchdog < WATCHDOG_INTERVAL_SECONDS) return;
+    this.lastWatchdog = now;
+    this.state.watchdog(now, changes);
+  }
+
+  private wake(): void {
+    this.events++;
+    for (const waiter of this.waiters) waiter();
+    this.waiters.clear();
+  }
+
+  /** Resolves at the next queue or finish event, or at the deadline (ms since the epoch). */
+  private nextEvent(deadline: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, Math.max(0, Math.min(deadline, Date.now() + 60_000) - Date.now()));
+      const waiters = this.waiters;
+      function done() {
+        clearTimeout(timer);
+        waiters.delete(done);
+        resolve();
+      }
+      waiters.add(done);
+    });
+  }
+}

@@ -1,0 +1,40 @@
+import type { PaginatedResult, Pagination } from '../types.js';
+
+/** A query parameter the caller got wrong; the message names it (REST: 400). */
+export class InvalidQueryError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidQueryError';
+  }
+}
+
+/**
+ * Sorts and pages `items` as Agent Lightning's stores do: no sort_by keeps insertion order,
+ * missing times sort last, limit -1 means all, total counts the matches before paging.
+ */
+export function paginate<T extends object>(items: T[], query: Pagination, sortable: readonly string[]): PaginatedResult<T> {
+  const limit = query.limit ?? -1;
+  const offset = query.offset ?? 0;
+  const sortOrder = query.sort_order ?? 'asc';
+  if (!Number.isInteger(limit) || limit === 0 || limit < -1) throw new InvalidQueryError('limit must be greater than 0, or -1 for no limit');
+  if (!Number.isInteger(offset) || offset < 0) throw new InvalidQueryError('offset must be an integer, 0 or more');
+  if (sortOrder !== 'asc' && sortOrder !== 'desc') throw new InvalidQueryError(`sort_order must be "asc" or "desc", not ${JSON.stringify(sortOrder)}`);
+  const sortBy = query.sort_by ?? null;
+  let sorted = items;
+  if (sortBy !== null) {
+    if (!sortable.includes(sortBy)) throw new InvalidQueryError(`sort_by must be one of ${sortable.join(', ')}, not ${JSON.stringify(sortBy)}`);
+    const lastIfMissing = sortBy.endsWith('_time') ? Infinity : '';
+    const key = (item: T) => ((item as Record<string, unknown>)[sortBy] ?? lastIfMissing) as number | string;
+    const direction = sortOrder === 'asc' ? 1 : -1;
+    sorted = [...items].sort((a, b) => (key(a) < key(b) ? -direction : key(a) > key(b) ? direction : 0));
+  }
+  const page = limit === -1 ? sorted.slice(offset) : sorted.slice(offset, offset + limit);
+  return { items: page, limit, offset, total: items.length };
+}
+
+/** Combines filter conditions with filter_logic; no condition matches everything. */
+export function matches(conditions: boolean[], logic: 'and' | 'or' = 'and'): boolean {
+  if (logic !== 'and' && logic !== 'or') throw new InvalidQueryError(`filter_logic must be "and" or "or", not ${JSON.stringify(logic)}`);
+  if (conditions.length === 0) return true;
+  return logic === 'and' ? conditions.every(Boolean) : conditions.some(Boolean);
+}

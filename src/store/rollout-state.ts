@@ -1,0 +1,349 @@
+import { randomBytes } from 'node:crypto';
+import {
+  FINISHED_ROLLOUT_STATUSES,
+  type Attempt,
+  type AttemptedRollout,
+  type AttemptStatus,
+  type AttemptUpdate,
+  type NamedResources,
+  type ResourcesUpdate,
+  type Rollout,
+  type RolloutConfig,
+  type RolloutRequest,
+  type RolloutStatus,
+  type RolloutUpdate,
+  type Worker,
+} from '../types.js';
+
+/** An id, rollout or attempt, that the store does not know (REST: 404). */
+export class NotFoundError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotFoundError';
+  }
+}
+
+export const newId = (prefix: string, hexDigits: number) => `${prefix}${randomBytes(Math.ceil(hexDigits / 2)).toString('hex').slice(0, hexDigits)}`;
+
+/** Entities changed by an operation, to be written through to the database. */
+export interface Changes {
+  readonly rollouts: Set<Rollout>;
+  readonly attempts: Set<Attempt>;
+  readonly resources: Set<ResourcesUpdate>;
+  readonly workers: Set<Worker>;
+}
+
+export const noChanges = (): Changes => ({ rollouts: new Set(), attempts: new Set(), resources: new Set(), workers: new Set() });
+
+const QUEUED: readonly RolloutStatus[] = ['queuing', 'requeuing'];
+const ACTIVE: readonly RolloutStatus[] = ['preparing', 'running'];
+const ENDING_ATTEMPT: readonly AttemptStatus[] = ['succeeded', 'failed', 'cancelled'];
+
+export function defaultConfig(config?: Partial<RolloutConfig> | null): RolloutConfig {
+  return {
+    timeout_seconds: config?.timeout_seconds ?? null,
+    unresponsive_seconds: config?.unresponsive_seconds ?? null,
+    max_attempts: config?.max_attempts ?? 1,
+    retry_condition: [...(config?.retry_condition ?? [])],
+  };
+}
+
+/**
+ * The rollout queue, attempts, resources and workers as they are now, with Agent Lightning's
+ * status machine. Pure in-memory logic: every operation records what it changed in `changes`,
+ * and the store writes those through to DuckDB in the same group commit as the request's data.
+ */
+export class RolloutState {
+  readonly rollouts = new Map<string, Rollout>();
+  /** Attempts of each rollout, in sequence order. */
+  readonly attempts = new Map<string, Attempt[]>();
+  readonly resources = new Map<string, ResourcesUpdate>();
+  readonly workers = new Map<string, Worker>();
+  /** FIFO of rollout ids; an id whose rollout left the queuing statuses is skipped at dequeue. */
+  private queue: string[] = [];
+  private queueHead = 0;
+  private readonly queued = new Set<string>();
+  /** Called when a rollout reaches a finished status (wakes waitForRollouts). */
+  onFinished: (rollout: Rollout) => void = () => {};
+  /** Called when a rollout joins the queue (wakes waiting dequeues). */
+  onQueued: () => void = () => {};
+
+  /** Rebuilds the queue after loading rollouts from the database (oldest first). */
+  restoreQueue(): void {
+    const waiting = [...this.rollouts.values()].filter((r) => QUEUED.includes(r.status)).sort((a, b) => a.start_time - b.start_time);
+    for (const rollout of waiting) this.pushQueue(rollout.rollout_id);
+  }
+
+  latestResourcesId(): string | null {
+    let latest: ResourcesUpdate | null = null;
+    for (const r of this.resources.values()) if (latest === null || r.update_time >= latest.update_time) latest = r;
+    return latest?.resources_id ?? null;
+  }
+
+  enqueue(requests: readonly RolloutRequest[], now: number, changes: Changes): Rollout[] {
+    const resourcesId = this.latestResourcesId();
+    return requests.map((request) => {
+      const rollout = this.createRollout(request, 'queuing', resourcesId, now, changes);
+      this.pushQueue(rollout.rollout_id);
+      return rollout;
+    });
+  }
+
+  dequeue(limit: number, workerId: string | null, now: number, changes: Changes): AttemptedRollout[] {
+    const taken: AttemptedRollout[] = [];
+    while (taken.length < limit && this.queueHead < this.queue.length) {
+      const id = this.queue[this.queueHead++];
+      this.queued.delete(id);
+      const rollout = this.rollouts.get(id);
+      if (!rollout || !QUEUED.includes(rollout.status)) continue;
+      const attempt = this.createAttempt(rollout, workerId, now, changes);
+      this.setRolloutStatus(rollout, 'preparing', now, changes);
+      taken.push({ ...rollout, attempt });
+    }
+    this.compactQueue();
+    if (workerId !== null) {
+      const last = taken.at(-1)?.attempt;
+      if (last) this.syncWorker(workerId, last, now, changes, true);
+      else this.workerIdle(workerId, now, changes);
+    }
+    return taken;
+  }
+
+  startRollout(request: RolloutRequest, workerId: string | null, now: number, changes: Changes): AttemptedRollout {
+    const rollout = this.createRollout(request, 'preparing', this.latestResourcesId(), now, changes);
+    const attempt = this.createAttempt(rollout, workerId, now, changes);
+    if (workerId !== null) this.syncWorker(workerId, attempt, now, changes, false);
+    return { ...rollout, attempt };
+  }
+
+  startAttempt(rolloutId: string, workerId: string | null, now: number, changes: Changes): AttemptedRollout {
+    const rollout = this.rollout(rolloutId);
+    const attempt = this.createAttempt(rollout, workerId, now, changes);
+    this.setRolloutStatus(rollout, 'preparing', now, changes);
+    if (workerId !== null) this.syncWorker(workerId, attempt, now, changes, false);
+    return { ...rollout, attempt };
+  }
+
+  updateRollout(rolloutId: string, update: RolloutUpdate, now: number, changes: Changes): Rollout {
+    const rollout = this.rollout(rolloutId);
+    if ('input' in update) rollout.input = update.input;
+    if ('mode' in update) rollout.mode = update.mode ?? null;
+    if ('resources_id' in update) rollout.resources_id = update.resources_id ?? null;
+    if ('metadata' in update) rollout.metadata = update.metadata ?? null;
+    if (update.config !== undefined) rollout.config = defaultConfig(update.config);
+    changes.rollouts.add(rollout);
+    if (update.status !== undefined) this.setRolloutStatus(rollout, update.status, now, changes);
+    return rollout;
+  }
+
+  updateAttempt(rolloutId: string, attemptId: string, update: AttemptUpdate, now: number, changes: Changes): Attempt {
+    const rollout = this.rollout(rolloutId);
+    const attempts = this.attempts.get(rolloutId) ?? [];
+    if (attempts.length === 0) throw new NotFoundError(`rollout ${rolloutId} has no attempts`);
+    const attempt = attemptId === 'latest' ? attempts.at(-1)! : attempts.find((a) => a.attempt_id === attemptId);
+    if (!attempt) throw new NotFoundError(`rollout ${rolloutId} has no attempt ${attemptId}`);
+    if (update.worker_id !== undefined) attempt.worker_id = update.worker_id;
+    if (update.last_heartbeat_time !== undefined) attempt.last_heartbeat_time = update.last_heartbeat_time;
+    if (update.metadata !== undefined) attempt.metadata = update.metadata;
+    changes.attempts.add(attempt);
+    if (update.status !== undefined) this.setAttemptStatus(rollout, attempt, update.status, now, changes);
+    if ((update.worker_id || update.status !== undefined) && attempt.worker_id) {
+      this.syncWorker(attempt.worker_id, attempt, now, changes, false);
+    }
+    return attempt;
+  }
+
+  /**
+   * A span or heartbeat arrived for the attempt: it is alive. Preparing or unresponsive attempts
+   * run again (a timed-out one stays timed out); the rollout of the latest attempt runs.
+   */
+  heartbeat(rolloutId: string, attemptId: string, now: number, changes: Changes): void {
+    const attempt = this.attempts.get(rolloutId)?.find((a) => a.attempt_id === attemptId);
+    const rollout = this.rollouts.get(rolloutId);
+    if (!attempt || !rollout) return;
+    attempt.last_heartbeat_time = now;
+    if (attempt.status === 'preparing' || attempt.status === 'unresponsive') attempt.status = 'running';
+    changes.attempts.add(attempt);
+    const latest = this.attempts.get(rolloutId)!.at(-1) === attempt;
+    if (latest && (rollout.status === 'preparing' || QUEUED.includes(rollout.status))) {
+      this.setRolloutStatus(rollout, 'running', now, changes);
+    }
+  }
+
+  /** Marks running attempts past their timeout or silent past unresponsive_seconds. */
+  watchdog(now: number, changes: Changes): void {
+    for (const rollout of this.rollouts.values()) {
+      if (!ACTIVE.includes(rollout.status)) continue;
+      const attempt = this.attempts.get(rollout.rollout_id)?.at(-1);
+      if (!attempt || !['preparing', 'running'].includes(attempt.status)) continue;
+      const { timeout_seconds: timeout, unresponsive_seconds: silence } = rollout.config;
+      let status: AttemptStatus | null = null;
+      if (timeout !== null && now - attempt.start_time > timeout) status = 'timeout';
+      else if (silence !== null && now - (attempt.last_heartbeat_time ?? attempt.start_time) > silence) status = 'unresponsive';
+      if (status === null) continue;
+      changes.attempts.add(attempt);
+      this.setAttemptStatus(rollout, attempt, status, now, changes);
+      if (attempt.worker_id) this.syncWorker(attempt.worker_id, attempt, now, changes, false);
+    }
+  }
+
+  addResources(resources: NamedResources, now: number, changes: Changes): ResourcesUpdate {
+    return this.updateResources(newId('rs-', 12), resources, now, changes);
+  }
+
+  updateResources(resourcesId: string, resources: NamedResources, now: number, changes: Changes): ResourcesUpdate {
+    const existing = this.resources.get(resourcesId);
+    const update: ResourcesUpdate = existing
+      ? { ...existing, resources, version: existing.version + 1, update_time: now }
+      : { resources_id: resourcesId, version: 1, create_time: now, update_time: now, resources };
+    this.resources.set(resourcesId, update);
+    changes.resources.add(update);
+    return update;
+  }
+
+  updateWorker(workerId: string, heartbeatStats: Record<string, unknown> | undefined, now: number, changes: Changes): Worker {
+    const worker = this.worker(workerId);
+    worker.last_heartbeat_time = now;
+    if (heartbeatStats !== undefined) worker.heartbeat_stats = heartbeatStats;
+    changes.workers.add(worker);
+    return worker;
+  }
+
+  latestAttempt(rolloutId: string): Attempt | null {
+    return this.attempts.get(rolloutId)?.at(-1) ?? null;
+  }
+
+  /** The rollout with its latest attempt when it has one (the shape GET rollouts/{id} answers). */
+  withLatestAttempt(rollout: Rollout): Rollout | AttemptedRollout {
+    const attempt = this.latestAttempt(rollout.rollout_id);
+    return attempt ? { ...rollout, attempt } : { ...rollout };
+  }
+
+  rollout(rolloutId: string): Rollout {
+    const rollout = this.rollouts.get(rolloutId);
+    if (!rollout) throw new NotFoundError(`no rollout ${rolloutId}`);
+    return rollout;
+  }
+
+  private createRollout(request: RolloutRequest, status: RolloutStatus, latestResources: string | null, now: number, changes: Changes): Rollout {
+    const rollout: Rollout = {
+      rollout_id: newId('ro-', 12),
+      input: request.input ?? null,
+      start_time: now,
+      end_time: null,
+      mode: request.mode ?? null,
+      resources_id: request.resources_id ?? latestResources,
+      status,
+      config: defaultConfig(request.config),
+      metadata: request.metadata ? { ...request.metadata } : {},
+    };
+    this.rollouts.set(rollout.rollout_id, rollout);
+    changes.rollouts.add(rollout);
+    return rollout;
+  }
+
+  private createAttempt(rollout: Rollout, workerId: string | null, now: number, changes: Changes): Attempt {
+    const attempts = this.attempts.get(rollout.rollout_id) ?? [];
+    const attempt: Attempt = {
+      rollout_id: rollout.rollout_id,
+      attempt_id: newId('at-', 8),
+      sequence_id: attempts.length + 1,
+      start_time: now,
+      end_time: null,
+      status: 'preparing',
+      worker_id: workerId,
+      last_heartbeat_time: null,
+      metadata: {},
+    };
+    attempts.push(attempt);
+    this.attempts.set(rollout.rollout_id, attempts);
+    changes.attempts.add(attempt);
+    return attempt;
+  }
+
+  /** Sets an attempt's status; the latest attempt's status decides its rollout's. */
+  private setAttemptStatus(rollout: Rollout, attempt: Attempt, status: AttemptStatus, now: number, changes: Changes): void {
+    attempt.status = status;
+    if (ENDING_ATTEMPT.includes(status)) attempt.end_time = now;
+    if (this.latestAttempt(rollout.rollout_id) !== attempt) return;
+    let next: RolloutStatus;
+    if (status === 'failed' || status === 'timeout' || status === 'unresponsive') {
+      const retry = rollout.config.retry_condition.includes(status) && attempt.sequence_id < rollout.config.max_attempts;
+      next = retry ? 'requeuing' : 'failed';
+    } else {
+      next = status;
+    }
+    if (next !== rollout.status) this.setRolloutStatus(rollout, next, now, changes);
+  }
+
+  private setRolloutStatus(rollout: Rollout, status: RolloutStatus, now: number, changes: Changes): void {
+    rollout.status = status;
+    changes.rollouts.add(rollout);
+    if (FINISHED_ROLLOUT_STATUSES.includes(status)) {
+      rollout.end_time = now;
+      this.onFinished(rollout);
+    }
+    if (QUEUED.includes(status)) this.pushQueue(rollout.rollout_id);
+  }
+
+  private pushQueue(rolloutId: string): void {
+    if (this.queued.has(rolloutId)) return;
+    this.queued.add(rolloutId);
+    this.queue.push(rolloutId);
+    this.onQueued();
+  }
+
+  private compactQueue(): void {
+    if (this.queueHead > 1024 && this.queueHead * 2 > this.queue.length) {
+      this.queue = this.queue.slice(this.queueHead);
+      this.queueHead = 0;
+    }
+  }
+
+  private worker(workerId: string): Worker {
+    let worker = this.workers.get(workerId);
+    if (!worker) {
+      worker = {
+        worker_id: workerId,
+        status: 'unknown',
+        heartbeat_stats: null,
+        last_heartbeat_time: null,
+        last_dequeue_time: null,
+        last_busy_time: null,
+        last_idle_time: null,
+        current_rollout_id: null,
+        current_attempt_id: null,
+      };
+      this.workers.set(workerId, worker);
+    }
+    return worker;
+  }
+
+  private workerIdle(workerId: string, now: number, changes: Changes): void {
+    const worker = this.worker(workerId);
+    if (worker.status !== 'idle') {
+      worker.status = 'idle';
+      worker.last_idle_time = now;
+    }
+    worker.last_dequeue_time = now;
+    changes.workers.add(worker);
+  }
+
+  /** A worker's status follows the attempt it runs. */
+  private syncWorker(workerId: string, attempt: Attempt, now: number, changes: Changes, dequeued: boolean): void {
+    const worker = this.worker(workerId);
+    if (dequeued) worker.last_dequeue_time = now;
+    if (ENDING_ATTEMPT.includes(attempt.status) || attempt.status === 'timeout' || attempt.status === 'unresponsive') {
+      worker.status = ENDING_ATTEMPT.includes(attempt.status) ? 'idle' : 'unknown';
+      worker.last_idle_time = now;
+      worker.current_rollout_id = null;
+      worker.current_attempt_id = null;
+    } else {
+      worker.status = 'busy';
+      worker.last_busy_time = now;
+      worker.current_rollout_id = attempt.rollout_id;
+      worker.current_attempt_id = attempt.attempt_id;
+    }
+    changes.workers.add(worker);
+  }
+}
