@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { DuckDBStore } from '../store/store.js';
@@ -8,6 +8,7 @@ import { DecodePool } from './decode-pool.js';
 import { HttpError, sendJson } from './http.js';
 import { handleOtlp, handleOtlpMetrics } from './otlp-routes.js';
 import { handleQuery } from './query-route.js';
+import { storeRoutes, type Route } from './store-routes.js';
 
 export interface ServerOptions {
   readonly host?: string;
@@ -28,22 +29,27 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-type Handler = (request: IncomingMessage, response: ServerResponse) => Promise<void> | void;
+/** Routes in declaration order; a literal segment is declared before a {param} that would match it. */
+function compileRoutes(routes: Route[]): (Route & { pattern: RegExp })[] {
+  return routes.map((r) => ({ ...r, pattern: new RegExp(`^${r.path.replace(/\{[^}]+\}/g, '([^/]+)')}/?$`) }));
+}
 
 /**
- * The one HTTP server of `agl serve`: OTLP under /v1/traces and /v1/logs, agl's API under
- * /v1/agl/. Routes are listed here, explicitly; each handler lives in its own module.
+ * The one HTTP server of `agl serve`: OTLP under /v1/traces and /v1/logs, the LightningStore
+ * REST API and SQL queries under /v1/agl/. Routes are listed here, explicitly; each handler
+ * lives in its own module.
  */
 export async function startServer(store: DuckDBStore, options: ServerOptions = {}): Promise<RunningServer> {
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
   const decoder = new DecodePool(options.decodeThreads ?? Math.max(1, availableParallelism() - 1));
-  const routes: Record<string, Record<string, Handler>> = {
-    '/v1/traces': { POST: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes) },
-    '/v1/logs': { POST: (req, res) => handleOtlp('logs', req, res, store, decoder, maxBodyBytes) },
-    '/v1/metrics': { POST: (req, res) => handleOtlpMetrics(req, res, maxBodyBytes) },
-    '/v1/agl/health': { GET: (_req, res) => sendJson(res, 200, { status: 'ok' }) },
-    '/v1/agl/query': { POST: (req, res) => handleQuery(req, res, store) },
-  };
+  const routes = compileRoutes([
+    { method: 'POST', path: '/v1/traces', handle: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes) },
+    { method: 'POST', path: '/v1/logs', handle: (req, res) => handleOtlp('logs', req, res, store, decoder, maxBodyBytes) },
+    { method: 'POST', path: '/v1/metrics', handle: (req, res) => handleOtlpMetrics(req, res, maxBodyBytes) },
+    { method: 'GET', path: '/v1/agl/health', handle: async (_req, res) => sendJson(res, 200, { status: 'ok' }) },
+    { method: 'POST', path: '/v1/agl/query', handle: (req, res) => handleQuery(req, res, store) },
+    ...storeRoutes(store.lightning),
+  ]);
 
   const authorized = options.token ? bearerCheck(options.token) : () => true;
   const server = createServer({ keepAliveTimeout: 65_000 }, (request, response) => {
@@ -52,25 +58,31 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
       return;
     }
     const path = (request.url ?? '/').split('?')[0];
-    const methods = routes[path];
-    const handler = methods?.[request.method ?? 'GET'];
-    if (!handler) {
-      if (methods) sendJson(response, 405, { detail: `${request.method} is not allowed on ${path}` }, { allow: Object.keys(methods).join(', ') });
+    const matched = routes.filter((r) => r.pattern.test(path));
+    const route = matched.find((r) => r.method === request.method);
+    if (!route) {
+      if (matched.length > 0) sendJson(response, 405, { detail: `${request.method} is not allowed on ${path}` }, { allow: matched.map((r) => r.method).join(', ') });
       else sendJson(response, 404, { detail: `no route ${path}` });
       return;
     }
+    const params = route.pattern.exec(path)!.slice(1).map(decodeURIComponent);
     Promise.resolve()
-      .then(() => handler(request, response))
+      .then(() => route.handle(request, response, params))
       .catch((error: unknown) => answerError(response, error));
   });
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 4318, options.host ?? '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 4318, options.host ?? '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
-  });
+  } catch (error) {
+    await decoder.close();
+    throw error;
+  }
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return {

@@ -1,0 +1,122 @@
+import {
+  ATTEMPT_STATUSES,
+  ROLLOUT_MODES,
+  type NamedResources,
+  type Pagination,
+  type RolloutConfig,
+  type RolloutRequest,
+} from '../types.js';
+import { HttpError } from './http.js';
+
+/**
+ * Checks of REST bodies and query parameters. Each failure is a 400 whose message names the
+ * field, as Agent Lightning's clients expect from a bad request.
+ */
+type Obj = Record<string, unknown>;
+
+const bad = (field: string, expected: string, value: unknown) =>
+  new HttpError(400, `${field} must be ${expected}, not ${JSON.stringify(value)?.slice(0, 80) ?? 'undefined'}`);
+
+export function optionalString(body: Obj, field: string): string | null | undefined {
+  const value = body[field];
+  if (value === undefined || value === null) return value;
+  if (typeof value !== 'string') throw bad(field, 'a string', value);
+  return value;
+}
+
+export function optionalObject(body: Obj, field: string): Obj | null | undefined {
+  const value = body[field];
+  if (value === undefined || value === null) return value;
+  if (typeof value !== 'object' || Array.isArray(value)) throw bad(field, 'an object', value);
+  return value as Obj;
+}
+
+export function optionalNumber(body: Obj, field: string, { integer = false, min = -Infinity } = {}): number | undefined {
+  const value = body[field];
+  if (value === undefined || value === null) return undefined;
+  const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isFinite(n) || (integer && !Number.isInteger(n)) || n < min) {
+    throw bad(field, `${integer ? 'an integer' : 'a number'}${min > -Infinity ? ` of at least ${min}` : ''}`, value);
+  }
+  return n;
+}
+
+export function oneOf<T extends string>(field: string, value: unknown, allowed: readonly T[]): T {
+  if (typeof value !== 'string' || !allowed.includes(value as T)) throw bad(field, `one of ${allowed.join(', ')}`, value);
+  return value as T;
+}
+
+export function listOf<T extends string>(field: string, value: unknown, allowed?: readonly T[]): T[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  const list = Array.isArray(value) ? value : [value];
+  return list.map((item, i) => {
+    if (allowed) return oneOf(`${field}[${i}]`, item, allowed);
+    if (typeof item !== 'string') throw bad(`${field}[${i}]`, 'a string', item);
+    return item as T;
+  });
+}
+
+/** A field that may be absent (unchanged) but not null (Agent Lightning's update rule for status and config). */
+export function notNull(body: Obj, field: string): void {
+  if (field in body && body[field] === null) throw new HttpError(400, `${field} is invalid; it cannot be a null value`);
+}
+
+export function rolloutConfig(value: unknown, field = 'config'): Partial<RolloutConfig> | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'object' || Array.isArray(value)) throw bad(field, 'an object', value);
+  const c = value as Obj;
+  const nullableSeconds = (name: string) => (c[name] === null ? null : optionalNumber(c, name, { min: 0 }));
+  return {
+    timeout_seconds: nullableSeconds('timeout_seconds') ?? null,
+    unresponsive_seconds: nullableSeconds('unresponsive_seconds') ?? null,
+    max_attempts: optionalNumber(c, 'max_attempts', { integer: true, min: 1 }) ?? 1,
+    retry_condition: listOf(`${field}.retry_condition`, c.retry_condition, ATTEMPT_STATUSES) ?? [],
+  };
+}
+
+export function rolloutRequest(value: unknown, field: string): RolloutRequest {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw bad(field, 'an object', value);
+  const r = value as Obj;
+  if (!('input' in r)) throw new HttpError(400, `${field}.input is required`);
+  return {
+    input: r.input,
+    mode: r.mode === undefined || r.mode === null ? null : oneOf(`${field}.mode`, r.mode, ROLLOUT_MODES),
+    resources_id: optionalString(r, 'resources_id') ?? null,
+    config: rolloutConfig(r.config, `${field}.config`),
+    metadata: optionalObject(r, 'metadata') ?? null,
+  };
+}
+
+const RESOURCE_FIELDS: Record<string, string[]> = {
+  llm: ['endpoint', 'model'],
+  proxy_llm: ['endpoint', 'model'],
+  prompt_template: ['template', 'engine'],
+};
+
+/** A NamedResources object: every resource has a known resource_type and its required fields. */
+export function namedResources(value: unknown): NamedResources {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw bad('the body', 'an object of named resources', value);
+  const out: Record<string, unknown> = {};
+  for (const [name, resource] of Object.entries(value as Obj)) {
+    if (resource === null || typeof resource !== 'object' || Array.isArray(resource)) throw bad(name, 'a resource object', resource);
+    const r = resource as Obj;
+    const type = oneOf(`${name}.resource_type`, r.resource_type, Object.keys(RESOURCE_FIELDS));
+    for (const required of RESOURCE_FIELDS[type]) if (typeof r[required] !== 'string') throw bad(`${name}.${required}`, 'a string', r[required]);
+    if (type === 'prompt_template') oneOf(`${name}.engine`, r.engine, ['jinja', 'f-string', 'poml']);
+    out[name] = type === 'prompt_template' ? r : { api_key: null, sampling_parameters: {}, ...r };
+  }
+  return out as NamedResources;
+}
+
+export function pagination(q: Obj): Pagination {
+  return {
+    limit: optionalNumber(q, 'limit', { integer: true }),
+    offset: optionalNumber(q, 'offset', { integer: true }),
+    sort_by: optionalString(q, 'sort_by') ?? null,
+    sort_order: q.sort_order === undefined || q.sort_order === null ? undefined : oneOf('sort_order', q.sort_order, ['asc', 'desc'] as const),
+  };
+}
+
+export function filterLogic(q: Obj): 'and' | 'or' | undefined {
+  return q.filter_logic === undefined || q.filter_logic === null ? undefined : oneOf('filter_logic', q.filter_logic, ['and', 'or'] as const);
+}

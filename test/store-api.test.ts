@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { newTempDir, post, removeDir, startAgl, type InProcessAgl } from './helpers.js';
+
+// The LightningStore REST API, spoken the way Agent Lightning's LightningStoreClient speaks it.
+
+let dir: string;
+let agl: InProcessAgl;
+before(async () => {
+  dir = await newTempDir();
+  agl = await startAgl(join(dir, 'api.duckdb'));
+});
+after(async () => {
+  await agl.close();
+  await removeDir(dir);
+});
+
+async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: any }> {
+  const response = await fetch(`${agl.url}/v1/agl${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.status, json: await response.json() };
+}
+
+test('a rollout goes from enqueue to dequeue to succeeded over REST', async () => {
+  const enqueued = await call('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: { q: '2+2' }, mode: 'train' }] });
+  assert.equal(enqueued.status, 201);
+  const [rollout] = enqueued.json;
+  assert.equal(rollout.status, 'queuing');
+  assert.equal(rollout.mode, 'train');
+  assert.deepEqual(rollout.metadata, {});
+
+  const dequeued = await call('POST', '/queues/rollouts/dequeue', { limit: 1, worker_id: 'runner-1' });
+  assert.equal(dequeued.status, 200);
+  assert.equal(dequeued.json[0].rollout_id, rollout.rollout_id);
+  const attempt = dequeued.json[0].attempt;
+  assert.equal(attempt.sequence_id, 1);
+  assert.deepEqual((await call('POST', '/queues/rollouts/dequeue')).json, [], 'no body means the defaults; an empty queue is []');
+
+  const updated = await call('POST', `/rollouts/${rollout.rollout_id}/attempts/latest`, { status: 'succeeded' });
+  assert.equal(updated.status, 200);
+  assert.equal(updated.json.attempt_id, attempt.attempt_id);
+  const got = await call('GET', `/rollouts/${rollout.rollout_id}`);
+  assert.equal(got.json.status, 'succeeded');
+  assert.equal(got.json.attempt.status, 'succeeded');
+  assert.equal(typeof got.json.end_time, 'number');
+  const waited = await call('POST', '/waits/rollouts', { rollout_ids: [rollout.rollout_id, 'ro-missing'], timeout: 0 });
+  assert.deepEqual(waited.json.map((r: any) => r.rollout_id), [rollout.rollout_id]);
+  const worker = await call('GET', '/workers/runner-1');
+  assert.equal(worker.json.status, 'idle');
+});
+
+test('an OTLP span is a heartbeat: the attempt and its rollout run', async () => {
+  const started = await call('POST', '/rollouts', { input: 'direct', worker_id: 'runner-2' });
+  assert.equal(started.status, 201);
+  const { rollout_id: rolloutId, attempt } = started.json;
+  assert.equal(started.json.status, 'preparing');
+  const span = {
+    resourceSpans: [{
+      resource: { attributes: [
+        { key: 'agentlightning.rollout_id', value: { stringValue: rolloutId } },
+        { key: 'agentlightning.attempt_id', value: { stringValue: attempt.attempt_id } },
+      ] },
+      scopeSpans: [{ spans: [{ traceId: '5b8efff798038103d269b633813fc60d', spanId: 'eee19b7ec3c1b171', name: 'llm' }] }],
+    }],
+  };
+  assert.equal((await post(`${agl.url}/v1/traces`, JSON.stringify(span), { 'content-type': 'application/json' })).status, 200);
+  const got = await call('GET', `/rollouts/${rolloutId}`);
+  assert.equal(got.json.status, 'running');
+  assert.equal(got.json.attempt.status, 'running');
+  assert.equal(typeof got.json.attempt.last_heartbeat_time, 'number');
+  const next = await call('POST', '/spans/next', { rollout_id: rolloutId, attempt_id: attempt.attempt_id });
+  assert.deepEqual(next.json, { sequence_id: 2 }, 'the span took sequence id 1');
+});
+
+test('resources are added, updated and read back; unknown ids are null', async () => {
+  const llm = { resource_type: 'llm', endpoint: 'http://127.0.0.1:9/v1', model: 'qwen' };
+  const added = await call('POST', '/resources', { llm });
+  assert.equal(added.status, 201);
+  assert.equal(added.json.version, 1);
+  assert.deepEqual(added.json.resources.llm, { ...llm, api_key: null, sampling_parameters: {} });
+  const updated = await call('POST', `/resources/${added.json.resources_id}`, { llm: { ...llm, model: 'qwen-2' } });
+  assert.equal(updated.json.version, 2);
+  assert.equal((await call('GET', '/resources/latest')).json.resources.llm.model, 'qwen-2');
+  assert.equal((await call('GET', '/resources/rs-nothing')).json, null);
+  assert.equal((await call('GET', '/rollouts/ro-nothing')).json, null);
+  assert.equal((await call('GET', '/rollouts/ro-nothing/attempts/latest')).json, null);
+  const page = await call('GET', `/resources?resources_id_contains=${added.json.resources_id.slice(3, 9)}`);
+  assert.equal(page.json.total, 1);
+});
+
+test('bad bodies and parameters are 400s that name the field; unknown ids on updates are 404s', async () => {
+  const cases: [string, string, unknown, number, RegExp][] = [
+    ['POST', '/queues/rollouts/enqueue', { rollouts: [{ mode: 'train' }] }, 400, /rollouts\[0\]\.input is required/],
+    ['POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 1, mode: 'prod' }] }, 400, /rollouts\[0\]\.mode must be one of train, val, test/],
+    ['POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 1, config: { max_attempts: 0 } }] }, 400, /max_attempts must be an integer of at least 1/],
+    ['POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 1, config: { retry_condition: ['exploded'] } }] }, 400, /retry_condition\[0\] must be one of/],
+    ['POST', '/queues/rollouts/enqueue', { items: [] }, 400, /"rollouts"/],
+    ['POST', '/queues/rollouts/dequeue', { limit: 'many' }, 400, /limit must be an integer/],
+    ['POST', '/resources', { p: { resource_type: 'model' } }, 400, /p\.resource_type must be one of llm, proxy_llm, prompt_template/],
+    ['POST', '/resources', { p: { resource_type: 'llm', model: 'm' } }, 400, /p\.endpoint must be a string/],
+    ['GET', '/rollouts?limit=0', undefined, 400, /limit must be greater than 0, or -1/],
+    ['GET', '/rollouts?offset=-2', undefined, 400, /offset/],
+    ['GET', '/rollouts?sort_by=color', undefined, 400, /sort_by must be one of rollout_id/],
+    ['GET', '/rollouts?sort_order=up', undefined, 400, /sort_order must be one of asc, desc/],
+    ['GET', '/rollouts?filter_logic=xor', undefined, 400, /filter_logic must be one of and, or/],
+    ['GET', '/rollouts?status_in=lost', undefined, 400, /status_in\[0\] must be one of/],
+    ['POST', '/rollouts/ro-nothing', { status: 'failed' }, 404, /no rollout ro-nothing/],
+    ['POST', '/rollouts/ro-nothing/attempts', {}, 404, /no rollout ro-nothing/],
+    ['POST', '/spans/next', { rollout_id: 'ro-x' }, 400, /"rollout_id" and "attempt_id"/],
+    ['POST', '/waits/rollouts', { rollout_ids: 'ro-x' }, 400, /rollout_ids/],
+  ];
+  for (const [method, path, body, status, message] of cases) {
+    const answer = await call(method as 'GET' | 'POST', path, body);
+    assert.equal(answer.status, status, `${method} ${path}`);
+    assert.match(answer.json.detail, message, `${method} ${path}`);
+  }
+  const rollout = (await call('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 1 }] })).json[0];
+  const nullStatus = await call('POST', `/rollouts/${rollout.rollout_id}`, { status: null });
+  assert.equal(nullStatus.status, 400);
+  assert.match(nullStatus.json.detail, /status is invalid; it cannot be a null value/);
+  const cleared = await call('POST', `/rollouts/${rollout.rollout_id}`, { metadata: null, mode: 'val' });
+  assert.equal(cleared.json.metadata, null);
+  assert.equal(cleared.json.mode, 'val');
+  const notJson = await fetch(`${agl.url}/v1/agl/queues/rollouts/enqueue`, { method: 'POST', body: '{"rollouts": [', headers: { 'content-type': 'application/json' } });
+  assert.equal(notJson.status, 400);
+});
+
+test('queries page through rollouts with repeated status_in, and POST search takes the same fields', async () => {
+  const made = (await call('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'p1' }, { input: 'p2' }, { input: 'p3' }] })).json;
+  await call('POST', `/rollouts/${made[0].rollout_id}`, { status: 'cancelled' });
+  const page = await call('GET', `/rollouts?status_in=queuing&status_in=cancelled&limit=2&offset=0&sort_by=start_time`);
+  assert.equal(page.status, 200);
+  assert.equal(page.json.limit, 2);
+  assert.equal(page.json.items.length, 2);
+  assert.ok(page.json.total >= 3);
+  const search = await call('POST', '/rollouts/search', { rollout_id_in: made.map((r: any) => r.rollout_id), status_in: ['queuing'] });
+  assert.deepEqual(search.json.items.map((r: any) => r.rollout_id).sort(), [made[1].rollout_id, made[2].rollout_id].sort());
+  const stats = await call('GET', '/statistics');
+  assert.ok(stats.json.total_rollouts >= 3);
+  assert.equal(typeof stats.json.uptime, 'number');
+});
+
+test('a dequeue with wait_seconds and a wait for rollouts are long polls resolved by events', async () => {
+  await call('POST', '/queues/rollouts/dequeue', { limit: 100 });
+  const waitingDequeue = call('POST', '/queues/rollouts/dequeue', { wait_seconds: 30, worker_id: 'poller' });
+  const rollout = (await call('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'wake' }] })).json[0];
+  const taken = await waitingDequeue;
+  assert.equal(taken.json[0].rollout_id, rollout.rollout_id);
+  const waiting = call('POST', '/waits/rollouts', { rollout_ids: [rollout.rollout_id], timeout: 30 });
+  await call('POST', `/rollouts/${rollout.rollout_id}/attempts/${taken.json[0].attempt.attempt_id}`, { status: 'failed' });
+  const done = await waiting;
+  assert.equal(done.json[0].status, 'failed');
+});
