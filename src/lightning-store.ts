@@ -10,6 +10,8 @@ import type {
   RolloutRequest,
   RolloutStatus,
   RolloutUpdate,
+  Span,
+  SpanQuery,
   Worker,
   WorkerStatus,
 } from './types.js';
@@ -67,6 +69,11 @@ export interface LightningStore {
   getLatestResources(): Promise<ResourcesUpdate | null>;
   queryResources(query?: ResourcesQuery): Promise<PaginatedResult<ResourcesUpdate>>;
   getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number>;
+  /** Stores a span of a known rollout and attempt; null when an identical span is stored already. */
+  addSpan(span: Span): Promise<Span | null>;
+  /** Stores spans; answers the ones that were new. */
+  addManySpans(spans: Span[]): Promise<Span[]>;
+  querySpans(query: SpanQuery): Promise<PaginatedResult<Span>>;
   queryWorkers(query?: WorkerQuery): Promise<PaginatedResult<Worker>>;
   getWorkerById(workerId: string): Promise<Worker | null>;
   updateWorker(workerId: string, heartbeatStats?: Record<string, unknown>): Promise<Worker>;

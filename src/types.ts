@@ -136,3 +136,45 @@ export interface AttemptUpdate {
   last_heartbeat_time?: number;
   metadata?: Record<string, unknown>;
 }
+
+export interface SpanContext {
+  trace_id: string;
+  span_id: string;
+  is_remote: boolean;
+  trace_state: Record<string, string>;
+}
+
+/** A span as the REST API takes and answers it (Agent Lightning's Span model). */
+export interface Span {
+  rollout_id: string;
+  attempt_id: string;
+  sequence_id: number;
+  trace_id: string;
+  span_id: string;
+  parent_id: string | null;
+  name: string;
+  status: { status_code: 'UNSET' | 'OK' | 'ERROR'; description: string | null };
+  attributes: Record<string, unknown>;
+  events: { name: string; attributes: Record<string, unknown>; timestamp: number | null }[];
+  links: { context: SpanContext; attributes: Record<string, unknown> | null }[];
+  start_time: number | null;
+  end_time: number | null;
+  context: SpanContext | null;
+  parent: SpanContext | null;
+  resource: { attributes: Record<string, unknown>; schema_url: string };
+}
+
+export interface SpanQuery extends Pagination {
+  rollout_id: string;
+  /** An attempt id, "latest", or absent for every attempt. */
+  attempt_id?: string | null;
+  trace_id?: string;
+  trace_id_contains?: string;
+  span_id?: string;
+  span_id_contains?: string;
+  parent_id?: string;
+  parent_id_contains?: string;
+  name?: string;
+  name_contains?: string;
+  filter_logic?: 'and' | 'or';
+}

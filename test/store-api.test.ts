@@ -155,3 +155,56 @@ test('a dequeue with wait_seconds and a wait for rollouts are long polls resolve
   const done = await waiting;
   assert.equal(done.json[0].status, 'failed');
 });
+
+test('spans are added and queried over REST in Agent Lightning\'s Span shape', async () => {
+  const started = (await call('POST', '/rollouts', { input: 'spans' })).json;
+  const { rollout_id: rolloutId, attempt } = started;
+  const span = (spanId: string, sequenceId: number, name: string) => ({
+    rollout_id: rolloutId,
+    attempt_id: attempt.attempt_id,
+    sequence_id: sequenceId,
+    trace_id: '6b8efff798038103d269b633813fc60c',
+    span_id: spanId,
+    parent_id: null,
+    name,
+    status: { status_code: 'OK', description: null },
+    attributes: { 'gen_ai.request.model': 'm', n: 1 },
+    events: [{ name: 'tick', attributes: { k: 'v' }, timestamp: 1764000001.5 }],
+    links: [],
+    start_time: 1764000001.25,
+    end_time: 1764000002.5,
+    context: { trace_id: '6b8efff798038103d269b633813fc60c', span_id: spanId, is_remote: false, trace_state: {} },
+    parent: null,
+    resource: { attributes: { 'service.name': 'rest-agent' }, schema_url: '' },
+  });
+  const first = await call('POST', '/spans', span('a1a1a1a1a1a1a1a1', 7, 'first'));
+  assert.equal(first.status, 201);
+  assert.equal(first.json.span_id, 'a1a1a1a1a1a1a1a1');
+  const duplicate = await call('POST', '/spans', span('a1a1a1a1a1a1a1a1', 7, 'first'));
+  assert.equal(duplicate.status, 201);
+  assert.equal(duplicate.json, null, 'a duplicate answers null');
+  assert.equal((await call('POST', '/spans', span('b2b2b2b2b2b2b2b2', 3, 'second'))).status, 201);
+  assert.deepEqual((await call('POST', '/spans/next', { rollout_id: rolloutId, attempt_id: attempt.attempt_id })).json, { sequence_id: 8 }, 'an explicit id moves the counter past it');
+
+  const unknown = await call('POST', '/spans', { ...span('c3c3c3c3c3c3c3c3', 9, 'x'), rollout_id: 'ro-nope' });
+  assert.equal(unknown.status, 404);
+  const badId = await call('POST', '/spans', { ...span('c3c3c3c3c3c3c3c3', 9, 'x'), trace_id: 'XYZ' });
+  assert.equal(badId.status, 400);
+  assert.match(badId.json.detail, /trace_id must be lowercase hex of 32 digits/);
+
+  const page = await call('GET', `/spans?rollout_id=${rolloutId}&attempt_id=latest`);
+  assert.equal(page.status, 200);
+  assert.deepEqual(page.json.items.map((s: any) => [s.sequence_id, s.name]), [[3, 'second'], [7, 'first']]);
+  const got = page.json.items[1];
+  assert.equal(got.start_time, 1764000001.25);
+  assert.deepEqual(got.status, { status_code: 'OK', description: null });
+  assert.deepEqual(got.attributes, { 'gen_ai.request.model': 'm', n: 1 });
+  assert.deepEqual(got.events, [{ name: 'tick', attributes: { k: 'v' }, timestamp: 1764000001.5 }]);
+  assert.deepEqual(got.resource, { attributes: { 'service.name': 'rest-agent' }, schema_url: '' });
+  const named = await call('POST', '/spans/search', { rollout_id: rolloutId, name_contains: 'sec' });
+  assert.deepEqual(named.json.items.map((s: any) => s.name), ['second']);
+  assert.equal((await call('GET', '/spans')).status, 400, 'rollout_id is required');
+  // Through SQL, the same spans are rows of the spans table.
+  const sql = await agl.store.query(`SELECT name, service_name, kind FROM spans WHERE rollout_id = '${rolloutId}' ORDER BY sequence_id`);
+  assert.deepEqual(sql.rows, [{ name: 'second', service_name: 'rest-agent', kind: 'INTERNAL' }, { name: 'first', service_name: 'rest-agent', kind: 'INTERNAL' }]);
+});

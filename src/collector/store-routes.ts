@@ -17,6 +17,8 @@ import {
   pagination,
   rolloutConfig,
   rolloutRequest,
+  spanBody,
+  spanQuery,
 } from './validate.js';
 
 type Obj = Record<string, unknown>;
@@ -102,6 +104,13 @@ export function storeRoutes(store: LightningStore): Route[] {
     route('GET', '/resources/latest', json(200, async () => store.getLatestResources())),
     route('GET', '/resources/{id}', json(200, async (_b, _q, [id]) => store.getResourcesById(id))),
     route('POST', '/resources/{id}', json(200, async (b, _q, [id]) => store.updateResources(id, namedResources(b)))),
+    route('POST', '/spans', json(201, async (b) => {
+      const span = spanBody(b);
+      if (span.sequence_id === undefined) span.sequence_id = await store.getNextSpanSequenceId(span.rollout_id, span.attempt_id);
+      return store.addSpan(span);
+    })),
+    route('GET', '/spans', json(200, async (_b, q) => store.querySpans(spanQuery(q)))),
+    route('POST', '/spans/search', json(200, async (b) => store.querySpans(spanQuery(b)))),
     route('POST', '/spans/next', json(200, async (b) => {
       const rolloutId = optionalString(b, 'rollout_id');
       const attemptId = optionalString(b, 'attempt_id');

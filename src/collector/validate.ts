@@ -5,6 +5,8 @@ import {
   type Pagination,
   type RolloutConfig,
   type RolloutRequest,
+  type Span,
+  type SpanQuery,
 } from '../types.js';
 import { HttpError } from './http.js';
 
@@ -119,4 +121,58 @@ export function pagination(q: Obj): Pagination {
 
 export function filterLogic(q: Obj): 'and' | 'or' | undefined {
   return q.filter_logic === undefined || q.filter_logic === null ? undefined : oneOf('filter_logic', q.filter_logic, ['and', 'or'] as const);
+}
+
+const HEX_32 = /^[0-9a-f]{32}$/;
+const HEX_16 = /^[0-9a-f]{16}$/;
+
+/** A Span body of POST /v1/agl/spans (Agent Lightning's Span model). */
+export function spanBody(b: Obj): Span {
+  const text = (field: string, pattern?: RegExp) => {
+    const value = b[field];
+    if (typeof value !== 'string' || (pattern && !pattern.test(value))) throw bad(field, pattern ? `lowercase hex of ${pattern === HEX_32 ? 32 : 16} digits` : 'a string', value);
+    return value;
+  };
+  const parentId = b.parent_id === null || b.parent_id === undefined ? null : text('parent_id', HEX_16);
+  const status = optionalObject(b, 'status') ?? {};
+  const seconds = (field: string) => (b[field] === null || b[field] === undefined ? null : optionalNumber(b, field, { min: 0 })!);
+  const list = (field: string) => {
+    const value = b[field] ?? [];
+    if (!Array.isArray(value)) throw bad(field, 'a list', value);
+    return value as never[];
+  };
+  const resource = optionalObject(b, 'resource') ?? {};
+  return {
+    rollout_id: text('rollout_id'),
+    attempt_id: text('attempt_id'),
+    sequence_id: optionalNumber(b, 'sequence_id', { integer: true, min: 1 }) as number,
+    trace_id: text('trace_id', HEX_32),
+    span_id: text('span_id', HEX_16),
+    parent_id: parentId,
+    name: text('name'),
+    status: {
+      status_code: status.status_code === undefined ? 'UNSET' : oneOf('status.status_code', status.status_code, ['UNSET', 'OK', 'ERROR'] as const),
+      description: typeof status.description === 'string' ? status.description : null,
+    },
+    attributes: optionalObject(b, 'attributes') ?? {},
+    events: list('events'),
+    links: list('links'),
+    start_time: seconds('start_time'),
+    end_time: seconds('end_time'),
+    context: (optionalObject(b, 'context') as Span['context']) ?? null,
+    parent: (optionalObject(b, 'parent') as Span['parent']) ?? null,
+    resource: { attributes: (optionalObject(resource, 'attributes') as Obj) ?? {}, schema_url: typeof resource.schema_url === 'string' ? resource.schema_url : '' },
+  };
+}
+
+export function spanQuery(q: Obj): SpanQuery {
+  const rolloutId = optionalString(q, 'rollout_id');
+  if (!rolloutId) throw new HttpError(400, 'rollout_id is required');
+  const filters = ['trace_id', 'trace_id_contains', 'span_id', 'span_id_contains', 'parent_id', 'parent_id_contains', 'name', 'name_contains'] as const;
+  const query: SpanQuery = { ...pagination(q), rollout_id: rolloutId, attempt_id: optionalString(q, 'attempt_id') ?? null, filter_logic: filterLogic(q) };
+  for (const f of filters) {
+    const value = optionalString(q, f);
+    if (value !== null && value !== undefined) query[f] = value;
+  }
+  return query;
 }

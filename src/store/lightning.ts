@@ -11,21 +11,29 @@ import {
   type Rollout,
   type RolloutRequest,
   type RolloutUpdate,
+  type Span,
+  type SpanQuery,
   type Worker,
 } from '../types.js';
-import { matches, paginate } from './paginate.js';
-import { noChanges, RolloutState, type Changes } from './rollout-state.js';
+import { InvalidQueryError, matches, paginate } from './paginate.js';
+import type { ColumnarRows } from './columns.js';
+import { noChanges, NotFoundError, RolloutState, type Changes } from './rollout-state.js';
+import { SPAN_JSON_COLUMNS, spanFromRow, spanRows } from './span-json.js';
 import { upsertsFor } from './rollout-tables.js';
 import type { TableRows, Upsert } from './writer.js';
 
 const ROLLOUT_FIELDS = ['rollout_id', 'input', 'start_time', 'end_time', 'mode', 'resources_id', 'status', 'config', 'metadata'];
 const ATTEMPT_FIELDS = ['rollout_id', 'attempt_id', 'sequence_id', 'start_time', 'end_time', 'status', 'worker_id', 'last_heartbeat_time', 'metadata'];
 const RESOURCES_FIELDS = ['resources_id', 'version', 'create_time', 'update_time', 'resources'];
+const SPAN_FIELDS = ['rollout_id', 'attempt_id', 'sequence_id', 'trace_id', 'span_id', 'parent_id', 'name', 'start_time', 'end_time'];
 const WORKER_FIELDS = ['worker_id', 'status', 'heartbeat_stats', 'last_heartbeat_time', 'last_dequeue_time', 'last_busy_time', 'last_idle_time', 'current_rollout_id', 'current_attempt_id'];
 
-/** How the embedded LightningStore reaches the database: the store's group-commit writer. */
+/** How the embedded LightningStore reaches the database (the DuckDBStore that owns it). */
 export interface LightningWriter {
   write(writes: readonly TableRows[], bytes: number, upserts: readonly Upsert[]): Promise<void>;
+  /** Stores span rows as OTLP ingest does: de-duplicated, sequenced, each one a heartbeat. */
+  writeSpans(rows: ColumnarRows): Promise<{ stored: number; duplicates: number }>;
+  querySpanRows(sql: string): Promise<Record<string, unknown>[]>;
   spanCount(): Promise<number>;
   nextSequenceId(rolloutId: string): number;
 }
@@ -168,6 +176,44 @@ export class EmbeddedLightningStore implements LightningStore {
     return this.writer.nextSequenceId(rolloutId);
   }
 
+  async addSpan(span: Span): Promise<Span | null> {
+    this.assertAttempt(span.rollout_id, span.attempt_id);
+    const { stored } = await this.writer.writeSpans(spanRows(span));
+    return stored === 1 ? span : null;
+  }
+
+  async addManySpans(spans: Span[]): Promise<Span[]> {
+    const added: Span[] = [];
+    for (const span of spans) {
+      const result = await this.addSpan(span);
+      if (result) added.push(result);
+    }
+    return added;
+  }
+
+  async querySpans(query: SpanQuery): Promise<PaginatedResult<Span>> {
+    await this.watchdogIfDue();
+    let attemptId = query.attempt_id ?? null;
+    if (attemptId === 'latest') {
+      attemptId = this.state.latestAttempt(query.rollout_id)?.attempt_id ?? null;
+      if (attemptId === null) return paginate([], query, SPAN_FIELDS);
+    }
+    const required = [`rollout_id = ${sqlText(query.rollout_id)}`, ...(attemptId === null ? [] : [`attempt_id = ${sqlText(attemptId)}`])];
+    const optional: string[] = [];
+    for (const field of ['trace_id', 'span_id', 'parent_id', 'name'] as const) {
+      const exact = query[field];
+      const contains = query[`${field}_contains`];
+      if (exact !== undefined) optional.push(`${field} = ${sqlText(exact)}`);
+      if (contains !== undefined) optional.push(`contains(${field}, ${sqlText(contains)})`);
+    }
+    if (query.filter_logic !== undefined && query.filter_logic !== 'and' && query.filter_logic !== 'or') {
+      throw new InvalidQueryError(`filter_logic must be "and" or "or", not ${JSON.stringify(query.filter_logic)}`);
+    }
+    const filter = optional.length === 0 ? '' : ` AND (${optional.join(query.filter_logic === 'or' ? ' OR ' : ' AND ')})`;
+    const rows = await this.writer.querySpanRows(`SELECT ${SPAN_JSON_COLUMNS} FROM spans WHERE ${required.join(' AND ')}${filter} ORDER BY sequence_id`);
+    return paginate(rows.map(spanFromRow), { sort_by: 'sequence_id', ...query }, SPAN_FIELDS);
+  }
+
   async queryWorkers(query: WorkerQuery = {}): Promise<PaginatedResult<Worker>> {
     await this.watchdogIfDue();
     const statuses = query.status_in === undefined ? null : new Set(query.status_in);
@@ -200,6 +246,13 @@ export class EmbeddedLightningStore implements LightningStore {
       total_workers: this.state.workers.size,
       uptime: Date.now() / 1000 - this.startedAt,
     };
+  }
+
+  private assertAttempt(rolloutId: string, attemptId: string): void {
+    this.state.rollout(rolloutId);
+    if (!this.state.attempts.get(rolloutId)?.some((a) => a.attempt_id === attemptId)) {
+      throw new NotFoundError(`rollout ${rolloutId} has no attempt ${attemptId}`);
+    }
   }
 
   /** Runs the watchdog now and writes what it changed (the server's timer calls this). */
@@ -254,3 +307,6 @@ export class EmbeddedLightningStore implements LightningStore {
     });
   }
 }
+
+/** A string as a SQL literal. */
+const sqlText = (value: string) => `'${value.replaceAll("'", "''")}'`;

@@ -66,6 +66,8 @@ export class DuckDBStore {
     this.writer = new GroupCommitWriter(connection, { maxQueuedBytes: options.maxQueuedBytes ?? 64 * 1024 * 1024 });
     this.lightning = new EmbeddedLightningStore(new RolloutState(), {
       write: (writes, bytes, upserts) => this.writer.write(writes, bytes, upserts),
+      writeSpans: (rows) => this.writeSpans(rows, 0),
+      querySpanRows: async (sql) => (await this.query(sql, { guard: false })).rows,
       spanCount: async () => Number((await this.connection.runAndReadAll('SELECT count(*) FROM spans')).getRows()[0][0]),
       nextSequenceId: (rolloutId) => this.nextSequenceId(rolloutId),
     });
