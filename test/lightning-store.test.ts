@@ -5,7 +5,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidQueryError } from '../src/store/paginate.js';
 import { NotFoundError } from '../src/store/rollout-state.js';
 import { DuckDBStore } from '../src/store/store.js';
-import { tempDir } from './helpers.js';
+import { startAgl, tempDir } from './helpers.js';
+import { StoreClient } from '../src/collector/store-client.js';
+import type { LightningStore } from '../src/lightning-store.js';
 
 async function openStore(t: { after(fn: () => Promise<void>): void }, path?: string): Promise<DuckDBStore> {
   const store = await DuckDBStore.open({ path: path ?? join(await tempDir(t), 'lightning.duckdb') });
@@ -13,159 +15,177 @@ async function openStore(t: { after(fn: () => Promise<void>): void }, path?: str
   return store;
 }
 
-test('enqueued rollouts are dequeued first in, first out, each with a new attempt', async (t) => {
-  const { lightning: ls } = await openStore(t);
-  const [a, b, c] = await ls.enqueueManyRollouts([{ input: 'a' }, { input: { q: 'b' }, mode: 'train' }, { input: 3 }]);
-  assert.match(a.rollout_id, /^ro-[0-9a-f]{12}$/);
-  assert.equal(a.status, 'queuing');
-  assert.deepEqual(a.config, { timeout_seconds: null, unresponsive_seconds: null, max_attempts: 1, retry_condition: [] });
-  await ls.updateRollout(b.rollout_id, { status: 'cancelled' });
-  const taken = await ls.dequeueManyRollouts({ limit: 5, workerId: 'w1' });
-  assert.deepEqual(taken.map((r) => r.rollout_id), [a.rollout_id, c.rollout_id], 'a cancelled rollout is skipped');
-  for (const r of taken) {
-    assert.equal(r.status, 'preparing');
-    assert.equal(r.attempt.status, 'preparing');
-    assert.equal(r.attempt.sequence_id, 1);
-    assert.equal(r.attempt.worker_id, 'w1');
-    assert.match(r.attempt.attempt_id, /^at-[0-9a-f]{8}$/);
-  }
-  assert.equal(await ls.dequeueRollout(), null, 'an empty queue gives nothing');
-  assert.deepEqual(await ls.dequeueManyRollouts({ limit: 0 }), []);
-  const worker = await ls.getWorkerById('w1');
-  assert.equal(worker?.status, 'busy');
-  assert.equal(worker?.current_rollout_id, c.rollout_id);
-});
+type Context = { after(fn: () => Promise<void>): void };
 
-test('a failed latest attempt requeues the rollout while attempts remain, then fails it', async (t) => {
-  const { lightning: ls } = await openStore(t);
-  const rollout = await ls.enqueueRollout({ input: 1, config: { max_attempts: 2, retry_condition: ['failed', 'timeout'] } });
-  const first = (await ls.dequeueRollout())!;
-  await ls.updateAttempt(rollout.rollout_id, first.attempt.attempt_id, { status: 'failed' });
-  let now = (await ls.getRolloutById(rollout.rollout_id))!;
-  assert.equal(now.status, 'requeuing');
-  assert.equal(now.end_time, null);
-  const second = (await ls.dequeueRollout())!;
-  assert.equal(second.rollout_id, rollout.rollout_id);
-  assert.equal(second.attempt.sequence_id, 2);
-  // Only the latest attempt speaks for the rollout.
-  await ls.updateAttempt(rollout.rollout_id, first.attempt.attempt_id, { status: 'succeeded' });
-  assert.equal((await ls.getRolloutById(rollout.rollout_id))!.status, 'preparing');
-  const failed = await ls.updateAttempt(rollout.rollout_id, 'latest', { status: 'failed' });
-  assert.equal(failed.attempt_id, second.attempt.attempt_id);
-  assert.ok(failed.end_time! >= failed.start_time);
-  now = (await ls.getRolloutById(rollout.rollout_id))!;
-  assert.equal(now.status, 'failed', 'no attempts left');
-  assert.ok(now.end_time !== null);
-  // startAttempt creates an attempt whatever max_attempts says.
-  const third = await ls.startAttempt(rollout.rollout_id, 'w2');
-  assert.equal(third.attempt.sequence_id, 3);
-  assert.equal(third.status, 'preparing');
-  const attempts = await ls.queryAttempts(rollout.rollout_id);
-  assert.deepEqual(attempts.items.map((a) => a.sequence_id), [1, 2, 3]);
-  assert.equal(attempts.total, 3);
-});
+// Every semantic test runs twice: against the embedded store and against StoreClient talking to
+// agl serve's REST API, so that code works unchanged against either.
+const variants: [string, (t: Context) => Promise<{ lightning: LightningStore }>][] = [
+  ['embedded', (t) => openStore(t)],
+  [
+    'over HTTP',
+    async (t) => {
+      const agl = await startAgl(join(await tempDir(t), 'lightning-http.duckdb'));
+      t.after(() => agl.close());
+      return { lightning: new StoreClient(agl.url) };
+    },
+  ],
+];
 
-test('a status not in retry_condition fails the rollout at once', async (t) => {
-  const { lightning: ls } = await openStore(t);
-  const rollout = await ls.enqueueRollout({ input: 1, config: { max_attempts: 3, retry_condition: ['timeout'] } });
-  await ls.dequeueRollout();
-  await ls.updateAttempt(rollout.rollout_id, 'latest', { status: 'failed' });
-  assert.equal((await ls.getRolloutById(rollout.rollout_id))!.status, 'failed');
-});
+for (const [label, open] of variants) {
+  test(`${label}: enqueued rollouts are dequeued first in, first out, each with a new attempt`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const [a, b, c] = await ls.enqueueManyRollouts([{ input: 'a' }, { input: { q: 'b' }, mode: 'train' }, { input: 3 }]);
+    assert.match(a.rollout_id, /^ro-[0-9a-f]{12}$/);
+    assert.equal(a.status, 'queuing');
+    assert.deepEqual(a.config, { timeout_seconds: null, unresponsive_seconds: null, max_attempts: 1, retry_condition: [] });
+    await ls.updateRollout(b.rollout_id, { status: 'cancelled' });
+    const taken = await ls.dequeueManyRollouts({ limit: 5, workerId: 'w1' });
+    assert.deepEqual(taken.map((r) => r.rollout_id), [a.rollout_id, c.rollout_id], 'a cancelled rollout is skipped');
+    for (const r of taken) {
+      assert.equal(r.status, 'preparing');
+      assert.equal(r.attempt.status, 'preparing');
+      assert.equal(r.attempt.sequence_id, 1);
+      assert.equal(r.attempt.worker_id, 'w1');
+      assert.match(r.attempt.attempt_id, /^at-[0-9a-f]{8}$/);
+    }
+    assert.equal(await ls.dequeueRollout(), null, 'an empty queue gives nothing');
+    assert.deepEqual(await ls.dequeueManyRollouts({ limit: 0 }), []);
+    const worker = await ls.getWorkerById('w1');
+    assert.equal(worker?.status, 'busy');
+    assert.equal(worker?.current_rollout_id, c.rollout_id);
+  });
 
-test('the watchdog times out attempts and marks silent ones unresponsive', async (t) => {
-  const { lightning: ls } = await openStore(t);
-  const slow = await ls.enqueueRollout({ input: 'slow', config: { timeout_seconds: 0.05, max_attempts: 2, retry_condition: ['timeout'] } });
-  const silent = await ls.enqueueRollout({ input: 'silent', config: { unresponsive_seconds: 0.05 } });
-  await ls.dequeueManyRollouts({ limit: 2, workerId: 'w' });
-  await sleep(120);
-  const slowNow = (await ls.getRolloutById(slow.rollout_id)) as { status: string; attempt: { status: string } };
-  assert.equal(slowNow.attempt.status, 'timeout');
-  assert.equal(slowNow.status, 'requeuing');
-  const silentNow = (await ls.getRolloutById(silent.rollout_id)) as { status: string; attempt: { status: string } };
-  assert.equal(silentNow.attempt.status, 'unresponsive');
-  assert.equal(silentNow.status, 'failed');
-  assert.equal((await ls.getWorkerById('w'))!.status, 'unknown');
-});
+  test(`${label}: a failed latest attempt requeues the rollout while attempts remain, then fails it`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const rollout = await ls.enqueueRollout({ input: 1, config: { max_attempts: 2, retry_condition: ['failed', 'timeout'] } });
+    const first = (await ls.dequeueRollout())!;
+    await ls.updateAttempt(rollout.rollout_id, first.attempt.attempt_id, { status: 'failed' });
+    let now = (await ls.getRolloutById(rollout.rollout_id))!;
+    assert.equal(now.status, 'requeuing');
+    assert.equal(now.end_time, null);
+    const second = (await ls.dequeueRollout())!;
+    assert.equal(second.rollout_id, rollout.rollout_id);
+    assert.equal(second.attempt.sequence_id, 2);
+    // Only the latest attempt speaks for the rollout.
+    await ls.updateAttempt(rollout.rollout_id, first.attempt.attempt_id, { status: 'succeeded' });
+    assert.equal((await ls.getRolloutById(rollout.rollout_id))!.status, 'preparing');
+    const failed = await ls.updateAttempt(rollout.rollout_id, 'latest', { status: 'failed' });
+    assert.equal(failed.attempt_id, second.attempt.attempt_id);
+    assert.ok(failed.end_time! >= failed.start_time);
+    now = (await ls.getRolloutById(rollout.rollout_id))!;
+    assert.equal(now.status, 'failed', 'no attempts left');
+    assert.ok(now.end_time !== null);
+    // startAttempt creates an attempt whatever max_attempts says.
+    const third = await ls.startAttempt(rollout.rollout_id, 'w2');
+    assert.equal(third.attempt.sequence_id, 3);
+    assert.equal(third.status, 'preparing');
+    const attempts = await ls.queryAttempts(rollout.rollout_id);
+    assert.deepEqual(attempts.items.map((a) => a.sequence_id), [1, 2, 3]);
+    assert.equal(attempts.total, 3);
+  });
 
-test('resources are versioned; new rollouts get the latest', async (t) => {
-  const { lightning: ls } = await openStore(t);
-  assert.equal(await ls.getLatestResources(), null);
-  const prompt = { resource_type: 'prompt_template' as const, template: 'Answer: {q}', engine: 'f-string' as const };
-  const first = await ls.addResources({ prompt });
-  assert.match(first.resources_id, /^rs-[0-9a-f]{12}$/);
-  assert.equal(first.version, 1);
-  const rollout = await ls.enqueueRollout({ input: 1 });
-  assert.equal(rollout.resources_id, first.resources_id);
-  await sleep(5);
-  const second = await ls.updateResources(first.resources_id, { prompt: { ...prompt, template: 'Think, then answer: {q}' } });
-  assert.equal(second.version, 2);
-  assert.equal(second.create_time, first.create_time);
-  assert.ok(second.update_time > first.update_time);
-  const named = await ls.updateResources('rs-mine', { prompt });
-  assert.equal(named.version, 1);
-  assert.equal((await ls.getLatestResources())!.resources_id, 'rs-mine', 'latest is the one updated last');
-  assert.equal((await ls.queryResources()).total, 2);
-});
+  test(`${label}: a status not in retry_condition fails the rollout at once`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const rollout = await ls.enqueueRollout({ input: 1, config: { max_attempts: 3, retry_condition: ['timeout'] } });
+    await ls.dequeueRollout();
+    await ls.updateAttempt(rollout.rollout_id, 'latest', { status: 'failed' });
+    assert.equal((await ls.getRolloutById(rollout.rollout_id))!.status, 'failed');
+  });
 
-test('waitForRollouts returns finished rollouts as they finish, unknown ids left out', async (t) => {
-  const { lightning: ls } = await openStore(t);
-  const [a, b] = await ls.enqueueManyRollouts([{ input: 'a' }, { input: 'b' }]);
-  assert.deepEqual(await ls.waitForRollouts([a.rollout_id, 'ro-unknown'], 0), []);
-  const waiting = ls.waitForRollouts([a.rollout_id, b.rollout_id, 'ro-unknown'], 30);
-  await ls.dequeueManyRollouts({ limit: 2 });
-  await ls.updateAttempt(a.rollout_id, 'latest', { status: 'succeeded' });
-  await ls.updateRollout(b.rollout_id, { status: 'cancelled' });
-  const done = await waiting;
-  assert.deepEqual(done.map((r) => [r.rollout_id, r.status]), [[a.rollout_id, 'succeeded'], [b.rollout_id, 'cancelled']]);
-  const partial = await ls.waitForRollouts([a.rollout_id, (await ls.enqueueRollout({ input: 'c' })).rollout_id], 0.05);
-  assert.deepEqual(partial.map((r) => r.rollout_id), [a.rollout_id], 'the deadline returns what finished');
-});
+  test(`${label}: the watchdog times out attempts and marks silent ones unresponsive`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const slow = await ls.enqueueRollout({ input: 'slow', config: { timeout_seconds: 0.05, max_attempts: 2, retry_condition: ['timeout'] } });
+    const silent = await ls.enqueueRollout({ input: 'silent', config: { unresponsive_seconds: 0.05 } });
+    await ls.dequeueManyRollouts({ limit: 2, workerId: 'w' });
+    await sleep(120);
+    const slowNow = (await ls.getRolloutById(slow.rollout_id)) as { status: string; attempt: { status: string } };
+    assert.equal(slowNow.attempt.status, 'timeout');
+    assert.equal(slowNow.status, 'requeuing');
+    const silentNow = (await ls.getRolloutById(silent.rollout_id)) as { status: string; attempt: { status: string } };
+    assert.equal(silentNow.attempt.status, 'unresponsive');
+    assert.equal(silentNow.status, 'failed');
+    assert.equal((await ls.getWorkerById('w'))!.status, 'unknown');
+  });
 
-test('a waiting dequeue is woken by the next enqueue', async (t) => {
-  const { lightning: ls } = await openStore(t);
-  const waiting = ls.dequeueRollout({ waitSeconds: 30 });
-  const rollout = await ls.enqueueRollout({ input: 'late' });
-  assert.equal((await waiting)?.rollout_id, rollout.rollout_id);
-});
+  test(`${label}: resources are versioned; new rollouts get the latest`, async (t) => {
+    const { lightning: ls } = await open(t);
+    assert.equal(await ls.getLatestResources(), null);
+    const prompt = { resource_type: 'prompt_template' as const, template: 'Answer: {q}', engine: 'f-string' as const };
+    const first = await ls.addResources({ prompt });
+    assert.match(first.resources_id, /^rs-[0-9a-f]{12}$/);
+    assert.equal(first.version, 1);
+    const rollout = await ls.enqueueRollout({ input: 1 });
+    assert.equal(rollout.resources_id, first.resources_id);
+    await sleep(5);
+    const second = await ls.updateResources(first.resources_id, { prompt: { ...prompt, template: 'Think, then answer: {q}' } });
+    assert.equal(second.version, 2);
+    assert.equal(second.create_time, first.create_time);
+    assert.ok(second.update_time > first.update_time);
+    const named = await ls.updateResources('rs-mine', { prompt });
+    assert.equal(named.version, 1);
+    assert.equal((await ls.getLatestResources())!.resources_id, 'rs-mine', 'latest is the one updated last');
+    assert.equal((await ls.queryResources()).total, 2);
+  });
 
-test('100 concurrent runners never get the same attempt', async (t) => {
-  const { lightning: ls } = await openStore(t);
-  await ls.enqueueManyRollouts(Array.from({ length: 300 }, (_, i) => ({ input: i })));
-  const runner = async (id: number) => {
-    const got: string[] = [];
-    for (let r = await ls.dequeueRollout({ workerId: `w${id}` }); r; r = await ls.dequeueRollout({ workerId: `w${id}` })) got.push(r.rollout_id);
-    return got;
-  };
-  const all = (await Promise.all(Array.from({ length: 100 }, (_, i) => runner(i)))).flat();
-  assert.equal(all.length, 300);
-  assert.equal(new Set(all).size, 300);
-});
+  test(`${label}: waitForRollouts returns finished rollouts as they finish, unknown ids left out`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const [a, b] = await ls.enqueueManyRollouts([{ input: 'a' }, { input: 'b' }]);
+    assert.deepEqual(await ls.waitForRollouts([a.rollout_id, 'ro-unknown'], 0), []);
+    const waiting = ls.waitForRollouts([a.rollout_id, b.rollout_id, 'ro-unknown'], 30);
+    await ls.dequeueManyRollouts({ limit: 2 });
+    await ls.updateAttempt(a.rollout_id, 'latest', { status: 'succeeded' });
+    await ls.updateRollout(b.rollout_id, { status: 'cancelled' });
+    const done = await waiting;
+    assert.deepEqual(done.map((r) => [r.rollout_id, r.status]), [[a.rollout_id, 'succeeded'], [b.rollout_id, 'cancelled']]);
+    const partial = await ls.waitForRollouts([a.rollout_id, (await ls.enqueueRollout({ input: 'c' })).rollout_id], 0.05);
+    assert.deepEqual(partial.map((r) => r.rollout_id), [a.rollout_id], 'the deadline returns what finished');
+  });
 
-test('updates tell an absent field from null; unknown ids are NotFoundError', async (t) => {
-  const { lightning: ls } = await openStore(t);
-  const rollout = await ls.enqueueRollout({ input: 'x', mode: 'val', metadata: { a: 1 } });
-  const updated = await ls.updateRollout(rollout.rollout_id, { metadata: null });
-  assert.equal(updated.mode, 'val', 'absent: unchanged');
-  assert.equal(updated.metadata, null, 'null: cleared');
-  await assert.rejects(ls.updateRollout('ro-nope', { status: 'failed' }), NotFoundError);
-  await assert.rejects(ls.updateAttempt(rollout.rollout_id, 'latest', { status: 'failed' }), /has no attempts/);
-  assert.equal(await ls.getRolloutById('ro-nope'), null);
-  await assert.rejects(ls.queryRollouts({ limit: 0 }), InvalidQueryError);
-  await assert.rejects(ls.queryRollouts({ sort_by: 'nope' }), /sort_by must be one of/);
-  await assert.rejects(ls.queryRollouts({ offset: -1 }), /offset/);
-});
+  test(`${label}: a waiting dequeue is woken by the next enqueue`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const waiting = ls.dequeueRollout({ waitSeconds: 30 });
+    const rollout = await ls.enqueueRollout({ input: 'late' });
+    assert.equal((await waiting)?.rollout_id, rollout.rollout_id);
+  });
 
-test('rollouts are queried with filters, sorting and paging', async (t) => {
-  const { lightning: ls } = await openStore(t);
-  const made = await ls.enqueueManyRollouts([{ input: 1 }, { input: 2 }, { input: 3 }]);
-  await ls.dequeueRollout();
-  const queuing = await ls.queryRollouts({ status_in: ['queuing'], sort_by: 'start_time', sort_order: 'desc', limit: 1 });
-  assert.equal(queuing.total, 2);
-  assert.equal(queuing.items.length, 1);
-  const byId = await ls.queryRollouts({ rollout_id_in: [made[0].rollout_id] });
-  assert.equal((byId.items[0] as { attempt?: unknown }).attempt !== undefined, true, 'rollouts come with their latest attempt');
-});
+  test(`${label}: 100 concurrent runners never get the same attempt`, async (t) => {
+    const { lightning: ls } = await open(t);
+    await ls.enqueueManyRollouts(Array.from({ length: 300 }, (_, i) => ({ input: i })));
+    const runner = async (id: number) => {
+      const got: string[] = [];
+      for (let r = await ls.dequeueRollout({ workerId: `w${id}` }); r; r = await ls.dequeueRollout({ workerId: `w${id}` })) got.push(r.rollout_id);
+      return got;
+    };
+    const all = (await Promise.all(Array.from({ length: 100 }, (_, i) => runner(i)))).flat();
+    assert.equal(all.length, 300);
+    assert.equal(new Set(all).size, 300);
+  });
+
+  test(`${label}: updates tell an absent field from null; unknown ids are NotFoundError`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const rollout = await ls.enqueueRollout({ input: 'x', mode: 'val', metadata: { a: 1 } });
+    const updated = await ls.updateRollout(rollout.rollout_id, { metadata: null });
+    assert.equal(updated.mode, 'val', 'absent: unchanged');
+    assert.equal(updated.metadata, null, 'null: cleared');
+    await assert.rejects(ls.updateRollout('ro-nope', { status: 'failed' }), NotFoundError);
+    await assert.rejects(ls.updateAttempt(rollout.rollout_id, 'latest', { status: 'failed' }), /has no attempts/);
+    assert.equal(await ls.getRolloutById('ro-nope'), null);
+    await assert.rejects(ls.queryRollouts({ limit: 0 }), InvalidQueryError);
+    await assert.rejects(ls.queryRollouts({ sort_by: 'nope' }), /sort_by must be one of/);
+    await assert.rejects(ls.queryRollouts({ offset: -1 }), /offset/);
+  });
+
+  test(`${label}: rollouts are queried with filters, sorting and paging`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const made = await ls.enqueueManyRollouts([{ input: 1 }, { input: 2 }, { input: 3 }]);
+    await ls.dequeueRollout();
+    const queuing = await ls.queryRollouts({ status_in: ['queuing'], sort_by: 'start_time', sort_order: 'desc', limit: 1 });
+    assert.equal(queuing.total, 2);
+    assert.equal(queuing.items.length, 1);
+    const byId = await ls.queryRollouts({ rollout_id_in: [made[0].rollout_id] });
+    assert.equal((byId.items[0] as { attempt?: unknown }).attempt !== undefined, true, 'rollouts come with their latest attempt');
+  });
+}
 
 test('state survives a restart: the queue, attempts, resources and workers', async (t) => {
   const path = join(await tempDir(t), 'restart.duckdb');

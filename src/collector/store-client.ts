@@ -1,0 +1,240 @@
+import type { LightningStore, ResourcesQuery, RolloutQuery, StoreStatistics, WorkerQuery } from '../lightning-store.js';
+import { InvalidQueryError } from '../store/paginate.js';
+import { NotFoundError } from '../store/rollout-state.js';
+import type {
+  Attempt,
+  AttemptedRollout,
+  AttemptUpdate,
+  NamedResources,
+  PaginatedResult,
+  Pagination,
+  ResourcesUpdate,
+  Rollout,
+  RolloutRequest,
+  RolloutUpdate,
+  Span,
+  SpanQuery,
+  Worker,
+} from '../types.js';
+
+export interface StoreClientOptions {
+  /** Sent as `Authorization: Bearer <token>` (agl serve --token). */
+  readonly token?: string;
+  /** Per-request time limit in seconds, long polls excepted (default 30). */
+  readonly timeoutSeconds?: number;
+  /** Delays between retries of a request the server never answered (default 1, 2, 5 s). */
+  readonly retryDelaysSeconds?: readonly number[];
+}
+
+/** The server's own cap on one long poll; longer waits are several requests. */
+const LONG_POLL_SECONDS = 60;
+
+/**
+ * The LightningStore of a remote `agl serve` (or any Agent Lightning v0.x store server), over
+ * its REST API. Errors come back as the embedded store raises them: NotFoundError for unknown
+ * ids, InvalidQueryError for requests the server refused as bad.
+ */
+export class StoreClient implements LightningStore {
+  private readonly base: string;
+
+  constructor(
+    baseUrl: string,
+    private readonly options: StoreClientOptions = {},
+  ) {
+    this.base = `${baseUrl.replace(/\/+$/, '')}/v1/agl`;
+  }
+
+  async enqueueRollout(request: RolloutRequest): Promise<Rollout> {
+    return (await this.enqueueManyRollouts([request]))[0];
+  }
+
+  enqueueManyRollouts(requests: RolloutRequest[]): Promise<Rollout[]> {
+    return this.post('/queues/rollouts/enqueue', { rollouts: requests });
+  }
+
+  async dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+    return (await this.dequeueManyRollouts({ ...options, limit: 1 }))[0] ?? null;
+  }
+
+  async dequeueManyRollouts(options: { limit?: number; workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout[]> {
+    const deadline = Date.now() + (options.waitSeconds ?? 0) * 1000;
+    for (;;) {
+      const wait = Math.min(LONG_POLL_SECONDS, Math.max(0, (deadline - Date.now()) / 1000));
+      // Not retried: a dequeue the server handled but whose answer was lost must not hand out twice.
+      const taken = await this.post<AttemptedRollout[]>(
+        '/queues/rollouts/dequeue',
+        { limit: options.limit ?? 1, worker_id: options.workerId ?? null, wait_seconds: wait },
+        { retry: false, timeoutSeconds: wait + this.timeout },
+      );
+      if (taken.length > 0 || Date.now() >= deadline) return taken;
+    }
+  }
+
+  startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout> {
+    return this.post('/rollouts', request);
+  }
+
+  startAttempt(rolloutId: string, workerId: string | null = null): Promise<AttemptedRollout> {
+    return this.post(`/rollouts/${enc(rolloutId)}/attempts`, { worker_id: workerId });
+  }
+
+  queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
+    return this.post('/rollouts/search', query);
+  }
+
+  getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
+    return this.get(`/rollouts/${enc(rolloutId)}`);
+  }
+
+  queryAttempts(rolloutId: string, query: Pagination = {}): Promise<PaginatedResult<Attempt>> {
+    return this.post(`/rollouts/${enc(rolloutId)}/attempts/search`, query);
+  }
+
+  getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
+    return this.get(`/rollouts/${enc(rolloutId)}/attempts/latest`);
+  }
+
+  updateRollout(rolloutId: string, update: RolloutUpdate): Promise<Rollout> {
+    return this.post(`/rollouts/${enc(rolloutId)}`, update);
+  }
+
+  updateAttempt(rolloutId: string, attemptId: string, update: AttemptUpdate): Promise<Attempt> {
+    return this.post(`/rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}`, update);
+  }
+
+  async waitForRollouts(rolloutIds: string[], timeoutSeconds: number | null): Promise<Rollout[]> {
+    const deadline = timeoutSeconds === null ? Infinity : Date.now() + Math.max(0, timeoutSeconds) * 1000;
+    for (;;) {
+      const wait = Math.min(LONG_POLL_SECONDS, Math.max(0, (deadline - Date.now()) / 1000));
+      const finished = await this.post<Rollout[]>('/waits/rollouts', { rollout_ids: rolloutIds, timeout: wait }, { timeoutSeconds: wait + this.timeout });
+      if (Date.now() >= deadline || finished.length === (await this.knownCount(rolloutIds, finished))) return finished;
+    }
+  }
+
+  addResources(resources: NamedResources): Promise<ResourcesUpdate> {
+    return this.post('/resources', resources);
+  }
+
+  updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate> {
+    return this.post(`/resources/${enc(resourcesId)}`, resources);
+  }
+
+  getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
+    return this.get(`/resources/${enc(resourcesId)}`);
+  }
+
+  getLatestResources(): Promise<ResourcesUpdate | null> {
+    return this.get('/resources/latest');
+  }
+
+  queryResources(query: ResourcesQuery = {}): Promise<PaginatedResult<ResourcesUpdate>> {
+    return this.get(`/resources${queryString(query)}`);
+  }
+
+  async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
+    return (await this.post<{ sequence_id: number }>('/spans/next', { rollout_id: rolloutId, attempt_id: attemptId })).sequence_id;
+  }
+
+  addSpan(span: Span): Promise<Span | null> {
+    return this.post('/spans', span);
+  }
+
+  async addManySpans(spans: Span[]): Promise<Span[]> {
+    const added: Span[] = [];
+    for (const span of spans) {
+      const result = await this.addSpan(span);
+      if (result) added.push(result);
+    }
+    return added;
+  }
+
+  querySpans(query: SpanQuery): Promise<PaginatedResult<Span>> {
+    return this.post('/spans/search', query);
+  }
+
+  queryWorkers(query: WorkerQuery = {}): Promise<PaginatedResult<Worker>> {
+    return this.post('/workers/search', query);
+  }
+
+  getWorkerById(workerId: string): Promise<Worker | null> {
+    return this.get(`/workers/${enc(workerId)}`);
+  }
+
+  updateWorker(workerId: string, heartbeatStats?: Record<string, unknown>): Promise<Worker> {
+    return this.post(`/workers/${enc(workerId)}`, heartbeatStats === undefined ? {} : { heartbeat_stats: heartbeatStats });
+  }
+
+  statistics(): Promise<StoreStatistics> {
+    return this.get('/statistics');
+  }
+
+  private get timeout(): number {
+    return this.options.timeoutSeconds ?? 30;
+  }
+
+  /** Rollouts of `ids` the server knows: a wait is over when all of them finished. */
+  private async knownCount(ids: string[], finished: Rollout[]): Promise<number> {
+    if (finished.length === ids.length) return finished.length;
+    const page = await this.queryRollouts({ rollout_id_in: ids });
+    return page.total;
+  }
+
+  private get<T>(path: string): Promise<T> {
+    return this.request<T>('GET', path, undefined, {});
+  }
+
+  private post<T>(path: string, body: unknown, options: { retry?: boolean; timeoutSeconds?: number } = {}): Promise<T> {
+    return this.request<T>('POST', path, body, options);
+  }
+
+  private async request<T>(method: string, path: string, body: unknown, { retry = true, timeoutSeconds = this.timeout }): Promise<T> {
+    const delays = retry ? (this.options.retryDelaysSeconds ?? [1, 2, 5]) : [];
+    for (let attempt = 0; ; attempt++) {
+      let response: Response;
+      try {
+        response = await fetch(`${this.base}${path}`, {
+          method,
+          headers: {
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+            ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
+          },
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(timeoutSeconds * 1000),
+        });
+      } catch (error) {
+        // The server did not answer (down, restarting): retry after a pause, then give up.
+        if (attempt >= delays.length) throw new Error(`agl store at ${this.base} did not answer ${method} ${path}: ${(error as Error).message}`, { cause: error });
+        await new Promise((resolve) => setTimeout(resolve, delays[attempt] * 1000));
+        continue;
+      }
+      const text = await response.text();
+      if (response.ok) return (text === '' ? null : JSON.parse(text)) as T;
+      const detail = detailOf(text);
+      if (response.status === 404) throw new NotFoundError(detail);
+      if (response.status === 400) throw new InvalidQueryError(detail);
+      if ((response.status === 503 || response.status === 429) && attempt < delays.length) {
+        await new Promise((resolve) => setTimeout(resolve, Number(response.headers.get('retry-after') ?? delays[attempt]) * 1000));
+        continue;
+      }
+      throw new Error(`agl store answered ${response.status} to ${method} ${path}: ${detail}`);
+    }
+  }
+}
+
+const enc = encodeURIComponent;
+
+function detailOf(text: string): string {
+  try {
+    const detail = (JSON.parse(text) as { detail?: unknown }).detail;
+    return typeof detail === 'string' ? detail : JSON.stringify(detail ?? text);
+  } catch {
+    return text;
+  }
+}
+
+function queryString(query: object): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) if (value !== undefined && value !== null) params.append(key, String(value));
+  const text = params.toString();
+  return text ? `?${text}` : '';
+}
