@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { StoreClient } from '../src/collector/store-client.js';
 import { post, runCli, spawnServe, tempDir } from './helpers.js';
 import { freshCopy, makeBatch } from './otlp-batches.js';
 
@@ -55,4 +56,34 @@ test('SIGTERM flushes, checkpoints and removes the server announcement', async (
   assert.ok(!existsSync(`${db}.wal`), 'the WAL was checkpointed into the file');
   const count = await runCli(['query', 'SELECT count(*) AS n FROM spans', '--db', db, '--format', 'csv']);
   assert.equal(count.stdout, 'n\r\n50\r\n');
+});
+
+test('the store survives SIGKILL: queued rollouts stay queued, running attempts resolve by the watchdog', async (t) => {
+  const db = join(await tempDir(t), 'store-kill.duckdb');
+  const first = await spawnServe(['--db', db]);
+  t.after(() => first.child.kill('SIGKILL'));
+  const client = new StoreClient(first.url);
+  const resources = await client.addResources({ prompt: { resource_type: 'prompt_template', template: '{q}', engine: 'f-string' } });
+  const [running, queued] = await client.enqueueManyRollouts([
+    { input: 'running', config: { unresponsive_seconds: 0.2, max_attempts: 2, retry_condition: ['unresponsive'] } },
+    { input: 'queued' },
+  ]);
+  const taken = await client.dequeueRollout({ workerId: 'w' });
+  assert.equal(taken?.rollout_id, running.rollout_id);
+  first.child.kill('SIGKILL');
+  await first.exited;
+
+  const second = await spawnServe(['--db', db]);
+  t.after(() => second.child.kill('SIGKILL'));
+  const again = new StoreClient(second.url);
+  assert.deepEqual(await again.getLatestResources(), resources);
+  // The attempt that was running when the server died goes silent: the watchdog requeues it.
+  const [requeued] = await again.waitForRollouts([running.rollout_id], 0);
+  assert.equal(requeued, undefined, 'not finished: it retries');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const stale = (await again.getRolloutById(running.rollout_id)) as { status: string; attempt: { status: string } };
+  assert.equal(stale.attempt.status, 'unresponsive');
+  assert.equal(stale.status, 'requeuing');
+  const next = await again.dequeueManyRollouts({ limit: 2 });
+  assert.deepEqual(next.map((r) => [r.rollout_id, r.attempt.sequence_id]), [[queued.rollout_id, 1], [running.rollout_id, 2]]);
 });
