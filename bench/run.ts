@@ -2,9 +2,10 @@ import { writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { meets, type Benchmark, type Figure } from './figures.js';
 import { ingest } from './ingest.js';
+import { store } from './store.js';
 
 /** Every benchmark of `npm run bench`, in run order. Later issues add theirs here. */
-const BENCHMARKS: Benchmark[] = [ingest];
+const BENCHMARKS: Benchmark[] = [ingest, store];
 
 const { values } = parseArgs({
   options: { json: { type: 'string', default: 'bench-results.json' }, only: { type: 'string' } },

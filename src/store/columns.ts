@@ -16,7 +16,6 @@ export interface Column {
   readonly name: string;
   readonly type: ColumnType;
   readonly notNull?: boolean;
-  readonly primaryKey?: boolean;
   /** Kept as a JS array because the store reads it (dedup keys, sequence counters). */
   readonly js?: boolean;
 }
@@ -73,7 +72,7 @@ export function selectRows(rows: ColumnarRows, indexes: readonly number[]): Colu
 }
 
 export function columnsDdl(table: string, columns: readonly Column[]): string {
-  const defs = columns.map((c) => `  ${c.name} ${c.type}${c.primaryKey ? ' PRIMARY KEY' : c.notNull ? ' NOT NULL' : ''}`);
+  const defs = columns.map((c) => `  ${c.name} ${c.type}${c.notNull ? ' NOT NULL' : ''}`);
   return `CREATE TABLE ${table} (\n${defs.join(',\n')}\n)`;
 }
 

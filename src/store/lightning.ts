@@ -19,8 +19,8 @@ import { InvalidQueryError, matches, paginate } from './paginate.js';
 import type { ColumnarRows } from './columns.js';
 import { noChanges, NotFoundError, RolloutState, type Changes } from './rollout-state.js';
 import { SPAN_JSON_COLUMNS, spanFromRow, spanRows } from './span-json.js';
-import { upsertsFor } from './rollout-tables.js';
-import type { TableRows, Upsert } from './writer.js';
+import { historyRows } from './rollout-tables.js';
+import type { TableRows } from './writer.js';
 
 const ROLLOUT_FIELDS = ['rollout_id', 'input', 'start_time', 'end_time', 'mode', 'resources_id', 'status', 'config', 'metadata'];
 const ATTEMPT_FIELDS = ['rollout_id', 'attempt_id', 'sequence_id', 'start_time', 'end_time', 'status', 'worker_id', 'last_heartbeat_time', 'metadata'];
@@ -30,7 +30,7 @@ const WORKER_FIELDS = ['worker_id', 'status', 'heartbeat_stats', 'last_heartbeat
 
 /** How the embedded LightningStore reaches the database (the DuckDBStore that owns it). */
 export interface LightningWriter {
-  write(writes: readonly TableRows[], bytes: number, upserts: readonly Upsert[]): Promise<void>;
+  write(writes: readonly TableRows[]): Promise<void>;
   /** Stores span rows as OTLP ingest does: de-duplicated, sequenced, each one a heartbeat. */
   writeSpans(rows: ColumnarRows): Promise<{ stored: number; duplicates: number }>;
   querySpanRows(sql: string): Promise<Record<string, unknown>[]>;
@@ -52,6 +52,8 @@ export class EmbeddedLightningStore implements LightningStore {
   private events = 0;
   private lastWatchdog = 0;
   private readonly startedAt = Date.now() / 1000;
+  /** Version of the last history row written (continued from the database on open). */
+  version = 0;
 
   constructor(
     readonly state: RolloutState,
@@ -248,6 +250,11 @@ export class EmbeddedLightningStore implements LightningStore {
     };
   }
 
+  /** The rows that persist `changes` (history tables), for the writer. */
+  stateRows(changes: Changes): TableRows[] {
+    return historyRows(changes, () => ++this.version);
+  }
+
   private assertAttempt(rolloutId: string, attemptId: string): void {
     this.state.rollout(rolloutId);
     if (!this.state.attempts.get(rolloutId)?.some((a) => a.attempt_id === attemptId)) {
@@ -270,15 +277,15 @@ export class EmbeddedLightningStore implements LightningStore {
     const changes = noChanges();
     this.runWatchdog(now, changes);
     const result = operation(now, changes);
-    await this.writer.write([], 0, upsertsFor(changes));
+    await this.writer.write(this.stateRows(changes));
     return result;
   }
 
   private async watchdogIfDue(): Promise<void> {
     const changes = noChanges();
     this.runWatchdog(Date.now() / 1000, changes);
-    const upserts = upsertsFor(changes);
-    if (upserts.length > 0) await this.writer.write([], 0, upserts);
+    const rows = this.stateRows(changes);
+    if (rows.length > 0) await this.writer.write(rows);
   }
 
   private runWatchdog(now: number, changes: Changes): void {

@@ -2,15 +2,18 @@ import type { DuckDBConnection } from '@duckdb/node-api';
 import type { Attempt, ResourcesUpdate, Rollout, Worker } from '../types.js';
 import { columnsDdl, type Column, type ColumnValue } from './columns.js';
 import { defaultConfig, type Changes, type RolloutState } from './rollout-state.js';
-import type { Upsert } from './writer.js';
+import type { TableRows } from './writer.js';
 
 /**
- * Where the LightningStore's state is kept: one row per rollout, attempt, resources snapshot and
- * worker, replaced (upserted) on every change, in the same group commit as the request's spans.
+ * Where the LightningStore's state is kept. Every change appends the entity's new version to a
+ * history table (rollout_history, attempt_history, ...), in the same group commit as the
+ * request's spans: appends are what DuckDB does fastest, where an upsert per change through a
+ * primary-key index cost tens of milliseconds per commit. The views `rollouts`, `attempts`,
+ * `resources` and `workers` show the latest version of each, for SQL users and for loading.
  * Times are float seconds since the epoch, as on the wire (`to_timestamp(start_time)` in SQL).
  */
 const ROLLOUT_COLUMNS: Column[] = [
-  { name: 'rollout_id', type: 'VARCHAR', primaryKey: true },
+  { name: 'rollout_id', type: 'VARCHAR', notNull: true },
   { name: 'input', type: 'JSON' },
   { name: 'start_time', type: 'DOUBLE', notNull: true },
   { name: 'end_time', type: 'DOUBLE' },
@@ -34,7 +37,7 @@ const ATTEMPT_COLUMNS: Column[] = [
 ];
 
 const RESOURCES_COLUMNS: Column[] = [
-  { name: 'resources_id', type: 'VARCHAR', primaryKey: true },
+  { name: 'resources_id', type: 'VARCHAR', notNull: true },
   { name: 'version', type: 'INTEGER', notNull: true },
   { name: 'create_time', type: 'DOUBLE', notNull: true },
   { name: 'update_time', type: 'DOUBLE', notNull: true },
@@ -42,7 +45,7 @@ const RESOURCES_COLUMNS: Column[] = [
 ];
 
 const WORKER_COLUMNS: Column[] = [
-  { name: 'worker_id', type: 'VARCHAR', primaryKey: true },
+  { name: 'worker_id', type: 'VARCHAR', notNull: true },
   { name: 'status', type: 'VARCHAR', notNull: true },
   { name: 'heartbeat_stats', type: 'JSON' },
   { name: 'last_heartbeat_time', type: 'DOUBLE' },
@@ -53,31 +56,47 @@ const WORKER_COLUMNS: Column[] = [
   { name: 'current_attempt_id', type: 'VARCHAR' },
 ];
 
-export const ROLLOUT_TABLES_DDL = [
-  columnsDdl('rollouts', ROLLOUT_COLUMNS),
-  columnsDdl('attempts', ATTEMPT_COLUMNS).replace(/\n\)$/, ',\n  PRIMARY KEY (rollout_id, attempt_id)\n)'),
-  columnsDdl('resources', RESOURCES_COLUMNS),
-  columnsDdl('workers', WORKER_COLUMNS),
-].join(';\n');
+const VERSION: Column = { name: 'version', type: 'BIGINT', notNull: true };
+
+const TABLES = [
+  { history: 'rollout_history', view: 'rollouts', key: 'rollout_id', columns: [...ROLLOUT_COLUMNS, VERSION] },
+  { history: 'attempt_history', view: 'attempts', key: 'rollout_id, attempt_id', columns: [...ATTEMPT_COLUMNS, VERSION] },
+  { history: 'resources_history', view: 'resources', key: 'resources_id', columns: [...RESOURCES_COLUMNS, { ...VERSION, name: 'revision' }] },
+  { history: 'worker_history', view: 'workers', key: 'worker_id', columns: [...WORKER_COLUMNS, VERSION] },
+] as const;
+
+export const ROLLOUT_TABLES_DDL = TABLES.map(({ history, view, key, columns }) => {
+  const order = history === 'resources_history' ? 'revision' : 'version';
+  return `${columnsDdl(history, columns)};
+  CREATE VIEW ${view} AS SELECT * EXCLUDE (${order}) FROM ${history}
+    QUALIFY row_number() OVER (PARTITION BY ${key} ORDER BY ${order} DESC) = 1`;
+}).join(';\n');
 
 const json = (value: unknown): string | null => (value === undefined ? null : JSON.stringify(value));
 
-/** The upserts that write `changes` through (column order as in the tables above). */
-export function upsertsFor(changes: Changes): Upsert[] {
-  const upserts: Upsert[] = [];
-  for (const r of changes.rollouts) {
-    upserts.push({ table: 'rollouts', key: r.rollout_id, row: [r.rollout_id, json(r.input), r.start_time, r.end_time, r.mode, r.resources_id, r.status, json(r.config), json(r.metadata)] });
-  }
-  for (const a of changes.attempts) {
-    upserts.push({ table: 'attempts', key: `${a.rollout_id}/${a.attempt_id}`, row: [a.rollout_id, a.attempt_id, a.sequence_id, a.start_time, a.end_time, a.status, a.worker_id, a.last_heartbeat_time, json(a.metadata)] });
-  }
-  for (const s of changes.resources) {
-    upserts.push({ table: 'resources', key: s.resources_id, row: [s.resources_id, s.version, s.create_time, s.update_time, json(s.resources)] });
-  }
-  for (const w of changes.workers) {
-    upserts.push({ table: 'workers', key: w.worker_id, row: [w.worker_id, w.status, json(w.heartbeat_stats), w.last_heartbeat_time, w.last_dequeue_time, w.last_busy_time, w.last_idle_time, w.current_rollout_id, w.current_attempt_id] satisfies ColumnValue[] });
-  }
-  return upserts;
+/**
+ * The history rows that write `changes` through, each with the next version number (column
+ * order as in the tables above).
+ */
+export function historyRows(changes: Changes, nextVersion: () => number): TableRows[] {
+  const rows = (index: number, values: ColumnValue[][]): TableRows => {
+    const { history, columns } = TABLES[index];
+    return { table: history, columns, rows: { length: values.length, columns: columns.map((_, c) => values.map((row) => row[c])) } };
+  };
+  const out: TableRows[] = [];
+  const add = (index: number, values: ColumnValue[][]) => values.length > 0 && out.push(rows(index, values));
+  add(0, [...changes.rollouts].map((r) => [r.rollout_id, json(r.input), r.start_time, r.end_time, r.mode, r.resources_id, r.status, json(r.config), json(r.metadata), nextVersion()]));
+  add(1, [...changes.attempts].map((a) => [a.rollout_id, a.attempt_id, a.sequence_id, a.start_time, a.end_time, a.status, a.worker_id, a.last_heartbeat_time, json(a.metadata), nextVersion()]));
+  add(2, [...changes.resources].map((s) => [s.resources_id, s.version, s.create_time, s.update_time, json(s.resources), nextVersion()]));
+  add(3, [...changes.workers].map((w) => [w.worker_id, w.status, json(w.heartbeat_stats), w.last_heartbeat_time, w.last_dequeue_time, w.last_busy_time, w.last_idle_time, w.current_rollout_id, w.current_attempt_id, nextVersion()]));
+  return out;
+}
+
+/** The highest version written so far, to continue numbering after a restart. */
+export async function lastVersion(connection: DuckDBConnection): Promise<number> {
+  const union = TABLES.map(({ history }) => `SELECT max(${history === 'resources_history' ? 'revision' : 'version'}) AS v FROM ${history}`).join(' UNION ALL ');
+  const reader = await connection.runAndReadAll(`SELECT coalesce(max(v), 0) FROM (${union})`);
+  return Number(reader.getRows()[0][0]);
 }
 
 /** Loads the state kept in the tables into memory (on open). */

@@ -8,7 +8,7 @@ import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';
 import { GroupCommitWriter, StoreBusyError } from './writer.js';
 import { EmbeddedLightningStore } from './lightning.js';
 import { noChanges, RolloutState, type Changes } from './rollout-state.js';
-import { loadRolloutState, upsertsFor } from './rollout-tables.js';
+import { lastVersion, loadRolloutState } from './rollout-tables.js';
 
 /** Rows being built for `spans` or `logs`: one builder per column, in the table's column order. */
 export interface RowsBuilder {
@@ -65,10 +65,10 @@ export class DuckDBStore {
   ) {
     this.writer = new GroupCommitWriter(connection, { maxQueuedBytes: options.maxQueuedBytes ?? 64 * 1024 * 1024 });
     this.lightning = new EmbeddedLightningStore(new RolloutState(), {
-      write: (writes, bytes, upserts) => this.writer.write(writes, bytes, upserts),
+      write: (writes) => this.writer.write(writes, 0),
       writeSpans: (rows) => this.writeSpans(rows, 0),
       querySpanRows: async (sql) => (await this.query(sql, { guard: false })).rows,
-      spanCount: async () => Number((await this.connection.runAndReadAll('SELECT count(*) FROM spans')).getRows()[0][0]),
+      spanCount: async () => Number((await this.query('SELECT count(*) AS n FROM spans', { guard: false })).rows[0].n),
       nextSequenceId: (rolloutId) => this.nextSequenceId(rolloutId),
     });
   }
@@ -87,6 +87,7 @@ export class DuckDBStore {
         await migrate(connection);
         await store.loadHotState();
         await loadRolloutState(connection, store.lightning.state);
+        store.lightning.version = await lastVersion(connection);
         // Attempts time out even when nobody asks (and restarts resolve attempts left running).
         store.watchdogTimer = setInterval(() => void store.lightning.watchdog().catch(() => {}), 1000);
         store.watchdogTimer.unref();
@@ -115,8 +116,8 @@ export class DuckDBStore {
     try {
       const kept = await this.dropDuplicates(rows, isNew);
       this.assignSequenceIds(kept);
-      const upserts = upsertsFor(this.heartbeats(kept));
-      await this.writer.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }], bytes, upserts);
+      const state = this.lightning.stateRows(this.heartbeats(kept));
+      await this.writer.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
       return { stored: kept.length, duplicates: rows.length - kept.length };
     } catch (error) {
       const traceIds = rows.columns[SPAN.trace_id] as string[];
@@ -197,12 +198,9 @@ export class DuckDBStore {
   private async storedSpanKeys(spanIds: string[]): Promise<Set<string>> {
     // Span ids were checked to be hex by the decoders, so they are safe as literals.
     const list = [...new Set(spanIds)].map((id) => `'${id.replace(/[^0-9a-f]/g, '')}'`).join(',');
-    const reader = await this.connection.runAndReadAll(
-      `SELECT trace_id, span_id, rollout_id, attempt_id FROM spans WHERE span_id IN (${list})`,
-    );
-    return new Set(
-      reader.getRows().map(([t, s, r, a]) => spanKey(String(t), String(s), r === null ? null : String(r), a === null ? null : String(a))),
-    );
+    // A connection of its own: the writer's may be inside a transaction right now.
+    const { rows } = await this.query(`SELECT trace_id, span_id, rollout_id, attempt_id FROM spans WHERE span_id IN (${list})`, { guard: false });
+    return new Set(rows.map((r) => spanKey(String(r.trace_id), String(r.span_id), r.rollout_id as string | null, r.attempt_id as string | null)));
   }
 
   /** The next span sequence id of a rollout (one counter per rollout, from 1). */

@@ -1,5 +1,5 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
-import { appendRows, type Column, type ColumnarRows, type ColumnValue } from './columns.js';
+import { appendRows, type Column, type ColumnarRows } from './columns.js';
 
 /** Rows for one table, as handed to the writer. */
 export interface TableRows {
@@ -8,17 +8,8 @@ export interface TableRows {
   readonly rows: ColumnarRows;
 }
 
-/** A row that replaces the row with the same primary key (rollouts, attempts, resources ...). */
-export interface Upsert {
-  readonly table: string;
-  readonly key: string;
-  /** Values in the table's column order. */
-  readonly row: readonly ColumnValue[];
-}
-
 interface Job {
   readonly writes: readonly TableRows[];
-  readonly upserts: readonly Upsert[];
   readonly bytes: number;
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
@@ -59,11 +50,11 @@ export class GroupCommitWriter {
     return this.queuedBytes >= this.options.maxQueuedBytes;
   }
 
-  write(writes: readonly TableRows[], bytes: number, upserts: readonly Upsert[] = []): Promise<void> {
+  write(writes: readonly TableRows[], bytes: number): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the store is closed'));
     if (this.full) return Promise.reject(new StoreBusyError(1));
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ writes, upserts, bytes, resolve, reject });
+      this.queue.push({ writes, bytes, resolve, reject });
       this.queuedBytes += bytes;
       this.draining ??= this.drain();
     });
@@ -103,38 +94,16 @@ export class GroupCommitWriter {
         byTable.set(w.table, entry);
       }
     }
-    // The latest version of each upserted row; DuckDB refuses to replace one key twice in a transaction.
-    const upserts = new Map<string, Map<string, readonly ColumnValue[]>>();
-    for (const job of group) {
-      for (const u of job.upserts) {
-        const rows = upserts.get(u.table) ?? new Map<string, readonly ColumnValue[]>();
-        rows.delete(u.key);
-        rows.set(u.key, u.row);
-        upserts.set(u.table, rows);
-      }
-    }
-    if (byTable.size === 0 && upserts.size === 0) return;
+    if (byTable.size === 0) return;
     await this.connection.run('BEGIN TRANSACTION');
     try {
       for (const [table, { columns, batches }] of byTable) {
         await appendRows(this.connection, table, columns, batches);
       }
-      for (const [table, rows] of upserts) await upsertRows(this.connection, table, [...rows.values()]);
       await this.connection.run('COMMIT');
     } catch (error) {
       await this.connection.run('ROLLBACK').catch(() => {});
       throw error;
     }
-  }
-}
-
-const UPSERT_ROWS_PER_STATEMENT = 256;
-
-async function upsertRows(connection: DuckDBConnection, table: string, rows: readonly (readonly ColumnValue[])[]): Promise<void> {
-  for (let start = 0; start < rows.length; start += UPSERT_ROWS_PER_STATEMENT) {
-    const slice = rows.slice(start, start + UPSERT_ROWS_PER_STATEMENT);
-    const values: ColumnValue[] = [];
-    const tuples = slice.map((row) => `(${row.map((value) => (values.push(value), `$${values.length}`)).join(', ')})`);
-    await connection.run(`INSERT OR REPLACE INTO ${table} VALUES ${tuples.join(', ')}`, values as never);
   }
 }
