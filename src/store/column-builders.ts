@@ -11,10 +11,10 @@ export interface ColumnBuilder {
  * use the write* methods and then `endRow`.
  */
 export class ByteColumnBuilder implements ColumnBuilder {
-  data = Buffer.allocUnsafeSlow(16 * 1024);
+  data = Buffer.allocUnsafeSlow(1024);
   size = 0;
-  private slices = new Uint32Array(1024);
-  private nulls = new Uint8Array(512);
+  private slices = new Uint32Array(64);
+  private nulls = new Uint8Array(32);
   private rows = 0;
   /** Where the row being written started. */
   private rowStart = 0;
@@ -140,7 +140,7 @@ export class ByteColumnBuilder implements ColumnBuilder {
 const ESCAPES: Record<number, string> = { 0x22: '\\"', 0x5c: '\\\\', 0x0a: '\\n', 0x0d: '\\r', 0x09: '\\t', 0x08: '\\b', 0x0c: '\\f' };
 
 export class Int64ColumnBuilder implements ColumnBuilder {
-  private bytes = new Uint8Array(8 * 1024);
+  private bytes = new Uint8Array(256);
   private count = 0;
   private readonly nulls: number[] = [];
 

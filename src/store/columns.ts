@@ -1,5 +1,5 @@
 import duckdb from '@duckdb/node-bindings';
-import { DuckDBDataChunk, type DuckDBConnection } from '@duckdb/node-api';
+import { DuckDBDataChunk, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api';
 
 /**
  * Column-oriented rows for one table, appended to DuckDB a data chunk at a time.
@@ -79,36 +79,50 @@ export function columnsDdl(table: string, columns: readonly Column[]): string {
 const CHUNK_ROWS = duckdb.vector_size();
 
 /**
- * Appends `rows` to `table` through DuckDB's appender, filling data chunks directly: fixed-width
- * values are written into the vectors' memory and strings assigned element by element, which is
- * the fastest path the Node client offers (the per-value appender API is about 1.5x slower).
- * The appender joins the connection's open transaction, so a caller that began one decides when
- * the rows become durable.
+ * Appends rows to one table through DuckDB's appender, filling data chunks directly:
+ * fixed-width values are copied into the vectors and strings assigned element by element, the
+ * fastest path the Node client offers (the per-value appender API is about 1.5x slower). One
+ * appender per table lives as long as the writer, so a commit costs no appender set-up; each
+ * `append` flushes into the connection's open transaction, and the caller's COMMIT makes the
+ * rows durable.
  */
-export async function appendRows(
-  connection: DuckDBConnection,
-  table: string,
-  columns: readonly Column[],
-  batches: readonly ColumnarRows[],
-): Promise<void> {
-  const appender = await connection.createAppender(table);
-  try {
-    const types = columns.map((_, i) => appender.columnType(i));
-    const chunk = DuckDBDataChunk.create(types);
-    for (const rows of batches) {
-      for (let start = 0; start < rows.length; start += CHUNK_ROWS) {
-        const count = Math.min(CHUNK_ROWS, rows.length - start);
-        chunk.reset();
-        for (let c = 0; c < columns.length; c++) {
-          fillVector(duckdb.data_chunk_get_vector(chunk.chunk, c), columns[c].type, rows.columns[c], start, count);
+export class TableAppender {
+  private constructor(
+    private readonly appender: DuckDBAppender,
+    private readonly columns: readonly Column[],
+    private readonly chunk: DuckDBDataChunk,
+  ) {}
+
+  static async create(connection: DuckDBConnection, table: string, columns: readonly Column[]): Promise<TableAppender> {
+    const appender = await connection.createAppender(table);
+    const chunk = DuckDBDataChunk.create(columns.map((_, i) => appender.columnType(i)));
+    return new TableAppender(appender, columns, chunk);
+  }
+
+  append(batches: readonly ColumnarRows[]): void {
+    const { appender, columns, chunk } = this;
+    try {
+      for (const rows of batches) {
+        for (let start = 0; start < rows.length; start += CHUNK_ROWS) {
+          const count = Math.min(CHUNK_ROWS, rows.length - start);
+          chunk.reset();
+          for (let c = 0; c < columns.length; c++) {
+            fillVector(duckdb.data_chunk_get_vector(chunk.chunk, c), columns[c].type, rows.columns[c], start, count);
+          }
+          chunk.rowCount = count;
+          appender.appendDataChunk(chunk);
         }
-        chunk.rowCount = count;
-        appender.appendDataChunk(chunk);
       }
+      appender.flushSync();
+    } catch (error) {
+      // What a failed append left in the appender must not be flushed with the next one.
+      appender.clear();
+      throw error;
     }
-    appender.flushSync();
-  } finally {
-    appender.closeSync();
+  }
+
+  close(): void {
+    this.appender.closeSync();
   }
 }
 

@@ -1,5 +1,5 @@
-import type { DuckDBConnection } from '@duckdb/node-api';
-import { appendRows, type Column, type ColumnarRows } from './columns.js';
+import type { DuckDBConnection, DuckDBPreparedStatement } from '@duckdb/node-api';
+import { TableAppender, type Column, type ColumnarRows } from './columns.js';
 
 /** Rows for one table, as handed to the writer. */
 export interface TableRows {
@@ -39,6 +39,9 @@ export class GroupCommitWriter {
   private queuedBytes = 0;
   private draining: Promise<void> | null = null;
   private closed = false;
+  private readonly appenders = new Map<string, Promise<TableAppender>>();
+  // Prepared once: a commit then costs no parsing or planning of BEGIN and COMMIT.
+  private statements: Promise<{ begin: DuckDBPreparedStatement; commit: DuckDBPreparedStatement }> | null = null;
 
   constructor(
     private readonly connection: DuckDBConnection,
@@ -64,6 +67,7 @@ export class GroupCommitWriter {
   async close(): Promise<void> {
     this.closed = true;
     await this.draining;
+    for (const appender of this.appenders.values()) (await appender).close();
   }
 
   private async drain(): Promise<void> {
@@ -84,6 +88,15 @@ export class GroupCommitWriter {
     this.draining = null;
   }
 
+  private appenderFor(table: string, columns: readonly Column[]): Promise<TableAppender> {
+    let appender = this.appenders.get(table);
+    if (!appender) {
+      appender = TableAppender.create(this.connection, table, columns);
+      this.appenders.set(table, appender);
+    }
+    return appender;
+  }
+
   private async commit(group: readonly Job[]): Promise<void> {
     const byTable = new Map<string, { columns: readonly Column[]; batches: ColumnarRows[] }>();
     for (const job of group) {
@@ -95,12 +108,16 @@ export class GroupCommitWriter {
       }
     }
     if (byTable.size === 0) return;
-    await this.connection.run('BEGIN TRANSACTION');
+    this.statements ??= Promise.all([this.connection.prepare('BEGIN TRANSACTION'), this.connection.prepare('COMMIT')]).then(
+      ([begin, commit]) => ({ begin, commit }),
+    );
+    const { begin, commit } = await this.statements;
+    await begin.run();
     try {
       for (const [table, { columns, batches }] of byTable) {
-        await appendRows(this.connection, table, columns, batches);
+        (await this.appenderFor(table, columns)).append(batches);
       }
-      await this.connection.run('COMMIT');
+      await commit.run();
     } catch (error) {
       await this.connection.run('ROLLBACK').catch(() => {});
       throw error;
