@@ -1,4 +1,4 @@
-import type { LightningStore, ResourcesQuery, RolloutQuery, StoreStatistics, WorkerQuery } from '../lightning-store.js';
+import { addSpansInOrder, type LightningStore, type ResourcesQuery, type RolloutQuery, type StoreStatistics, type WorkerQuery } from '../lightning-store.js';
 import { InvalidQueryError } from '../store/paginate.js';
 import { NotFoundError } from '../store/rollout-state.js';
 import type {
@@ -139,13 +139,8 @@ export class StoreClient implements LightningStore {
     return this.post('/spans', span);
   }
 
-  async addManySpans(spans: Span[]): Promise<Span[]> {
-    const added: Span[] = [];
-    for (const span of spans) {
-      const result = await this.addSpan(span);
-      if (result) added.push(result);
-    }
-    return added;
+  addManySpans(spans: Span[]): Promise<Span[]> {
+    return addSpansInOrder(this, spans);
   }
 
   querySpans(query: SpanQuery): Promise<PaginatedResult<Span>> {

@@ -1,4 +1,4 @@
-import type { LightningStore, ResourcesQuery, RolloutQuery, StoreStatistics, WorkerQuery } from '../lightning-store.js';
+import { addSpansInOrder, type LightningStore, type ResourcesQuery, type RolloutQuery, type StoreStatistics, type WorkerQuery } from '../lightning-store.js';
 import {
   FINISHED_ROLLOUT_STATUSES,
   type Attempt,
@@ -184,13 +184,8 @@ export class EmbeddedLightningStore implements LightningStore {
     return stored === 1 ? span : null;
   }
 
-  async addManySpans(spans: Span[]): Promise<Span[]> {
-    const added: Span[] = [];
-    for (const span of spans) {
-      const result = await this.addSpan(span);
-      if (result) added.push(result);
-    }
-    return added;
+  addManySpans(spans: Span[]): Promise<Span[]> {
+    return addSpansInOrder(this, spans);
   }
 
   async querySpans(query: SpanQuery): Promise<PaginatedResult<Span>> {
