@@ -3,3 +3,8 @@ export type { QueryResult, QueryColumn, ExportFormat } from './store/query.js';
 export { startServer, type ServerOptions, type RunningServer } from './collector/server.js';
 export { decodeTracesProtobuf, decodeLogsProtobuf } from './collector/otlp-protobuf.js';
 export { decodeTracesJson, decodeLogsJson } from './collector/otlp-json.js';
+export { StoreClient, type StoreClientOptions } from './collector/store-client.js';
+export type { LightningStore, RolloutQuery, WorkerQuery, ResourcesQuery, StoreStatistics } from './lightning-store.js';
+export { NotFoundError } from './store/rollout-state.js';
+export { InvalidQueryError } from './store/paginate.js';
+export * from './types.js';
