@@ -107,6 +107,27 @@ for (const [label, open] of variants) {
     assert.equal((await ls.getWorkerById('w'))!.status, 'unknown');
   });
 
+  test(`${label}: a span revives an unresponsive attempt but not a timed-out one`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const [late, silent] = await ls.enqueueManyRollouts([
+      { input: 'late', config: { timeout_seconds: 0.05 } },
+      { input: 'silent', config: { unresponsive_seconds: 0.05 } },
+    ]);
+    const taken = await ls.dequeueManyRollouts({ limit: 2 });
+    await sleep(120);
+    await ls.queryRollouts();
+    const span = (rolloutId: string, attemptId: string, spanId: string) => ({
+      rollout_id: rolloutId, attempt_id: attemptId, sequence_id: 1, trace_id: '7c8efff798038103d269b633813fc60c', span_id: spanId,
+      parent_id: null, name: 'late span', status: { status_code: 'UNSET' as const, description: null }, attributes: {}, events: [], links: [],
+      start_time: null, end_time: null, context: null, parent: null, resource: { attributes: {}, schema_url: '' },
+    });
+    await ls.addSpan(span(late.rollout_id, taken[0].attempt.attempt_id, '0000000000000011'));
+    await ls.addSpan(span(silent.rollout_id, taken[1].attempt.attempt_id, '0000000000000012'));
+    assert.equal((await ls.getLatestAttempt(late.rollout_id))!.status, 'timeout', 'a timed-out attempt stays timed out');
+    assert.equal((await ls.getLatestAttempt(silent.rollout_id))!.status, 'running', 'an unresponsive attempt runs again');
+    await assert.rejects(ls.addSpan(span('ro-unknown', 'at-x', '0000000000000013')), NotFoundError);
+  });
+
   test(`${label}: resources are versioned; new rollouts get the latest`, async (t) => {
     const { lightning: ls } = await open(t);
     assert.equal(await ls.getLatestResources(), null);

@@ -23,7 +23,7 @@ export class NotFoundError extends Error {
   }
 }
 
-export const newId = (prefix: string, hexDigits: number) => `${prefix}${randomBytes(Math.ceil(hexDigits / 2)).toString('hex').slice(0, hexDigits)}`;
+const newId = (prefix: string, hexDigits: number) => `${prefix}${randomBytes(Math.ceil(hexDigits / 2)).toString('hex').slice(0, hexDigits)}`;
 
 /** Entities changed by an operation, to be written through to the database. */
 export interface Changes {
