@@ -51,6 +51,14 @@ test('a rollout goes from enqueue to dequeue to succeeded over REST', async () =
   assert.deepEqual(waited.json.map((r: any) => r.rollout_id), [rollout.rollout_id]);
   const worker = await call('GET', '/workers/runner-1');
   assert.equal(worker.json.status, 'idle');
+
+  // SQL users see the same state in the views.
+  const sql = await agl.store.query(
+    `SELECT r.status, r.mode, r.input, typeof(r.start_time) AS t, a.sequence_id, a.status AS attempt_status, w.status AS worker_status
+     FROM rollouts r JOIN attempts a USING (rollout_id) JOIN workers w ON w.worker_id = a.worker_id
+     WHERE r.rollout_id = '${rollout.rollout_id}'`,
+  );
+  assert.deepEqual(sql.rows, [{ status: 'succeeded', mode: 'train', input: { q: '2+2' }, t: 'DOUBLE', sequence_id: 1, attempt_status: 'succeeded', worker_status: 'idle' }]);
 });
 
 test('an OTLP span is a heartbeat: the attempt and its rollout run', async () => {
