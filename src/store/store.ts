@@ -109,7 +109,7 @@ export class DuckDBStore {
    * id the next ids of that rollout (in start-time order), and resolves after the commit.
    */
   async writeSpans(rows: ColumnarRows, bytes: number): Promise<WriteResult> {
-    if (this.writer.full) throw new StoreBusyError(1);
+    if (bytes > 0 && this.writer.full) throw new StoreBusyError(1);
     // Pending before the first await, so that a concurrent write of the same spans sees it.
     this.pendingSpans.add(rows);
     const isNew = new Uint8Array(rows.length);

@@ -53,9 +53,13 @@ export class GroupCommitWriter {
     return this.queuedBytes >= this.options.maxQueuedBytes;
   }
 
+  /**
+   * Queues rows for the next commit. Writes of 0 bytes (the LightningStore's state changes, which
+   * are small and already applied in memory) are never refused, so memory and file agree.
+   */
   write(writes: readonly TableRows[], bytes: number): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the store is closed'));
-    if (this.full) return Promise.reject(new StoreBusyError(1));
+    if (bytes > 0 && this.full) return Promise.reject(new StoreBusyError(1));
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ writes, bytes, resolve, reject });
       this.queuedBytes += bytes;
