@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { httpRequest } from '../src/collector/http-client.js';
 import { StoreClient } from '../src/collector/store-client.js';
 import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
 import type { Benchmark, Figure } from './figures.js';
@@ -48,11 +49,8 @@ async function runRollouts(runners: number): Promise<{ rolloutsPerSec: number; l
         const rollout = await client.dequeueRollout({ workerId: `runner-${index}`, waitSeconds: 0.5 });
         if (!rollout) continue;
         for (let turn = 0; turn < TURNS; turn++) {
-          const response = await fetch(`${serve.url}/v1/traces`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: turnSpans(rollout.rollout_id, rollout.attempt.attempt_id, turn),
-          });
+          const body = turnSpans(rollout.rollout_id, rollout.attempt.attempt_id, turn);
+          const response = await httpRequest(`${serve.url}/v1/traces`, 'POST', { 'content-type': 'application/json' }, body, 30_000);
           if (response.status !== 200) throw new Error(`OTLP answered ${response.status}`);
         }
         await client.updateAttempt(rollout.rollout_id, rollout.attempt.attempt_id, { status: 'succeeded' });

@@ -1,5 +1,6 @@
 import { addSpansInOrder, type LightningStore, type ResourcesQuery, type RolloutQuery, type StoreStatistics, type WorkerQuery } from '../lightning-store.js';
 import { InvalidQueryError } from '../store/paginate.js';
+import { httpRequest, type HttpAnswer } from './http-client.js';
 import { NotFoundError } from '../store/rollout-state.js';
 import type {
   Attempt,
@@ -185,30 +186,26 @@ export class StoreClient implements LightningStore {
   private async request<T>(method: string, path: string, body: unknown, { retry = true, timeoutSeconds = this.timeout }): Promise<T> {
     const delays = retry ? (this.options.retryDelaysSeconds ?? [1, 2, 5]) : [];
     for (let attempt = 0; ; attempt++) {
-      let response: Response;
+      let response: HttpAnswer;
       try {
-        response = await fetch(`${this.base}${path}`, {
-          method,
-          headers: {
-            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-            ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
-          },
-          body: body === undefined ? undefined : JSON.stringify(body),
-          signal: AbortSignal.timeout(timeoutSeconds * 1000),
-        });
+        const headers: Record<string, string> = {
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
+        };
+        response = await httpRequest(`${this.base}${path}`, method, headers, body === undefined ? undefined : JSON.stringify(body), timeoutSeconds * 1000);
       } catch (error) {
         // The server did not answer (down, restarting): retry after a pause, then give up.
         if (attempt >= delays.length) throw new Error(`agl store at ${this.base} did not answer ${method} ${path}: ${(error as Error).message}`, { cause: error });
         await new Promise((resolve) => setTimeout(resolve, delays[attempt] * 1000));
         continue;
       }
-      const text = await response.text();
-      if (response.ok) return (text === '' ? null : JSON.parse(text)) as T;
+      const text = response.body;
+      if (response.status >= 200 && response.status < 300) return (text === '' ? null : JSON.parse(text)) as T;
       const detail = detailOf(text);
       if (response.status === 404) throw new NotFoundError(detail);
       if (response.status === 400) throw new InvalidQueryError(detail);
       if ((response.status === 503 || response.status === 429) && attempt < delays.length) {
-        await new Promise((resolve) => setTimeout(resolve, Number(response.headers.get('retry-after') ?? delays[attempt]) * 1000));
+        await new Promise((resolve) => setTimeout(resolve, Number(response.headers['retry-after'] ?? delays[attempt]) * 1000));
         continue;
       }
       throw new Error(`agl store answered ${response.status} to ${method} ${path}: ${detail}`);
