@@ -36,6 +36,7 @@ export interface Changes {
 export const noChanges = (): Changes => ({ rollouts: new Set(), attempts: new Set(), resources: new Set(), workers: new Set() });
 
 const QUEUED: readonly RolloutStatus[] = ['queuing', 'requeuing'];
+const HEARTBEAT_PERSIST_SECONDS = 5;
 const ACTIVE: readonly RolloutStatus[] = ['preparing', 'running'];
 const ENDING_ATTEMPT: readonly AttemptStatus[] = ['succeeded', 'failed', 'cancelled'];
 
@@ -65,6 +66,8 @@ export class RolloutState {
   private readonly queued = new Set<string>();
   /** Called when a rollout reaches a finished status (wakes waitForRollouts). */
   onFinished: (rollout: Rollout) => void = () => {};
+  /** When each attempt's heartbeat was last written through. */
+  private readonly persistedHeartbeats = new WeakMap<Attempt, number>();
   /** Called when a rollout joins the queue (wakes waiting dequeues). */
   onQueued: () => void = () => {};
 
@@ -162,8 +165,15 @@ export class RolloutState {
     const rollout = this.rollouts.get(rolloutId);
     if (!attempt || !rollout) return;
     attempt.last_heartbeat_time = now;
-    if (attempt.status === 'preparing' || attempt.status === 'unresponsive') attempt.status = 'running';
-    changes.attempts.add(attempt);
+    const revived = attempt.status === 'preparing' || attempt.status === 'unresponsive';
+    if (revived) attempt.status = 'running';
+    // A heartbeat alone is written through at most every few seconds: spans arrive many times
+    // a second, and after a restart a few seconds' older heartbeat changes nothing that matters.
+    const persisted = this.persistedHeartbeats.get(attempt) ?? 0;
+    if (revived || now - persisted >= HEARTBEAT_PERSIST_SECONDS) {
+      this.persistedHeartbeats.set(attempt, now);
+      changes.attempts.add(attempt);
+    }
     const latest = this.attempts.get(rolloutId)!.at(-1) === attempt;
     if (latest && (rollout.status === 'preparing' || QUEUED.includes(rollout.status))) {
       this.setRolloutStatus(rollout, 'running', now, changes);
