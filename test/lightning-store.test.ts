@@ -49,6 +49,7 @@ for (const [label, open] of variants) {
       assert.match(r.attempt.attempt_id, /^at-[0-9a-f]{8}$/);
     }
     assert.equal(await ls.dequeueRollout(), null, 'an empty queue gives nothing');
+    assert.equal(a.status, 'queuing', 'what a call returned is a snapshot, not the live state');
     assert.deepEqual(await ls.dequeueManyRollouts({ limit: 0 }), []);
     const worker = await ls.getWorkerById('w1');
     assert.equal(worker?.status, 'busy');

@@ -107,32 +107,32 @@ export class EmbeddedLightningStore implements LightningStore {
       return matches(conditions, query.filter_logic);
     });
     const page = paginate(found, query, ROLLOUT_FIELDS);
-    return { ...page, items: page.items.map((r) => this.state.withLatestAttempt(r)) };
+    return structuredClone({ ...page, items: page.items.map((r) => this.state.withLatestAttempt(r)) });
   }
 
   async getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
     await this.watchdogIfDue();
     const rollout = this.state.rollouts.get(rolloutId);
-    return rollout ? this.state.withLatestAttempt(rollout) : null;
+    return rollout ? structuredClone(this.state.withLatestAttempt(rollout)) : null;
   }
 
   async queryAttempts(rolloutId: string, query: Pagination = {}): Promise<PaginatedResult<Attempt>> {
     await this.watchdogIfDue();
-    return paginate([...(this.state.attempts.get(rolloutId) ?? [])], { sort_by: 'sequence_id', ...query }, ATTEMPT_FIELDS);
+    return structuredClone(paginate([...(this.state.attempts.get(rolloutId) ?? [])], { sort_by: 'sequence_id', ...query }, ATTEMPT_FIELDS));
   }
 
   async getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
     await this.watchdogIfDue();
     const attempt = this.state.latestAttempt(rolloutId);
-    return attempt ? { ...attempt } : null;
+    return attempt ? structuredClone(attempt) : null;
   }
 
   updateRollout(rolloutId: string, update: RolloutUpdate): Promise<Rollout> {
-    return this.change((now, changes) => ({ ...this.state.updateRollout(rolloutId, update, now, changes) }));
+    return this.change((now, changes) => this.state.updateRollout(rolloutId, update, now, changes));
   }
 
   updateAttempt(rolloutId: string, attemptId: string, update: AttemptUpdate): Promise<Attempt> {
-    return this.change((now, changes) => ({ ...this.state.updateAttempt(rolloutId, attemptId, update, now, changes) }));
+    return this.change((now, changes) => this.state.updateAttempt(rolloutId, attemptId, update, now, changes));
   }
 
   async waitForRollouts(rolloutIds: string[], timeoutSeconds: number | null): Promise<Rollout[]> {
@@ -142,7 +142,7 @@ export class EmbeddedLightningStore implements LightningStore {
       await this.watchdogIfDue();
       const known = rolloutIds.map((id) => this.state.rollouts.get(id)).filter((r): r is Rollout => r !== undefined);
       const finished = known.filter((r) => FINISHED_ROLLOUT_STATUSES.includes(r.status));
-      if (finished.length === known.length || Date.now() >= deadline) return finished.map((r) => ({ ...r }));
+      if (finished.length === known.length || Date.now() >= deadline) return structuredClone(finished);
       // Wake for a finished rollout, and at the watchdog's pace for timeouts it may find.
       if (this.events === seen) await this.nextEvent(Math.min(deadline, Date.now() + 1000));
     }
@@ -157,12 +157,12 @@ export class EmbeddedLightningStore implements LightningStore {
   }
 
   async getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
-    return this.state.resources.get(resourcesId) ?? null;
+    return structuredClone(this.state.resources.get(resourcesId) ?? null);
   }
 
   async getLatestResources(): Promise<ResourcesUpdate | null> {
     const id = this.state.latestResourcesId();
-    return id === null ? null : this.state.resources.get(id)!;
+    return id === null ? null : structuredClone(this.state.resources.get(id)!);
   }
 
   async queryResources(query: ResourcesQuery = {}): Promise<PaginatedResult<ResourcesUpdate>> {
@@ -171,7 +171,7 @@ export class EmbeddedLightningStore implements LightningStore {
         (query.resources_id === undefined || r.resources_id === query.resources_id) &&
         (query.resources_id_contains === undefined || r.resources_id.includes(query.resources_id_contains)),
     );
-    return paginate(found, query, RESOURCES_FIELDS);
+    return structuredClone(paginate(found, query, RESOURCES_FIELDS));
   }
 
   async getNextSpanSequenceId(rolloutId: string): Promise<number> {
@@ -220,15 +220,15 @@ export class EmbeddedLightningStore implements LightningStore {
       if (query.worker_id_contains !== undefined) conditions.push(w.worker_id.includes(query.worker_id_contains));
       return matches(conditions, query.filter_logic);
     });
-    return paginate(found, query, WORKER_FIELDS);
+    return structuredClone(paginate(found, query, WORKER_FIELDS));
   }
 
   async getWorkerById(workerId: string): Promise<Worker | null> {
-    return this.state.workers.get(workerId) ?? null;
+    return structuredClone(this.state.workers.get(workerId) ?? null);
   }
 
   updateWorker(workerId: string, heartbeatStats?: Record<string, unknown>): Promise<Worker> {
-    return this.change((now, changes) => ({ ...this.state.updateWorker(workerId, heartbeatStats, now, changes) }));
+    return this.change((now, changes) => this.state.updateWorker(workerId, heartbeatStats, now, changes));
   }
 
   async statistics(): Promise<StoreStatistics> {
@@ -271,7 +271,8 @@ export class EmbeddedLightningStore implements LightningStore {
     const now = Date.now() / 1000;
     const changes = noChanges();
     this.runWatchdog(now, changes);
-    const result = operation(now, changes);
+    // A copy: callers must not see (or make) later changes of the live state.
+    const result = structuredClone(operation(now, changes));
     await this.writer.write(this.stateRows(changes));
     return result;
   }
