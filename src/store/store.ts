@@ -220,7 +220,9 @@ export class DuckDBStore {
     for (let i = 0; i < rows.length; i++) {
       const rollout = rollouts[i];
       const attempt = attempts[i];
-      if (rollout === null || attempt === null || seen.has(`${rollout}/${attempt}`)) continue;
+      // Spans of a request mostly share one attempt: skip the repeats without building keys.
+      if (rollout === null || attempt === null || (rollout === rollouts[i - 1] && attempt === attempts[i - 1])) continue;
+      if (seen.has(`${rollout}/${attempt}`)) continue;
       seen.add(`${rollout}/${attempt}`);
       this.lightning.state.heartbeat(rollout, attempt, now, changes);
     }
