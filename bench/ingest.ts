@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
-import http from 'node:http';
 import { join } from 'node:path';
 import { availableParallelism } from 'node:os';
 import { DecodePool } from '../src/collector/decode-pool.js';
+import { httpRequest } from '../src/collector/http-client.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
 import { freshCopy, makeBatch, type BatchTemplate } from '../test/otlp-batches.js';
@@ -57,22 +57,6 @@ async function rssMb(pid: number): Promise<number> {
   return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
 }
 
-/** One POST over a keep-alive connection (node:http costs the client less CPU than fetch). */
-function postBatch(agent: http.Agent, url: string, body: Buffer): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const request = http.request(
-      url,
-      { method: 'POST', agent, headers: { 'content-type': 'application/x-protobuf', 'content-length': body.length } },
-      (response) => {
-        response.resume();
-        response.on('end', () => resolve(response.statusCode ?? 0));
-      },
-    );
-    request.on('error', reject);
-    request.end(body);
-  });
-}
-
 /** `agl serve` in its own process, SENDERS concurrent clients posting BATCH-span requests. */
 async function overHttp(template: BatchTemplate, totalSpans: number, serialBase: number) {
   const dir = await newTempDir();
@@ -82,13 +66,12 @@ async function overHttp(template: BatchTemplate, totalSpans: number, serialBase:
     const latencies: number[] = [];
     let next = 0;
     let retries = 0;
-    const agent = new http.Agent({ keepAlive: true, maxSockets: SENDERS });
     const sender = async () => {
       while (next < batches) {
         const body = freshCopy(template, serialBase + next++);
         for (;;) {
           const sent = performance.now();
-          const status = await postBatch(agent, `${serve.url}/v1/traces`, body);
+          const { status } = await httpRequest(`${serve.url}/v1/traces`, 'POST', { 'content-type': 'application/x-protobuf' }, body, 60_000);
           latencies.push(performance.now() - sent);
           if (status === 200) break;
           if (status !== 503 && status !== 429) throw new Error(`ingest failed: ${status}`);
@@ -101,7 +84,6 @@ async function overHttp(template: BatchTemplate, totalSpans: number, serialBase:
     await Promise.all(Array.from({ length: SENDERS }, sender));
     const seconds = (performance.now() - start) / 1000;
     const rss = await rssMb(serve.child.pid!);
-    agent.destroy();
     latencies.sort((a, b) => a - b);
     return { spansPerSec: (batches * template.spanCount) / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), rss, retries };
   } finally {

@@ -13,7 +13,7 @@ export interface HttpAnswer {
 const agents = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) };
 
 /** One request with a text body; rejects on network errors and after `timeoutMs`. */
-export function httpRequest(url: string, method: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<HttpAnswer> {
+export function httpRequest(url: string, method: string, headers: Record<string, string>, body: string | Buffer | undefined, timeoutMs: number): Promise<HttpAnswer> {
   const target = new URL(url);
   const transport = target.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {

@@ -15,7 +15,7 @@ import {
   type SpanQuery,
   type Worker,
 } from '../types.js';
-import { InvalidQueryError, matches, paginate } from './paginate.js';
+import { checkFilterLogic, matches, paginate } from './paginate.js';
 import type { ColumnarRows } from './columns.js';
 import { noChanges, NotFoundError, RolloutState, type Changes } from './rollout-state.js';
 import { SPAN_JSON_COLUMNS, spanFromRow, spanRows } from './span-json.js';
@@ -203,9 +203,7 @@ export class EmbeddedLightningStore implements LightningStore {
       if (exact !== undefined) optional.push(`${field} = ${sqlText(exact)}`);
       if (contains !== undefined) optional.push(`contains(${field}, ${sqlText(contains)})`);
     }
-    if (query.filter_logic !== undefined && query.filter_logic !== 'and' && query.filter_logic !== 'or') {
-      throw new InvalidQueryError(`filter_logic must be "and" or "or", not ${JSON.stringify(query.filter_logic)}`);
-    }
+    checkFilterLogic(query.filter_logic);
     const filter = optional.length === 0 ? '' : ` AND (${optional.join(query.filter_logic === 'or' ? ' OR ' : ' AND ')})`;
     const rows = await this.writer.querySpanRows(`SELECT ${SPAN_JSON_COLUMNS} FROM spans WHERE ${required.join(' AND ')}${filter} ORDER BY sequence_id`);
     return paginate(rows.map(spanFromRow), { sort_by: 'sequence_id', ...query }, SPAN_FIELDS);

@@ -34,7 +34,13 @@ export function paginate<T extends object>(items: T[], query: Pagination, sortab
 
 /** Combines filter conditions with filter_logic; no condition matches everything. */
 export function matches(conditions: boolean[], logic: 'and' | 'or' = 'and'): boolean {
-  if (logic !== 'and' && logic !== 'or') throw new InvalidQueryError(`filter_logic must be "and" or "or", not ${JSON.stringify(logic)}`);
+  checkFilterLogic(logic);
   if (conditions.length === 0) return true;
   return logic === 'and' ? conditions.every(Boolean) : conditions.some(Boolean);
+}
+
+export function checkFilterLogic(logic: string | undefined): void {
+  if (logic !== undefined && logic !== 'and' && logic !== 'or') {
+    throw new InvalidQueryError(`filter_logic must be "and" or "or", not ${JSON.stringify(logic)}`);
+  }
 }

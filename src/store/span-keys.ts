@@ -23,10 +23,6 @@ export class SpanKeyIndex {
   remove(traceId: string, spanId: string): void {
     this.hashes.delete(spanHash(traceId, spanId));
   }
-
-  get size(): number {
-    return this.hashes.size;
-  }
 }
 
 export function spanKey(traceId: string, spanId: string, rolloutId: string | null, attemptId: string | null): string {
