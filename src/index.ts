@@ -1,8 +1,7 @@
-export { DuckDBStore, type StoreOptions, type WriteResult } from './store/store.js';
-export type { QueryResult, QueryColumn, ExportFormat } from './store/query.js';
-export { startServer, type ServerOptions, type RunningServer } from './collector/server.js';
-export { decodeTracesProtobuf, decodeLogsProtobuf } from './collector/otlp-protobuf.js';
-export { decodeTracesJson, decodeLogsJson } from './collector/otlp-json.js';
+// `agl`: what an agent or a runner imports. Light on purpose (no database): the store and the
+// server are in `agl/store`, recording itself is started by `node --import agl/register`.
+export { emitAnnotation, emitException, emitMessage, emitObject, emitReward, operation, type RewardOptions } from './instrumentation/emitters.js';
+export { withRollout, currentRollout, type RolloutScope } from './instrumentation/rollout-context.js';
 export { StoreClient, type StoreClientOptions } from './collector/store-client.js';
 export type { LightningStore, RolloutQuery, WorkerQuery, ResourcesQuery, StoreStatistics } from './lightning-store.js';
 export { NotFoundError } from './store/rollout-state.js';

@@ -2,6 +2,7 @@ import type { DuckDBConnection } from '@duckdb/node-api';
 import { columnsDdl } from './columns.js';
 import { ROLLOUT_TABLES_DDL } from './rollout-tables.js';
 import { LOG_COLUMNS, SPAN_COLUMNS } from './tables.js';
+import { VIEWS_SQL } from './views.js';
 
 /**
  * Schema migrations, applied in order on open; the applied count is kept in agl_meta. Append
@@ -36,4 +37,5 @@ export async function migrate(connection: DuckDBConnection): Promise<void> {
       throw error;
     }
   }
+  await connection.run(VIEWS_SQL);
 }

@@ -1,0 +1,63 @@
+/**
+ * `agl/register`'s settings, from the environment. Standard `OTEL_*` variables are honoured by
+ * the OpenTelemetry SDK itself (service name, resource attributes, headers, OTEL_SDK_DISABLED,
+ * OTEL_BSP_*); these are agl's own and the few standard ones agl decides on.
+ */
+export interface RegisterConfig {
+  /** Where spans go: the OTLP/HTTP traces URL. */
+  readonly tracesUrl: string;
+  readonly captureContent: boolean;
+  readonly returnTokenIds: boolean;
+  readonly instrumentations: ReadonlySet<Instrumentation>;
+  readonly rolloutId?: string;
+  readonly attemptId?: string;
+  readonly token?: string;
+}
+
+export const INSTRUMENTATIONS = ['fetch', 'http', 'langchain'] as const;
+export type Instrumentation = (typeof INSTRUMENTATIONS)[number];
+/** Other names users know these by (OpenTelemetry's package names). */
+const ALIASES: Record<string, Instrumentation> = { undici: 'fetch', openai: 'fetch', https: 'http' };
+
+export class ConfigError extends Error {}
+
+const off = (value: string | undefined) => value !== undefined && /^(0|false|no|off)$/i.test(value.trim());
+const on = (value: string | undefined) => value !== undefined && /^(1|true|yes|on)$/i.test(value.trim());
+
+function instrumentationList(variable: string, value: string): Instrumentation[] {
+  return value.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean).map((name) => {
+    const known = ALIASES[name] ?? (INSTRUMENTATIONS as readonly string[]).find((n) => n === name);
+    if (!known) throw new ConfigError(`${variable}: unknown instrumentation "${name}" (known: ${INSTRUMENTATIONS.join(', ')})`);
+    return known as Instrumentation;
+  });
+}
+
+export function readConfig(env: NodeJS.ProcessEnv = process.env): RegisterConfig {
+  const base = env.AGL_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'http://127.0.0.1:4318';
+  const tracesUrl = env.AGL_ENDPOINT === undefined && env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+    ? env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+    : `${base.replace(/\/+$/, '')}/v1/traces`;
+  let parsed: URL;
+  try {
+    parsed = new URL(tracesUrl);
+  } catch {
+    throw new ConfigError(`the collector endpoint is not a URL: "${tracesUrl}" (from AGL_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT)`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new ConfigError(`the collector endpoint must be http or https: "${tracesUrl}"`);
+
+  let instrumentations = new Set<Instrumentation>(INSTRUMENTATIONS);
+  if (env.OTEL_NODE_ENABLED_INSTRUMENTATIONS) instrumentations = new Set(instrumentationList('OTEL_NODE_ENABLED_INSTRUMENTATIONS', env.OTEL_NODE_ENABLED_INSTRUMENTATIONS));
+  if (env.OTEL_NODE_DISABLED_INSTRUMENTATIONS) {
+    for (const name of instrumentationList('OTEL_NODE_DISABLED_INSTRUMENTATIONS', env.OTEL_NODE_DISABLED_INSTRUMENTATIONS)) instrumentations.delete(name);
+  }
+  const contentSetting = env.AGL_CAPTURE_CONTENT ?? env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT;
+  return {
+    tracesUrl,
+    captureContent: !off(contentSetting),
+    returnTokenIds: on(env.AGL_RETURN_TOKEN_IDS),
+    instrumentations,
+    rolloutId: env.AGL_ROLLOUT_ID || undefined,
+    attemptId: env.AGL_ATTEMPT_ID || undefined,
+    token: env.AGL_TOKEN || undefined,
+  };
+}

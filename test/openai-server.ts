@@ -1,0 +1,227 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * The stand-in for a remote LLM service: an OpenAI-compatible server on 127.0.0.1 that answers
+ * deterministically, so tests can assert exact content.
+ * - `/v1/chat/completions`, `/v1/completions`, `/v1/responses`, `/v1/embeddings`, `/v1/models`;
+ *   JSON or SSE (`stream: true`, usage with `stream_options.include_usage`).
+ * - The answer echoes the last user text (`Echo: <text>`). With `tools` and no tool result in the
+ *   conversation yet, it calls the first tool, with arguments made from the tool's JSON schema.
+ * - vLLM-style token ids on `return_token_ids: true` (`prompt_token_ids`, `choices[].token_ids`,
+ *   also per streamed chunk) and logprobs on `logprobs: true`; one token per word.
+ * - Behaviour by model name: `error-<status>` answers that status; `slow-<ms>` waits first;
+ *   `cut-stream` ends a stream mid-way without `[DONE]`.
+ */
+export interface OpenAITestServer {
+  readonly url: string;
+  /** Base URL for OpenAI clients (`<url>/v1`). */
+  readonly baseURL: string;
+  /** Request bodies received, in order. */
+  readonly requests: { path: string; headers: IncomingMessage['headers']; body: any }[];
+  close(): Promise<void>;
+}
+
+export async function startOpenAITestServer(options: { latencyMs?: number } = {}): Promise<OpenAITestServer> {
+  const requests: OpenAITestServer['requests'] = [];
+  const server = createServer((req, res) => {
+    handle(req, res, requests, options.latencyMs ?? 0).catch((error) => {
+      if (!res.headersSent) json(res, 500, { error: { message: String(error), type: 'server_error' } });
+      else res.destroy();
+    });
+  });
+  server.keepAliveTimeout = 30_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    baseURL: `${url}/v1`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenAITestServer['requests'], latencyMs: number): Promise<void> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const path = new URL(req.url ?? '/', 'http://x').pathname;
+  if (req.method === 'GET' && path === '/v1/models') {
+    return json(res, 200, { object: 'list', data: [{ id: 'test-model', object: 'model', created: 0, owned_by: 'agl' }] });
+  }
+  let body: any;
+  try {
+    body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    return json(res, 400, { error: { message: 'body is not JSON', type: 'invalid_request_error' } });
+  }
+  requests.push({ path, headers: req.headers, body });
+  const model = String(body.model ?? '');
+  const slow = /^slow-(\d+)$/.exec(model);
+  const wait = slow ? Number(slow[1]) : latencyMs;
+  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+  const error = /^error-(\d{3})$/.exec(model);
+  if (error) return json(res, Number(error[1]), { error: { message: `test server answers ${error[1]}`, type: 'test_error', code: null } });
+
+  switch (path) {
+    case '/v1/chat/completions':
+      return chatCompletion(res, body);
+    case '/v1/completions':
+      return completion(res, body);
+    case '/v1/responses':
+      return response(res, body);
+    case '/v1/embeddings':
+      return json(res, 200, {
+        object: 'list',
+        model,
+        data: [].concat(body.input).map((_: unknown, index: number) => ({ object: 'embedding', index, embedding: [0.1, 0.2, 0.3] })),
+        usage: { prompt_tokens: 2, total_tokens: 2 },
+      });
+    default:
+      return json(res, 404, { error: { message: `no route ${path}`, type: 'invalid_request_error' } });
+  }
+}
+
+function json(res: ServerResponse, status: number, value: unknown): void {
+  const text = JSON.stringify(value);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** Token ids for text: one per word, stable across runs. */
+export function testTokenIds(text: string): number[] {
+  return words(text).map((word) => {
+    let hash = 7;
+    for (const ch of word) hash = (hash * 31 + ch.codePointAt(0)!) % 50_000;
+    return hash;
+  });
+}
+
+const words = (text: string) => text.split(/(?<=\s)/).filter((w) => w.length > 0);
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) return content.map((part) => (typeof part === 'string' ? part : part?.text ?? '')).join('');
+  return '';
+}
+
+function promptText(messages: any[]): string {
+  return messages.map((m) => textOf(m.content)).join('\n');
+}
+
+/** Arguments a tool call would have: every required property filled from its JSON-schema type. */
+function argumentsFor(tool: any): string {
+  const parameters = tool.function?.parameters ?? tool.parameters ?? {};
+  const args: Record<string, unknown> = {};
+  for (const name of parameters.required ?? Object.keys(parameters.properties ?? {})) {
+    const type = parameters.properties?.[name]?.type;
+    args[name] = type === 'number' || type === 'integer' ? 1 : type === 'boolean' ? true : 'Paris';
+  }
+  return JSON.stringify(args);
+}
+
+function chatCompletion(res: ServerResponse, body: any): void {
+  const messages: any[] = body.messages ?? [];
+  const lastUser = [...messages].reverse().find((m) => m.role === 'user');
+  const toolResult = messages.some((m) => m.role === 'tool');
+  const tool = body.tools?.length && !toolResult ? body.tools[0] : undefined;
+  const content = tool ? null : `Echo: ${textOf(lastUser?.content)}`;
+  const toolCalls = tool ? [{ id: 'call_1', type: 'function', function: { name: tool.function.name, arguments: argumentsFor(tool) } }] : undefined;
+  const finishReason = tool ? 'tool_calls' : 'stop';
+  const outputIds = testTokenIds(content ?? toolCalls![0].function.arguments);
+  const promptIds = testTokenIds(promptText(messages));
+  const usage = { prompt_tokens: promptIds.length, completion_tokens: outputIds.length, total_tokens: promptIds.length + outputIds.length };
+  const tokenIds = body.return_token_ids === true;
+  const id = `chatcmpl-${Math.random().toString(36).slice(2, 10)}`;
+  const created = Math.floor(Date.now() / 1000);
+
+  if (!body.stream) {
+    const choice: any = { index: 0, message: { role: 'assistant', content, ...(toolCalls ? { tool_calls: toolCalls } : {}) }, finish_reason: finishReason };
+    if (body.logprobs) choice.logprobs = { content: words(content ?? '').map((token) => ({ token, logprob: -0.5, top_logprobs: [] })) };
+    if (tokenIds) choice.token_ids = outputIds;
+    return json(res, 200, {
+      id, object: 'chat.completion', created, model: body.model, choices: [choice], usage,
+      ...(tokenIds ? { prompt_token_ids: promptIds } : {}),
+    });
+  }
+
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  const chunk = (choice: any, extra: any = {}) =>
+    res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: choice ? [{ index: 0, ...choice }] : [], ...extra })}\n\n`);
+  chunk({ delta: { role: 'assistant', content: '' }, finish_reason: null }, tokenIds ? { prompt_token_ids: promptIds } : {});
+  const cut = body.model === 'cut-stream';
+  if (toolCalls) {
+    const call = toolCalls[0];
+    const args = call.function.arguments;
+    const half = Math.floor(args.length / 2);
+    chunk({ delta: { tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }, finish_reason: null });
+    chunk({ delta: { tool_calls: [{ index: 0, function: { arguments: args.slice(0, half) } }] }, finish_reason: null, ...(tokenIds ? { token_ids: outputIds.slice(0, 1) } : {}) });
+    chunk({ delta: { tool_calls: [{ index: 0, function: { arguments: args.slice(half) } }] }, finish_reason: null, ...(tokenIds ? { token_ids: outputIds.slice(1) } : {}) });
+  } else {
+    const pieces = words(content!);
+    for (let i = 0; i < pieces.length; i++) {
+      if (cut && i === 1) {
+        res.destroy();
+        return;
+      }
+      chunk({
+        delta: { content: pieces[i] },
+        finish_reason: null,
+        ...(tokenIds ? { token_ids: [outputIds[i]] } : {}),
+        ...(body.logprobs ? { logprobs: { content: [{ token: pieces[i], logprob: -0.5, top_logprobs: [] }] } } : {}),
+      });
+    }
+  }
+  chunk({ delta: {}, finish_reason: finishReason });
+  if (body.stream_options?.include_usage) chunk(null, { usage });
+  res.end('data: [DONE]\n\n');
+}
+
+function completion(res: ServerResponse, body: any): void {
+  const prompt = textOf(body.prompt);
+  const text = ` Echo: ${prompt}`;
+  const outputIds = testTokenIds(text);
+  const promptIds = testTokenIds(prompt);
+  const tokenIds = body.return_token_ids === true;
+  const usage = { prompt_tokens: promptIds.length, completion_tokens: outputIds.length, total_tokens: promptIds.length + outputIds.length };
+  const id = `cmpl-${Math.random().toString(36).slice(2, 10)}`;
+  const base = { id, object: 'text_completion', created: Math.floor(Date.now() / 1000), model: body.model };
+  if (!body.stream) {
+    return json(res, 200, {
+      ...base,
+      choices: [{ index: 0, text, finish_reason: 'stop', logprobs: null, ...(tokenIds ? { token_ids: outputIds, prompt_token_ids: promptIds } : {}) }],
+      usage,
+    });
+  }
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  words(text).forEach((piece, i) =>
+    res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: piece, finish_reason: null, ...(tokenIds ? { token_ids: [outputIds[i]], ...(i === 0 ? { prompt_token_ids: promptIds } : {}) } : {}) }] })}\n\n`),
+  );
+  res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: '', finish_reason: 'stop' }], ...(body.stream_options?.include_usage ? { usage } : {}) })}\n\n`);
+  res.end('data: [DONE]\n\n');
+}
+
+function response(res: ServerResponse, body: any): void {
+  const input = typeof body.input === 'string' ? body.input : promptText(body.input ?? []);
+  const text = `Echo: ${input}`;
+  const full = {
+    id: `resp_${Math.random().toString(36).slice(2, 10)}`,
+    object: 'response',
+    created_at: Math.floor(Date.now() / 1000),
+    status: 'completed',
+    model: body.model,
+    output: [{ type: 'message', id: 'msg_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] }],
+    usage: { input_tokens: testTokenIds(input).length, output_tokens: testTokenIds(text).length, total_tokens: testTokenIds(input).length + testTokenIds(text).length },
+  };
+  if (!body.stream) return json(res, 200, full);
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  let sequence = 0;
+  const event = (type: string, data: object) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
+  event('response.created', { response: { ...full, status: 'in_progress', output: [] } });
+  for (const piece of words(text)) event('response.output_text.delta', { item_id: 'msg_1', output_index: 0, content_index: 0, delta: piece });
+  event('response.completed', { response: full });
+  res.end();
+}
