@@ -60,4 +60,126 @@ describe('openai apps under --import agl/register', () => {
     // The test server saw the token-id request agl added.
     assert.ok(llm.requests.filter((r) => r.body.return_token_ids === true).length >= 2);
   });
+
+  for (const pkg of ['openai5', 'openai6']) {
+    test(`a CommonJS app on ${pkg}: calls recorded, named rewards primary first, exit code kept`, async () => {
+      const service = `cjs-${pkg}`;
+      const result = await run('cjs-chat.cjs', service, { OPENAI_PACKAGE: pkg });
+      assert.equal(result.code, 3, result.stderr);
+      assert.deepEqual(JSON.parse(result.stdout), { plain: 'Echo: hello cjs', text: 'Echo: stream cjs' });
+      const calls = await rows(`SELECT c.* FROM llm_calls c JOIN spans s USING (span_id) WHERE s.service_name = '${service}' ORDER BY c.start_time`);
+      assert.deepEqual(calls.map((c) => json(c.output_messages)[0].content), ['Echo: hello cjs', 'Echo: stream cjs']);
+      assert.deepEqual(calls.map((c) => c.input_tokens), [2, null], 'a stream without include_usage has no usage');
+      const rewards = await rows(`SELECT r.* FROM rewards r JOIN spans s USING (span_id) WHERE s.service_name = '${service}' ORDER BY r.name`);
+      assert.deepEqual(rewards.map((r) => [r.name, r.value, r.is_primary]), [['brevity', 0.5, false], ['correct', 1, true]]);
+    });
+  }
+
+  test('raw fetch to the completions API: plain, streamed and failed calls; other requests are HTTP spans', async () => {
+    const result = await run('fetch-completions.mjs', 'raw-fetch', { AGL_RETURN_TOKEN_IDS: '1', AGL_ROLLOUT_ID: 'ro-env', AGL_ATTEMPT_ID: 'at-env' });
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(JSON.parse(result.stdout), { plain: ' Echo: one two', chunks: 6, failed: 503 });
+    const calls = await rows(`SELECT c.* FROM llm_calls c JOIN spans s USING (span_id) WHERE s.service_name = 'raw-fetch' ORDER BY c.start_time`);
+    assert.equal(calls.length, 3);
+    assert.deepEqual(json(calls[0].input_messages), [{ role: 'user', content: 'one two' }]);
+    assert.deepEqual(json(calls[1].output_messages), [{ role: 'assistant', content: ' Echo: three four' }]);
+    assert.deepEqual(calls[1].response_token_ids, testTokenIds(' Echo: three four'));
+    assert.deepEqual(calls[1].prompt_token_ids, testTokenIds('three four'));
+    assert.ok(calls.every((c) => c.rollout_id === 'ro-env' && c.attempt_id === 'at-env'));
+    const [failed] = await rows(`SELECT status_code, status_message, attributes->>'error.type' AS error FROM spans WHERE service_name = 'raw-fetch' AND name = 'text_completion error-503'`);
+    assert.deepEqual(failed, { status_code: 'ERROR', status_message: 'test server answers 503', error: '503' });
+    const http = await rows(`SELECT name, attributes->>'http.response.status_code' AS status FROM spans WHERE service_name = 'raw-fetch' AND name = 'GET'`);
+    assert.deepEqual(http, [{ name: 'GET', status: '200' }]);
+  });
+
+  test('with content capture off, calls keep usage and ids but no messages', async () => {
+    await run('fetch-completions.mjs', 'no-content', { AGL_CAPTURE_CONTENT: '0' });
+    const calls = await rows(`SELECT c.* FROM llm_calls c JOIN spans s USING (span_id) WHERE s.service_name = 'no-content' ORDER BY c.start_time`);
+    assert.equal(calls.length, 3);
+    assert.equal(calls[0].input_messages, null);
+    assert.equal(calls[0].output_messages, null);
+    assert.equal(calls[0].output_tokens, testTokenIds(' Echo: one two').length);
+    assert.match(String(calls[0].response_id), /^cmpl-/);
+  });
+});
+
+describe('LangChain.js', () => {
+  test('an agent with a tool: the run tree is the span tree, one llm_calls row per model call', async () => {
+    const result = await run('langchain-agent.mjs', 'langchain');
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(JSON.parse(result.stdout), { answer: 'Echo: Weather in Paris?', messages: 4 });
+    const spans = await rows(`SELECT span_id, parent_id, trace_id, name, attributes FROM spans WHERE service_name = 'langchain' AND name <> 'agentlightning.annotation'`);
+    const byId = new Map(spans.map((s) => [s.span_id, s]));
+    const roots = spans.filter((s) => s.parent_id === null);
+    assert.deepEqual(roots.map((s) => s.name), ['LangGraph']);
+    assert.equal(new Set(spans.map((s) => s.trace_id)).size, 1);
+
+    const tool = spans.find((s) => s.name === 'execute_tool get_weather');
+    assert.equal(json(tool.attributes)['gen_ai.tool.call.arguments'], '{"city":"Paris"}');
+    assert.equal(json(tool.attributes)['gen_ai.tool.call.result'], 'It is sunny in Paris.');
+    assert.equal(byId.get(tool.parent_id).name, 'tools');
+
+    const calls = await rows(`SELECT c.* FROM llm_calls c JOIN spans s USING (span_id) WHERE s.service_name = 'langchain' ORDER BY c.start_time`);
+    assert.equal(calls.length, 2);
+    for (const call of calls) {
+      const span = byId.get(call.span_id);
+      assert.equal(byId.get(span.parent_id).name, 'ChatOpenAI', 'the HTTP-level call is a child of its chat-model run');
+    }
+    assert.equal(json(calls[0].output_messages)[0].tool_calls[0].function.name, 'get_weather');
+    const secondInput = json(calls[1].input_messages);
+    assert.deepEqual(secondInput.at(-1), { role: 'tool', content: 'It is sunny in Paris.', name: 'get_weather', tool_call_id: 'call_1' });
+  });
+});
+
+describe('attribution and delivery', () => {
+  test('20 concurrent rollouts in one process: every call and reward lands in its own rollout', async () => {
+    const result = await run('concurrent-rollouts.mjs', 'concurrent');
+    assert.equal(result.code, 0, result.stderr);
+    const calls = await rows(`SELECT c.rollout_id, c.attempt_id, c.input_messages FROM llm_calls c JOIN spans s USING (span_id) WHERE s.service_name = 'concurrent' ORDER BY c.rollout_id`);
+    assert.equal(calls.length, 20);
+    for (const call of calls) {
+      const i = call.rollout_id.slice(3);
+      assert.equal(call.attempt_id, `at-${i}`);
+      assert.equal(json(call.input_messages)[0].content, `task ${i}`);
+    }
+    const rewards = await rows(`SELECT r.rollout_id, r.value FROM rewards r JOIN spans s USING (span_id) WHERE s.service_name = 'concurrent'`);
+    assert.equal(rewards.length, 20);
+    for (const reward of rewards) assert.equal(reward.value, Number(reward.rollout_id.slice(3)) / 10);
+  });
+
+  test('SIGTERM: the spans of a stopped agent arrive, and it still dies of the signal', async () => {
+    const result = await runApp('signal.mjs', { AGL_ENDPOINT: agl.url, OPENAI_BASE_URL: llm.baseURL, OTEL_SERVICE_NAME: 'signalled' }, { signalAfter: [/called/, 'SIGTERM'] });
+    assert.equal(result.signal, 'SIGTERM');
+    const calls = await rows(`SELECT c.* FROM llm_calls c JOIN spans s USING (span_id) WHERE s.service_name = 'signalled'`);
+    assert.equal(calls.length, 1);
+  });
+
+  test('a burst of 20,000 spans neither crashes nor hangs the app', async () => {
+    const result = await run('burst.mjs', 'burst');
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(result.stdout.trim(), 'created');
+    const [{ n }] = await rows(`SELECT count(*)::INTEGER AS n FROM spans WHERE service_name = 'burst'`);
+    assert.ok(n > 0 && n <= 20_000, `${n} spans`);
+  });
+
+  test('collector down: the app runs and exits as always, agl says so once on stderr', async () => {
+    const down = 'http://127.0.0.1:9'; // the discard port: nothing listens there
+    const result = await runApp('openai-chat.mjs', { AGL_ENDPOINT: down, OPENAI_BASE_URL: llm.baseURL });
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(JSON.parse(result.stdout), { toolCall: { name: 'get_weather', arguments: '{"city":"Paris"}' }, text: 'Echo: thanks' });
+    assert.equal(result.stderr.match(/agl: cannot send spans/g)?.length, 1, result.stderr);
+
+    const burst = await runApp('burst.mjs', { AGL_ENDPOINT: down });
+    assert.equal(burst.code, 0, burst.stderr);
+  });
+
+  test('a bad endpoint is reported and the app runs unrecorded; without agl/register the app is unchanged', async () => {
+    const bad = await runApp('fetch-completions.mjs', { AGL_ENDPOINT: 'not a url', OPENAI_BASE_URL: llm.baseURL });
+    assert.equal(bad.code, 0);
+    assert.match(bad.stderr, /agl: the collector endpoint is not a URL: "not a url\/v1\/traces"/);
+    const plain = await runApp('openai-chat.mjs', { OPENAI_BASE_URL: llm.baseURL }, { register: false });
+    assert.equal(plain.code, 0, plain.stderr);
+    assert.deepEqual(JSON.parse(plain.stdout), { toolCall: { name: 'get_weather', arguments: '{"city":"Paris"}' }, text: 'Echo: thanks' });
+    assert.match(plain.stderr, /emitReward|agentlightning.annotation is not recorded/);
+  });
 });

@@ -57,7 +57,7 @@ export function installLangChainCapture(tracer: Tracer, captureContent: boolean)
   const content = (key: string, value: unknown): Attributes => (captureContent ? { [key]: jsonText(value) } : {});
 
   const methods = {
-    handleChainStart(chain: any, inputs: unknown, runId: string, runType?: string, _tags?: string[], _metadata?: unknown, runName?: string, parentRunId?: string) {
+    handleChainStart(chain: any, inputs: unknown, runId: string, parentRunId?: string, _tags?: string[], _metadata?: unknown, runType?: string, runName?: string) {
       start(runId, parentRunId, runName ?? nameOf(chain, 'chain'), { 'langchain.run_type': runType ?? 'chain', ...content('langchain.input', inputs) });
     },
     handleChainEnd(outputs: unknown, runId: string) {

@@ -16,21 +16,38 @@ const EXIT_FLUSH_MS = 3_000;
 
 const say = (message: string) => process.stderr.write(`agl: ${message}\n`);
 
+/** After a failed export, batches are dropped at once for this long instead of each waiting out its retries. */
+const DOWN_PAUSE_MS = 5_000;
+
 /**
- * Sends spans and says once, on stderr, when the collector cannot be reached; spans of that
- * batch are dropped and the app goes on (memory stays bounded by the span queue).
+ * Sends spans; when the collector cannot be reached it says so once on stderr and drops batches
+ * without trying for a few seconds, so that a burst never queues minutes of retries and an
+ * exiting app is not held back. Memory stays bounded by the span queue.
  */
 class ReportingExporter implements SpanExporter {
   private reported = false;
+  private downUntil = 0;
 
   constructor(private readonly inner: SpanExporter, private readonly url: string) {}
 
+  get down(): boolean {
+    return Date.now() < this.downUntil;
+  }
+
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    if (this.down) {
+      done({ code: ExportResultCode.FAILED, error: new Error(`the collector at ${this.url} is unreachable`) });
+      return;
+    }
     this.inner.export(spans, (result) => {
-      if (result.code === ExportResultCode.SUCCESS) this.reported = false;
-      else if (!this.reported) {
-        this.reported = true;
-        say(`cannot send spans to ${this.url} (${result.error?.message ?? 'export failed'}); spans are dropped until it answers`);
+      if (result.code === ExportResultCode.SUCCESS) {
+        this.reported = false;
+      } else {
+        this.downUntil = Date.now() + DOWN_PAUSE_MS;
+        if (!this.reported) {
+          this.reported = true;
+          say(`cannot send spans to ${this.url} (${result.error?.message ?? 'export failed'}); spans are dropped until it answers`);
+        }
       }
       done(result);
     });
@@ -69,12 +86,14 @@ function startSdk(config: RegisterConfig): { flush: () => Promise<void>; hasUnse
   const ended = new EndedSpans();
   const exporter = new OTLPTraceExporter({
     url: config.tracesUrl,
+    timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
     ...(config.token ? { headers: { authorization: `Bearer ${config.token}` } } : {}),
   });
   // A bounded queue that drops (with a warning) when full; at most 16 batches, under the
   // exporter's limit of 30 concurrent exports, so a flush of a full queue never overruns it.
+  const reporting = new ReportingExporter(exporter, config.tracesUrl);
   const batches = new BatchSpanProcessor({
-    exporter: new ReportingExporter(exporter, config.tracesUrl),
+    exporter: reporting,
     maxQueueSize: envNumber('OTEL_BSP_MAX_QUEUE_SIZE') ?? 8192,
     maxExportBatchSize: envNumber('OTEL_BSP_MAX_EXPORT_BATCH_SIZE') ?? 512,
     scheduledDelayMillis: envNumber('OTEL_BSP_SCHEDULE_DELAY') ?? 500,
@@ -94,7 +113,7 @@ function startSdk(config: RegisterConfig): { flush: () => Promise<void>; hasUnse
       ended.unsent = false;
       return batches.forceFlush();
     },
-    hasUnsent: () => ended.unsent,
+    hasUnsent: () => ended.unsent && !reporting.down,
   };
 }
 

@@ -50,16 +50,16 @@ agl_calls AS (
   SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_time, end_time,
     span_provider AS provider,
     coalesce(res->>'model', req->>'model', span_model) AS model,
-    CASE api
-      WHEN 'chat' THEN req->'messages'
-      WHEN 'text_completion' THEN json_array(json_object('role', 'user', 'content', req->'prompt'))
+    CASE WHEN req IS NULL THEN NULL
+      WHEN api = 'chat' THEN req->'messages'
+      WHEN api = 'text_completion' THEN json_array(json_object('role', 'user', 'content', req->'prompt'))
       ELSE to_json(list_concat(
         CASE WHEN (req->>'instructions') IS NOT NULL THEN [json_object('role', 'system', 'content', req->>'instructions')] ELSE [] END,
         CASE WHEN json_type(req->'input') = 'VARCHAR' THEN [json_object('role', 'user', 'content', req->>'input')] ELSE CAST(req->'input' AS JSON[]) END))
     END AS input_messages,
     CASE api
       WHEN 'chat' THEN CASE WHEN json_exists(res, '$.choices') THEN to_json(json_extract(res, '$.choices[*].message')) END
-      WHEN 'text_completion' THEN CASE WHEN json_exists(res, '$.choices') THEN to_json(list_transform(CAST(json_extract(res, '$.choices[*].text') AS VARCHAR[]), lambda t: json_object('role', 'assistant', 'content', t))) END
+      WHEN 'text_completion' THEN CASE WHEN json_exists(res, '$.choices') THEN to_json(list_transform(json_extract_string(res, '$.choices[*].text'), lambda t: json_object('role', 'assistant', 'content', t))) END
       ELSE res->'output'
     END AS output_messages,
     req->'tools' AS tools,
