@@ -31,8 +31,10 @@ const SPAN_FIELDS = `s.rollout_id, s.attempt_id, s.trace_id, s.span_id, s.parent
 
 export const VIEWS_SQL = `
 CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(
-  json_object('role', m->>'role', 'content',
-    nullif(array_to_string(list_transform(list_filter(CAST(m->'parts' AS JSON[]), lambda p: p->>'type' = 'text'), lambda p: p->>'content'), ''), '')),
+  json_object('role', m->>'role', 'content', coalesce(
+    nullif(array_to_string(list_transform(list_filter(CAST(m->'parts' AS JSON[]), lambda p: p->>'type' = 'text'), lambda p: p->>'content'), ''), ''),
+    list_transform(list_filter(CAST(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call_response'),
+      lambda p: CASE WHEN json_type(p->'response') = 'VARCHAR' THEN p->>'response' ELSE CAST(p->'response' AS VARCHAR) END)[1])),
   json_object(
     'tool_calls', nullif(to_json(list_transform(list_filter(CAST(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call'),
       lambda p: json_object('id', p->>'id', 'type', 'function', 'function', json_object('name', p->>'name',
@@ -149,7 +151,7 @@ events AS (
 event_messages AS (
   SELECT trace_id, span_id,
     to_json(list(json_merge_patch(
-      json_object('role', regexp_extract(event, '^gen_ai\\.(\\w+)\\.message$', 1), 'content', CASE WHEN json_type(body->'content') = 'VARCHAR' THEN body->>'content' ELSE body->'content' END),
+      json_object('role', regexp_extract(event, '^gen_ai\\.(\\w+)\\.message$', 1), 'content', body->'content'),
       json_object('tool_calls', body->'tool_calls', 'tool_call_id', CASE WHEN event = 'gen_ai.tool.message' THEN body->>'id' END))
       ORDER BY time) FILTER (WHERE event LIKE '%.message')) AS input_messages,
     to_json(list(json_merge_patch(json_object('role', coalesce(body->>'$.message.role', 'assistant'), 'content', body->'$.message.content'),
