@@ -23,10 +23,28 @@ export interface FetchCaptureOptions {
 type Fetch = typeof globalThis.fetch;
 type FetchInput = Parameters<Fetch>[0];
 
-/** Wraps `globalThis.fetch`; returns the function that restores the original. */
-export function installFetchCapture(options: FetchCaptureOptions): () => void {
+export interface FetchCapture {
+  /** Restores the original `fetch`. */
+  uninstall(): void;
+  /** LLM spans whose response has not been read to its end. */
+  openCount(): number;
+  /** Ends those spans with what is known (an exiting process sends them as they are). */
+  endOpen(): void;
+}
+
+/** The enders of LLM spans still waiting for their response body. */
+const openLlmSpans = new Set<() => void>();
+
+/** Wraps `globalThis.fetch`. */
+export function installFetchCapture(options: FetchCaptureOptions): FetchCapture {
   const original = globalThis.fetch;
-  if (typeof original !== 'function') return () => {};
+  const capture: Omit<FetchCapture, 'uninstall'> = {
+    openCount: () => openLlmSpans.size,
+    endOpen: () => {
+      for (const end of [...openLlmSpans]) end();
+    },
+  };
+  if (typeof original !== 'function') return { ...capture, uninstall: () => {} };
   const captured: Fetch = (input, init) => {
     if (isTracingSuppressed(context.active())) return original(input, init);
     let url: URL;
@@ -41,8 +59,11 @@ export function installFetchCapture(options: FetchCaptureOptions): () => void {
     return api ? llmCall(original, options, api, url, input, init) : httpCall(original, options.tracer, method, url, input, init);
   };
   globalThis.fetch = captured;
-  return () => {
-    if (globalThis.fetch === captured) globalThis.fetch = original;
+  return {
+    ...capture,
+    uninstall: () => {
+      if (globalThis.fetch === captured) globalThis.fetch = original;
+    },
   };
 }
 
@@ -133,54 +154,108 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
     throw error;
   }
   span.setAttribute('http.response.status_code', response.status);
-  const copy = response.body ? response.clone() : undefined;
-  recordResponse(span, api, response.status, response.headers.get('content-type') ?? '', copy, options.captureContent).catch(() => {});
+  let finished = false;
+  const endNow = (body: string | unknown = '', streamed = false, failure?: unknown) => {
+    if (finished) return;
+    finished = true;
+    openLlmSpans.delete(endNow);
+    finishLlmSpan(span, response.status, body, streamed, failure, options.captureContent);
+  };
+  openLlmSpans.add(endNow);
+  // Finished after the app has its answer: parsing and recording stay off its path.
+  const finish = (body: string | unknown, streamed: boolean, failure?: unknown) => setImmediate(() => endNow(body, streamed, failure));
+  if (!response.body) finish('', false);
+  else if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) {
+    const assembler = new StreamAssembler(api);
+    readCopy(response.clone(), (text) => assembler.feed(text)).then((failure) => finish(assembler.result(), true, failure), () => {});
+  } else {
+    observeBody(response, (text, failure) => finish(text, false, failure));
+  }
   return response;
 }
 
-/** Reads the copy of the body while the app reads its own, then finishes the span. */
-async function recordResponse(span: Span, api: LlmApi, status: number, contentType: string, copy: Response | undefined, captureContent: boolean): Promise<void> {
-  const streamed = contentType.includes('text/event-stream');
-  const assembler = streamed ? new StreamAssembler(api) : undefined;
-  let text = '';
-  let cut: unknown;
-  if (copy?.body) {
-    const decoder = new TextDecoder();
-    try {
-      for await (const chunk of copy.body) {
-        const piece = decoder.decode(chunk, { stream: true });
-        if (assembler) assembler.feed(piece);
-        else text += piece;
-      }
-      const rest = decoder.decode();
-      if (assembler) assembler.feed(rest);
-      else text += rest;
-    } catch (error) {
-      cut = error;
-    }
+/** Reads a copy of a body to its end; resolves to the error that cut it short, if any. */
+async function readCopy(copy: Response, onText: (text: string) => void): Promise<unknown> {
+  const decoder = new TextDecoder();
+  try {
+    for await (const chunk of copy.body!) onText(decoder.decode(chunk, { stream: true }));
+    onText(decoder.decode());
+    return undefined;
+  } catch (error) {
+    return error;
   }
+}
+
+// Spans of responses the app dropped unread end when the response is collected.
+const unread = new FinalizationRegistry<() => void>((end) => end());
+const bodyGetter = Object.getOwnPropertyDescriptor(Response.prototype, 'body')!.get!;
+
+/**
+ * A JSON answer is seen as the app reads it, without copying the stream (a copy, `clone()`,
+ * costs more than the rest of the capture together): `text()`, `json()` and `arrayBuffer()`
+ * of this one response are wrapped. An app that reads `body` itself gets a copy made then.
+ */
+function observeBody(response: Response, done: (text: string, failure?: unknown) => void): void {
+  let settled = false;
+  const settle = (text: string, failure?: unknown) => {
+    if (settled) return;
+    settled = true;
+    done(text, failure);
+  };
+  unread.register(response, () => settle(''));
+  const own = (name: string, value: unknown) => Object.defineProperty(response, name, { value, configurable: true, writable: true });
+  own('text', async () => {
+    try {
+      const text = await Response.prototype.text.call(response);
+      settle(text);
+      return text;
+    } catch (error) {
+      settle('', error);
+      throw error;
+    }
+  });
+  own('json', async () => JSON.parse(await response.text()));
+  own('arrayBuffer', async () => {
+    const buffer = await Response.prototype.arrayBuffer.call(response);
+    settle(new TextDecoder().decode(buffer));
+    return buffer;
+  });
+  Object.defineProperty(response, 'body', {
+    configurable: true,
+    get() {
+      delete (response as { body?: unknown }).body;
+      if (!settled && !response.bodyUsed) {
+        let text = '';
+        readCopy(Response.prototype.clone.call(response), (piece) => (text += piece)).then((failure) => settle(text, failure), () => {});
+      }
+      return bodyGetter.call(response);
+    },
+  });
+}
+
+/** Finishes an LLM span from the response body: a JSON text, or a stream's assembled result. */
+function finishLlmSpan(span: Span, status: number, body: string | unknown, streamed: boolean, failure: unknown, captureContent: boolean): void {
   try {
     if (status >= 400) {
       span.setAttribute('error.type', String(status));
-      span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessageOf(text) });
+      span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessageOf(typeof body === 'string' ? body : '') || `HTTP ${status}` });
       return;
     }
-    let result: unknown;
-    if (assembler) result = assembler.result();
-    else {
+    let result: unknown = body;
+    if (!streamed) {
       try {
-        result = JSON.parse(text);
+        result = JSON.parse(body as string);
       } catch {
         result = undefined;
       }
     }
     if (result !== undefined) {
       span.setAttributes(responseAttributes(result));
-      if (captureContent) span.setAttribute(ATTR.llmResponse, assembler ? JSON.stringify(result) : text);
+      if (captureContent) span.setAttribute(ATTR.llmResponse, streamed ? JSON.stringify(result) : (body as string));
     }
-    if (cut !== undefined) {
+    if (failure !== undefined) {
       span.setAttribute('error.type', 'stream_cut');
-      span.setStatus({ code: SpanStatusCode.ERROR, message: `the response ended early: ${cut instanceof Error ? cut.message : String(cut)}` });
+      span.setStatus({ code: SpanStatusCode.ERROR, message: `the response ended early: ${failure instanceof Error ? failure.message : String(failure)}` });
     }
   } finally {
     span.end();

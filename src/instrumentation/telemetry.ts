@@ -161,15 +161,16 @@ export function startTelemetry(): void {
     const { flush, hasUnsent } = startSdk(config);
     const tracer = trace.getTracer('agl');
     const langchain = config.instrumentations.has('langchain') ? installLangChainCapture(tracer, config.captureContent) : undefined;
-    if (config.instrumentations.has('fetch')) {
-      installFetchCapture({
-        tracer,
-        captureContent: config.captureContent,
-        returnTokenIds: config.returnTokenIds,
-        llmParent: langchain?.modelRunContext,
-      });
-    }
-    flushOnExit(flush, hasUnsent);
+    const fetchCapture = config.instrumentations.has('fetch')
+      ? installFetchCapture({ tracer, captureContent: config.captureContent, returnTokenIds: config.returnTokenIds, llmParent: langchain?.modelRunContext })
+      : undefined;
+    flushOnExit(
+      () => {
+        fetchCapture?.endOpen();
+        return flush();
+      },
+      () => hasUnsent() || (fetchCapture?.openCount() ?? 0) > 0,
+    );
   } catch (error) {
     say(`could not start recording (${error instanceof Error ? error.message : String(error)}); the app runs without it`);
   }

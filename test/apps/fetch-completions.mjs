@@ -4,5 +4,6 @@ const post = (body) => fetch(url, { method: 'POST', headers: { 'content-type': '
 const plain = await (await post({ model: 'test-model', prompt: 'one two' })).json();
 const streamed = await (await post({ model: 'test-model', prompt: 'three four', stream: true })).text();
 const failed = await post({ model: 'error-503', prompt: 'x' });
+await failed.text();
 await (await fetch(`${process.env.OPENAI_BASE_URL}/models`)).json();
 console.log(JSON.stringify({ plain: plain.choices[0].text, chunks: streamed.split('data: ').length - 1, failed: failed.status }));

@@ -1,0 +1,16 @@
+// The app the instrumentation benchmark times: CALLS sequential chat completions through the
+// `openai` package; prints the per-call times (ms) after WARMUP calls, and the RSS growth.
+import OpenAI from 'openai';
+
+const calls = Number(process.env.CALLS ?? 2000);
+const warmup = Number(process.env.WARMUP ?? 200);
+const client = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: 'bench' });
+const times = [];
+let rssAfterWarmup = 0;
+for (let i = 0; i < warmup + calls; i++) {
+  if (i === warmup) rssAfterWarmup = process.memoryUsage().rss;
+  const start = performance.now();
+  await client.chat.completions.create({ model: 'bench', messages: [{ role: 'user', content: `call ${i}` }] });
+  if (i >= warmup) times.push(performance.now() - start);
+}
+console.log(JSON.stringify({ times, rssGrowthMb: (process.memoryUsage().rss - rssAfterWarmup) / 2 ** 20 }));

@@ -1,0 +1,71 @@
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
+import { REGISTER } from '../test/instrumented-app.js';
+import { startOpenAITestServer } from '../test/openai-server.js';
+import { percentile, type Benchmark, type Figure } from './figures.js';
+
+const APP = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'apps', 'llm-calls.mjs');
+const CALLS = 3000;
+
+interface AppTimes {
+  readonly times: number[];
+  readonly rssGrowthMb: number;
+}
+
+function runApp(env: Record<string, string>, register: boolean, calls = CALLS): Promise<AppTimes> {
+  const args = register ? ['--import', REGISTER, APP] : [APP];
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env, CALLS: String(calls) }, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  return new Promise((resolve, reject) =>
+    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out) as AppTimes) : reject(new Error(`bench app exited with ${code}`)))),
+  );
+}
+
+const stats = (times: number[]) => {
+  const sorted = [...times].sort((a, b) => a - b);
+  return { median: percentile(sorted, 50), p99: percentile(sorted, 99) };
+};
+const round = (value: number, digits = 3) => Number(value.toFixed(digits));
+
+/**
+ * The same app, calling the local OpenAI-compatible test server, without and with
+ * `--import agl/register` (spans sent to a running `agl serve`), in one run; then with the
+ * collector unreachable, for memory.
+ */
+export const instrumentation: Benchmark = {
+  name: 'instrumentation',
+  description: `added latency per LLM call under agl/register (${CALLS} calls each way)`,
+  async run(): Promise<Figure[]> {
+    const dir = await newTempDir();
+    const llm = await startOpenAITestServer();
+    const serve = await spawnServe(['--db', join(dir, 'instrumentation-bench.duckdb')]);
+    try {
+      const env = { OPENAI_BASE_URL: llm.baseURL, AGL_ENDPOINT: serve.url };
+      // Alternate the two runs so that drift on the machine hits both alike.
+      const plain: number[] = [];
+      const recorded: number[] = [];
+      for (let round = 0; round < 2; round++) {
+        plain.push(...(await runApp(env, false)).times);
+        recorded.push(...(await runApp(env, true)).times);
+      }
+      const down = await runApp({ ...env, AGL_ENDPOINT: 'http://127.0.0.1:9' }, true, 10_000);
+      const base = stats(plain);
+      const withAgl = stats(recorded);
+      return [
+        { name: 'llm call, plain: median', value: round(base.median), unit: 'ms', target: '' },
+        { name: 'llm call, plain: p99', value: round(base.p99), unit: 'ms', target: '' },
+        { name: 'added per llm call: median', value: round(withAgl.median - base.median), unit: 'ms', target: '< 0.3' },
+        { name: 'added per llm call: p99', value: round(withAgl.p99 - base.p99), unit: 'ms', target: '< 2' },
+        { name: 'rss growth over 10k calls, collector down', value: round(down.rssGrowthMb, 1), unit: 'MB', target: '< 64' },
+      ];
+    } finally {
+      serve.child.kill('SIGTERM');
+      await serve.exited;
+      await llm.close();
+      await removeDir(dir);
+    }
+  },
+};
