@@ -153,13 +153,15 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
     span.end();
     throw error;
   }
-  span.setAttribute('http.response.status_code', response.status);
+  // The closures below hold `status`, never `response`: a response dropped unread must stay collectable.
+  const status = response.status;
+  span.setAttribute('http.response.status_code', status);
   let finished = false;
   const endNow = (body: string | unknown = '', streamed = false, failure?: unknown) => {
     if (finished) return;
     finished = true;
     openLlmSpans.delete(endNow);
-    finishLlmSpan(span, response.status, body, streamed, failure, options.captureContent);
+    finishLlmSpan(span, status, body, streamed, failure, options.captureContent);
   };
   openLlmSpans.add(endNow);
   // Finished after the app has its answer: parsing and recording stay off its path.
@@ -169,7 +171,7 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
     const assembler = new StreamAssembler(api);
     readCopy(response.clone(), (text) => assembler.feed(text)).then((failure) => finish(assembler.result(), true, failure), () => {});
   } else {
-    observeBody(response, (text, failure) => finish(text, false, failure));
+    observeBody(response, (text, failure) => finish(text, false, failure), () => endNow());
   }
   return response;
 }
@@ -195,14 +197,16 @@ const bodyGetter = Object.getOwnPropertyDescriptor(Response.prototype, 'body')!.
  * costs more than the rest of the capture together): `text()`, `json()` and `arrayBuffer()`
  * of this one response are wrapped. An app that reads `body` itself gets a copy made then.
  */
-function observeBody(response: Response, done: (text: string, failure?: unknown) => void): void {
+function observeBody(response: Response, done: (text: string, failure?: unknown) => void, ifUnread: () => void): void {
   let settled = false;
+  const token = {};
+  unread.register(response, ifUnread, token);
   const settle = (text: string, failure?: unknown) => {
     if (settled) return;
     settled = true;
+    unread.unregister(token);
     done(text, failure);
   };
-  unread.register(response, () => settle(''));
   const own = (name: string, value: unknown) => Object.defineProperty(response, name, { value, configurable: true, writable: true });
   own('text', async () => {
     try {

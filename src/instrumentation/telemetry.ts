@@ -89,12 +89,12 @@ function startSdk(config: RegisterConfig): { flush: () => Promise<void>; hasUnse
     timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
     ...(config.token ? { headers: { authorization: `Bearer ${config.token}` } } : {}),
   });
-  // A bounded queue that drops (with a warning) when full; at most 16 batches, under the
+  // A bounded queue (OpenTelemetry's default size) that drops when full; at most 4 batches, under the
   // exporter's limit of 30 concurrent exports, so a flush of a full queue never overruns it.
   const reporting = new ReportingExporter(exporter, config.tracesUrl);
   const batches = new BatchSpanProcessor({
     exporter: reporting,
-    maxQueueSize: envNumber('OTEL_BSP_MAX_QUEUE_SIZE') ?? 8192,
+    maxQueueSize: envNumber('OTEL_BSP_MAX_QUEUE_SIZE') ?? 2048,
     maxExportBatchSize: envNumber('OTEL_BSP_MAX_EXPORT_BATCH_SIZE') ?? 512,
     scheduledDelayMillis: envNumber('OTEL_BSP_SCHEDULE_DELAY') ?? 500,
     exportTimeoutMillis: envNumber('OTEL_BSP_EXPORT_TIMEOUT') ?? 10_000,
