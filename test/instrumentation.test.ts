@@ -88,6 +88,8 @@ describe('openai apps under --import agl/register', () => {
     assert.ok(calls.every((c) => c.rollout_id === 'ro-env' && c.attempt_id === 'at-env'));
     const [failed] = await rows(`SELECT status_code, status_message, attributes->>'error.type' AS error FROM spans WHERE service_name = 'raw-fetch' AND name = 'text_completion error-503'`);
     assert.deepEqual(failed, { status_code: 'ERROR', status_message: 'test server answers 503', error: '503' });
+    const [unread] = await rows(`SELECT attributes->>'http.response.status_code' AS status FROM spans WHERE service_name = 'raw-fetch' AND name = 'embeddings test-model'`);
+    assert.deepEqual(unread, { status: '200' }, 'an answer never read is recorded, and is no LLM call');
     const http = await rows(`SELECT name, attributes->>'http.response.status_code' AS status FROM spans WHERE service_name = 'raw-fetch' AND name = 'GET'`);
     assert.deepEqual(http, [{ name: 'GET', status: '200' }]);
   });

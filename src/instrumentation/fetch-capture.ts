@@ -126,7 +126,7 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
     sentBody = text = JSON.stringify(body);
   }
   const operation = api === 'responses' ? 'chat' : api;
-  const parent = options.llmParent?.() ?? context.active();
+  const parent = (api !== 'embeddings' ? options.llmParent?.() : undefined) ?? context.active();
   const span = options.tracer.startSpan(typeof body?.model === 'string' ? `${operation} ${body.model}` : operation, {
     kind: SpanKind.CLIENT,
     attributes: {
