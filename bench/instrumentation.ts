@@ -7,8 +7,8 @@ import { startOpenAITestServer } from '../test/openai-server.js';
 import { percentile, type Benchmark, type Figure } from './figures.js';
 
 const APP = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'apps', 'llm-calls.mjs');
-const CALLS = 1500;
-const ROUNDS = 4;
+const CALLS = 1000;
+const ROUNDS = 8;
 
 interface AppTimes {
   readonly times: number[];
