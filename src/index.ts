@@ -3,6 +3,7 @@
 export { emitAnnotation, emitException, emitMessage, emitObject, emitReward, operation, type RewardOptions } from './instrumentation/emitters.js';
 export { withRollout, currentRollout, type RolloutScope } from './instrumentation/rollout-context.js';
 export { StoreClient, type StoreClientOptions } from './collector/store-client.js';
+export { gatewayBaseUrl, gatewayEnv } from './collector/gateway-url.js';
 export type { LightningStore, RolloutQuery, WorkerQuery, ResourcesQuery, StoreStatistics } from './lightning-store.js';
 export { NotFoundError } from './store/rollout-state.js';
 export { InvalidQueryError } from './store/paginate.js';

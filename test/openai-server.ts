@@ -10,6 +10,8 @@ import type { AddressInfo } from 'node:net';
  *   conversation yet, it calls the first tool, with arguments made from the tool's JSON schema.
  * - vLLM-style token ids on `return_token_ids: true` (`prompt_token_ids`, `choices[].token_ids`,
  *   also per streamed chunk) and logprobs on `logprobs: true`; one token per word.
+ * - `fixedIds`: chat answers carry id `chatcmpl-fixed` and created 0, so two answers to the
+ *   same request are byte for byte the same.
  * - Behaviour by model name: `error-<status>` answers that status; `slow-<ms>` waits first;
  *   `cut-stream` ends a stream mid-way without `[DONE]`.
  */
@@ -22,10 +24,10 @@ export interface OpenAITestServer {
   close(): Promise<void>;
 }
 
-export async function startOpenAITestServer(options: { latencyMs?: number } = {}): Promise<OpenAITestServer> {
+export async function startOpenAITestServer(options: { latencyMs?: number; fixedIds?: boolean } = {}): Promise<OpenAITestServer> {
   const requests: OpenAITestServer['requests'] = [];
   const server = createServer((req, res) => {
-    handle(req, res, requests, options.latencyMs ?? 0).catch((error) => {
+    handle(req, res, requests, options.latencyMs ?? 0, options.fixedIds ?? false).catch((error) => {
       if (!res.headersSent) json(res, 500, { error: { message: String(error), type: 'server_error' } });
       else res.destroy();
     });
@@ -45,7 +47,7 @@ export async function startOpenAITestServer(options: { latencyMs?: number } = {}
   };
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenAITestServer['requests'], latencyMs: number): Promise<void> {
+async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenAITestServer['requests'], latencyMs: number, fixedIds: boolean): Promise<void> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
   const path = new URL(req.url ?? '/', 'http://x').pathname;
@@ -68,7 +70,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenA
 
   switch (path) {
     case '/v1/chat/completions':
-      return chatCompletion(res, body);
+      return chatCompletion(res, body, fixedIds);
     case '/v1/completions':
       return completion(res, body);
     case '/v1/responses':
@@ -123,7 +125,7 @@ function argumentsFor(tool: any): string {
   return JSON.stringify(args);
 }
 
-function chatCompletion(res: ServerResponse, body: any): void {
+function chatCompletion(res: ServerResponse, body: any, fixedIds: boolean): void {
   const messages: any[] = body.messages ?? [];
   const lastUser = [...messages].reverse().find((m) => m.role === 'user');
   const toolResult = messages.some((m) => m.role === 'tool');
@@ -135,8 +137,8 @@ function chatCompletion(res: ServerResponse, body: any): void {
   const promptIds = testTokenIds(promptText(messages));
   const usage = { prompt_tokens: promptIds.length, completion_tokens: outputIds.length, total_tokens: promptIds.length + outputIds.length };
   const tokenIds = body.return_token_ids === true;
-  const id = `chatcmpl-${Math.random().toString(36).slice(2, 10)}`;
-  const created = Math.floor(Date.now() / 1000);
+  const id = fixedIds ? 'chatcmpl-fixed' : `chatcmpl-${Math.random().toString(36).slice(2, 10)}`;
+  const created = fixedIds ? 0 : Math.floor(Date.now() / 1000);
 
   if (!body.stream) {
     const choice: any = { index: 0, message: { role: 'assistant', content, ...(toolCalls ? { tool_calls: toolCalls } : {}) }, finish_reason: finishReason };
@@ -164,7 +166,7 @@ function chatCompletion(res: ServerResponse, body: any): void {
     const pieces = words(content!);
     for (let i = 0; i < pieces.length; i++) {
       if (cut && i === 1) {
-        res.destroy();
+        setTimeout(() => res.destroy(), 20); // once what was written has gone out
         return;
       }
       chunk({

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { DuckDBStore } from '../store/store.js';
 import { BodyError } from './body.js';
+import { gatewayRoutes, type GatewayOptions } from './gateway.js';
 import { DecodePool } from './decode-pool.js';
 import { HttpError, sendJson } from './http.js';
 import { handleOtlp, handleOtlpMetrics } from './otlp-routes.js';
@@ -19,6 +20,8 @@ export interface ServerOptions {
   readonly decodeThreads?: number;
   /** When set, every route requires `Authorization: Bearer <token>`. */
   readonly token?: string;
+  /** The LLM gateway under /v1/gateway/ (upstream, timeout, token ids). */
+  readonly gateway?: Partial<Omit<GatewayOptions, 'maxBodyBytes'>>;
 }
 
 export interface RunningServer {
@@ -36,7 +39,7 @@ function compileRoutes(routes: Route[]): (Route & { pattern: RegExp })[] {
 
 /**
  * The one HTTP server of `agl serve`: OTLP under /v1/traces and /v1/logs, the LightningStore
- * REST API and SQL queries under /v1/agl/. Routes are listed here, explicitly; each handler
+ * REST API and SQL queries under /v1/agl/, the LLM gateway under /v1/gateway/. Routes are listed here, explicitly; each handler
  * lives in its own module.
  */
 export async function startServer(store: DuckDBStore, options: ServerOptions = {}): Promise<RunningServer> {
@@ -49,6 +52,7 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
     { method: 'GET', path: '/v1/agl/health', handle: async (_req, res) => sendJson(res, 200, { status: 'ok' }) },
     { method: 'POST', path: '/v1/agl/query', handle: (req, res) => handleQuery(req, res, store) },
     ...storeRoutes(store.lightning),
+    ...gatewayRoutes(store, { timeoutMs: 600_000, returnTokenIds: false, ...options.gateway, maxBodyBytes }),
   ]);
 
   const authorized = options.token ? bearerCheck(options.token) : () => true;

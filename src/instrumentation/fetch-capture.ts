@@ -1,7 +1,7 @@
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
-import { errorMessageOf, llmApiOf, requestAttributes, responseAttributes, StreamAssembler, type LlmApi } from './llm-exchange.js';
-import { ATTR } from './semconv.js';
+import { errorMessageOf, llmApiOf, requestAttributes, responseAttributes, StreamAssembler, type LlmApi } from '../llm-exchange.js';
+import { ATTR } from '../semconv.js';
 
 /**
  * LLM calls recorded at the HTTP boundary: the global `fetch` is wrapped before the app loads.

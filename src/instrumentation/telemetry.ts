@@ -9,7 +9,7 @@ import { ConfigError, readConfig, type RegisterConfig } from './config.js';
 import { installFetchCapture } from './fetch-capture.js';
 import { installLangChainCapture } from './langchain.js';
 import { RolloutSpanProcessor } from './rollout-context.js';
-import { ATTR } from './semconv.js';
+import { ATTR } from '../semconv.js';
 
 /** How long an exiting process waits for its last spans to be sent. */
 const EXIT_FLUSH_MS = 3_000;

@@ -59,3 +59,24 @@ export function countArg(name: string, value: string | undefined): number | unde
   if (!Number.isInteger(n) || n < 0) throw new UsageError(`${name} must be a whole number, 0 or more, not "${value}"`);
   return n;
 }
+
+/** A positive number of seconds. */
+export function secondsArg(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${name} must be a number of seconds above 0, not "${value}"`);
+  return n;
+}
+
+/** An http(s) URL; undefined when not given. */
+export function urlArg(name: string, value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new UsageError(`${name} must be a URL such as http://127.0.0.1:8000/v1, not "${value}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`${name} must be an http or https URL, not "${value}"`);
+  return value;
+}

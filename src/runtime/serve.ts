@@ -2,14 +2,20 @@ import { rm, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { startServer, type RunningServer } from '../collector/server.js';
 import { DuckDBStore } from '../store/store.js';
-import { bytesArg, CommandError, countArg, parseCommandArgs, portArg } from './args.js';
+import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg, urlArg } from './args.js';
 import type { StoreOptions } from '../store/store.js';
 
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
           [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 64MiB] [--token T]
+          [--upstream URL] [--upstream-key KEY] [--upstream-timeout 600] [--return-token-ids]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
-  stores it in a DuckDB file; answers agl's API under /v1/agl/. Stops cleanly on Ctrl-C.
-  --token (or AGL_TOKEN): every request must carry Authorization: Bearer <token>.`;
+  stores it in a DuckDB file; answers agl's API under /v1/agl/ and records LLM calls made
+  through its OpenAI-compatible gateway under /v1/gateway/. Stops cleanly on Ctrl-C.
+  --token (or AGL_TOKEN): every request must carry Authorization: Bearer <token>.
+  --upstream: the model server (base URL with its /v1) for gateway calls whose rollout has no
+  "llm" resource; --upstream-key (or AGL_UPSTREAM_KEY) is its API key.
+  --upstream-timeout: seconds an upstream call may take, streaming included.
+  --return-token-ids: ask the upstream (vLLM) for token ids on completion calls.`;
 
 /** Where a running server announces itself, so `agl query` on the same file can use it. */
 export const serverFileOf = (dbPath: string) => `${resolve(dbPath)}.agl-server.json`;
@@ -24,6 +30,10 @@ export async function serve(args: string[]): Promise<void> {
     'decode-threads': { type: 'string' },
     'checkpoint-threshold': { type: 'string' },
     token: { type: 'string' },
+    upstream: { type: 'string' },
+    'upstream-key': { type: 'string' },
+    'upstream-timeout': { type: 'string' },
+    'return-token-ids': { type: 'boolean', default: false },
   });
   // Every argument is checked before anything is opened.
   const path = resolve(values.db);
@@ -34,6 +44,12 @@ export async function serve(args: string[]): Promise<void> {
     maxBodyBytes: bytesArg('--max-body', values['max-body'], 64 * 1024 ** 2),
     decodeThreads: countArg('--decode-threads', values['decode-threads']),
     token: values.token ?? (process.env.AGL_TOKEN || undefined),
+    gateway: {
+      upstream: urlArg('--upstream', values.upstream),
+      upstreamKey: values['upstream-key'] ?? (process.env.AGL_UPSTREAM_KEY || undefined),
+      timeoutMs: 1000 * secondsArg('--upstream-timeout', values['upstream-timeout'], 600),
+      returnTokenIds: values['return-token-ids'],
+    },
   };
   const storeOptions = {
     maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2),

@@ -7,7 +7,16 @@ import { SPAN } from './tables.js';
  * Agent Lightning's Span JSON (REST) to and from rows of `spans`. Times on the wire are float
  * seconds; in the table they are TIMESTAMP_NS. Events and links keep agl's stored shape.
  */
-export function spanRows(span: Span): ColumnarRows {
+/** A span to store: Agent Lightning's Span, or one of no rollout yet (ids null) with its kind. */
+export type SpanInput = Omit<Span, 'rollout_id' | 'attempt_id' | 'sequence_id'> & {
+  rollout_id: string | null;
+  attempt_id: string | null;
+  /** null: the next of the rollout's sequence, given when it is stored. */
+  sequence_id: number | null;
+  kind?: string;
+};
+
+export function spanRows(span: SpanInput): ColumnarRows {
   const rows = newSpanRows();
   const c = rows.columns;
   const resource = span.resource?.attributes ?? {};
@@ -19,7 +28,7 @@ export function spanRows(span: Span): ColumnarRows {
   c[SPAN.span_id].push(span.span_id);
   c[SPAN.parent_id].push(span.parent_id);
   c[SPAN.name].push(span.name);
-  c[SPAN.kind].push(typeof (span as unknown as { kind?: unknown }).kind === 'string' ? String((span as unknown as { kind: string }).kind) : 'INTERNAL');
+  c[SPAN.kind].push(typeof span.kind === 'string' ? span.kind : 'INTERNAL');
   c[SPAN.start_time].push(nanos(span.start_time));
   c[SPAN.end_time].push(nanos(span.end_time));
   c[SPAN.status_code].push(span.status.status_code);

@@ -1,0 +1,301 @@
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { errorMessageOf, requestAttributes, responseAttributes, StreamAssembler, type LlmApi } from '../llm-exchange.js';
+import { ATTR } from '../semconv.js';
+import { spanRows, type SpanInput } from '../store/span-json.js';
+import type { DuckDBStore } from '../store/store.js';
+import type { LlmResource } from '../types.js';
+import { BodyError, readBody } from './body.js';
+import type { Route } from './store-routes.js';
+
+/**
+ * The LLM gateway: an OpenAI-compatible endpoint that forwards each call to the real model
+ * server and records it as an LLM span, for agents agl cannot instrument (any language, any
+ * binary). The agent's `OPENAI_BASE_URL` points at
+ * `/v1/gateway/rollouts/{rollout}/attempts/{attempt}/v1` (or `/v1/gateway/v1` with
+ * `x-rollout-id` / `x-attempt-id` headers, or none). Answers stream through chunk by chunk while
+ * the span gets the assembled response, with the same attributes as agl's fetch capture, so
+ * `llm_calls` reads both alike.
+ */
+export interface GatewayOptions {
+  /** Base URL (with its `/v1`) for calls whose rollout has no `llm` resource. */
+  readonly upstream?: string;
+  /** API key sent to `upstream`; an `llm` resource brings its own. */
+  readonly upstreamKey?: string;
+  /** The longest an upstream exchange may take, streaming included. */
+  readonly timeoutMs: number;
+  /** Ask the upstream (vLLM) for token ids on completion calls. */
+  readonly returnTokenIds: boolean;
+  readonly maxBodyBytes: number;
+}
+
+const APIS: [path: string, api: LlmApi][] = [
+  ['chat/completions', 'chat'],
+  ['completions', 'text_completion'],
+  ['responses', 'responses'],
+];
+
+interface Attribution {
+  readonly rolloutId: string | null;
+  readonly attemptId: string | null;
+}
+
+interface Upstream {
+  readonly base: string;
+  readonly apiKey?: string;
+  readonly model?: string;
+  readonly sampling: Record<string, unknown>;
+}
+
+/** An error answered to the agent in OpenAI's error shape, so its client shows the message. */
+class GatewayError extends Error {
+  constructor(readonly status: number, message: string, readonly type = 'agl_gateway_error') {
+    super(message);
+  }
+}
+
+function sendOpenAIError(response: ServerResponse, error: GatewayError): void {
+  const body = JSON.stringify({ error: { message: error.message, type: error.type, code: null } });
+  response.writeHead(error.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  response.end(body);
+}
+
+const fromHeaders = (request: IncomingMessage): Attribution => {
+  const header = (name: string) => {
+    const value = request.headers[name];
+    return typeof value === 'string' && value !== '' ? value : null;
+  };
+  return { rolloutId: header('x-rollout-id'), attemptId: header('x-attempt-id') };
+};
+
+export function gatewayRoutes(store: DuckDBStore, options: GatewayOptions): Route[] {
+  const routes: Route[] = [];
+  const prefixes: [string, (request: IncomingMessage, params: string[]) => Attribution][] = [
+    ['/v1/gateway/rollouts/{rollout_id}/attempts/{attempt_id}/v1', (_request, [rolloutId, attemptId]) => ({ rolloutId, attemptId })],
+    ['/v1/gateway/v1', (request) => fromHeaders(request)],
+  ];
+  for (const [prefix, attribution] of prefixes) {
+    for (const [path, api] of APIS) {
+      routes.push({
+        method: 'POST',
+        path: `${prefix}/${path}`,
+        handle: (request, response, params) => forwardCall(store, options, api, path, attribution(request, params), request, response),
+      });
+    }
+    routes.push({
+      method: 'GET',
+      path: `${prefix}/models`,
+      handle: (request, response, params) => forwardModels(store, options, attribution(request, params), response),
+    });
+  }
+  return routes;
+}
+
+/** Where a call goes: the rollout's `llm` resource (its current version), else `--upstream`. */
+async function upstreamFor(store: DuckDBStore, options: GatewayOptions, ids: Attribution): Promise<Upstream> {
+  if (ids.rolloutId !== null) {
+    const rollout = await store.lightning.getRolloutById(ids.rolloutId);
+    if (!rollout) throw new GatewayError(404, `agl gateway: no rollout "${ids.rolloutId}"`, 'invalid_request_error');
+    const resources = rollout.resources_id ? await store.lightning.getResourcesById(rollout.resources_id) : await store.lightning.getLatestResources();
+    const llm = Object.values(resources?.resources ?? {}).find((r): r is LlmResource => r.resource_type === 'llm' || r.resource_type === 'proxy_llm');
+    if (llm) return { base: llm.endpoint, apiKey: llm.api_key ?? undefined, model: llm.model || undefined, sampling: llm.sampling_parameters ?? {} };
+  }
+  if (options.upstream) return { base: options.upstream, apiKey: options.upstreamKey, sampling: {} };
+  throw new GatewayError(502, 'agl gateway: no upstream for this call: its rollout has no "llm" resource and agl serve has no --upstream');
+}
+
+const upstreamUrl = (base: string, path: string) => `${base.replace(/\/+$/, '')}/${path}`;
+
+function upstreamHeaders(upstream: Upstream): Record<string, string> {
+  return { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(upstream.apiKey ? { authorization: `Bearer ${upstream.apiKey}` } : {}) };
+}
+
+/** Upstream answer headers the agent gets; the body is re-sent decoded, in chunks. */
+function answerHeaders(upstream: Response): Record<string, string> {
+  const headers: Record<string, string> = {};
+  upstream.headers.forEach((value, name) => {
+    if (!['content-length', 'content-encoding', 'transfer-encoding', 'connection', 'keep-alive'].includes(name)) headers[name] = value;
+  });
+  return headers;
+}
+
+async function forwardModels(store: DuckDBStore, options: GatewayOptions, ids: Attribution, response: ServerResponse): Promise<void> {
+  try {
+    const upstream = await upstreamFor(store, options, ids);
+    const answer = await fetch(upstreamUrl(upstream.base, 'models'), { headers: upstreamHeaders(upstream), signal: AbortSignal.timeout(options.timeoutMs) });
+    response.writeHead(answer.status, answerHeaders(answer));
+    response.end(Buffer.from(await answer.arrayBuffer()));
+  } catch (error) {
+    sendOpenAIError(response, asGatewayError(error, 'models'));
+  }
+}
+
+function asGatewayError(error: unknown, what: string): GatewayError {
+  if (error instanceof GatewayError) return error;
+  if (error instanceof BodyError) return new GatewayError(error.status, `agl gateway: ${error.message}`, 'invalid_request_error');
+  const name = (error as Error)?.name;
+  if (name === 'TimeoutError') return new GatewayError(504, `agl gateway: the upstream did not answer ${what} in time`, 'upstream_timeout');
+  const cause = (error as { cause?: { code?: string; message?: string } })?.cause;
+  return new GatewayError(502, `agl gateway: the upstream could not be reached for ${what}: ${cause?.code ?? cause?.message ?? (error as Error)?.message ?? String(error)}`, 'upstream_error');
+}
+
+/** The request as sent upstream: the resource's model and default sampling, token ids asked for. */
+function upstreamBody(api: LlmApi, body: Record<string, unknown>, upstream: Upstream, options: GatewayOptions): Record<string, unknown> {
+  const sent: Record<string, unknown> = { ...upstream.sampling, ...body };
+  if (upstream.model) sent.model = upstream.model;
+  if (options.returnTokenIds && (api === 'chat' || api === 'text_completion') && sent.return_token_ids === undefined) sent.return_token_ids = true;
+  return sent;
+}
+
+async function forwardCall(store: DuckDBStore, options: GatewayOptions, api: LlmApi, path: string, ids: Attribution, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  const startTime = Date.now() / 1000;
+  let body: Record<string, unknown>;
+  let upstream: Upstream;
+  try {
+    const raw = await readBody(request, options.maxBodyBytes);
+    try {
+      body = JSON.parse(raw.toString('utf8'));
+    } catch (error) {
+      throw new GatewayError(400, `agl gateway: the body is not JSON: ${(error as Error).message}`, 'invalid_request_error');
+    }
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new GatewayError(400, 'agl gateway: the body must be a JSON object', 'invalid_request_error');
+    upstream = await upstreamFor(store, options, ids);
+  } catch (error) {
+    sendOpenAIError(response, asGatewayError(error, path));
+    return;
+  }
+
+  const sent = JSON.stringify(upstreamBody(api, body, upstream, options));
+  const url = new URL(upstreamUrl(upstream.base, path));
+  const record = new CallRecord(api, url, sent, startTime, ids, request.headers.traceparent);
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(new DOMException('the upstream took too long', 'TimeoutError')), options.timeoutMs);
+  response.on('close', () => {
+    if (!response.writableFinished) abort.abort(new Error('the agent closed the connection'));
+  });
+  try {
+    let answer: Response;
+    try {
+      answer = await fetch(url, { method: 'POST', headers: upstreamHeaders(upstream), body: sent, signal: abort.signal });
+    } catch (error) {
+      const failure = asGatewayError(abort.signal.reason ?? error, path);
+      record.fail(failure.message, failure.type);
+      sendOpenAIError(response, failure);
+      return;
+    }
+    await relay(answer, response, record, abort.signal);
+  } finally {
+    clearTimeout(timer);
+    store.writeSpans(spanRows(record.span()), 0).catch((error: unknown) => console.error('agl: gateway span not stored:', error));
+  }
+}
+
+/** Sends the upstream answer on as it arrives, keeping a copy for the span. */
+async function relay(answer: Response, response: ServerResponse, record: CallRecord, signal: AbortSignal): Promise<void> {
+  record.status = answer.status;
+  const streamed = (answer.headers.get('content-type') ?? '').includes('text/event-stream');
+  const assembler = streamed ? new StreamAssembler(record.api) : undefined;
+  const decoder = new TextDecoder();
+  let text = '';
+  response.writeHead(answer.status, answerHeaders(answer));
+  try {
+    if (answer.body) {
+      for await (const chunk of answer.body) {
+        const piece = decoder.decode(chunk, { stream: true });
+        if (assembler) assembler.feed(piece);
+        else text += piece;
+        if (!response.write(chunk)) await once(response, 'drain', { signal });
+      }
+    }
+    response.end();
+  } catch (error) {
+    response.destroy(); // the agent sees the cut, as it would from the upstream itself
+    const reason = signal.reason ?? error;
+    record.fail(`the answer ended early: ${(reason as Error)?.message ?? String(reason)}`, (reason as Error)?.name === 'TimeoutError' ? 'upstream_timeout' : 'stream_cut');
+  }
+  record.finish(assembler ? assembler.result() : text, streamed);
+}
+
+/** What the span of one gateway call will hold. */
+class CallRecord {
+  status: number | undefined;
+  private readonly attributes: Record<string, unknown>;
+  private error: { message: string; type: string } | undefined;
+  private endTime: number | undefined;
+  private readonly traceId: string;
+  private readonly parentId: string | null;
+
+  constructor(readonly api: LlmApi, url: URL, sent: string, private readonly startTime: number, private readonly ids: Attribution, traceparent: string | string[] | undefined) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(sent);
+    } catch {
+      parsed = undefined;
+    }
+    this.attributes = {
+      ...requestAttributes(api, parsed),
+      'gen_ai.provider.name': url.hostname === 'api.openai.com' ? 'openai' : 'openai_compatible',
+      'server.address': url.hostname,
+      'url.full': url.href,
+      [ATTR.llmApi]: api,
+      [ATTR.llmStreamed]: (parsed as { stream?: unknown })?.stream === true,
+      [ATTR.llmRequest]: sent,
+      'agl.gateway': true,
+    };
+    // An instrumented agent sends its trace context: the call joins the agent's trace.
+    const match = typeof traceparent === 'string' ? /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(traceparent) : null;
+    this.traceId = match ? match[1] : randomBytes(16).toString('hex');
+    this.parentId = match ? match[2] : null;
+  }
+
+  fail(message: string, type: string): void {
+    this.error ??= { message, type };
+  }
+
+  finish(body: string | unknown, streamed: boolean): void {
+    this.endTime = Date.now() / 1000;
+    if (this.status !== undefined) this.attributes['http.response.status_code'] = this.status;
+    if (this.status !== undefined && this.status >= 400) {
+      this.fail(errorMessageOf(typeof body === 'string' ? body : '') || `HTTP ${this.status}`, String(this.status));
+      return;
+    }
+    let result: unknown = body;
+    if (!streamed) {
+      try {
+        result = JSON.parse(body as string);
+      } catch {
+        result = undefined;
+      }
+    }
+    if (result !== undefined) {
+      Object.assign(this.attributes, responseAttributes(result));
+      this.attributes[ATTR.llmResponse] = streamed ? JSON.stringify(result) : body;
+    }
+  }
+
+  span(): SpanInput {
+    if (this.error) this.attributes['error.type'] = this.error.type;
+    const model = this.attributes['gen_ai.request.model'];
+    const operation = this.api === 'responses' ? 'chat' : this.api;
+    return {
+      rollout_id: this.ids.rolloutId,
+      attempt_id: this.ids.attemptId,
+      sequence_id: null,
+      trace_id: this.traceId,
+      span_id: randomBytes(8).toString('hex'),
+      parent_id: this.parentId,
+      name: typeof model === 'string' ? `${operation} ${model}` : operation,
+      kind: 'CLIENT',
+      status: this.error ? { status_code: 'ERROR', description: this.error.message } : { status_code: 'UNSET', description: null },
+      attributes: this.attributes,
+      events: [],
+      links: [],
+      start_time: this.startTime,
+      end_time: this.endTime ?? Date.now() / 1000,
+      context: null,
+      parent: null,
+      resource: { attributes: { 'service.name': 'agl-gateway' }, schema_url: '' },
+    };
+  }
+}

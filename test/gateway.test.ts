@@ -1,0 +1,193 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import OpenAI from 'openai';
+import { gatewayBaseUrl } from '../src/collector/gateway-url.js';
+import { newTempDir, removeDir, startAgl, type InProcessAgl } from './helpers.js';
+import { startOpenAITestServer, testTokenIds, type OpenAITestServer } from './openai-server.js';
+
+// The gateway between agents and a model server: what the agent gets, what the span holds.
+
+let dir: string;
+let agl: InProcessAgl;
+let upstream: OpenAITestServer;
+let other: OpenAITestServer;
+
+before(async () => {
+  dir = await newTempDir();
+  upstream = await startOpenAITestServer({ fixedIds: true });
+  other = await startOpenAITestServer({ fixedIds: true });
+  agl = await startAgl(`${dir}/gateway.duckdb`, { maxBodyBytes: 64 * 1024, gateway: { upstream: upstream.baseURL, timeoutMs: 1_000, returnTokenIds: true } });
+});
+after(async () => {
+  await agl.close();
+  await upstream.close();
+  await other.close();
+  await removeDir(dir);
+});
+
+const rows = async (sql: string) => (await agl.store.query(sql, { guard: false })).rows as any[];
+const json = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value);
+
+/** A started rollout (with an attempt); `resources` become its own resources. */
+async function startedRollout(resources?: Record<string, unknown>) {
+  let resourcesId: string | undefined;
+  // Every rollout is pinned to resources of its own, so tests do not see each other's; without
+  // an llm resource, calls go to --upstream.
+  resourcesId = (await agl.store.lightning.addResources((resources ?? {}) as never)).resources_id;
+  const rollout = await agl.store.lightning.startRollout({ input: {}, resources_id: resourcesId });
+  return { rolloutId: rollout.rollout_id, attemptId: rollout.attempt.attempt_id, resourcesId, baseURL: gatewayBaseUrl(agl.url, rollout.rollout_id, rollout.attempt.attempt_id) };
+}
+
+/** The gateway stores a call's span after answering; wait until `count` rows are there. */
+async function eventually(sql: string, count: number): Promise<any[]> {
+  for (let i = 0; ; i++) {
+    const found = await rows(sql);
+    if (found.length >= count || i === 100) return found;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+const callsOf = (rolloutId: string, count = 1) => eventually(`SELECT * FROM llm_calls WHERE rollout_id = '${rolloutId}' ORDER BY sequence_id`, count);
+
+const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+  fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+
+describe('recording through the gateway', () => {
+  test('the openai client, plain with tools and streamed: answers as from the upstream, calls in llm_calls with token ids', async () => {
+    const { rolloutId, baseURL } = await startedRollout();
+    const client = new OpenAI({ baseURL, apiKey: 'agent-key' });
+    const tools = [{ type: 'function' as const, function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] } } }];
+    const first = await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'find it' }], tools });
+    assert.equal(first.choices[0].message.tool_calls?.[0].type === 'function' && first.choices[0].message.tool_calls[0].function.name, 'lookup');
+    const stream = await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'say more' }], stream: true, stream_options: { include_usage: true } });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+    assert.equal(text, 'Echo: say more');
+
+    // The upstream got the gateway's token-id request, not the agent's key.
+    const seen = upstream.requests.slice(-2);
+    assert.ok(seen.every((r) => r.body.return_token_ids === true && r.headers.authorization === undefined));
+
+    const calls = await callsOf(rolloutId, 2);
+    assert.equal(calls.length, 2);
+    assert.deepEqual(calls.map((c) => c.sequence_id), [1, 2], 'sequence ids from the rollout counter');
+    assert.deepEqual(json(calls[0].input_messages), [{ role: 'user', content: 'find it' }]);
+    assert.equal(json(calls[0].output_messages)[0].tool_calls[0].function.arguments, '{"q":"Paris"}');
+    assert.equal(json(calls[0].tools)[0].function.name, 'lookup');
+    assert.deepEqual(calls[1].prompt_token_ids, testTokenIds('say more'));
+    assert.deepEqual(calls[1].response_token_ids, testTokenIds('Echo: say more'));
+    assert.deepEqual(json(calls[1].output_messages), [{ role: 'assistant', content: 'Echo: say more' }]);
+    assert.equal(calls[1].output_tokens, testTokenIds('Echo: say more').length);
+  });
+
+  test('the agent gets the same bytes as from the upstream directly, JSON and SSE', async () => {
+    const { baseURL } = await startedRollout();
+    for (const stream of [false, true]) {
+      const body = { model: 'test-model', messages: [{ role: 'user', content: 'same bytes' }], stream, return_token_ids: true, logprobs: true };
+      const direct = await (await post(`${upstream.baseURL}/chat/completions`, body)).text();
+      const through = await post(`${baseURL}/chat/completions`, body);
+      assert.equal(through.headers.get('content-type'), stream ? 'text/event-stream' : 'application/json');
+      assert.equal(await through.text(), direct);
+    }
+  });
+
+  test('curl, as an agent in another language, with the rollout in headers', async () => {
+    const { rolloutId, attemptId } = await startedRollout();
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile('curl', ['-sS', '-X', 'POST', `${agl.url}/v1/gateway/v1/completions`, '-H', 'content-type: application/json', '-H', `x-rollout-id: ${rolloutId}`, '-H', `x-attempt-id: ${attemptId}`, '-d', '{"model":"test-model","prompt":"from curl"}'],
+        (error, stdout) => (error ? reject(error) : resolve(stdout))),
+    );
+    assert.equal(JSON.parse(out).choices[0].text, ' Echo: from curl');
+    const [call] = await callsOf(rolloutId);
+    assert.deepEqual(json(call.input_messages), [{ role: 'user', content: 'from curl' }]);
+    assert.equal(call.attempt_id, attemptId);
+  });
+
+  test("a rollout's llm resource picks endpoint, model and default sampling; a new version takes effect at once", async () => {
+    const llm = { resource_type: 'llm', endpoint: other.baseURL, model: 'served-model', api_key: 'upstream-key', sampling_parameters: { temperature: 0.3 } };
+    const { rolloutId, resourcesId, baseURL } = await startedRollout({ llm });
+    await post(`${baseURL}/chat/completions`, { model: 'whatever', messages: [{ role: 'user', content: 'hi' }] });
+    const seen = other.requests.at(-1)!;
+    assert.deepEqual([seen.body.model, seen.body.temperature, seen.headers.authorization], ['served-model', 0.3, 'Bearer upstream-key']);
+
+    await agl.store.lightning.updateResources(resourcesId!, { llm: { ...llm, endpoint: upstream.baseURL, model: 'v2' } } as never);
+    const before = upstream.requests.length;
+    await post(`${baseURL}/chat/completions`, { model: 'whatever', messages: [{ role: 'user', content: 'again' }] });
+    assert.equal(upstream.requests.length, before + 1);
+    assert.equal(upstream.requests.at(-1)!.body.model, 'v2');
+    assert.deepEqual((await callsOf(rolloutId, 2)).map((c) => c.model), ['served-model', 'v2']);
+  });
+
+  test('GET models passes through', async () => {
+    const answer = await fetch(`${agl.url}/v1/gateway/v1/models`);
+    assert.equal(answer.status, 200);
+    assert.equal(((await answer.json()) as any).data[0].id, 'test-model');
+  });
+});
+
+/** A port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('faults', () => {
+  const errorSpan = async (rolloutId: string) => {
+    const [span] = await eventually(`SELECT status_code, status_message, attributes->>'error.type' AS type FROM spans WHERE rollout_id = '${rolloutId}'`, 1);
+    return span;
+  };
+
+  test('upstream 4xx/5xx: the agent gets its status and body, the span the error', async () => {
+    const { rolloutId, baseURL } = await startedRollout();
+    const answer = await post(`${baseURL}/chat/completions`, { model: 'error-429', messages: [] });
+    assert.equal(answer.status, 429);
+    assert.equal(((await answer.json()) as any).error.message, 'test server answers 429');
+    assert.deepEqual(await errorSpan(rolloutId), { status_code: 'ERROR', status_message: 'test server answers 429', type: '429' });
+  });
+
+  test('upstream unreachable: 502 with a clear message', async () => {
+    const { rolloutId, baseURL } = await startedRollout({ llm: { resource_type: 'llm', endpoint: `http://127.0.0.1:${await closedPort()}/v1`, model: 'm', api_key: null, sampling_parameters: {} } });
+    const answer = await post(`${baseURL}/chat/completions`, { model: 'm', messages: [] });
+    assert.equal(answer.status, 502);
+    assert.match(((await answer.json()) as any).error.message, /upstream could not be reached for chat\/completions: ECONNREFUSED/);
+    assert.equal((await errorSpan(rolloutId)).type, 'upstream_error');
+  });
+
+  test('upstream too slow: 504, nothing hangs', async () => {
+    const { rolloutId, baseURL } = await startedRollout();
+    const answer = await post(`${baseURL}/chat/completions`, { model: 'slow-3000', messages: [] });
+    assert.equal(answer.status, 504);
+    assert.equal((await errorSpan(rolloutId)).type, 'upstream_timeout');
+  });
+
+  test('a stream cut mid-way: the agent sees the cut, the span keeps what came', async () => {
+    const { rolloutId, baseURL } = await startedRollout();
+    const answer = await post(`${baseURL}/chat/completions`, { model: 'cut-stream', stream: true, messages: [{ role: 'user', content: 'a b c' }] });
+    assert.equal(answer.status, 200);
+    await assert.rejects(answer.text());
+    const span = await errorSpan(rolloutId);
+    assert.equal(span.type, 'stream_cut');
+    const [call] = await callsOf(rolloutId);
+    assert.deepEqual(json(call.output_messages), [{ role: 'assistant', content: 'Echo: ' }]);
+  });
+
+  test('bad requests: not JSON 400, too large 413, unknown rollout 404; nothing stored', async () => {
+    const { rolloutId, baseURL } = await startedRollout();
+    const notJson = await post(`${baseURL}/chat/completions`, '{oops');
+    assert.equal(notJson.status, 400);
+    assert.match(((await notJson.json()) as any).error.message, /the body is not JSON/);
+    const large = await post(`${baseURL}/chat/completions`, { model: 'm', messages: [{ role: 'user', content: 'x'.repeat(100_000) }] });
+    assert.equal(large.status, 413);
+    const unknown = await post(gatewayBaseUrl(agl.url, 'ro-nope', 'at-nope') + '/chat/completions', { model: 'm', messages: [] });
+    assert.equal(unknown.status, 404);
+    assert.match(((await unknown.json()) as any).error.message, /no rollout "ro-nope"/);
+    assert.equal((await rows(`SELECT * FROM spans WHERE rollout_id = '${rolloutId}'`)).length, 0);
+  });
+});
