@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { errorMessageOf, requestAttributes, responseAttributes, StreamAssembler, type LlmApi } from '../llm-exchange.js';
 import { ATTR } from '../semconv.js';
 import { spanRows, type SpanInput } from '../store/span-json.js';
 import type { DuckDBStore } from '../store/store.js';
 import type { LlmResource } from '../types.js';
 import { BodyError, readBody } from './body.js';
+import { httpStream } from './http-client.js';
 import type { Route } from './store-routes.js';
 
 /**
@@ -69,7 +70,44 @@ const fromHeaders = (request: IncomingMessage): Attribution => {
   return { rolloutId: header('x-rollout-id'), attemptId: header('x-attempt-id') };
 };
 
-export function gatewayRoutes(store: DuckDBStore, options: GatewayOptions): Route[] {
+/**
+ * Gateway spans are stored in batches a few milliseconds apart: the agent has its answer before
+ * its span is written, and a commit per call would cost more than the call itself.
+ */
+class SpanBuffer {
+  private spans: SpanInput[] = [];
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly store: DuckDBStore, private readonly delayMs = 100, private readonly maxSpans = 1024) {}
+
+  add(span: SpanInput): void {
+    this.spans.push(span);
+    if (this.spans.length >= this.maxSpans) void this.flush();
+    else this.timer ??= setTimeout(() => void this.flush(), this.delayMs);
+  }
+
+  async flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const spans = this.spans;
+    this.spans = [];
+    if (spans.length === 0) return;
+    try {
+      await this.store.writeSpans(spanRows(...spans), 0);
+    } catch (error) {
+      console.error(`agl: ${spans.length} gateway span(s) not stored:`, error);
+    }
+  }
+}
+
+export interface Gateway {
+  readonly routes: Route[];
+  /** Stores the spans still buffered (the server calls it when closing). */
+  flush(): Promise<void>;
+}
+
+export function gateway(store: DuckDBStore, options: GatewayOptions): Gateway {
+  const spans = new SpanBuffer(store);
   const routes: Route[] = [];
   const prefixes: [string, (request: IncomingMessage, params: string[]) => Attribution][] = [
     ['/v1/gateway/rollouts/{rollout_id}/attempts/{attempt_id}/v1', (_request, [rolloutId, attemptId]) => ({ rolloutId, attemptId })],
@@ -80,7 +118,7 @@ export function gatewayRoutes(store: DuckDBStore, options: GatewayOptions): Rout
       routes.push({
         method: 'POST',
         path: `${prefix}/${path}`,
-        handle: (request, response, params) => forwardCall(store, options, api, path, attribution(request, params), request, response),
+        handle: (request, response, params) => forwardCall(store, spans, options, api, path, attribution(request, params), request, response),
       });
     }
     routes.push({
@@ -89,7 +127,7 @@ export function gatewayRoutes(store: DuckDBStore, options: GatewayOptions): Rout
       handle: (request, response, params) => forwardModels(store, options, attribution(request, params), response),
     });
   }
-  return routes;
+  return { routes, flush: () => spans.flush() };
 }
 
 /** Where a call goes: the rollout's `llm` resource (its current version), else `--upstream`. */
@@ -111,23 +149,24 @@ function upstreamHeaders(upstream: Upstream): Record<string, string> {
   return { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(upstream.apiKey ? { authorization: `Bearer ${upstream.apiKey}` } : {}) };
 }
 
-/** Upstream answer headers the agent gets; the body is re-sent decoded, in chunks. */
-function answerHeaders(upstream: Response): Record<string, string> {
-  const headers: Record<string, string> = {};
-  upstream.headers.forEach((value, name) => {
-    if (!['content-length', 'content-encoding', 'transfer-encoding', 'connection', 'keep-alive'].includes(name)) headers[name] = value;
-  });
-  return headers;
+/** Upstream answer headers the agent gets (the body goes on byte for byte). */
+function answerHeaders(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const kept = { ...headers };
+  for (const name of ['connection', 'keep-alive', 'transfer-encoding']) delete kept[name];
+  return kept;
 }
 
 async function forwardModels(store: DuckDBStore, options: GatewayOptions, ids: Attribution, response: ServerResponse): Promise<void> {
+  const signal = AbortSignal.timeout(options.timeoutMs);
   try {
     const upstream = await upstreamFor(store, options, ids);
-    const answer = await fetch(upstreamUrl(upstream.base, 'models'), { headers: upstreamHeaders(upstream), signal: AbortSignal.timeout(options.timeoutMs) });
-    response.writeHead(answer.status, answerHeaders(answer));
-    response.end(Buffer.from(await answer.arrayBuffer()));
+    const answer = await httpStream(upstreamUrl(upstream.base, 'models'), 'GET', upstreamHeaders(upstream), undefined, signal);
+    response.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
+    for await (const chunk of answer) response.write(chunk);
+    response.end();
   } catch (error) {
-    sendOpenAIError(response, asGatewayError(error, 'models'));
+    if (response.headersSent) response.destroy();
+    else sendOpenAIError(response, asGatewayError(signal.reason ?? error, 'models'));
   }
 }
 
@@ -136,26 +175,34 @@ function asGatewayError(error: unknown, what: string): GatewayError {
   if (error instanceof BodyError) return new GatewayError(error.status, `agl gateway: ${error.message}`, 'invalid_request_error');
   const name = (error as Error)?.name;
   if (name === 'TimeoutError') return new GatewayError(504, `agl gateway: the upstream did not answer ${what} in time`, 'upstream_timeout');
-  const cause = (error as { cause?: { code?: string; message?: string } })?.cause;
-  return new GatewayError(502, `agl gateway: the upstream could not be reached for ${what}: ${cause?.code ?? cause?.message ?? (error as Error)?.message ?? String(error)}`, 'upstream_error');
+  const reason = (error as NodeJS.ErrnoException)?.code ?? (error as Error)?.message ?? String(error);
+  return new GatewayError(502, `agl gateway: the upstream could not be reached for ${what}: ${reason}`, 'upstream_error');
 }
 
-/** The request as sent upstream: the resource's model and default sampling, token ids asked for. */
-function upstreamBody(api: LlmApi, body: Record<string, unknown>, upstream: Upstream, options: GatewayOptions): Record<string, unknown> {
+/**
+ * The request as sent upstream: the resource's model and default sampling, token ids asked
+ * for; null when that changes nothing, and the agent's own bytes go on.
+ */
+function upstreamBody(api: LlmApi, body: Record<string, unknown>, upstream: Upstream, options: GatewayOptions): Record<string, unknown> | null {
+  const askTokenIds = options.returnTokenIds && (api === 'chat' || api === 'text_completion') && body.return_token_ids === undefined;
+  const newModel = upstream.model !== undefined && upstream.model !== body.model;
+  const defaults = Object.keys(upstream.sampling).some((key) => !(key in body));
+  if (!askTokenIds && !newModel && !defaults) return null;
   const sent: Record<string, unknown> = { ...upstream.sampling, ...body };
-  if (upstream.model) sent.model = upstream.model;
-  if (options.returnTokenIds && (api === 'chat' || api === 'text_completion') && sent.return_token_ids === undefined) sent.return_token_ids = true;
+  if (newModel) sent.model = upstream.model;
+  if (askTokenIds) sent.return_token_ids = true;
   return sent;
 }
 
-async function forwardCall(store: DuckDBStore, options: GatewayOptions, api: LlmApi, path: string, ids: Attribution, request: IncomingMessage, response: ServerResponse): Promise<void> {
+async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: GatewayOptions, api: LlmApi, path: string, ids: Attribution, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const startTime = Date.now() / 1000;
+  let raw: string;
   let body: Record<string, unknown>;
   let upstream: Upstream;
   try {
-    const raw = await readBody(request, options.maxBodyBytes);
+    raw = (await readBody(request, options.maxBodyBytes)).toString('utf8');
     try {
-      body = JSON.parse(raw.toString('utf8'));
+      body = JSON.parse(raw);
     } catch (error) {
       throw new GatewayError(400, `agl gateway: the body is not JSON: ${(error as Error).message}`, 'invalid_request_error');
     }
@@ -166,18 +213,20 @@ async function forwardCall(store: DuckDBStore, options: GatewayOptions, api: Llm
     return;
   }
 
-  const sent = JSON.stringify(upstreamBody(api, body, upstream, options));
+  const changed = upstreamBody(api, body, upstream, options);
+  const sentBody = changed ?? body;
+  const sent = changed ? JSON.stringify(changed) : raw;
   const url = new URL(upstreamUrl(upstream.base, path));
-  const record = new CallRecord(api, url, sent, startTime, ids, request.headers.traceparent);
+  const record = new CallRecord(api, url, sentBody, sent, startTime, ids, request.headers.traceparent);
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new DOMException('the upstream took too long', 'TimeoutError')), options.timeoutMs);
   response.on('close', () => {
     if (!response.writableFinished) abort.abort(new Error('the agent closed the connection'));
   });
   try {
-    let answer: Response;
+    let answer: IncomingMessage;
     try {
-      answer = await fetch(url, { method: 'POST', headers: upstreamHeaders(upstream), body: sent, signal: abort.signal });
+      answer = await httpStream(url.href, 'POST', upstreamHeaders(upstream), sent, abort.signal);
     } catch (error) {
       const failure = asGatewayError(abort.signal.reason ?? error, path);
       record.fail(failure.message, failure.type);
@@ -187,26 +236,28 @@ async function forwardCall(store: DuckDBStore, options: GatewayOptions, api: Llm
     await relay(answer, response, record, abort.signal);
   } finally {
     clearTimeout(timer);
-    store.writeSpans(spanRows(record.span()), 0).catch((error: unknown) => console.error('agl: gateway span not stored:', error));
+    spans.add(record.span());
   }
 }
 
-/** Sends the upstream answer on as it arrives, keeping a copy for the span. */
-async function relay(answer: Response, response: ServerResponse, record: CallRecord, signal: AbortSignal): Promise<void> {
-  record.status = answer.status;
-  const streamed = (answer.headers.get('content-type') ?? '').includes('text/event-stream');
+/** Sends the upstream answer on as it arrives, keeping a decoded copy for the span. */
+async function relay(answer: IncomingMessage, response: ServerResponse, record: CallRecord, signal: AbortSignal): Promise<void> {
+  record.status = answer.statusCode;
+  const streamed = (answer.headers['content-type'] ?? '').includes('text/event-stream');
+  // The gateway asks for no compression; an answer compressed all the same is relayed, not read.
+  const readable = (answer.headers['content-encoding'] ?? 'identity') === 'identity';
   const assembler = streamed ? new StreamAssembler(record.api) : undefined;
   const decoder = new TextDecoder();
   let text = '';
-  response.writeHead(answer.status, answerHeaders(answer));
+  response.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
   try {
-    if (answer.body) {
-      for await (const chunk of answer.body) {
-        const piece = decoder.decode(chunk, { stream: true });
+    for await (const chunk of answer) {
+      if (readable) {
+        const piece = decoder.decode(chunk as Buffer, { stream: true });
         if (assembler) assembler.feed(piece);
         else text += piece;
-        if (!response.write(chunk)) await once(response, 'drain', { signal });
       }
+      if (!response.write(chunk)) await once(response, 'drain', { signal });
     }
     response.end();
   } catch (error) {
@@ -214,7 +265,20 @@ async function relay(answer: Response, response: ServerResponse, record: CallRec
     const reason = signal.reason ?? error;
     record.fail(`the answer ended early: ${(reason as Error)?.message ?? String(reason)}`, (reason as Error)?.name === 'TimeoutError' ? 'upstream_timeout' : 'stream_cut');
   }
-  record.finish(assembler ? assembler.result() : text, streamed);
+  if (readable) record.finish(assembler ? assembler.result() : text, streamed);
+  else record.finish(undefined, false);
+}
+
+// Ids from a pool of random bytes: one system call per 512 spans instead of two per span.
+let pool = Buffer.alloc(0);
+let poolAt = 0;
+function randomHex(bytes: number): string {
+  if (poolAt + bytes > pool.length) {
+    pool = randomBytes(8192);
+    poolAt = 0;
+  }
+  poolAt += bytes;
+  return pool.toString('hex', poolAt - bytes, poolAt);
 }
 
 /** What the span of one gateway call will hold. */
@@ -226,26 +290,20 @@ class CallRecord {
   private readonly traceId: string;
   private readonly parentId: string | null;
 
-  constructor(readonly api: LlmApi, url: URL, sent: string, private readonly startTime: number, private readonly ids: Attribution, traceparent: string | string[] | undefined) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(sent);
-    } catch {
-      parsed = undefined;
-    }
+  constructor(readonly api: LlmApi, url: URL, sentBody: Record<string, unknown>, sent: string, private readonly startTime: number, private readonly ids: Attribution, traceparent: string | string[] | undefined) {
     this.attributes = {
-      ...requestAttributes(api, parsed),
+      ...requestAttributes(api, sentBody),
       'gen_ai.provider.name': url.hostname === 'api.openai.com' ? 'openai' : 'openai_compatible',
       'server.address': url.hostname,
       'url.full': url.href,
       [ATTR.llmApi]: api,
-      [ATTR.llmStreamed]: (parsed as { stream?: unknown })?.stream === true,
+      [ATTR.llmStreamed]: sentBody.stream === true,
       [ATTR.llmRequest]: sent,
       'agl.gateway': true,
     };
     // An instrumented agent sends its trace context: the call joins the agent's trace.
     const match = typeof traceparent === 'string' ? /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(traceparent) : null;
-    this.traceId = match ? match[1] : randomBytes(16).toString('hex');
+    this.traceId = match ? match[1] : randomHex(16);
     this.parentId = match ? match[2] : null;
   }
 
@@ -283,7 +341,7 @@ class CallRecord {
       attempt_id: this.ids.attemptId,
       sequence_id: null,
       trace_id: this.traceId,
-      span_id: randomBytes(8).toString('hex'),
+      span_id: randomHex(8),
       parent_id: this.parentId,
       name: typeof model === 'string' ? `${operation} ${model}` : operation,
       kind: 'CLIENT',

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { DuckDBStore } from '../store/store.js';
 import { BodyError } from './body.js';
-import { gatewayRoutes, type GatewayOptions } from './gateway.js';
+import { gateway, type GatewayOptions } from './gateway.js';
 import { DecodePool } from './decode-pool.js';
 import { HttpError, sendJson } from './http.js';
 import { handleOtlp, handleOtlpMetrics } from './otlp-routes.js';
@@ -45,6 +45,7 @@ function compileRoutes(routes: Route[]): (Route & { pattern: RegExp })[] {
 export async function startServer(store: DuckDBStore, options: ServerOptions = {}): Promise<RunningServer> {
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
   const decoder = new DecodePool(options.decodeThreads ?? Math.max(1, availableParallelism() - 1));
+  const llmGateway = gateway(store, { timeoutMs: 600_000, returnTokenIds: false, ...options.gateway, maxBodyBytes });
   const routes = compileRoutes([
     { method: 'POST', path: '/v1/traces', handle: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes) },
     { method: 'POST', path: '/v1/logs', handle: (req, res) => handleOtlp('logs', req, res, store, decoder, maxBodyBytes) },
@@ -52,7 +53,7 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
     { method: 'GET', path: '/v1/agl/health', handle: async (_req, res) => sendJson(res, 200, { status: 'ok' }) },
     { method: 'POST', path: '/v1/agl/query', handle: (req, res) => handleQuery(req, res, store) },
     ...storeRoutes(store.lightning),
-    ...gatewayRoutes(store, { timeoutMs: 600_000, returnTokenIds: false, ...options.gateway, maxBodyBytes }),
+    ...llmGateway.routes,
   ]);
 
   const authorized = options.token ? bearerCheck(options.token) : () => true;
@@ -98,7 +99,10 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
         server.closeIdleConnections();
         // Keep-alive clients that keep sending would hold the close open: cut them after a grace.
         setTimeout(() => server.closeAllConnections(), 5_000).unref();
-      }).then(() => decoder.close()),
+      }).then(async () => {
+        await llmGateway.flush();
+        await decoder.close();
+      }),
   };
 }
 

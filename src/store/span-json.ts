@@ -16,35 +16,37 @@ export type SpanInput = Omit<Span, 'rollout_id' | 'attempt_id' | 'sequence_id'> 
   kind?: string;
 };
 
-export function spanRows(span: SpanInput): ColumnarRows {
+export function spanRows(...spans: SpanInput[]): ColumnarRows {
   const rows = newSpanRows();
   const c = rows.columns;
-  const resource = span.resource?.attributes ?? {};
-  const traceState = span.context?.trace_state ?? {};
-  c[SPAN.rollout_id].push(span.rollout_id);
-  c[SPAN.attempt_id].push(span.attempt_id);
-  c[SPAN.sequence_id].push(span.sequence_id);
-  c[SPAN.trace_id].push(span.trace_id);
-  c[SPAN.span_id].push(span.span_id);
-  c[SPAN.parent_id].push(span.parent_id);
-  c[SPAN.name].push(span.name);
-  c[SPAN.kind].push(typeof span.kind === 'string' ? span.kind : 'INTERNAL');
-  c[SPAN.start_time].push(nanos(span.start_time));
-  c[SPAN.end_time].push(nanos(span.end_time));
-  c[SPAN.status_code].push(span.status.status_code);
-  c[SPAN.status_message].push(span.status.description);
-  c[SPAN.attributes].push(JSON.stringify(span.attributes));
-  c[SPAN.events].push(JSON.stringify(span.events.map((e) => ({ time_unix_nano: String(nanos(e.timestamp) ?? 0n), name: e.name, attributes: e.attributes ?? {} }))));
-  c[SPAN.links].push(
-    JSON.stringify(span.links.map((l) => ({ trace_id: l.context.trace_id, span_id: l.context.span_id, trace_state: traceStateText(l.context.trace_state), attributes: l.attributes ?? {} }))),
-  );
-  c[SPAN.resource].push(JSON.stringify(resource));
-  c[SPAN.scope_name].push(null);
-  c[SPAN.scope_version].push(null);
-  c[SPAN.service_name].push(typeof resource['service.name'] === 'string' ? resource['service.name'] : null);
-  c[SPAN.trace_state].push(Object.keys(traceState).length ? traceStateText(traceState) : null);
-  c[SPAN.flags].push(null);
-  rows.length = 1;
+  for (const span of spans) {
+    const resource = span.resource?.attributes ?? {};
+    const traceState = span.context?.trace_state ?? {};
+    c[SPAN.rollout_id].push(span.rollout_id);
+    c[SPAN.attempt_id].push(span.attempt_id);
+    c[SPAN.sequence_id].push(span.sequence_id);
+    c[SPAN.trace_id].push(span.trace_id);
+    c[SPAN.span_id].push(span.span_id);
+    c[SPAN.parent_id].push(span.parent_id);
+    c[SPAN.name].push(span.name);
+    c[SPAN.kind].push(typeof span.kind === 'string' ? span.kind : 'INTERNAL');
+    c[SPAN.start_time].push(nanos(span.start_time));
+    c[SPAN.end_time].push(nanos(span.end_time));
+    c[SPAN.status_code].push(span.status.status_code);
+    c[SPAN.status_message].push(span.status.description);
+    c[SPAN.attributes].push(JSON.stringify(span.attributes));
+    c[SPAN.events].push(JSON.stringify(span.events.map((e) => ({ time_unix_nano: String(nanos(e.timestamp) ?? 0n), name: e.name, attributes: e.attributes ?? {} }))));
+    c[SPAN.links].push(
+      JSON.stringify(span.links.map((l) => ({ trace_id: l.context.trace_id, span_id: l.context.span_id, trace_state: traceStateText(l.context.trace_state), attributes: l.attributes ?? {} }))),
+    );
+    c[SPAN.resource].push(JSON.stringify(resource));
+    c[SPAN.scope_name].push(null);
+    c[SPAN.scope_version].push(null);
+    c[SPAN.service_name].push(typeof resource['service.name'] === 'string' ? resource['service.name'] : null);
+    c[SPAN.trace_state].push(Object.keys(traceState).length ? traceStateText(traceState) : null);
+    c[SPAN.flags].push(null);
+  }
+  rows.length = spans.length;
   return finishRows(rows);
 }
 
