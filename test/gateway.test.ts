@@ -5,8 +5,9 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { gatewayBaseUrl } from '../src/collector/gateway-url.js';
+import { gatewayBaseUrl, gatewayEnv } from '../src/collector/gateway-url.js';
 import { newTempDir, removeDir, startAgl, type InProcessAgl } from './helpers.js';
+import { runApp } from './instrumented-app.js';
 import { startOpenAITestServer, testTokenIds, type OpenAITestServer } from './openai-server.js';
 
 // The gateway between agents and a model server: what the agent gets, what the span holds.
@@ -189,5 +190,23 @@ describe('faults', () => {
     assert.equal(unknown.status, 404);
     assert.match(((await unknown.json()) as any).error.message, /no rollout "ro-nope"/);
     assert.equal((await rows(`SELECT * FROM spans WHERE rollout_id = '${rolloutId}'`)).length, 0);
+  });
+});
+
+describe('runners', () => {
+  test('an agent run with gatewayEnv under agl/register: one llm_calls row, the gateway\'s, in the agent\'s trace', async () => {
+    const { rolloutId, attemptId } = await startedRollout();
+    const result = await runApp('cjs-chat.cjs', { ...gatewayEnv(agl.url, rolloutId, attemptId), AGL_ENDPOINT: agl.url });
+    assert.equal(result.code, 3, result.stderr);
+    assert.deepEqual(JSON.parse(result.stdout), { plain: 'Echo: hello cjs', text: 'Echo: stream cjs' });
+    const calls = await callsOf(rolloutId, 2);
+    assert.equal(calls.length, 2);
+    assert.ok(calls.every((c) => c.response_token_ids?.length > 0), 'the gateway asked for token ids');
+    const spans = await rows(`SELECT span_id, parent_id, trace_id, attributes->>'agl.gateway' AS gateway FROM spans WHERE rollout_id = '${rolloutId}' AND (attributes->>'agl.llm.api') = 'chat'`);
+    const gatewaySpans = spans.filter((s) => s.gateway === 'true');
+    assert.equal(gatewaySpans.length, 2);
+    for (const span of gatewaySpans) assert.ok(spans.some((s) => s.span_id === span.parent_id && s.trace_id === span.trace_id), 'under the agent\'s own span');
+    const rewards = await rows(`SELECT name FROM rewards WHERE rollout_id = '${rolloutId}' ORDER BY name`);
+    assert.deepEqual(rewards.map((r) => r.name), ['brevity', 'correct']);
   });
 });

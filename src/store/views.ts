@@ -10,7 +10,8 @@
  *   4. GenAI log-record events (`gen_ai.user.message`, `gen_ai.choice`, ... of
  *      @opentelemetry/instrumentation-openai), joined to their span by trace and span id.
  * A call that two instrumentations both describe (a framework span whose child, or whose
- * response id, is an agl capture) is the agl row only.
+ * response id, is an agl capture) is the agl row only; an agent's own capture of a call it made
+ * through the gateway is the gateway's row only.
  */
 
 const FLAT_KEY = String.raw`^(gen_ai\.prompt|gen_ai\.completion|llm\.input_messages|llm\.output_messages|llm\.tools|llm\.request\.functions)\.(\d+)\.(?:message\.|tool\.)?(.+)$`;
@@ -172,7 +173,10 @@ others AS (
   UNION ALL SELECT *, 3 FROM flat_calls
   UNION ALL SELECT *, 4 FROM event_calls
 )
-SELECT ${COLUMNS} FROM agl_calls
+-- An instrumented agent calling through the gateway: the agent's capture is the parent of the
+-- gateway's, which holds the exact upstream exchange (token ids); the gateway's row is kept.
+SELECT ${COLUMNS} FROM agl_calls c
+WHERE NOT EXISTS (SELECT 1 FROM agl_calls g WHERE g.trace_id = c.trace_id AND g.parent_id = c.span_id)
 UNION ALL
 SELECT ${COLUMNS} FROM others o
 WHERE NOT EXISTS (SELECT 1 FROM agl_calls a WHERE a.trace_id = o.trace_id AND a.parent_id = o.span_id)
