@@ -34,6 +34,20 @@ async function timeCalls(baseURL: string, count: number): Promise<number[]> {
   return times;
 }
 
+/** Calls per second that CLIENTS concurrent clients get from `baseURL`. */
+async function throughput(baseURL: string): Promise<number> {
+  let calls = 0;
+  const started = performance.now();
+  const until = started + THROUGHPUT_SECONDS * 1000;
+  await Promise.all(Array.from({ length: CLIENTS }, async () => {
+    while (performance.now() < until) {
+      await call(baseURL);
+      calls++;
+    }
+  }));
+  return calls / ((performance.now() - started) / 1000);
+}
+
 const stats = (times: number[]) => {
   const sorted = [...times].sort((a, b) => a - b);
   return { median: percentile(sorted, 50), p99: percentile(sorted, 99) };
@@ -61,22 +75,16 @@ export const gateway: Benchmark = {
         direct.push(...(await timeCalls(llm.baseURL, SEQUENTIAL)));
         gatewayed.push(...(await timeCalls(through, SEQUENTIAL)));
       }
-      let calls = 0;
-      const until = performance.now() + THROUGHPUT_SECONDS * 1000;
-      const started = performance.now();
-      await Promise.all(Array.from({ length: CLIENTS }, async () => {
-        while (performance.now() < until) {
-          await call(through);
-          calls++;
-        }
-      }));
-      const rate = calls / ((performance.now() - started) / 1000);
+      const directRate = await throughput(llm.baseURL);
+      const rate = await throughput(through);
       const base = stats(direct);
       const viaGateway = stats(gatewayed);
       return [
         { name: 'gateway overhead per call: median', value: Number((viaGateway.median - base.median).toFixed(3)), unit: 'ms', target: '< 1' },
         { name: 'gateway overhead per call: p99', value: Number((viaGateway.p99 - base.p99).toFixed(3)), unit: 'ms', target: '' },
         { name: `gateway throughput, ${CLIENTS} clients`, value: Math.round(rate), unit: 'calls/s', target: '>= 2000' },
+        { name: `upstream throughput without the gateway, ${CLIENTS} clients`, value: Math.round(directRate), unit: 'calls/s', target: '' },
+        { name: 'gateway / direct throughput', value: Number((rate / directRate).toFixed(2)), unit: 'ratio', target: '' },
       ];
     } finally {
       serve.child.kill('SIGTERM');

@@ -139,6 +139,27 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
+test('configured: logprobs asked for, the agent key passed on, unattributed calls kept', async () => {
+  const second = await startAgl(`${dir}/gateway-2.duckdb`, { gateway: { upstream: upstream.baseURL, timeoutMs: 1_000, returnTokenIds: false, returnLogprobs: true, passAgentKey: true } });
+  try {
+    const client = new OpenAI({ baseURL: `${second.url}/v1/gateway/v1`, apiKey: 'agent-key' });
+    await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'with logprobs' }] });
+    const seen = upstream.requests.at(-1)!;
+    assert.deepEqual([seen.body.logprobs, seen.body.return_token_ids, seen.headers.authorization], [true, undefined, 'Bearer agent-key']);
+    await second.close(); // stores the buffered gateway span
+    const reopened = await startAgl(`${dir}/gateway-2.duckdb`);
+    try {
+      const { rows: calls } = await reopened.store.query('SELECT rollout_id, response_logprobs FROM llm_calls', { guard: false });
+      assert.deepEqual(calls, [{ rollout_id: null, response_logprobs: [-0.5, -0.5, -0.5] }]);
+    } finally {
+      await reopened.close();
+    }
+  } catch (error) {
+    await second.close().catch(() => {});
+    throw error;
+  }
+});
+
 describe('faults', () => {
   const errorSpan = async (rolloutId: string) => {
     const [span] = await eventually(`SELECT status_code, status_message, attributes->>'error.type' AS type FROM spans WHERE rollout_id = '${rolloutId}'`, 1);

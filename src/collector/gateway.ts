@@ -28,6 +28,10 @@ export interface GatewayOptions {
   readonly timeoutMs: number;
   /** Ask the upstream (vLLM) for token ids on completion calls. */
   readonly returnTokenIds: boolean;
+  /** Ask the upstream for the logprobs of the sampled tokens on completion calls. */
+  readonly returnLogprobs?: boolean;
+  /** Send the agent's own Authorization on to an upstream that has no key of its own. */
+  readonly passAgentKey?: boolean;
   readonly maxBodyBytes: number;
 }
 
@@ -145,8 +149,9 @@ async function upstreamFor(store: DuckDBStore, options: GatewayOptions, ids: Att
 
 const upstreamUrl = (base: string, path: string) => `${base.replace(/\/+$/, '')}/${path}`;
 
-function upstreamHeaders(upstream: Upstream): Record<string, string> {
-  return { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(upstream.apiKey ? { authorization: `Bearer ${upstream.apiKey}` } : {}) };
+function upstreamHeaders(upstream: Upstream, agentAuthorization?: string): Record<string, string> {
+  const authorization = upstream.apiKey ? `Bearer ${upstream.apiKey}` : agentAuthorization;
+  return { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(authorization ? { authorization } : {}) };
 }
 
 /** Upstream answer headers the agent gets (the body goes on byte for byte). */
@@ -184,13 +189,17 @@ function asGatewayError(error: unknown, what: string): GatewayError {
  * for; null when that changes nothing, and the agent's own bytes go on.
  */
 function upstreamBody(api: LlmApi, body: Record<string, unknown>, upstream: Upstream, options: GatewayOptions): Record<string, unknown> | null {
-  const askTokenIds = options.returnTokenIds && (api === 'chat' || api === 'text_completion') && body.return_token_ids === undefined;
+  const completion = api === 'chat' || api === 'text_completion';
+  const askTokenIds = options.returnTokenIds && completion && body.return_token_ids === undefined;
+  // Chat takes `logprobs: true`; the completions API a count of alternatives (1: the sampled token).
+  const askLogprobs = options.returnLogprobs === true && completion && body.logprobs === undefined;
   const newModel = upstream.model !== undefined && upstream.model !== body.model;
   const defaults = Object.keys(upstream.sampling).some((key) => !(key in body));
-  if (!askTokenIds && !newModel && !defaults) return null;
+  if (!askTokenIds && !askLogprobs && !newModel && !defaults) return null;
   const sent: Record<string, unknown> = { ...upstream.sampling, ...body };
   if (newModel) sent.model = upstream.model;
   if (askTokenIds) sent.return_token_ids = true;
+  if (askLogprobs) sent.logprobs = api === 'chat' ? true : 1;
   return sent;
 }
 
@@ -226,7 +235,7 @@ async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: Gatew
   try {
     let answer: IncomingMessage;
     try {
-      answer = await httpStream(url.href, 'POST', upstreamHeaders(upstream), sent, abort.signal);
+      answer = await httpStream(url.href, 'POST', upstreamHeaders(upstream, options.passAgentKey ? request.headers.authorization : undefined), sent, abort.signal);
     } catch (error) {
       const failure = asGatewayError(abort.signal.reason ?? error, path);
       record.fail(failure.message, failure.type);

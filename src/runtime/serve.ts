@@ -8,6 +8,7 @@ import type { StoreOptions } from '../store/store.js';
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
           [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 64MiB] [--token T]
           [--upstream URL] [--upstream-key KEY] [--upstream-timeout 600] [--return-token-ids]
+          [--return-logprobs] [--pass-agent-key]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
   stores it in a DuckDB file; answers agl's API under /v1/agl/ and records LLM calls made
   through its OpenAI-compatible gateway under /v1/gateway/. Stops cleanly on Ctrl-C.
@@ -15,7 +16,9 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./a
   --upstream: the model server (base URL with its /v1) for gateway calls whose rollout has no
   "llm" resource; --upstream-key (or AGL_UPSTREAM_KEY) is its API key.
   --upstream-timeout: seconds an upstream call may take, streaming included.
-  --return-token-ids: ask the upstream (vLLM) for token ids on completion calls.`;
+  --return-token-ids, --return-logprobs: ask the upstream (vLLM) for token ids, and for the
+  logprobs of the sampled tokens, on completion calls.
+  --pass-agent-key: send the agent's own API key on to an upstream that has none configured.`;
 
 /** Where a running server announces itself, so `agl query` on the same file can use it. */
 export const serverFileOf = (dbPath: string) => `${resolve(dbPath)}.agl-server.json`;
@@ -34,6 +37,8 @@ export async function serve(args: string[]): Promise<void> {
     'upstream-key': { type: 'string' },
     'upstream-timeout': { type: 'string' },
     'return-token-ids': { type: 'boolean', default: false },
+    'return-logprobs': { type: 'boolean', default: false },
+    'pass-agent-key': { type: 'boolean', default: false },
   });
   // Every argument is checked before anything is opened.
   const path = resolve(values.db);
@@ -49,6 +54,8 @@ export async function serve(args: string[]): Promise<void> {
       upstreamKey: values['upstream-key'] ?? (process.env.AGL_UPSTREAM_KEY || undefined),
       timeoutMs: 1000 * secondsArg('--upstream-timeout', values['upstream-timeout'], 600),
       returnTokenIds: values['return-token-ids'],
+      returnLogprobs: values['return-logprobs'],
+      passAgentKey: values['pass-agent-key'],
     },
   };
   const storeOptions = {
