@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { errorMessageOf, requestAttributes, responseAttributes, StreamAssembler, type LlmApi } from '../llm-exchange.js';
 import { ATTR } from '../semconv.js';
@@ -259,20 +258,25 @@ async function relay(answer: IncomingMessage, response: ServerResponse, record: 
   const decoder = new TextDecoder();
   let text = '';
   response.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
-  try {
-    for await (const chunk of answer) {
+  // Events rather than an async iterator: this loop runs for every chunk of every call.
+  const failure = await new Promise<unknown>((resolve) => {
+    answer.on('data', (chunk: Buffer) => {
       if (readable) {
-        const piece = decoder.decode(chunk as Buffer, { stream: true });
+        const piece = decoder.decode(chunk, { stream: true });
         if (assembler) assembler.feed(piece);
         else text += piece;
       }
-      if (!response.write(chunk)) await once(response, 'drain', { signal });
-    }
-    response.end();
-  } catch (error) {
+      if (!response.write(chunk)) answer.pause();
+    });
+    response.on('drain', () => answer.resume());
+    answer.once('end', () => resolve(undefined));
+    answer.once('error', (error) => resolve(signal.reason ?? error));
+    answer.once('aborted', () => resolve(signal.reason ?? new Error('the upstream closed the connection')));
+  });
+  if (failure === undefined) response.end();
+  else {
     response.destroy(); // the agent sees the cut, as it would from the upstream itself
-    const reason = signal.reason ?? error;
-    record.fail(`the answer ended early: ${(reason as Error)?.message ?? String(reason)}`, (reason as Error)?.name === 'TimeoutError' ? 'upstream_timeout' : 'stream_cut');
+    record.fail(`the answer ended early: ${(failure as Error)?.message ?? String(failure)}`, (failure as Error)?.name === 'TimeoutError' ? 'upstream_timeout' : 'stream_cut');
   }
   if (readable) record.finish(assembler ? assembler.result() : text, streamed);
   else record.finish(undefined, false);
