@@ -156,6 +156,15 @@ describe('attribution and delivery', () => {
     assert.equal(calls.length, 1);
   });
 
+  test('process.exit() right after the last call and reward: both still arrive, the exit code is kept', async () => {
+    const result = await run('exit-now.mjs', 'exit-now');
+    assert.equal(result.code, 5, result.stderr);
+    const calls = await rows(`SELECT c.* FROM llm_calls c JOIN spans s USING (span_id) WHERE s.service_name = 'exit-now'`);
+    assert.equal(calls.length, 1);
+    const rewards = await rows(`SELECT r.value FROM rewards r JOIN spans s USING (span_id) WHERE s.service_name = 'exit-now'`);
+    assert.deepEqual(rewards, [{ value: 0.25 }]);
+  });
+
   test('a burst of 20,000 spans neither crashes nor hangs the app', async () => {
     const result = await run('burst.mjs', 'burst');
     assert.equal(result.code, 0, result.stderr);

@@ -8,6 +8,7 @@ import { BatchSpanProcessor, type ReadableSpan, type SpanExporter, type SpanProc
 import { ConfigError, readConfig, type RegisterConfig } from './config.js';
 import { installFetchCapture } from './fetch-capture.js';
 import { installLangChainCapture } from './langchain.js';
+import { sendBeforeExit, UnsentSpans } from './exit-flush.js';
 import { RolloutSpanProcessor } from './rollout-context.js';
 import { ATTR } from '../semconv.js';
 
@@ -28,7 +29,7 @@ class ReportingExporter implements SpanExporter {
   private reported = false;
   private downUntil = 0;
 
-  constructor(private readonly inner: SpanExporter, private readonly url: string) {}
+  constructor(private readonly inner: SpanExporter, private readonly url: string, private readonly unsent: UnsentSpans) {}
 
   get down(): boolean {
     return Date.now() < this.downUntil;
@@ -42,6 +43,7 @@ class ReportingExporter implements SpanExporter {
     this.inner.export(spans, (result) => {
       if (result.code === ExportResultCode.SUCCESS) {
         this.reported = false;
+        this.unsent.delivered(spans);
       } else {
         this.downUntil = Date.now() + DOWN_PAUSE_MS;
         if (!this.reported) {
@@ -62,28 +64,36 @@ class ReportingExporter implements SpanExporter {
   }
 }
 
-/** Notes that a span ended, so that an exiting process knows whether it has anything to send. */
-class EndedSpans implements SpanProcessor {
-  unsent = false;
-  onStart(): void {}
-  onEnd(): void {
-    this.unsent = true;
-  }
-  forceFlush(): Promise<void> {
-    return Promise.resolve();
-  }
-  shutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-
 const envNumber = (name: string) => {
   const value = Number(process.env[name]);
   return process.env[name] && Number.isFinite(value) ? value : undefined;
 };
 
-function startSdk(config: RegisterConfig): { flush: () => Promise<void>; hasUnsent: () => boolean } {
-  const ended = new EndedSpans();
+/** Headers of the OTLP requests, as the exporter sends them (the standard variables and agl's token). */
+function otlpHeaders(config: RegisterConfig): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const variable of ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS']) {
+    for (const pair of (process.env[variable] ?? '').split(',')) {
+      const at = pair.indexOf('=');
+      if (at > 0) headers[pair.slice(0, at).trim().toLowerCase()] = decodeURIComponent(pair.slice(at + 1).trim());
+    }
+  }
+  if (config.token) headers.authorization = `Bearer ${config.token}`;
+  return headers;
+}
+
+interface Delivery {
+  /** Sends what is queued (asynchronously). */
+  flush(): Promise<void>;
+  /** Whether spans wait to be sent and the collector is worth trying. */
+  hasUnsent(): boolean;
+  /** Sends what is still unsent, blocking (the process is exiting). */
+  sendNow(): void;
+}
+
+function startSdk(config: RegisterConfig): Delivery {
+  const queueSize = envNumber('OTEL_BSP_MAX_QUEUE_SIZE') ?? 2048;
+  const unsent = new UnsentSpans(queueSize);
   const exporter = new OTLPTraceExporter({
     url: config.tracesUrl,
     timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
@@ -91,10 +101,10 @@ function startSdk(config: RegisterConfig): { flush: () => Promise<void>; hasUnse
   });
   // A bounded queue (OpenTelemetry's default size) that drops when full; at most 4 batches, under the
   // exporter's limit of 30 concurrent exports, so a flush of a full queue never overruns it.
-  const reporting = new ReportingExporter(exporter, config.tracesUrl);
+  const reporting = new ReportingExporter(exporter, config.tracesUrl, unsent);
   const batches = new BatchSpanProcessor({
     exporter: reporting,
-    maxQueueSize: envNumber('OTEL_BSP_MAX_QUEUE_SIZE') ?? 2048,
+    maxQueueSize: queueSize,
     maxExportBatchSize: envNumber('OTEL_BSP_MAX_EXPORT_BATCH_SIZE') ?? 512,
     scheduledDelayMillis: envNumber('OTEL_BSP_SCHEDULE_DELAY') ?? 500,
     exportTimeoutMillis: envNumber('OTEL_BSP_EXPORT_TIMEOUT') ?? 10_000,
@@ -104,30 +114,33 @@ function startSdk(config: RegisterConfig): { flush: () => Promise<void>; hasUnse
       ...(config.rolloutId ? { [ATTR.rolloutId]: config.rolloutId } : {}),
       ...(config.attemptId ? { [ATTR.attemptId]: config.attemptId } : {}),
     }),
-    spanProcessors: [new RolloutSpanProcessor(), ended, batches],
+    spanProcessors: [new RolloutSpanProcessor(), unsent, batches],
     instrumentations: config.instrumentations.has('http') ? [new HttpInstrumentation()] : [],
   });
   sdk.start();
   return {
-    flush: () => {
-      ended.unsent = false;
-      return batches.forceFlush();
+    flush: () => batches.forceFlush(),
+    hasUnsent: () => unsent.size > 0 && !reporting.down,
+    sendNow: () => {
+      if (unsent.size > 0 && !reporting.down) sendBeforeExit(config.tracesUrl, otlpHeaders(config), unsent.take(), EXIT_FLUSH_MS);
     },
-    hasUnsent: () => ended.unsent && !reporting.down,
   };
 }
 
 /**
- * Flushes at the end of a normal run, and on SIGINT/SIGTERM before the process goes.
- * `hasUnsent` says whether spans ended since the last flush: `beforeExit` fires again once a
- * flush empties the loop, and must then let the process end.
+ * Flushes at the end of a normal run, on SIGINT/SIGTERM before the process goes, and, blocking,
+ * on `process.exit()`. `beforeExit` fires again once a flush empties the loop: it flushes only
+ * while spans are unsent, a few times at most, and then lets the process end.
  */
-function flushOnExit(flush: () => Promise<void>, hasUnsent: () => boolean): void {
+function flushOnExit(delivery: Delivery): void {
+  const flush = delivery.flush;
   const bounded = () =>
     Promise.race([flush().catch(() => {}), new Promise<void>((resolve) => setTimeout(resolve, EXIT_FLUSH_MS).unref())]);
+  let tries = 0;
   process.on('beforeExit', () => {
-    if (hasUnsent()) void bounded();
+    if (delivery.hasUnsent() && tries++ < 3) void bounded();
   });
+  process.on('exit', () => delivery.sendNow());
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     const onSignal = () => {
       // With handlers of its own the app decides when to exit; otherwise exit as the default
@@ -158,19 +171,23 @@ export function startTelemetry(): void {
     return;
   }
   try {
-    const { flush, hasUnsent } = startSdk(config);
+    const delivery = startSdk(config);
     const tracer = trace.getTracer('agl');
     const langchain = config.instrumentations.has('langchain') ? installLangChainCapture(tracer, config.captureContent) : undefined;
     const fetchCapture = config.instrumentations.has('fetch')
       ? installFetchCapture({ tracer, captureContent: config.captureContent, returnTokenIds: config.returnTokenIds, llmParent: langchain?.modelRunContext })
       : undefined;
-    flushOnExit(
-      () => {
+    flushOnExit({
+      flush: () => {
         fetchCapture?.endOpen();
-        return flush();
+        return delivery.flush();
       },
-      () => hasUnsent() || (fetchCapture?.openCount() ?? 0) > 0,
-    );
+      hasUnsent: () => delivery.hasUnsent() || (fetchCapture?.openCount() ?? 0) > 0,
+      sendNow: () => {
+        fetchCapture?.endOpen();
+        delivery.sendNow();
+      },
+    });
   } catch (error) {
     say(`could not start recording (${error instanceof Error ? error.message : String(error)}); the app runs without it`);
   }
