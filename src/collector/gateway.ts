@@ -127,7 +127,7 @@ export function gateway(store: DuckDBStore, options: GatewayOptions): Gateway {
     routes.push({
       method: 'GET',
       path: `${prefix}/models`,
-      handle: (request, response, params) => forwardModels(store, options, attribution(request, params), response),
+      handle: (request, response, params) => forwardModels(store, options, attribution(request, params), request, response),
     });
   }
   return { routes, flush: () => spans.flush() };
@@ -160,11 +160,13 @@ function answerHeaders(headers: IncomingHttpHeaders): IncomingHttpHeaders {
   return kept;
 }
 
-async function forwardModels(store: DuckDBStore, options: GatewayOptions, ids: Attribution, response: ServerResponse): Promise<void> {
+const agentKey = (options: GatewayOptions, request: IncomingMessage) => (options.passAgentKey ? request.headers.authorization : undefined);
+
+async function forwardModels(store: DuckDBStore, options: GatewayOptions, ids: Attribution, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const signal = AbortSignal.timeout(options.timeoutMs);
   try {
     const upstream = await upstreamFor(store, options, ids);
-    const answer = await httpStream(upstreamUrl(upstream.base, 'models'), 'GET', upstreamHeaders(upstream), undefined, signal);
+    const answer = await httpStream(upstreamUrl(upstream.base, 'models'), 'GET', upstreamHeaders(upstream, agentKey(options, request)), undefined, signal);
     response.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
     for await (const chunk of answer) response.write(chunk);
     response.end();
@@ -234,7 +236,7 @@ async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: Gatew
   try {
     let answer: IncomingMessage;
     try {
-      answer = await httpStream(url.href, 'POST', upstreamHeaders(upstream, options.passAgentKey ? request.headers.authorization : undefined), sent, abort.signal);
+      answer = await httpStream(url.href, 'POST', upstreamHeaders(upstream, agentKey(options, request)), sent, abort.signal);
     } catch (error) {
       const failure = asGatewayError(abort.signal.reason ?? error, path);
       record.fail(failure.message, failure.type);
