@@ -206,11 +206,13 @@ function upstreamBody(api: LlmApi, body: Record<string, unknown>, upstream: Upst
 
 async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: GatewayOptions, api: LlmApi, path: string, ids: Attribution, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const startTime = Date.now() / 1000;
+  let bytes: Buffer;
   let raw: string;
   let body: Record<string, unknown>;
   let upstream: Upstream;
   try {
-    raw = (await readBody(request, options.maxBodyBytes)).toString('utf8');
+    bytes = await readBody(request, options.maxBodyBytes);
+    raw = bytes.toString('utf8');
     try {
       body = JSON.parse(raw);
     } catch (error) {
@@ -226,6 +228,7 @@ async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: Gatew
   const changed = upstreamBody(api, body, upstream, options);
   const sentBody = changed ?? body;
   const sent = changed ? JSON.stringify(changed) : raw;
+  const sentBytes = changed ? Buffer.from(sent) : bytes; // the agent's bytes, not encoded again
   const url = new URL(upstreamUrl(upstream.base, path));
   const record = new CallRecord(api, url, sentBody, sent, startTime, ids, request.headers.traceparent);
   const abort = new AbortController();
@@ -236,7 +239,7 @@ async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: Gatew
   try {
     let answer: IncomingMessage;
     try {
-      answer = await httpStream(url.href, 'POST', upstreamHeaders(upstream, agentKey(options, request)), sent, abort.signal);
+      answer = await httpStream(url.href, 'POST', upstreamHeaders(upstream, agentKey(options, request)), sentBytes, abort.signal);
     } catch (error) {
       const failure = asGatewayError(abort.signal.reason ?? error, path);
       record.fail(failure.message, failure.type);
