@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { CommandError, UsageError } from './args.js';
+import { EXPORT_USAGE, exportDataset } from './export-command.js';
 import { query, QUERY_USAGE } from './query-command.js';
 import { serve, SERVE_USAGE } from './serve.js';
 
@@ -8,12 +9,15 @@ const USAGE = `agl: turn what AI agents do into training data
 ${SERVE_USAGE}
 
 ${QUERY_USAGE}
+
+${EXPORT_USAGE}
 `;
 
 const COMMANDS: Record<string, (args: string[]) => Promise<void>> = {
   serve,
   store: serve,
   query,
+  export: exportDataset,
 };
 
 async function main(argv: string[]): Promise<void> {

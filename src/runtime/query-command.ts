@@ -22,7 +22,7 @@ const OUT_FORMATS: Record<string, ExportFormat> = {
 };
 
 /** Where a query runs: a server's HTTP endpoint or the file itself. */
-interface QueryTarget {
+export interface QueryTarget {
   query(sql: string): Promise<QueryResult>;
   exportTo(sql: string, path: string, format: ExportFormat): Promise<void>;
   close(): Promise<void>;
@@ -37,15 +37,13 @@ export async function query(args: string[]): Promise<void> {
     token: { type: 'string' },
   });
   if (positionals.length !== 1) throw new UsageError(`give the SQL as one argument (in quotes)\n${QUERY_USAGE}`);
-  if (values.db !== undefined && values.url !== undefined) throw new UsageError('give --db or --url, not both');
   const format = choiceArg<OutputFormat>('--format', values.format, ['table', 'csv', 'json', 'ndjson'], 'table');
   const outFormat = values.out === undefined ? undefined : OUT_FORMATS[extname(values.out).toLowerCase()];
   if (values.out !== undefined && outFormat === undefined) {
     throw new UsageError(`--out must end in ${Object.keys(OUT_FORMATS).join(', ')}: "${values.out}"`);
   }
   const [sql] = positionals;
-  const token = values.token ?? (process.env.AGL_TOKEN || undefined);
-  const target = values.url !== undefined ? httpTarget(values.url, token) : await fileOrServerTarget(values.db ?? './agl.duckdb', token);
+  const target = await queryTarget(values);
   try {
     if (values.out !== undefined && outFormat !== undefined) {
       await target.exportTo(sql, resolve(values.out), outFormat);
@@ -56,6 +54,13 @@ export async function query(args: string[]): Promise<void> {
   } finally {
     await target.close();
   }
+}
+
+/** The store that `--db` / `--url` / `--token` name (agl query and agl export alike). */
+export async function queryTarget(values: { db?: string; url?: string; token?: string }): Promise<QueryTarget> {
+  if (values.db !== undefined && values.url !== undefined) throw new UsageError('give --db or --url, not both');
+  const token = values.token ?? (process.env.AGL_TOKEN || undefined);
+  return values.url !== undefined ? httpTarget(values.url, token) : fileOrServerTarget(values.db ?? './agl.duckdb', token);
 }
 
 async function fileOrServerTarget(db: string, token: string | undefined): Promise<QueryTarget> {

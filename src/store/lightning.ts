@@ -19,6 +19,7 @@ import { checkFilterLogic, matches, paginate } from './paginate.js';
 import type { ColumnarRows } from './columns.js';
 import { noChanges, NotFoundError, RolloutState, type Changes } from './rollout-state.js';
 import { SPAN_JSON_COLUMNS, spanFromRow, spanRows } from './span-json.js';
+import { sqlText } from './sql.js';
 import { historyRows } from './rollout-tables.js';
 import type { TableRows } from './writer.js';
 
@@ -310,4 +311,3 @@ export class EmbeddedLightningStore implements LightningStore {
 }
 
 /** A string as a SQL literal. */
-const sqlText = (value: string) => `'${value.replaceAll("'", "''")}'`;

@@ -1,6 +1,7 @@
 import { DuckDBTypeId, type DuckDBConnection, type DuckDBInstance, type DuckDBResultReader } from '@duckdb/node-api';
 import { parseJsonExact } from '../exact-json.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
+import { sqlText } from './sql.js';
 
 export interface QueryColumn {
   readonly name: string;
@@ -64,7 +65,7 @@ export async function exportQuery(
   const body = sql.trim().replace(/;\s*$/, '');
   const copyOptions = COPY_OPTIONS[format];
   await withReadOnlyConnection(instance, sql, { ...options, maxRows: 0 }, async (connection) => {
-    await connection.run(`COPY (${body}) TO '${path.replaceAll("'", "''")}' (${copyOptions})`);
+    await connection.run(`COPY (${body}) TO ${sqlText(path)} (${copyOptions})`);
   });
 }
 

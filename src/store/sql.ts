@@ -1,0 +1,2 @@
+/** A string as a SQL literal. */
+export const sqlText = (value: string) => `'${value.replaceAll("'", "''")}'`;

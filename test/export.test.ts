@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { invalidReason, type ChatRecord } from '../src/adapters/messages.js';
+import { spanRows } from '../src/store/span-json.js';
+import { newTempDir, removeDir, runCli, startAgl, type InProcessAgl } from './helpers.js';
+import { runApp } from './instrumented-app.js';
+import { startOpenAITestServer, type OpenAITestServer } from './openai-server.js';
+
+// SFT export: an instrumented agent's calls become OpenAI fine-tuning records.
+
+let dir: string;
+let agl: InProcessAgl;
+let llm: OpenAITestServer;
+
+before(async () => {
+  dir = await newTempDir();
+  agl = await startAgl(join(dir, 'export.duckdb'));
+  llm = await startOpenAITestServer();
+  const run = await runApp('openai-chat.mjs', { AGL_ENDPOINT: agl.url, OPENAI_BASE_URL: llm.baseURL, AGL_ROLLOUT_ID: 'ro-export', AGL_ATTEMPT_ID: 'at-1' });
+  assert.equal(run.code, 0, run.stderr);
+  // A call whose record cannot be valid: a tool result no assistant message asked for.
+  const request = { model: 'm', messages: [{ role: 'user', content: 'q' }, { role: 'tool', tool_call_id: 'nope', content: 'x' }] };
+  const response = { id: 'r-bad', choices: [{ index: 0, message: { role: 'assistant', content: 'a' }, finish_reason: 'stop' }] };
+  await agl.store.writeSpans(spanRows({
+    rollout_id: 'ro-bad', attempt_id: 'at-1', sequence_id: null, trace_id: 'b'.repeat(32), span_id: 'b'.repeat(16), parent_id: null, name: 'chat m', kind: 'CLIENT',
+    status: { status_code: 'UNSET', description: null },
+    attributes: { 'agl.llm.api': 'chat', 'agl.llm.request': JSON.stringify(request), 'agl.llm.response': JSON.stringify(response) },
+    events: [], links: [], start_time: 1, end_time: 2, context: null, parent: null, resource: { attributes: {}, schema_url: '' },
+  }), 0);
+});
+after(async () => {
+  await llm.close();
+  await agl.close();
+  await removeDir(dir);
+});
+
+const exportMessages = (out: string, ...args: string[]) => runCli(['export', 'messages', '--url', agl.url, '--out', join(dir, out), ...args]);
+const readJsonl = async (file: string) => (await readFile(join(dir, file), 'utf8')).trim().split('\n').filter(Boolean).map((line) => JSON.parse(line));
+
+describe('agl export messages', () => {
+  test('an agent run to JSONL: one valid record per call, the invalid one reported and skipped', async () => {
+    const result = await exportMessages('all.jsonl');
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /wrote 2 record\(s\) to .*all\.jsonl; skipped 1:/);
+    assert.match(result.stderr, /1 x message 1: tool result for nope, which no earlier assistant message called \(e\.g\. rollout ro-bad, span b{16}\)/);
+    const [first, second] = await readJsonl('all.jsonl');
+    assert.deepEqual(first.messages, [
+      { role: 'system', content: 'You are terse.' },
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+    ]);
+    assert.equal(first.tools[0].function.name, 'get_weather');
+    assert.equal(first.parallel_tool_calls, false);
+    assert.deepEqual(second.messages.at(-1), { role: 'assistant', content: 'Echo: thanks' });
+    assert.equal(second.messages[2].tool_call_id, 'call_1');
+  });
+
+  test('Parquet holds the same records', async () => {
+    const result = await exportMessages('all.parquet');
+    assert.equal(result.code, 0, result.stderr);
+    const instance = await DuckDBInstance.create(':memory:');
+    const connection = await instance.connect();
+    const reader = await connection.runAndReadAll(`SELECT messages::VARCHAR AS messages, tools::VARCHAR AS tools, parallel_tool_calls FROM read_parquet('${join(dir, 'all.parquet')}')`);
+    // A record without tools has NULL in those columns.
+    const fromParquet = reader.getRowObjectsJS().map((row) => ({
+      messages: JSON.parse(row.messages as string),
+      ...(row.tools === null ? {} : { tools: JSON.parse(row.tools as string), parallel_tool_calls: row.parallel_tool_calls }),
+    }));
+    connection.closeSync();
+    instance.closeSync();
+    await exportMessages('again.jsonl');
+    assert.deepEqual(fromParquet, await readJsonl('again.jsonl'));
+  });
+
+  test('--where and --min-reward pick the calls', async () => {
+    await exportMessages('kept.jsonl', '--min-reward', '0.5', '--where', "rollout_id = 'ro-export'");
+    assert.equal((await readJsonl('kept.jsonl')).length, 2);
+    await exportMessages('none.jsonl', '--min-reward', '0.9');
+    assert.equal((await readJsonl('none.jsonl')).length, 0);
+  });
+
+  test('bad arguments are usage errors', async () => {
+    assert.equal((await runCli(['export', 'messages', '--url', agl.url])).code, 2);
+    assert.match((await runCli(['export', 'messages', '--url', agl.url, '--out', 'x.txt'])).stderr, /--out must end in .jsonl, .ndjson, .parquet/);
+    assert.match((await runCli(['export', 'messages', '--url', agl.url, '--out', 'x.jsonl', '--min-reward', 'high'])).stderr, /--min-reward must be a number, not "high"/);
+    assert.match((await runCli(['export', 'triplets', '--out', 'x.jsonl'])).stderr, /agl export knows "messages"/);
+  });
+});
+
+describe('record validation', () => {
+  const valid: ChatRecord = { messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }] };
+  test('names what makes a record invalid', () => {
+    assert.equal(invalidReason(valid), null);
+    assert.equal(invalidReason({ messages: [] }), 'no messages');
+    assert.equal(invalidReason({ messages: [{ role: 'user', content: 'q' }] }), "the last message is not the assistant's answer");
+    assert.equal(invalidReason({ messages: [{ role: 'robot', content: 'q' }, { role: 'assistant', content: 'a' }] }), 'message 0 has role "robot"');
+    assert.equal(
+      invalidReason({ messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{oops' } }] }] }),
+      'message 0: the arguments of tool call c are not valid JSON',
+    );
+    assert.equal(invalidReason({ messages: [{ role: 'user', content: null }, { role: 'assistant', content: 'a' }] }), 'message 0 has no text content');
+    assert.equal(invalidReason({ ...valid, tools: [{}] }), 'tools must be a list of {type: "function", function: {name, ...}}');
+  });
+});
