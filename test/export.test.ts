@@ -82,11 +82,29 @@ describe('agl export messages', () => {
     assert.equal((await readJsonl('none.jsonl')).length, 0);
   });
 
+  test('triplets: the agent run in call order, its reward on the last call (step credit), also as Parquet', async () => {
+    const result = await runCli(['export', 'triplets', '--url', agl.url, '--where', "rollout_id = 'ro-export'", '--out', join(dir, 'triplets.jsonl')]);
+    assert.equal(result.code, 0, result.stderr);
+    const triplets = await readJsonl('triplets.jsonl');
+    assert.deepEqual(triplets.map((t) => [t.response.message.content, t.reward, t.metadata.rollout_id]), [[null, null, 'ro-export'], ['Echo: thanks', 0.75, 'ro-export']]);
+    assert.equal(triplets[0].response.message.tool_calls[0].function.name, 'get_weather');
+    const final = await runCli(['export', 'triplets', '--url', agl.url, '--where', "rollout_id = 'ro-export'", '--credit', 'final', '--out', join(dir, 'triplets.parquet')]);
+    assert.equal(final.code, 0, final.stderr);
+    const instance = await DuckDBInstance.create(':memory:');
+    const connection = await instance.connect();
+    const reader = await connection.runAndReadAll(`SELECT reward, metadata->>'rollout_id' AS rollout FROM read_parquet('${join(dir, 'triplets.parquet')}')`);
+    assert.deepEqual(reader.getRowObjectsJS(), [{ reward: 0.75, rollout: 'ro-export' }, { reward: 0.75, rollout: 'ro-export' }]);
+    connection.closeSync();
+    instance.closeSync();
+  });
+
   test('bad arguments are usage errors', async () => {
     assert.equal((await runCli(['export', 'messages', '--url', agl.url])).code, 2);
     assert.match((await runCli(['export', 'messages', '--url', agl.url, '--out', 'x.txt'])).stderr, /--out must end in .jsonl, .ndjson, .parquet/);
     assert.match((await runCli(['export', 'messages', '--url', agl.url, '--out', 'x.jsonl', '--min-reward', 'high'])).stderr, /--min-reward must be a number, not "high"/);
-    assert.match((await runCli(['export', 'triplets', '--out', 'x.jsonl'])).stderr, /agl export knows "messages"/);
+    assert.match((await runCli(['export', 'trajectories', '--out', 'x.jsonl'])).stderr, /agl export knows "messages" and "triplets"/);
+    assert.match((await runCli(['export', 'triplets', '--url', agl.url, '--out', 'x.jsonl', '--credit', 'all'])).stderr, /--credit must be one of step, final, discounted/);
+    assert.match((await runCli(['export', 'triplets', '--url', agl.url, '--out', 'x.jsonl', '--agent-match', '('])).stderr, /--agent-match is not a regular expression/);
   });
 });
 

@@ -36,15 +36,18 @@ const PAGE = 10_000;
 export function messagesSql(options: MessagesOptions, page: { limit: number; offset: number }): string {
   const conditions = ['input_messages IS NOT NULL', 'output_messages IS NOT NULL'];
   if (options.where) conditions.push(`(${options.where})`);
-  if (options.minReward !== undefined) {
-    if (!Number.isFinite(options.minReward)) throw new TypeError('minReward must be a finite number');
-    conditions.push(`(SELECT r.value FROM rewards r WHERE r.rollout_id = c.rollout_id AND r.attempt_id IS NOT DISTINCT FROM c.attempt_id AND r.is_primary
-      ORDER BY r.time DESC LIMIT 1) >= ${options.minReward}`);
-  }
-  return `SELECT c.rollout_id, c.attempt_id, c.span_id, c.input_messages, c.output_messages, c.tools
-    FROM llm_calls c WHERE ${conditions.join(' AND ')}
-    ORDER BY c.rollout_id NULLS LAST, c.attempt_id, c.sequence_id, c.start_time, c.span_id
+  if (options.minReward !== undefined) conditions.push(minRewardCondition(options.minReward));
+  return `SELECT rollout_id, attempt_id, span_id, input_messages, output_messages, tools
+    FROM llm_calls WHERE ${conditions.join(' AND ')}
+    ORDER BY rollout_id NULLS LAST, attempt_id, sequence_id, start_time, span_id
     LIMIT ${page.limit} OFFSET ${page.offset}`;
+}
+
+/** An llm_calls condition: the call's attempt's latest primary reward is at least `minReward`. */
+export function minRewardCondition(minReward: number): string {
+  if (!Number.isFinite(minReward)) throw new TypeError('minReward must be a finite number');
+  return `(SELECT r.value FROM rewards r WHERE r.rollout_id = llm_calls.rollout_id AND r.attempt_id IS NOT DISTINCT FROM llm_calls.attempt_id AND r.is_primary
+    ORDER BY r.time DESC LIMIT 1) >= ${minReward}`;
 }
 
 const json = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value);

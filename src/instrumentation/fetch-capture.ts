@@ -157,34 +157,45 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
   const status = response.status;
   span.setAttribute('http.response.status_code', status);
   let finished = false;
-  const endNow = (body: string | unknown = '', streamed = false, failure?: unknown) => {
+  const endNow = (body: string | unknown = '', streamed = false, failure?: unknown, endedAt?: number) => {
     if (finished) return;
     finished = true;
     openLlmSpans.delete(endNow);
-    finishLlmSpan(span, status, body, streamed, failure, options.captureContent);
+    finishLlmSpan(span, status, body, streamed, failure, options.captureContent, endedAt);
   };
   openLlmSpans.add(endNow);
   // Finished after the app has its answer: parsing and recording stay off its path.
-  const finish = (body: string | unknown, streamed: boolean, failure?: unknown) => setImmediate(() => endNow(body, streamed, failure));
-  if (!response.body) finish('', false);
+  // The span ends when the answer had fully arrived (rewards the app emits right after come
+  // later), though it is finished after the app has its answer.
+  const finish = (body: string | unknown, streamed: boolean, failure: unknown, endedAt: number) => setImmediate(() => endNow(body, streamed, failure, endedAt));
+  if (!response.body) finish('', false, undefined, now());
   else if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) {
     const assembler = new StreamAssembler(api);
-    readCopy(response.clone(), (text) => assembler.feed(text)).then((failure) => finish(assembler.result(), true, failure), () => {});
+    readCopy(response.clone(), (text) => assembler.feed(text)).then(({ failure, endedAt }) => finish(assembler.result(), true, failure, endedAt), () => {});
   } else {
-    observeBody(response, (text, failure) => finish(text, false, failure), () => endNow());
+    observeBody(response, (text, failure) => finish(text, false, failure, now()), () => endNow());
   }
   return response;
 }
 
-/** Reads a copy of a body to its end; resolves to the error that cut it short, if any. */
-async function readCopy(copy: Response, onText: (text: string) => void): Promise<unknown> {
+const now = () => performance.timeOrigin + performance.now();
+
+/**
+ * Reads a copy of a body to its end: resolves to the error that cut it short, if any, and the
+ * time its last chunk arrived (the app got that chunk at the same moment).
+ */
+async function readCopy(copy: Response, onText: (text: string) => void): Promise<{ failure: unknown; endedAt: number }> {
   const decoder = new TextDecoder();
+  let endedAt = now();
   try {
-    for await (const chunk of copy.body!) onText(decoder.decode(chunk, { stream: true }));
+    for await (const chunk of copy.body!) {
+      endedAt = now();
+      onText(decoder.decode(chunk, { stream: true }));
+    }
     onText(decoder.decode());
-    return undefined;
+    return { failure: undefined, endedAt };
   } catch (error) {
-    return error;
+    return { failure: error, endedAt };
   }
 }
 
@@ -230,7 +241,7 @@ function observeBody(response: Response, done: (text: string, failure?: unknown)
       delete (response as { body?: unknown }).body;
       if (!settled && !response.bodyUsed) {
         let text = '';
-        readCopy(Response.prototype.clone.call(response), (piece) => (text += piece)).then((failure) => settle(text, failure), () => {});
+        readCopy(Response.prototype.clone.call(response), (piece) => (text += piece)).then(({ failure }) => settle(text, failure), () => {});
       }
       return bodyGetter.call(response);
     },
@@ -238,7 +249,7 @@ function observeBody(response: Response, done: (text: string, failure?: unknown)
 }
 
 /** Finishes an LLM span from the response body: a JSON text, or a stream's assembled result. */
-function finishLlmSpan(span: Span, status: number, body: string | unknown, streamed: boolean, failure: unknown, captureContent: boolean): void {
+function finishLlmSpan(span: Span, status: number, body: string | unknown, streamed: boolean, failure: unknown, captureContent: boolean, endedAt?: number): void {
   try {
     if (status >= 400) {
       span.setAttribute('error.type', String(status));
@@ -262,6 +273,6 @@ function finishLlmSpan(span: Span, status: number, body: string | unknown, strea
       span.setStatus({ code: SpanStatusCode.ERROR, message: `the response ended early: ${failure instanceof Error ? failure.message : String(failure)}` });
     }
   } finally {
-    span.end();
+    span.end(endedAt);
   }
 }

@@ -4,15 +4,19 @@ import { tmpdir } from 'node:os';
 import { extname, join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { traceToMessages, type SkippedRecord } from '../adapters/messages.js';
+import { minRewardCondition, traceToMessages, type SkippedRecord } from '../adapters/messages.js';
+import { traceToTriplets, type Credit, type RewardMatch } from '../adapters/triplets.js';
 import { sqlText } from '../store/sql.js';
-import { parseCommandArgs, UsageError } from './args.js';
+import { choiceArg, parseCommandArgs, UsageError } from './args.js';
 import { queryTarget } from './query-command.js';
 
-export const EXPORT_USAGE = `agl export messages --out FILE.jsonl|.parquet [--db ./agl.duckdb | --url URL] [--token T]
+export const EXPORT_USAGE = `agl export messages|triplets --out FILE.jsonl|.parquet [--db ./agl.duckdb | --url URL] [--token T]
           [--where "<SQL condition on rollout_id, attempt_id, trace_id>"] [--min-reward X]
-  Writes one OpenAI fine-tuning record ({messages, tools, parallel_tool_calls}) per recorded LLM
-  call; records that fail validation are skipped and counted, with their reasons.`;
+          triplets: [--agent-match REGEX] [--span-match REGEX] [--reward-match first_occurrence|first_sibling]
+                    [--credit step|final|discounted] [--gamma 1]
+  messages: one OpenAI fine-tuning record ({messages, tools, parallel_tool_calls}) per recorded
+  LLM call; records that fail validation are skipped and counted, with their reasons.
+  triplets: one {prompt, response, reward, metadata} per LLM call of each attempt, in call order.`;
 
 const OUT_TYPES = ['.jsonl', '.ndjson', '.parquet'];
 
@@ -24,15 +28,39 @@ export async function exportDataset(args: string[]): Promise<void> {
     where: { type: 'string' },
     'min-reward': { type: 'string' },
     out: { type: 'string' },
+    'agent-match': { type: 'string' },
+    'span-match': { type: 'string' },
+    'reward-match': { type: 'string' },
+    credit: { type: 'string' },
+    gamma: { type: 'string' },
   });
   const [kind] = positionals;
   if (positionals.length !== 1) throw new UsageError(`say what to export\n${EXPORT_USAGE}`);
-  if (kind !== 'messages') throw new UsageError(`agl export knows "messages" (triplets and trajectories are not built yet), not "${kind}"`);
+  if (kind !== 'messages' && kind !== 'triplets') throw new UsageError(`agl export knows "messages" and "triplets" (trajectories are not built yet), not "${kind}"`);
   if (values.out === undefined) throw new UsageError(`--out FILE is required\n${EXPORT_USAGE}`);
   const type = extname(values.out).toLowerCase();
   if (!OUT_TYPES.includes(type)) throw new UsageError(`--out must end in ${OUT_TYPES.join(', ')}: "${values.out}"`);
   const minReward = values['min-reward'] === undefined ? undefined : Number(values['min-reward']);
   if (minReward !== undefined && !Number.isFinite(minReward)) throw new UsageError(`--min-reward must be a number, not "${values['min-reward']}"`);
+  const gamma = values.gamma === undefined ? undefined : Number(values.gamma);
+  if (gamma !== undefined && !(gamma >= 0 && gamma <= 1)) throw new UsageError(`--gamma must be a number from 0 to 1, not "${values.gamma}"`);
+  for (const flag of ['agent-match', 'span-match'] as const) {
+    const pattern = values[flag];
+    if (pattern === undefined) continue;
+    try {
+      new RegExp(pattern);
+    } catch {
+      throw new UsageError(`--${flag} is not a regular expression: "${pattern}"`);
+    }
+  }
+  const tripletOptions = {
+    where: [values.where, minReward === undefined ? undefined : minRewardCondition(minReward)].filter(Boolean).map((c) => `(${c})`).join(' AND ') || undefined,
+    agentMatch: values['agent-match'],
+    spanMatch: values['span-match'],
+    rewardMatch: choiceArg<RewardMatch>('--reward-match', values['reward-match'], ['first_occurrence', 'first_sibling'], 'first_occurrence'),
+    credit: choiceArg<Credit>('--credit', values.credit, ['step', 'final', 'discounted'], 'step'),
+    gamma,
+  };
 
   const out = resolve(values.out);
   const target = await queryTarget(values);
@@ -42,13 +70,14 @@ export async function exportDataset(args: string[]): Promise<void> {
   try {
     const lines = scratch ? join(scratch, 'records.jsonl') : out;
     const file = createWriteStream(lines);
-    for await (const record of traceToMessages(target, { where: values.where, minReward }, skipped)) {
+    const records = kind === 'messages' ? traceToMessages(target, { where: values.where, minReward }, skipped) : await traceToTriplets(target, tripletOptions);
+    for await (const record of records) {
       if (!file.write(`${JSON.stringify(record)}\n`)) await new Promise<void>((done) => file.once('drain', () => done()));
       written++;
     }
     file.end();
     await finished(file);
-    if (scratch) await jsonlToParquet(lines, out);
+    if (scratch) await jsonlToParquet(lines, out, kind === 'messages' ? MESSAGES_COLUMNS : TRIPLET_COLUMNS);
   } finally {
     await target.close();
     if (scratch) await rm(scratch, { recursive: true, force: true });
@@ -62,13 +91,17 @@ export async function exportDataset(args: string[]): Promise<void> {
   }
 }
 
-/** Parquet through DuckDB: columns messages and tools as JSON, parallel_tool_calls BOOLEAN. */
-async function jsonlToParquet(lines: string, out: string): Promise<void> {
+/** Parquet columns: nested values stay JSON, so that every record fits one schema. */
+const MESSAGES_COLUMNS = `{messages: 'JSON', tools: 'JSON', parallel_tool_calls: 'BOOLEAN'}`;
+const TRIPLET_COLUMNS = `{prompt: 'JSON', response: 'JSON', reward: 'DOUBLE', metadata: 'JSON'}`;
+
+/** Parquet through DuckDB, from the JSONL just written. */
+async function jsonlToParquet(lines: string, out: string, columns: string): Promise<void> {
   const instance = await DuckDBInstance.create(':memory:');
   const connection = await instance.connect();
   try {
-    await connection.run(`COPY (SELECT * FROM read_json(${sqlText(lines)}, format = 'newline_delimited',
-      columns = {messages: 'JSON', tools: 'JSON', parallel_tool_calls: 'BOOLEAN'})) TO ${sqlText(out)} (FORMAT PARQUET)`);
+    await connection.run(`COPY (SELECT * FROM read_json(${sqlText(lines)}, format = 'newline_delimited', columns = ${columns}))
+      TO ${sqlText(out)} (FORMAT PARQUET)`);
   } finally {
     connection.closeSync();
     instance.closeSync();
