@@ -19,7 +19,7 @@ before(async () => {
   dir = await newTempDir();
   agl = await startAgl(join(dir, 'export.duckdb'));
   llm = await startOpenAITestServer();
-  const run = await runApp('openai-chat.mjs', { AGL_ENDPOINT: agl.url, OPENAI_BASE_URL: llm.baseURL, AGL_ROLLOUT_ID: 'ro-export', AGL_ATTEMPT_ID: 'at-1' });
+  const run = await runApp('openai-chat.mjs', { AGL_ENDPOINT: agl.url, OPENAI_BASE_URL: llm.baseURL, AGL_ROLLOUT_ID: 'ro-export', AGL_ATTEMPT_ID: 'at-1', AGL_RETURN_TOKEN_IDS: '1' });
   assert.equal(run.code, 0, run.stderr);
   // A call whose record cannot be valid: a tool result no assistant message asked for.
   const request = { model: 'm', messages: [{ role: 'user', content: 'q' }, { role: 'tool', tool_call_id: 'nope', content: 'x' }] };
@@ -98,11 +98,27 @@ describe('agl export messages', () => {
     instance.closeSync();
   });
 
+  test('trajectories: token rows of the run, Parquet with typed lists; a call without token ids is reported', async () => {
+    const result = await runCli(['export', 'trajectories', '--url', agl.url, '--mode', 'trajectory', '--out', join(dir, 'rl.parquet')]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /1 call\(s\) without token ids left out \(rollouts: ro-bad\)/);
+    const instance = await DuckDBInstance.create(':memory:');
+    const connection = await instance.connect();
+    const reader = await connection.runAndReadAll(`SELECT rollout_id, typeof(prompt_ids) AS type, len(response_ids) = len(response_mask) AS aligned, reward, calls FROM read_parquet('${join(dir, 'rl.parquet')}')`);
+    const rows = reader.getRowObjectsJS();
+    connection.closeSync();
+    instance.closeSync();
+    assert.ok(rows.length >= 1);
+    assert.ok(rows.every((r) => r.rollout_id === 'ro-export' && r.type === 'INTEGER[]' && r.aligned === true));
+    assert.equal(rows.at(-1)!.reward, 0.75);
+  });
+
   test('bad arguments are usage errors', async () => {
     assert.equal((await runCli(['export', 'messages', '--url', agl.url])).code, 2);
     assert.match((await runCli(['export', 'messages', '--url', agl.url, '--out', 'x.txt'])).stderr, /--out must end in .jsonl, .ndjson, .parquet/);
     assert.match((await runCli(['export', 'messages', '--url', agl.url, '--out', 'x.jsonl', '--min-reward', 'high'])).stderr, /--min-reward must be a number, not "high"/);
-    assert.match((await runCli(['export', 'trajectories', '--out', 'x.jsonl'])).stderr, /agl export knows "messages" and "triplets"/);
+    assert.match((await runCli(['export', 'episodes', '--out', 'x.jsonl'])).stderr, /agl export knows messages, triplets and trajectories, not "episodes"/);
+    assert.match((await runCli(['export', 'trajectories', '--url', agl.url, '--out', 'x.jsonl', '--max-prompt-length', '0'])).stderr, /--max-prompt-length must be above 0/);
     assert.match((await runCli(['export', 'triplets', '--url', agl.url, '--out', 'x.jsonl', '--credit', 'all'])).stderr, /--credit must be one of step, final, discounted/);
     assert.match((await runCli(['export', 'triplets', '--url', agl.url, '--out', 'x.jsonl', '--agent-match', '('])).stderr, /--agent-match is not a regular expression/);
   });

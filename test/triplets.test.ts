@@ -2,9 +2,10 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { traceToTriplets } from '../src/adapters/triplets.js';
-import { spanRows, type SpanInput } from '../src/store/span-json.js';
+import { spanRows } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { newTempDir, removeDir } from './helpers.js';
+import { call, reward, span } from './span-fixtures.js';
 
 // Triplets from span fixtures with exact expected outputs: reward matching, credit, dedupe,
 // agent match, rollout-less traces.
@@ -12,37 +13,6 @@ import { newTempDir, removeDir } from './helpers.js';
 let dir: string;
 let store: DuckDBStore;
 const source = { query: (sql: string) => store.query(sql, { guard: false }) };
-
-let nextId = 1;
-const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
-
-/** A span of the fixture; times in seconds. */
-function span(fields: Partial<SpanInput> & { name: string; start: number; end: number; trace?: number }): SpanInput {
-  const { start, end, trace = 1, ...rest } = fields;
-  return {
-    rollout_id: 'ro-t', attempt_id: 'at-1', sequence_id: null, trace_id: hex(trace, 32), span_id: hex(nextId++, 16), parent_id: null,
-    kind: 'INTERNAL', status: { status_code: 'UNSET', description: null }, attributes: {}, events: [], links: [],
-    start_time: start, end_time: end, context: null, parent: null, resource: { attributes: {}, schema_url: '' },
-    ...rest,
-  };
-}
-
-/** An LLM call as agl's capture records it: asked `question`, answered `answer`. */
-function call(question: string, answer: string, start: number, extra: Partial<SpanInput> & { responseId?: string; trace?: number } = {}): SpanInput {
-  const { responseId = `resp-${question}`, ...rest } = extra;
-  return span({
-    name: 'chat m', start, end: start + 1,
-    attributes: {
-      'agl.llm.api': 'chat',
-      'agl.llm.request': JSON.stringify({ model: 'm', messages: [{ role: 'user', content: question }] }),
-      'agl.llm.response': JSON.stringify({ id: responseId, model: 'm', prompt_token_ids: [1, 2], choices: [{ index: 0, message: { role: 'assistant', content: answer }, token_ids: [3], finish_reason: 'stop' }] }),
-    },
-    ...rest,
-  });
-}
-
-const reward = (value: number, time: number, extra: Partial<SpanInput> & { trace?: number } = {}) =>
-  span({ name: 'agentlightning.annotation', start: time, end: time, attributes: { 'agentlightning.reward.0.name': 'primary', 'agentlightning.reward.0.value': value }, ...extra });
 
 before(async () => {
   dir = await newTempDir();

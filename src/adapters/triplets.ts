@@ -80,9 +80,12 @@ agents AS (
   GROUP BY x.span_id, x.trace_id
 ),
 named AS (
-  SELECT c.*, g.agent_name FROM calls c LEFT JOIN agents g USING (trace_id, span_id)
+  SELECT c.*, g.agent_name,
+    -- GRPO's group: rollouts of the same task (the same input) are compared with each other.
+    coalesce(md5(CAST(ro.input AS VARCHAR)), c.rollout_id, 'trace:' || c.trace_id) AS group_key
+  FROM calls c LEFT JOIN agents g USING (trace_id, span_id) LEFT JOIN rollouts ro ON ro.rollout_id = c.rollout_id
 )
-SELECT group_id, rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, epoch_ns(end_time) AS end_ns, agent_name,
+SELECT group_id, group_key, rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, epoch_ns(end_time) AS end_ns, agent_name,
   response_id, model, input_messages, output_messages, prompt_token_ids, response_token_ids, response_logprobs
 FROM named ${agentFilter}
 QUALIFY response_id IS NULL OR row_number() OVER (PARTITION BY group_id, response_id ORDER BY start_time, span_id) = 1
@@ -153,8 +156,7 @@ function credit(calls: CallRow[], rewards: Record<string, any>[], options: Tripl
   }
 }
 
-function triplet(call: CallRow, reward: number | null): Triplet {
-  const r = call.row;
+function triplet(r: Record<string, any>, reward: number | null): Triplet {
   const output = json(r.output_messages);
   return {
     prompt: { messages: json(r.input_messages), token_ids: ids(r.prompt_token_ids) },
@@ -179,17 +181,24 @@ function checkOptions(options: TripletOptions): void {
   if (options.gamma !== undefined && !(options.gamma >= 0 && options.gamma <= 1)) throw new TypeError(`gamma must be from 0 to 1, not ${options.gamma}`);
 }
 
-/** The triplets of every attempt that `options.where` selects, attempt by attempt. */
-export async function traceToTriplets(source: QuerySource, options: TripletOptions = {}): Promise<Triplet[]> {
+/** A selected LLM call (a row of `callsSql`) with the reward its credit gives it. */
+export interface CreditedCall {
+  readonly row: Record<string, any>;
+  readonly reward: number | null;
+}
+
+/** The calls of every attempt that `options.where` selects, grouped by attempt, in call order, credited. */
+export async function creditedCalls(source: QuerySource, options: TripletOptions = {}): Promise<CreditedCall[][]> {
   checkOptions(options);
-  const [{ rows: callRows }, { rows: rewardRows }] = [await source.query(callsSql(options)), await source.query(rewardsSql(options))];
+  const { rows: callRows } = await source.query(callsSql(options));
+  const { rows: rewardRows } = await source.query(rewardsSql(options));
   const rewardsByGroup = new Map<string, Record<string, any>[]>();
   for (const reward of rewardRows) {
     const list = rewardsByGroup.get(reward.group_id as string) ?? [];
     list.push(reward);
     rewardsByGroup.set(reward.group_id as string, list);
   }
-  const triplets: Triplet[] = [];
+  const groups: CreditedCall[][] = [];
   let start = 0;
   while (start < callRows.length) {
     const group = callRows[start].group_id as string;
@@ -199,8 +208,13 @@ export async function traceToTriplets(source: QuerySource, options: TripletOptio
     const rewards = rewardsByGroup.get(group) ?? [];
     matchRewards(calls, rewards, options.rewardMatch ?? 'first_occurrence');
     const credited = credit(calls, rewards, options);
-    calls.forEach((call, i) => triplets.push(triplet(call, credited[i])));
+    groups.push(calls.map((call, i) => ({ row: call.row, reward: credited[i] })));
     start = end;
   }
-  return triplets;
+  return groups;
+}
+
+/** The triplets of every attempt that `options.where` selects, attempt by attempt. */
+export async function traceToTriplets(source: QuerySource, options: TripletOptions = {}): Promise<Triplet[]> {
+  return (await creditedCalls(source, options)).flatMap((calls) => calls.map((call) => triplet(call.row, call.reward)));
 }

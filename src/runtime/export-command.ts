@@ -5,18 +5,23 @@ import { extname, join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { minRewardCondition, traceToMessages, type SkippedRecord } from '../adapters/messages.js';
+import { traceToTrajectories } from '../adapters/trajectories.js';
 import { traceToTriplets, type Credit, type RewardMatch } from '../adapters/triplets.js';
 import { sqlText } from '../store/sql.js';
-import { choiceArg, parseCommandArgs, UsageError } from './args.js';
+import { choiceArg, countArg, parseCommandArgs, UsageError } from './args.js';
 import { queryTarget } from './query-command.js';
 
-export const EXPORT_USAGE = `agl export messages|triplets --out FILE.jsonl|.parquet [--db ./agl.duckdb | --url URL] [--token T]
-          [--where "<SQL condition on rollout_id, attempt_id, trace_id>"] [--min-reward X]
-          triplets: [--agent-match REGEX] [--span-match REGEX] [--reward-match first_occurrence|first_sibling]
-                    [--credit step|final|discounted] [--gamma 1]
+export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FILE.jsonl|.parquet [--db ./agl.duckdb | --url URL]
+          [--token T] [--where "<SQL condition on rollout_id, attempt_id, trace_id>"] [--min-reward X]
+          triplets, trajectories: [--agent-match REGEX] [--span-match REGEX]
+                    [--reward-match first_occurrence|first_sibling] [--credit step|final|discounted] [--gamma 1]
+          trajectories: [--mode transition|trajectory] [--max-prompt-length N] [--max-response-length N]
+                    [--overlong truncate|drop]
   messages: one OpenAI fine-tuning record ({messages, tools, parallel_tool_calls}) per recorded
   LLM call; records that fail validation are skipped and counted, with their reasons.
-  triplets: one {prompt, response, reward, metadata} per LLM call of each attempt, in call order.`;
+  triplets: one {prompt, response, reward, metadata} per LLM call of each attempt, in call order.
+  trajectories: token-level rows (prompt_ids, response_ids, response_mask, response_logprobs,
+  reward, group_key) for RL trainers.`;
 
 const OUT_TYPES = ['.jsonl', '.ndjson', '.parquet'];
 
@@ -33,10 +38,14 @@ export async function exportDataset(args: string[]): Promise<void> {
     'reward-match': { type: 'string' },
     credit: { type: 'string' },
     gamma: { type: 'string' },
+    mode: { type: 'string' },
+    'max-prompt-length': { type: 'string' },
+    'max-response-length': { type: 'string' },
+    overlong: { type: 'string' },
   });
   const [kind] = positionals;
   if (positionals.length !== 1) throw new UsageError(`say what to export\n${EXPORT_USAGE}`);
-  if (kind !== 'messages' && kind !== 'triplets') throw new UsageError(`agl export knows "messages" and "triplets" (trajectories are not built yet), not "${kind}"`);
+  if (kind !== 'messages' && kind !== 'triplets' && kind !== 'trajectories') throw new UsageError(`agl export knows messages, triplets and trajectories, not "${kind}"`);
   if (values.out === undefined) throw new UsageError(`--out FILE is required\n${EXPORT_USAGE}`);
   const type = extname(values.out).toLowerCase();
   if (!OUT_TYPES.includes(type)) throw new UsageError(`--out must end in ${OUT_TYPES.join(', ')}: "${values.out}"`);
@@ -61,28 +70,47 @@ export async function exportDataset(args: string[]): Promise<void> {
     credit: choiceArg<Credit>('--credit', values.credit, ['step', 'final', 'discounted'], 'step'),
     gamma,
   };
+  const trajectoryOptions = {
+    ...tripletOptions,
+    mode: choiceArg('--mode', values.mode, ['transition', 'trajectory'] as const, 'transition'),
+    maxPromptLength: positive('--max-prompt-length', values['max-prompt-length']),
+    maxResponseLength: positive('--max-response-length', values['max-response-length']),
+    overlong: choiceArg('--overlong', values.overlong, ['truncate', 'drop'] as const, 'truncate'),
+  };
 
   const out = resolve(values.out);
   const target = await queryTarget(values);
   const skipped: SkippedRecord[] = [];
+  const notes: string[] = [];
   let written = 0;
   const scratch = type === '.parquet' ? await mkdtemp(join(tmpdir(), 'agl-export-')) : undefined;
   try {
     const lines = scratch ? join(scratch, 'records.jsonl') : out;
     const file = createWriteStream(lines);
-    const records = kind === 'messages' ? traceToMessages(target, { where: values.where, minReward }, skipped) : await traceToTriplets(target, tripletOptions);
+    let records: AsyncIterable<object> | Iterable<object>;
+    if (kind === 'messages') records = traceToMessages(target, { where: values.where, minReward }, skipped);
+    else if (kind === 'triplets') records = await traceToTriplets(target, tripletOptions);
+    else {
+      const { rows, stats } = await traceToTrajectories(target, trajectoryOptions);
+      records = rows;
+      notes.push(`${stats.calls} call(s) into ${stats.rows} row(s); ${stats.truncated} truncated, ${stats.dropped} dropped over the length limits`);
+      if (stats.missingTokenIds > 0) {
+        notes.push(`${stats.missingTokenIds} call(s) without token ids left out (rollouts: ${stats.missingTokenIdRollouts.slice(0, 5).join(', ')}${stats.missingTokenIdRollouts.length > 5 ? ', ...' : ''}); record through the gateway with --return-token-ids or AGL_RETURN_TOKEN_IDS=1`);
+      }
+    }
     for await (const record of records) {
       if (!file.write(`${JSON.stringify(record)}\n`)) await new Promise<void>((done) => file.once('drain', () => done()));
       written++;
     }
     file.end();
     await finished(file);
-    if (scratch) await jsonlToParquet(lines, out, kind === 'messages' ? MESSAGES_COLUMNS : TRIPLET_COLUMNS);
+    if (scratch) await jsonlToParquet(lines, out, PARQUET_COLUMNS[kind]);
   } finally {
     await target.close();
     if (scratch) await rm(scratch, { recursive: true, force: true });
   }
   console.error(`agl: wrote ${written} record(s) to ${values.out}${skipped.length ? `; skipped ${skipped.length}:` : ''}`);
+  for (const note of notes) console.error(`  ${note}`);
   const reasons = new Map<string, number>();
   for (const s of skipped) reasons.set(s.reason, (reasons.get(s.reason) ?? 0) + 1);
   for (const [reason, count] of reasons) {
@@ -91,9 +119,19 @@ export async function exportDataset(args: string[]): Promise<void> {
   }
 }
 
-/** Parquet columns: nested values stay JSON, so that every record fits one schema. */
-const MESSAGES_COLUMNS = `{messages: 'JSON', tools: 'JSON', parallel_tool_calls: 'BOOLEAN'}`;
-const TRIPLET_COLUMNS = `{prompt: 'JSON', response: 'JSON', reward: 'DOUBLE', metadata: 'JSON'}`;
+/** Parquet columns: nested values stay JSON, so that every record fits one schema; token ids are lists. */
+const PARQUET_COLUMNS: Record<string, string> = {
+  messages: `{messages: 'JSON', tools: 'JSON', parallel_tool_calls: 'BOOLEAN'}`,
+  triplets: `{prompt: 'JSON', response: 'JSON', reward: 'DOUBLE', metadata: 'JSON'}`,
+  trajectories: `{rollout_id: 'VARCHAR', attempt_id: 'VARCHAR', group_key: 'VARCHAR', prompt_ids: 'INTEGER[]', response_ids: 'INTEGER[]',
+    response_mask: 'TINYINT[]', response_logprobs: 'DOUBLE[]', reward: 'DOUBLE', calls: 'INTEGER'}`,
+};
+
+function positive(name: string, value: string | undefined): number | undefined {
+  const n = countArg(name, value);
+  if (n === 0) throw new UsageError(`${name} must be above 0`);
+  return n;
+}
 
 /** Parquet through DuckDB, from the JSONL just written. */
 async function jsonlToParquet(lines: string, out: string, columns: string): Promise<void> {
