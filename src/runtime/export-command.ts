@@ -9,7 +9,7 @@ import { traceToTrajectories } from '../adapters/trajectories.js';
 import { traceToTriplets, type Credit, type RewardMatch } from '../adapters/triplets.js';
 import { sqlText } from '../store/sql.js';
 import { choiceArg, countArg, parseCommandArgs, UsageError } from './args.js';
-import { queryTarget } from './query-command.js';
+import { queryTarget, type QueryTarget } from './query-command.js';
 
 export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FILE.jsonl|.parquet [--db ./agl.duckdb | --url URL]
           [--token T] [--where "<SQL condition on rollout_id, attempt_id, trace_id>"] [--min-reward X]
@@ -24,31 +24,62 @@ export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FIL
   reward, group_key) for RL trainers.`;
 
 const OUT_TYPES = ['.jsonl', '.ndjson', '.parquet'];
+const KINDS = ['messages', 'triplets', 'trajectories'] as const;
+type Kind = (typeof KINDS)[number];
+
+const OPTIONS = {
+  db: { type: 'string' },
+  url: { type: 'string' },
+  token: { type: 'string' },
+  where: { type: 'string' },
+  'min-reward': { type: 'string' },
+  out: { type: 'string' },
+  'agent-match': { type: 'string' },
+  'span-match': { type: 'string' },
+  'reward-match': { type: 'string' },
+  credit: { type: 'string' },
+  gamma: { type: 'string' },
+  mode: { type: 'string' },
+  'max-prompt-length': { type: 'string' },
+  'max-response-length': { type: 'string' },
+  overlong: { type: 'string' },
+} as const;
+
+type Values = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>['values'];
 
 export async function exportDataset(args: string[]): Promise<void> {
-  const { values, positionals } = parseCommandArgs(args, {
-    db: { type: 'string' },
-    url: { type: 'string' },
-    token: { type: 'string' },
-    where: { type: 'string' },
-    'min-reward': { type: 'string' },
-    out: { type: 'string' },
-    'agent-match': { type: 'string' },
-    'span-match': { type: 'string' },
-    'reward-match': { type: 'string' },
-    credit: { type: 'string' },
-    gamma: { type: 'string' },
-    mode: { type: 'string' },
-    'max-prompt-length': { type: 'string' },
-    'max-response-length': { type: 'string' },
-    overlong: { type: 'string' },
-  });
-  const [kind] = positionals;
+  const { values, positionals } = parseCommandArgs(args, OPTIONS);
   if (positionals.length !== 1) throw new UsageError(`say what to export\n${EXPORT_USAGE}`);
-  if (kind !== 'messages' && kind !== 'triplets' && kind !== 'trajectories') throw new UsageError(`agl export knows messages, triplets and trajectories, not "${kind}"`);
+  const kind = positionals[0] as Kind;
+  if (!KINDS.includes(kind)) throw new UsageError(`agl export knows messages, triplets and trajectories, not "${kind}"`);
   if (values.out === undefined) throw new UsageError(`--out FILE is required\n${EXPORT_USAGE}`);
   const type = extname(values.out).toLowerCase();
   if (!OUT_TYPES.includes(type)) throw new UsageError(`--out must end in ${OUT_TYPES.join(', ')}: "${values.out}"`);
+  const options = adapterOptions(values); // every argument checked before the store is opened
+
+  const out = resolve(values.out);
+  const target = await queryTarget(values);
+  const report = { skipped: [] as SkippedRecord[], notes: [] as string[] };
+  let written = 0;
+  const scratch = type === '.parquet' ? await mkdtemp(join(tmpdir(), 'agl-export-')) : undefined;
+  try {
+    const lines = scratch ? join(scratch, 'records.jsonl') : out;
+    const file = createWriteStream(lines);
+    for await (const record of await recordsOf(kind, target, options, report)) {
+      if (!file.write(`${JSON.stringify(record)}\n`)) await new Promise<void>((done) => file.once('drain', () => done()));
+      written++;
+    }
+    file.end();
+    await finished(file);
+    if (scratch) await jsonlToParquet(lines, out, PARQUET_COLUMNS[kind]);
+  } finally {
+    await target.close();
+    if (scratch) await rm(scratch, { recursive: true, force: true });
+  }
+  printSummary(written, values.out, report);
+}
+
+function adapterOptions(values: Values) {
   const minReward = values['min-reward'] === undefined ? undefined : Number(values['min-reward']);
   if (minReward !== undefined && !Number.isFinite(minReward)) throw new UsageError(`--min-reward must be a number, not "${values['min-reward']}"`);
   const gamma = values.gamma === undefined ? undefined : Number(values.gamma);
@@ -62,54 +93,39 @@ export async function exportDataset(args: string[]): Promise<void> {
       throw new UsageError(`--${flag} is not a regular expression: "${pattern}"`);
     }
   }
-  const tripletOptions = {
-    where: [values.where, minReward === undefined ? undefined : minRewardCondition(minReward)].filter(Boolean).map((c) => `(${c})`).join(' AND ') || undefined,
-    agentMatch: values['agent-match'],
-    spanMatch: values['span-match'],
-    rewardMatch: choiceArg<RewardMatch>('--reward-match', values['reward-match'], ['first_occurrence', 'first_sibling'], 'first_occurrence'),
-    credit: choiceArg<Credit>('--credit', values.credit, ['step', 'final', 'discounted'], 'step'),
-    gamma,
+  return {
+    messages: { where: values.where, minReward },
+    trajectories: {
+      where: [values.where, minReward === undefined ? undefined : minRewardCondition(minReward)].filter(Boolean).map((c) => `(${c})`).join(' AND ') || undefined,
+      agentMatch: values['agent-match'],
+      spanMatch: values['span-match'],
+      rewardMatch: choiceArg<RewardMatch>('--reward-match', values['reward-match'], ['first_occurrence', 'first_sibling'], 'first_occurrence'),
+      credit: choiceArg<Credit>('--credit', values.credit, ['step', 'final', 'discounted'], 'step'),
+      gamma,
+      mode: choiceArg('--mode', values.mode, ['transition', 'trajectory'] as const, 'transition'),
+      maxPromptLength: positive('--max-prompt-length', values['max-prompt-length']),
+      maxResponseLength: positive('--max-response-length', values['max-response-length']),
+      overlong: choiceArg('--overlong', values.overlong, ['truncate', 'drop'] as const, 'truncate'),
+    },
   };
-  const trajectoryOptions = {
-    ...tripletOptions,
-    mode: choiceArg('--mode', values.mode, ['transition', 'trajectory'] as const, 'transition'),
-    maxPromptLength: positive('--max-prompt-length', values['max-prompt-length']),
-    maxResponseLength: positive('--max-response-length', values['max-response-length']),
-    overlong: choiceArg('--overlong', values.overlong, ['truncate', 'drop'] as const, 'truncate'),
-  };
+}
 
-  const out = resolve(values.out);
-  const target = await queryTarget(values);
-  const skipped: SkippedRecord[] = [];
-  const notes: string[] = [];
-  let written = 0;
-  const scratch = type === '.parquet' ? await mkdtemp(join(tmpdir(), 'agl-export-')) : undefined;
-  try {
-    const lines = scratch ? join(scratch, 'records.jsonl') : out;
-    const file = createWriteStream(lines);
-    let records: AsyncIterable<object> | Iterable<object>;
-    if (kind === 'messages') records = traceToMessages(target, { where: values.where, minReward }, skipped);
-    else if (kind === 'triplets') records = await traceToTriplets(target, tripletOptions);
-    else {
-      const { rows, stats } = await traceToTrajectories(target, trajectoryOptions);
-      records = rows;
-      notes.push(`${stats.calls} call(s) into ${stats.rows} row(s); ${stats.truncated} truncated, ${stats.dropped} dropped over the length limits`);
-      if (stats.missingTokenIds > 0) {
-        notes.push(`${stats.missingTokenIds} call(s) without token ids left out (rollouts: ${stats.missingTokenIdRollouts.slice(0, 5).join(', ')}${stats.missingTokenIdRollouts.length > 5 ? ', ...' : ''}); record through the gateway with --return-token-ids or AGL_RETURN_TOKEN_IDS=1`);
-      }
-    }
-    for await (const record of records) {
-      if (!file.write(`${JSON.stringify(record)}\n`)) await new Promise<void>((done) => file.once('drain', () => done()));
-      written++;
-    }
-    file.end();
-    await finished(file);
-    if (scratch) await jsonlToParquet(lines, out, PARQUET_COLUMNS[kind]);
-  } finally {
-    await target.close();
-    if (scratch) await rm(scratch, { recursive: true, force: true });
+type Report = { skipped: SkippedRecord[]; notes: string[] };
+
+async function recordsOf(kind: Kind, target: QueryTarget, options: ReturnType<typeof adapterOptions>, report: Report): Promise<AsyncIterable<object> | Iterable<object>> {
+  if (kind === 'messages') return traceToMessages(target, options.messages, report.skipped);
+  if (kind === 'triplets') return traceToTriplets(target, options.trajectories);
+  const { rows, stats } = await traceToTrajectories(target, options.trajectories);
+  report.notes.push(`${stats.calls} call(s) into ${stats.rows} row(s); ${stats.truncated} truncated, ${stats.dropped} dropped over the length limits`);
+  if (stats.missingTokenIds > 0) {
+    const rollouts = stats.missingTokenIdRollouts;
+    report.notes.push(`${stats.missingTokenIds} call(s) without token ids left out (rollouts: ${rollouts.slice(0, 5).join(', ')}${rollouts.length > 5 ? ', ...' : ''}); record through the gateway with --return-token-ids or AGL_RETURN_TOKEN_IDS=1`);
   }
-  console.error(`agl: wrote ${written} record(s) to ${values.out}${skipped.length ? `; skipped ${skipped.length}:` : ''}`);
+  return rows;
+}
+
+function printSummary(written: number, out: string, { skipped, notes }: Report): void {
+  console.error(`agl: wrote ${written} record(s) to ${out}${skipped.length ? `; skipped ${skipped.length}:` : ''}`);
   for (const note of notes) console.error(`  ${note}`);
   const reasons = new Map<string, number>();
   for (const s of skipped) reasons.set(s.reason, (reasons.get(s.reason) ?? 0) + 1);
