@@ -97,7 +97,7 @@ export function rewardsSql(options: TripletOptions): string {
   return `SELECT ${groupOf('r')} AS group_id, s.parent_id, epoch_ns(r.time) AS time_ns, r.value
 FROM rewards r JOIN spans s ON s.trace_id = r.trace_id AND s.span_id = r.span_id
 WHERE r.is_primary AND ${groupOf('r')} IN (SELECT ${groupOf('llm_calls')} FROM llm_calls ${where})
-ORDER BY group_id, r.time, r.sequence_id`;
+ORDER BY group_id, r.time, r.sequence_id, r.span_id`;
 }
 
 function sqlRegex(pattern: string): string {
@@ -187,11 +187,23 @@ export interface CreditedCall {
   readonly reward: number | null;
 }
 
+/** Rows of a query that ends in a total ORDER BY, page by page (the query route caps one answer's rows). */
+async function allRows(source: QuerySource, sql: string): Promise<Record<string, any>[]> {
+  const rows: Record<string, any>[] = [];
+  for (let offset = 0; ; offset += PAGE) {
+    const page = (await source.query(`${sql} LIMIT ${PAGE} OFFSET ${offset}`)).rows;
+    rows.push(...page);
+    if (page.length < PAGE) return rows;
+  }
+}
+
+const PAGE = 50_000;
+
 /** The calls of every attempt that `options.where` selects, grouped by attempt, in call order, credited. */
 export async function creditedCalls(source: QuerySource, options: TripletOptions = {}): Promise<CreditedCall[][]> {
   checkOptions(options);
-  const { rows: callRows } = await source.query(callsSql(options));
-  const { rows: rewardRows } = await source.query(rewardsSql(options));
+  const callRows = await allRows(source, callsSql(options));
+  const rewardRows = await allRows(source, rewardsSql(options));
   const rewardsByGroup = new Map<string, Record<string, any>[]>();
   for (const reward of rewardRows) {
     const list = rewardsByGroup.get(reward.group_id as string) ?? [];
