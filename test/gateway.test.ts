@@ -200,7 +200,7 @@ describe('faults', () => {
     assert.deepEqual(json(call.output_messages), [{ role: 'assistant', content: 'Echo: ' }]);
   });
 
-  test('bad requests: not JSON 400, too large 413, unknown rollout 404; nothing stored', async () => {
+  test('bad requests: not JSON 400, too large 413, unknown rollout or attempt 404; nothing stored', async () => {
     const { rolloutId, baseURL } = await startedRollout();
     const notJson = await post(`${baseURL}/chat/completions`, '{oops');
     assert.equal(notJson.status, 400);
@@ -210,6 +210,9 @@ describe('faults', () => {
     const unknown = await post(gatewayBaseUrl(agl.url, 'ro-nope', 'at-nope') + '/chat/completions', { model: 'm', messages: [] });
     assert.equal(unknown.status, 404);
     assert.match(((await unknown.json()) as any).error.message, /no rollout "ro-nope"/);
+    const wrongAttempt = await post(gatewayBaseUrl(agl.url, rolloutId, 'at-nope') + '/chat/completions', { model: 'm', messages: [] });
+    assert.equal(wrongAttempt.status, 404);
+    assert.match(((await wrongAttempt.json()) as any).error.message, /has no attempt "at-nope"/);
     assert.equal((await rows(`SELECT * FROM spans WHERE rollout_id = '${rolloutId}'`)).length, 0);
   });
 });

@@ -138,6 +138,12 @@ async function upstreamFor(store: DuckDBStore, options: GatewayOptions, ids: Att
   if (ids.rolloutId !== null) {
     const rollout = await store.lightning.getRolloutById(ids.rolloutId);
     if (!rollout) throw new GatewayError(404, `agl gateway: no rollout "${ids.rolloutId}"`, 'invalid_request_error');
+    if (ids.attemptId !== null && (await store.lightning.getLatestAttempt(ids.rolloutId))?.attempt_id !== ids.attemptId) {
+      const { items } = await store.lightning.queryAttempts(ids.rolloutId);
+      if (!items.some((attempt) => attempt.attempt_id === ids.attemptId)) {
+        throw new GatewayError(404, `agl gateway: rollout "${ids.rolloutId}" has no attempt "${ids.attemptId}"`, 'invalid_request_error');
+      }
+    }
     const resources = rollout.resources_id ? await store.lightning.getResourcesById(rollout.resources_id) : await store.lightning.getLatestResources();
     const llm = Object.values(resources?.resources ?? {}).find((r): r is LlmResource => r.resource_type === 'llm' || r.resource_type === 'proxy_llm');
     if (llm) return { base: llm.endpoint, apiKey: llm.api_key ?? undefined, model: llm.model || undefined, sampling: llm.sampling_parameters ?? {} };
