@@ -4,6 +4,8 @@ export { emitAnnotation, emitException, emitMessage, emitObject, emitReward, ope
 export { withRollout, currentRollout, type RolloutScope } from './instrumentation/rollout-context.js';
 export { StoreClient, type StoreClientOptions } from './collector/store-client.js';
 export { gatewayBaseUrl, gatewayEnv } from './collector/gateway-url.js';
+export { rollout, formatTemplate, type Agent, type RolloutContext } from './runtime/agent.js';
+export { Runner, type RunnerOptions, type RunnerHooks } from './runtime/runner.js';
 export type { LightningStore, RolloutQuery, WorkerQuery, ResourcesQuery, StoreStatistics } from './lightning-store.js';
 export { NotFoundError } from './store/rollout-state.js';
 export { InvalidQueryError } from './store/paginate.js';

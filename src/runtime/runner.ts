@@ -1,0 +1,135 @@
+import { randomBytes } from 'node:crypto';
+import { trace } from '@opentelemetry/api';
+import { gatewayBaseUrl } from '../collector/gateway-url.js';
+import { emitException, emitReward } from '../instrumentation/emitters.js';
+import { withRollout } from '../instrumentation/rollout-context.js';
+import type { LightningStore } from '../lightning-store.js';
+import type { AttemptedRollout, NamedResources, Rollout, Span } from '../types.js';
+import { rolloutContext, type Agent } from './agent.js';
+
+export interface RunnerHooks {
+  onRolloutStart?(rollout: AttemptedRollout): void | Promise<void>;
+  onRolloutEnd?(rollout: AttemptedRollout, outcome: { status: 'succeeded' | 'failed'; reward: number | null; error?: unknown }): void | Promise<void>;
+}
+
+export interface RunnerOptions<T> {
+  readonly store: LightningStore;
+  readonly agent: Agent<T>;
+  /** Rollouts run at once (default 1). */
+  readonly concurrency?: number;
+  readonly workerId?: string;
+  /** Stop after starting this many rollouts (default: run until stopped). */
+  readonly maxRollouts?: number;
+  /** The agl server: the agent's `llm` then points at its gateway route for the attempt. */
+  readonly gatewayUrl?: string;
+  /** Attempt and worker heartbeats (default every 10 s). */
+  readonly heartbeatSeconds?: number;
+  readonly hooks?: RunnerHooks;
+}
+
+const FLUSH_MS = 5_000;
+
+/** Sends the spans of a finished rollout before it is reported done, so that whoever waits on it can read them. */
+async function flushSpans(): Promise<void> {
+  await new Promise((resolve) => setImmediate(resolve)); // LLM spans are finished one turn after their answer
+  const provider = trace.getTracerProvider() as { getDelegate?: () => unknown };
+  const delegate = (provider.getDelegate?.() ?? provider) as { forceFlush?: () => Promise<void> };
+  if (typeof delegate.forceFlush !== 'function') return;
+  await Promise.race([delegate.forceFlush().catch(() => {}), new Promise((resolve) => setTimeout(resolve, FLUSH_MS).unref())]);
+}
+
+/**
+ * Takes rollouts from a LightningStore (embedded or over HTTP) and runs the agent on them, up
+ * to `concurrency` at once, each inside `withRollout` so that every span it makes is attributed;
+ * sends heartbeats and reports each attempt succeeded or failed.
+ */
+export class Runner<T = unknown> {
+  readonly workerId: string;
+  private started = 0;
+
+  constructor(private readonly options: RunnerOptions<T>) {
+    const concurrency = options.concurrency ?? 1;
+    if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`concurrency must be a whole number of at least 1, not ${options.concurrency}`);
+    if (options.maxRollouts !== undefined && !(Number.isInteger(options.maxRollouts) && options.maxRollouts >= 0)) throw new TypeError(`maxRollouts must be a whole number, not ${options.maxRollouts}`);
+    this.workerId = options.workerId ?? `runner-${process.pid}-${randomBytes(3).toString('hex')}`;
+  }
+
+  /** Runs rollouts until `maxRollouts` were started and finished, or `signal` aborts (in-flight rollouts finish first). */
+  async run(signal?: AbortSignal): Promise<{ rollouts: number }> {
+    const heartbeat = setInterval(() => void this.options.store.updateWorker(this.workerId, { started: this.started }).catch(() => {}), this.heartbeatMs());
+    try {
+      await Promise.all(Array.from({ length: this.options.concurrency ?? 1 }, () => this.slot(signal)));
+    } finally {
+      clearInterval(heartbeat);
+    }
+    return { rollouts: this.started };
+  }
+
+  /** Runs one task now, outside the queue (for debugging an agent): the rollout as it ended, and its spans. */
+  async step(input: T, resources?: NamedResources): Promise<{ rollout: Rollout; spans: Span[] }> {
+    const store = this.options.store;
+    const resourcesId = resources ? (await store.addResources(resources)).resources_id : undefined;
+    const attempted = await store.startRollout({ input, resources_id: resourcesId, worker_id: this.workerId });
+    await this.runOne(attempted);
+    const rollout = (await store.getRolloutById(attempted.rollout_id))!;
+    const spans = (await store.querySpans({ rollout_id: attempted.rollout_id })).items;
+    return { rollout, spans };
+  }
+
+  private heartbeatMs(): number {
+    return 1000 * (this.options.heartbeatSeconds ?? 10);
+  }
+
+  private async slot(signal?: AbortSignal): Promise<void> {
+    const max = this.options.maxRollouts;
+    while (!signal?.aborted && (max === undefined || this.started < max)) {
+      this.started++; // reserved before the dequeue, so that slots never start more than max
+      let next: AttemptedRollout | null;
+      try {
+        next = await this.options.store.dequeueRollout({ workerId: this.workerId, waitSeconds: 1 });
+      } catch (error) {
+        this.started--;
+        await new Promise((resolve) => setTimeout(resolve, 1000)); // the store is away: try again
+        continue;
+      }
+      if (!next) {
+        this.started--;
+        continue;
+      }
+      await this.runOne(next, signal);
+    }
+  }
+
+  private async runOne(attempted: AttemptedRollout, stop?: AbortSignal): Promise<void> {
+    const { store, agent, hooks, gatewayUrl } = this.options;
+    const rolloutId = attempted.rollout_id;
+    const attemptId = attempted.attempt.attempt_id;
+    const scope = { rollout_id: rolloutId, attempt_id: attemptId };
+    const abort = new AbortController();
+    const onStop = () => abort.abort(stop?.reason);
+    stop?.addEventListener('abort', onStop, { once: true });
+    const heartbeat = setInterval(() => void store.updateAttempt(rolloutId, attemptId, { last_heartbeat_time: Date.now() / 1000 }).catch(() => {}), this.heartbeatMs());
+    let outcome: { status: 'succeeded' | 'failed'; reward: number | null; error?: unknown };
+    try {
+      await hooks?.onRolloutStart?.(attempted);
+      const resources = attempted.resources_id ? (await store.getResourcesById(attempted.resources_id))?.resources ?? {} : {};
+      const context = rolloutContext({ rolloutId, attemptId, mode: attempted.mode ?? null }, resources, abort.signal, gatewayUrl ? () => gatewayBaseUrl(gatewayUrl, rolloutId, attemptId) : undefined);
+      const result = await withRollout(scope, () => agent.run(attempted.input as T, context));
+      if (result !== undefined && (typeof result !== 'number' || !Number.isFinite(result))) {
+        throw new TypeError(`the agent returned ${typeof result === 'number' ? result : typeof result}; it returns its reward as a finite number, or nothing`);
+      }
+      if (typeof result === 'number') withRollout(scope, () => emitReward(result));
+      outcome = { status: 'succeeded', reward: typeof result === 'number' ? result : null };
+    } catch (error) {
+      withRollout(scope, () => emitException(error instanceof Error ? error : new Error(String(error))));
+      outcome = { status: 'failed', reward: null, error };
+    } finally {
+      clearInterval(heartbeat);
+      stop?.removeEventListener('abort', onStop);
+    }
+    await flushSpans();
+    const metadata = outcome.error === undefined ? undefined : { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) };
+    await store.updateAttempt(rolloutId, attemptId, { status: outcome.status, ...(metadata ? { metadata } : {}) });
+    await hooks?.onRolloutEnd?.(attempted, outcome);
+  }
+}

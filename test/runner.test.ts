@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import OpenAI from 'openai';
+import { startTelemetry } from '../src/instrumentation/telemetry.js';
+import { rollout } from '../src/runtime/agent.js';
+import { Runner } from '../src/runtime/runner.js';
+import { newTempDir, removeDir, startAgl, type InProcessAgl } from './helpers.js';
+import { startOpenAITestServer, type OpenAITestServer } from './openai-server.js';
+
+// The Runner in this process, recording like `agl/register` does, against an agl server with
+// its gateway and the OpenAI-compatible test server as the model.
+
+let dir: string;
+let agl: InProcessAgl;
+let llm: OpenAITestServer;
+
+before(async () => {
+  dir = await newTempDir();
+  agl = await startAgl(join(dir, 'runner.duckdb'));
+  llm = await startOpenAITestServer();
+  process.env.AGL_ENDPOINT = agl.url;
+  process.env.OTEL_SERVICE_NAME = 'runner-test';
+  startTelemetry();
+});
+after(async () => {
+  await agl.close();
+  await llm.close();
+  await removeDir(dir);
+});
+
+const rows = async (sql: string) => (await agl.store.query(sql, { guard: false })).rows as any[];
+async function eventually(sql: string, count: number): Promise<any[]> {
+  for (let i = 0; ; i++) {
+    const found = await rows(sql);
+    if (found.length >= count || i === 100) return found;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Answers the question through the rollout's llm; reward 1 when the answer echoes it. */
+const echoAgent = rollout<{ question: string }>(async (task, ctx) => {
+  if (task.question === 'fail') throw new Error('the agent gave up');
+  const client = new OpenAI({ baseURL: ctx.llm!.baseURL, apiKey: ctx.llm!.apiKey });
+  const prompt = ctx.promptTemplate ? ctx.promptTemplate.format({ question: task.question }) : task.question;
+  const answer = await client.chat.completions.create({ model: ctx.llm!.model, messages: [{ role: 'user', content: prompt }] });
+  return answer.choices[0].message.content?.includes(task.question) ? 1 : 0;
+});
+
+const resources = () => ({
+  llm: { resource_type: 'llm' as const, endpoint: llm.baseURL, model: 'test-model', api_key: null, sampling_parameters: {} },
+  prompt: { resource_type: 'prompt_template' as const, template: 'Please answer: {question}', engine: 'f-string' as const },
+});
+
+test('a runner takes queued rollouts, runs them concurrently and reports each; spans land in their own rollout', async () => {
+  const { resources_id } = await agl.store.lightning.addResources(resources());
+  const questions = ['alpha', 'beta', 'fail', 'delta', 'epsilon'];
+  const queued = await agl.store.lightning.enqueueManyRollouts(questions.map((question) => ({ input: { question }, resources_id })));
+  const events: string[] = [];
+  const runner = new Runner({
+    store: agl.store.lightning, agent: echoAgent, concurrency: 3, maxRollouts: 5, gatewayUrl: agl.url,
+    hooks: { onRolloutStart: (r) => void events.push(`start ${r.rollout_id}`), onRolloutEnd: (r, o) => void events.push(`end ${r.rollout_id} ${o.status}`) },
+  });
+  assert.deepEqual(await runner.run(), { rollouts: 5 });
+
+  for (const [i, { rollout_id }] of queued.entries()) {
+    const done = await agl.store.lightning.getRolloutById(rollout_id);
+    assert.equal(done?.status, questions[i] === 'fail' ? 'failed' : 'succeeded', questions[i]);
+    assert.ok(events.indexOf(`start ${rollout_id}`) < events.findIndex((e) => e.startsWith(`end ${rollout_id}`)));
+  }
+  const rewards = await rows(`SELECT rollout_id, value FROM rewards WHERE rollout_id IN (${queued.map((r) => `'${r.rollout_id}'`).join(',')})`);
+  assert.equal(rewards.length, 4);
+  assert.ok(rewards.every((r) => r.value === 1));
+  const calls = await eventually(`SELECT rollout_id, input_messages FROM llm_calls WHERE rollout_id IN (${queued.map((r) => `'${r.rollout_id}'`).join(',')})`, 4);
+  assert.equal(calls.length, 4, 'one row per call (the gateway one)');
+  for (const call of calls) {
+    const question = questions[queued.findIndex((r) => r.rollout_id === call.rollout_id)];
+    assert.equal((typeof call.input_messages === 'string' ? JSON.parse(call.input_messages) : call.input_messages)[0].content, `Please answer: ${question}`);
+  }
+  const failed = queued[2].rollout_id;
+  const [exception] = await rows(`SELECT attributes->>'exception.message' AS message FROM spans WHERE rollout_id = '${failed}' AND name = 'agentlightning.exception'`);
+  assert.equal(exception.message, 'the agent gave up');
+  const attempt = await agl.store.lightning.getLatestAttempt(failed);
+  assert.deepEqual(attempt?.metadata, { error: 'the agent gave up' });
+});
+
+test('step runs one task directly and returns the rollout with its spans', async () => {
+  const runner = new Runner({ store: agl.store.lightning, agent: echoAgent });
+  const { rollout: done, spans } = await runner.step({ question: 'gamma' }, resources());
+  assert.equal(done.status, 'succeeded');
+  assert.ok(spans.some((s) => s.name === 'agentlightning.annotation' && s.attributes['agentlightning.reward.0.value'] === 1));
+  assert.ok(spans.some((s) => s.name === 'chat test-model'), 'the agent\'s own LLM call');
+});
+
+test('an agent that returns something else than a number fails its attempt with the reason', async () => {
+  const runner = new Runner({ store: agl.store.lightning, agent: rollout(async () => 'yes' as never) });
+  const { rollout: done } = await runner.step(null);
+  assert.equal(done.status, 'failed');
+  assert.deepEqual((await agl.store.lightning.getLatestAttempt(done.rollout_id))?.metadata, { error: 'the agent returned string; it returns its reward as a finite number, or nothing' });
+  assert.throws(() => new Runner({ store: agl.store.lightning, agent: echoAgent, concurrency: 0 }), /concurrency must be a whole number of at least 1/);
+});
