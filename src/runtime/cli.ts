@@ -2,6 +2,7 @@
 import { CommandError, UsageError } from './args.js';
 import { EXPORT_USAGE, exportDataset } from './export-command.js';
 import { query, QUERY_USAGE } from './query-command.js';
+import { runner, RUNNER_USAGE } from './runner-command.js';
 import { serve, SERVE_USAGE } from './serve.js';
 
 const USAGE = `agl: turn what AI agents do into training data
@@ -11,6 +12,8 @@ ${SERVE_USAGE}
 ${QUERY_USAGE}
 
 ${EXPORT_USAGE}
+
+${RUNNER_USAGE}
 `;
 
 const COMMANDS: Record<string, (args: string[]) => Promise<void>> = {
@@ -18,6 +21,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<void>> = {
   store: serve,
   query,
   export: exportDataset,
+  runner,
 };
 
 async function main(argv: string[]): Promise<void> {

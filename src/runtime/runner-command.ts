@@ -1,0 +1,64 @@
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { StoreClient } from '../collector/store-client.js';
+import { startTelemetry } from '../instrumentation/telemetry.js';
+import type { Agent } from './agent.js';
+import { countArg, parseCommandArgs, UsageError, urlArg } from './args.js';
+import { execAgent } from './exec-agent.js';
+import { Runner } from './runner.js';
+
+export const RUNNER_USAGE = `agl runner <agent-module> | --exec "<command>" [--store http://127.0.0.1:4318] [--token T]
+          [--concurrency 1] [--max-rollouts N] [--worker-id ID]
+  Takes rollouts from the store and runs the agent on each, recording its LLM calls and spans
+  (as agl/register does). <agent-module> exports an agent made with rollout() (default export
+  or "agent"). --exec runs a command per rollout, any language: AGL_TASK (JSON), AGL_ROLLOUT_ID,
+  AGL_ATTEMPT_ID, AGL_ENDPOINT and OPENAI_BASE_URL (the gateway route) are in its environment;
+  exit code 0 is success, a last stdout line "agl-reward: <number>" its reward. Ctrl-C lets the
+  running rollouts finish; a second one exits at once.`;
+
+async function loadAgent(module: string): Promise<Agent> {
+  const loaded = (await import(pathToFileURL(resolve(module)).href)) as { default?: unknown; agent?: unknown };
+  const agent = (loaded.default ?? loaded.agent) as Agent | undefined;
+  if (typeof agent?.run !== 'function') throw new UsageError(`${module} exports no agent: export default rollout(async (task, ctx) => ...)`);
+  return agent;
+}
+
+export async function runner(args: string[]): Promise<void> {
+  const { values, positionals } = parseCommandArgs(args, {
+    exec: { type: 'string' },
+    store: { type: 'string' },
+    token: { type: 'string' },
+    concurrency: { type: 'string' },
+    'max-rollouts': { type: 'string' },
+    'worker-id': { type: 'string' },
+  });
+  if ((values.exec === undefined) === (positionals.length !== 1)) throw new UsageError(`give an agent module or --exec "<command>", one of them\n${RUNNER_USAGE}`);
+  const storeUrl = urlArg('--store', values.store) ?? 'http://127.0.0.1:4318';
+  const concurrency = countArg('--concurrency', values.concurrency) ?? 1;
+  if (concurrency < 1) throw new UsageError('--concurrency must be at least 1');
+  const maxRollouts = countArg('--max-rollouts', values['max-rollouts']);
+  const token = values.token ?? (process.env.AGL_TOKEN || undefined);
+
+  // Recording starts before the agent module loads, as with --import agl/register.
+  process.env.AGL_ENDPOINT ??= storeUrl;
+  if (token) process.env.AGL_TOKEN ??= token;
+  startTelemetry();
+  const agent = values.exec !== undefined ? execAgent(values.exec, storeUrl, token) : await loadAgent(positionals[0]);
+  const store = new StoreClient(storeUrl, { token });
+  const work = new Runner({ store, agent, concurrency, maxRollouts, gatewayUrl: storeUrl, workerId: values['worker-id'] });
+
+  const stop = new AbortController();
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stop.signal.aborted) {
+      console.error(`agl: ${signal} again, exiting without waiting`);
+      process.exit(130);
+    }
+    console.error(`agl: ${signal}: finishing the running rollouts (again to exit now)`);
+    stop.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  console.log(`agl: runner ${work.workerId} taking rollouts from ${storeUrl}, ${concurrency} at once`);
+  const { rollouts } = await work.run(stop.signal);
+  console.log(`agl: runner ${work.workerId} ran ${rollouts} rollout(s)`);
+}
