@@ -3,7 +3,7 @@ import { before, beforeEach, test } from 'node:test';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { emitAnnotation, emitException, emitMessage, emitObject, emitReward, operation, withRollout } from '../src/index.js';
+import { emitAnnotation, emitException, emitMessage, emitObject, emitReward, findFinalReward, findRewardSpans, getRewardValue, operation, withRollout } from '../src/index.js';
 import { RolloutSpanProcessor } from '../src/instrumentation/rollout-context.js';
 
 // The emitters write Agent Lightning's span names and attribute encoding; checked on the spans
@@ -104,4 +104,15 @@ test('withRollout attributes spans across awaits, concurrent scopes kept apart',
     assert.equal(span.attributes['agentlightning.attempt_id'], `at-${id}`);
   }
   assert.throws(() => withRollout({} as never, () => 1), /withRollout needs \{rollout_id/);
+});
+
+test('reading rewards back: findFinalReward, findRewardSpans, getRewardValue (also the v0.2 form)', () => {
+  emitMessage('before');
+  emitReward(0.2);
+  emitReward({ speed: 0.1, accuracy: 0.9 }, { primaryKey: 'accuracy' });
+  const recorded = spans().map((s) => ({ name: s.name, attributes: s.attributes as Record<string, unknown> }));
+  assert.deepEqual(findRewardSpans(recorded).map(getRewardValue), [0.2, 0.9]);
+  assert.equal(findFinalReward(recorded), 0.9);
+  assert.equal(findFinalReward([{ name: 'agentlightning.reward', attributes: { reward: 0.4 } }]), 0.4);
+  assert.equal(findFinalReward(recorded.slice(0, 1)), null);
 });
