@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 import { CommandError, UsageError } from './args.js';
+import { demo, DEMO_USAGE } from './demo-command.js';
 import { EXPORT_USAGE, exportDataset } from './export-command.js';
 import { query, QUERY_USAGE } from './query-command.js';
 import { runner, RUNNER_USAGE } from './runner-command.js';
 import { serve, SERVE_USAGE } from './serve.js';
 
 const USAGE = `agl: turn what AI agents do into training data
+
+${DEMO_USAGE}
 
 ${SERVE_USAGE}
 
@@ -22,6 +25,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<void>> = {
   query,
   export: exportDataset,
   runner,
+  demo,
 };
 
 async function main(argv: string[]): Promise<void> {

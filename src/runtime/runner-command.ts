@@ -16,7 +16,7 @@ export const RUNNER_USAGE = `agl runner <agent-module> | --exec "<command>" [--s
   exit code 0 is success, a last stdout line "agl-reward: <number>" its reward. Ctrl-C lets the
   running rollouts finish; a second one exits at once.`;
 
-async function loadAgent(module: string): Promise<Agent> {
+export async function loadAgent(module: string): Promise<Agent> {
   const loaded = (await import(pathToFileURL(resolve(module)).href)) as { default?: unknown; agent?: unknown };
   const agent = (loaded.default ?? loaded.agent) as Agent | undefined;
   if (typeof agent?.run !== 'function') throw new UsageError(`${module} exports no agent: export default rollout(async (task, ctx) => ...)`);
