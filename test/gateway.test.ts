@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { gatewayBaseUrl, gatewayEnv } from '../src/collector/gateway-url.js';
-import { newTempDir, removeDir, startAgl, type InProcessAgl } from './helpers.js';
+import { newTempDir, removeDir, startAgl, type InProcessAgl, queryRows, eventually, json } from './helpers.js';
 import { runApp } from './instrumented-app.js';
 import { startOpenAITestServer, testTokenIds, type OpenAITestServer } from './openai-server.js';
 
@@ -30,29 +30,18 @@ after(async () => {
   await removeDir(dir);
 });
 
-const rows = async (sql: string) => (await agl.store.query(sql, { guard: false })).rows as any[];
-const json = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value);
+const rows = (sql: string) => queryRows(agl.store, sql);
 
 /** A started rollout (with an attempt); `resources` become its own resources. */
 async function startedRollout(resources?: Record<string, unknown>) {
-  let resourcesId: string | undefined;
   // Every rollout is pinned to resources of its own, so tests do not see each other's; without
   // an llm resource, calls go to --upstream.
-  resourcesId = (await agl.store.lightning.addResources((resources ?? {}) as never)).resources_id;
+  const resourcesId = (await agl.store.lightning.addResources((resources ?? {}) as never)).resources_id;
   const rollout = await agl.store.lightning.startRollout({ input: {}, resources_id: resourcesId });
   return { rolloutId: rollout.rollout_id, attemptId: rollout.attempt.attempt_id, resourcesId, baseURL: gatewayBaseUrl(agl.url, rollout.rollout_id, rollout.attempt.attempt_id) };
 }
 
-/** The gateway stores a call's span after answering; wait until `count` rows are there. */
-async function eventually(sql: string, count: number): Promise<any[]> {
-  for (let i = 0; ; i++) {
-    const found = await rows(sql);
-    if (found.length >= count || i === 100) return found;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-const callsOf = (rolloutId: string, count = 1) => eventually(`SELECT * FROM llm_calls WHERE rollout_id = '${rolloutId}' ORDER BY sequence_id`, count);
+const callsOf = (rolloutId: string, count = 1) => eventually(agl.store, `SELECT * FROM llm_calls WHERE rollout_id = '${rolloutId}' ORDER BY sequence_id`, count);
 
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
   fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
@@ -162,7 +151,7 @@ test('configured: logprobs asked for, the agent key passed on, unattributed call
 
 describe('faults', () => {
   const errorSpan = async (rolloutId: string) => {
-    const [span] = await eventually(`SELECT status_code, status_message, attributes->>'error.type' AS type FROM spans WHERE rollout_id = '${rolloutId}'`, 1);
+    const [span] = await eventually(agl.store, `SELECT status_code, status_message, attributes->>'error.type' AS type FROM spans WHERE rollout_id = '${rolloutId}'`, 1);
     return span;
   };
 

@@ -94,3 +94,17 @@ export async function post(url: string, body: Buffer | string, headers: Record<s
   const response = await fetch(url, { method: 'POST', body, headers });
   return { status: response.status, headers: response.headers, body: Buffer.from(await response.arrayBuffer()) };
 }
+
+/** Rows of a query on a test's store, any SQL allowed. */
+export const queryRows = async (store: DuckDBStore, sql: string): Promise<any[]> => (await store.query(sql, { guard: false })).rows as any[];
+
+/** The rows of `sql` once there are `count` of them (spans some servers store a moment after answering), or what is there after 2 s. */
+export async function eventually(store: DuckDBStore, sql: string, count: number): Promise<any[]> {
+  for (let i = 0; ; i++) {
+    const found = await queryRows(store, sql);
+    if (found.length >= count || i === 100) return found;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+export { jsonValue as json } from '../src/adapters/json-column.js';

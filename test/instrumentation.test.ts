@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { newTempDir, removeDir, startAgl, type InProcessAgl } from './helpers.js';
+import { newTempDir, removeDir, startAgl, type InProcessAgl, queryRows, json } from './helpers.js';
 import { runApp } from './instrumented-app.js';
 import { startOpenAITestServer, testTokenIds, type OpenAITestServer } from './openai-server.js';
 
@@ -19,8 +19,7 @@ after(async () => {
   await removeDir(dir);
 });
 
-const rows = async (sql: string) => (await agl.store.query(sql, { guard: false })).rows as any[];
-const json = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value);
+const rows = (sql: string) => queryRows(agl.store, sql);
 
 /** Runs an app with a service name of its own, so each test reads only its spans. */
 async function run(app: string, service: string, env: Record<string, string> = {}) {

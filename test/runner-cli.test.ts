@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { newTempDir, removeDir, runCli, startAgl, type InProcessAgl } from './helpers.js';
+import { newTempDir, removeDir, runCli, startAgl, type InProcessAgl, queryRows } from './helpers.js';
 import { APPS } from './instrumented-app.js';
 import { startOpenAITestServer, type OpenAITestServer } from './openai-server.js';
 
@@ -22,7 +22,7 @@ after(async () => {
   await removeDir(dir);
 });
 
-const rows = async (sql: string) => (await agl.store.query(sql, { guard: false })).rows as any[];
+const rows = (sql: string) => queryRows(agl.store, sql);
 const enqueue = async (questions: string[], resources?: object) => {
   const resources_id = resources ? (await agl.store.lightning.addResources(resources as never)).resources_id : undefined;
   return agl.store.lightning.enqueueManyRollouts(questions.map((question) => ({ input: { question }, resources_id })));

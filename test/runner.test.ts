@@ -5,7 +5,7 @@ import OpenAI from 'openai';
 import { startTelemetry } from '../src/instrumentation/telemetry.js';
 import { rollout } from '../src/runtime/agent.js';
 import { Runner } from '../src/runtime/runner.js';
-import { newTempDir, removeDir, startAgl, type InProcessAgl } from './helpers.js';
+import { newTempDir, removeDir, startAgl, type InProcessAgl, queryRows, eventually, json } from './helpers.js';
 import { startOpenAITestServer, type OpenAITestServer } from './openai-server.js';
 
 // The Runner in this process, recording like `agl/register` does, against an agl server with
@@ -29,14 +29,7 @@ after(async () => {
   await removeDir(dir);
 });
 
-const rows = async (sql: string) => (await agl.store.query(sql, { guard: false })).rows as any[];
-async function eventually(sql: string, count: number): Promise<any[]> {
-  for (let i = 0; ; i++) {
-    const found = await rows(sql);
-    if (found.length >= count || i === 100) return found;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const rows = (sql: string) => queryRows(agl.store, sql);
 
 /** Answers the question through the rollout's llm; reward 1 when the answer echoes it. */
 const echoAgent = rollout<{ question: string }>(async (task, ctx) => {
@@ -71,11 +64,11 @@ test('a runner takes queued rollouts, runs them concurrently and reports each; s
   const rewards = await rows(`SELECT rollout_id, value FROM rewards WHERE rollout_id IN (${queued.map((r) => `'${r.rollout_id}'`).join(',')})`);
   assert.equal(rewards.length, 4);
   assert.ok(rewards.every((r) => r.value === 1));
-  const calls = await eventually(`SELECT rollout_id, input_messages FROM llm_calls WHERE rollout_id IN (${queued.map((r) => `'${r.rollout_id}'`).join(',')})`, 4);
+  const calls = await eventually(agl.store, `SELECT rollout_id, input_messages FROM llm_calls WHERE rollout_id IN (${queued.map((r) => `'${r.rollout_id}'`).join(',')})`, 4);
   assert.equal(calls.length, 4, 'one row per call (the gateway one)');
   for (const call of calls) {
     const question = questions[queued.findIndex((r) => r.rollout_id === call.rollout_id)];
-    assert.equal((typeof call.input_messages === 'string' ? JSON.parse(call.input_messages) : call.input_messages)[0].content, `Please answer: ${question}`);
+    assert.equal(json(call.input_messages)[0].content, `Please answer: ${question}`);
   }
   const failed = queued[2].rollout_id;
   const [exception] = await rows(`SELECT attributes->>'exception.message' AS message FROM spans WHERE rollout_id = '${failed}' AND name = 'agentlightning.exception'`);

@@ -1,4 +1,5 @@
 import type { QueryResult } from '../store/query.js';
+import { jsonValue as json } from './json-column.js';
 
 /**
  * TraceToMessages: one OpenAI fine-tuning record per LLM call, `{messages, tools,
@@ -50,7 +51,6 @@ export function minRewardCondition(minReward: number): string {
     ORDER BY r.time DESC LIMIT 1) >= ${minReward}`;
 }
 
-const json = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value);
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
 
 /** Why `record` is not a valid fine-tuning record, or null when it is. */

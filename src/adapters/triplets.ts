@@ -1,4 +1,5 @@
 import type { QuerySource } from './messages.js';
+import { jsonValue as json } from './json-column.js';
 
 /**
  * TraceToTriplet: one (prompt, response, reward) triplet per LLM call of a rollout attempt, in
@@ -109,7 +110,6 @@ function sqlRegex(pattern: string): string {
   return `'${pattern.replaceAll("'", "''")}'`;
 }
 
-const json = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value);
 const ids = (value: unknown) => (Array.isArray(value) ? value.map(Number) : null);
 
 interface CallRow {
