@@ -1,0 +1,130 @@
+import { randomBytes } from 'node:crypto';
+import { errorMessageOf, requestAttributes, responseAttributes, type LlmApi } from '../llm-exchange.js';
+import { ATTR } from '../semconv.js';
+import { spanRows, type SpanInput } from '../store/span-json.js';
+import type { DuckDBStore } from '../store/store.js';
+
+/** Which rollout and attempt a gateway call belongs to (null: none said). */
+export interface Attribution {
+  readonly rolloutId: string | null;
+  readonly attemptId: string | null;
+}
+
+/**
+ * Gateway spans are stored in batches a few milliseconds apart: the agent has its answer before
+ * its span is written, and a commit per call would cost more than the call itself.
+ */
+export class SpanBuffer {
+  private spans: SpanInput[] = [];
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly store: DuckDBStore, private readonly delayMs = 100, private readonly maxSpans = 1024) {}
+
+  add(span: SpanInput): void {
+    this.spans.push(span);
+    if (this.spans.length >= this.maxSpans) void this.flush();
+    else this.timer ??= setTimeout(() => void this.flush(), this.delayMs);
+  }
+
+  async flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const spans = this.spans;
+    this.spans = [];
+    if (spans.length === 0) return;
+    try {
+      await this.store.writeSpans(spanRows(...spans), 0);
+    } catch (error) {
+      console.error(`agl: ${spans.length} gateway span(s) not stored:`, error);
+    }
+  }
+}
+
+// Ids from a pool of random bytes: one system call per 512 spans instead of two per span.
+let pool = Buffer.alloc(0);
+let poolAt = 0;
+function randomHex(bytes: number): string {
+  if (poolAt + bytes > pool.length) {
+    pool = randomBytes(8192);
+    poolAt = 0;
+  }
+  poolAt += bytes;
+  return pool.toString('hex', poolAt - bytes, poolAt);
+}
+
+/** What the span of one gateway call will hold. */
+export class CallRecord {
+  status: number | undefined;
+  private readonly attributes: Record<string, unknown>;
+  private error: { message: string; type: string } | undefined;
+  private endTime: number | undefined;
+  private readonly traceId: string;
+  private readonly parentId: string | null;
+
+  constructor(readonly api: LlmApi, url: URL, sentBody: Record<string, unknown>, sent: string, private readonly startTime: number, private readonly ids: Attribution, traceparent: string | string[] | undefined) {
+    this.attributes = {
+      ...requestAttributes(api, sentBody),
+      'gen_ai.provider.name': url.hostname === 'api.openai.com' ? 'openai' : 'openai_compatible',
+      'server.address': url.hostname,
+      'url.full': url.href,
+      [ATTR.llmApi]: api,
+      [ATTR.llmStreamed]: sentBody.stream === true,
+      [ATTR.llmRequest]: sent,
+      'agl.gateway': true,
+    };
+    // An instrumented agent sends its trace context: the call joins the agent's trace.
+    const match = typeof traceparent === 'string' ? /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(traceparent) : null;
+    this.traceId = match ? match[1] : randomHex(16);
+    this.parentId = match ? match[2] : null;
+  }
+
+  fail(message: string, type: string): void {
+    this.error ??= { message, type };
+  }
+
+  finish(body: string | unknown, streamed: boolean): void {
+    this.endTime = Date.now() / 1000;
+    if (this.status !== undefined) this.attributes['http.response.status_code'] = this.status;
+    if (this.status !== undefined && this.status >= 400) {
+      this.fail(errorMessageOf(typeof body === 'string' ? body : '') || `HTTP ${this.status}`, String(this.status));
+      return;
+    }
+    let result: unknown = body;
+    if (!streamed) {
+      try {
+        result = JSON.parse(body as string);
+      } catch {
+        result = undefined;
+      }
+    }
+    if (result !== undefined) {
+      Object.assign(this.attributes, responseAttributes(result));
+      this.attributes[ATTR.llmResponse] = streamed ? JSON.stringify(result) : body;
+    }
+  }
+
+  span(): SpanInput {
+    if (this.error) this.attributes['error.type'] = this.error.type;
+    const model = this.attributes['gen_ai.request.model'];
+    const operation = this.api === 'responses' ? 'chat' : this.api;
+    return {
+      rollout_id: this.ids.rolloutId,
+      attempt_id: this.ids.attemptId,
+      sequence_id: null,
+      trace_id: this.traceId,
+      span_id: randomHex(8),
+      parent_id: this.parentId,
+      name: typeof model === 'string' ? `${operation} ${model}` : operation,
+      kind: 'CLIENT',
+      status: this.error ? { status_code: 'ERROR', description: this.error.message } : { status_code: 'UNSET', description: null },
+      attributes: this.attributes,
+      events: [],
+      links: [],
+      start_time: this.startTime,
+      end_time: this.endTime ?? Date.now() / 1000,
+      context: null,
+      parent: null,
+      resource: { attributes: { 'service.name': 'agl-gateway' }, schema_url: '' },
+    };
+  }
+}
