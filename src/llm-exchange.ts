@@ -1,4 +1,5 @@
 import type { Attributes } from '@opentelemetry/api';
+import { ATTR } from './semconv.js';
 
 /**
  * What an OpenAI-style HTTP exchange says about an LLM call: which API it used, the request's
@@ -57,6 +58,27 @@ export function responseAttributes(response: any): Attributes {
   if (typeof input === 'number') attributes['gen_ai.usage.input_tokens'] = input;
   if (typeof output === 'number') attributes['gen_ai.usage.output_tokens'] = output;
   return attributes;
+}
+
+/**
+ * What an LLM answer adds to its span: the response attributes and, with `content`, the body
+ * itself (`agl.llm.response`: the JSON text as received, or the assembled stream); or, for an
+ * error status, the error to record.
+ */
+export function answerOutcome(status: number, body: string | unknown, streamed: boolean, content: boolean): { attributes: Attributes; error?: { message: string; type: string } } {
+  if (status >= 400) return { attributes: {}, error: { message: errorMessageOf(typeof body === 'string' ? body : '') || `HTTP ${status}`, type: String(status) } };
+  let result: unknown = body;
+  if (!streamed) {
+    try {
+      result = JSON.parse(body as string);
+    } catch {
+      return { attributes: {} };
+    }
+  }
+  if (result === undefined) return { attributes: {} };
+  const attributes = responseAttributes(result);
+  if (content) attributes[ATTR.llmResponse] = streamed ? JSON.stringify(result) : (body as string);
+  return { attributes };
 }
 
 /** The message of an error body (`{"error": {"message": ...}}`), else the text itself, cut short. */

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { errorMessageOf, requestAttributes, responseAttributes, type LlmApi } from '../llm-exchange.js';
+import { answerOutcome, requestAttributes, type LlmApi } from '../llm-exchange.js';
 import { ATTR } from '../semconv.js';
 import { spanRows, type SpanInput } from '../store/span-json.js';
 import type { DuckDBStore } from '../store/store.js';
@@ -84,23 +84,11 @@ export class CallRecord {
 
   finish(body: string | unknown, streamed: boolean): void {
     this.endTime = Date.now() / 1000;
-    if (this.status !== undefined) this.attributes['http.response.status_code'] = this.status;
-    if (this.status !== undefined && this.status >= 400) {
-      this.fail(errorMessageOf(typeof body === 'string' ? body : '') || `HTTP ${this.status}`, String(this.status));
-      return;
-    }
-    let result: unknown = body;
-    if (!streamed) {
-      try {
-        result = JSON.parse(body as string);
-      } catch {
-        result = undefined;
-      }
-    }
-    if (result !== undefined) {
-      Object.assign(this.attributes, responseAttributes(result));
-      this.attributes[ATTR.llmResponse] = streamed ? JSON.stringify(result) : body;
-    }
+    if (this.status === undefined) return;
+    this.attributes['http.response.status_code'] = this.status;
+    const { attributes, error } = answerOutcome(this.status, body, streamed, true);
+    Object.assign(this.attributes, attributes);
+    if (error) this.fail(error.message, error.type);
   }
 
   span(): SpanInput {

@@ -1,6 +1,6 @@
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
-import { errorMessageOf, llmApiOf, requestAttributes, responseAttributes, StreamAssembler, type LlmApi } from '../llm-exchange.js';
+import { answerOutcome, llmApiOf, requestAttributes, StreamAssembler, type LlmApi } from '../llm-exchange.js';
 import { ATTR } from '../semconv.js';
 
 /**
@@ -251,24 +251,12 @@ function observeBody(response: Response, done: (text: string, failure?: unknown)
 /** Finishes an LLM span from the response body: a JSON text, or a stream's assembled result. */
 function finishLlmSpan(span: Span, status: number, body: string | unknown, streamed: boolean, failure: unknown, captureContent: boolean, endedAt?: number): void {
   try {
-    if (status >= 400) {
-      span.setAttribute('error.type', String(status));
-      span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessageOf(typeof body === 'string' ? body : '') || `HTTP ${status}` });
-      return;
-    }
-    let result: unknown = body;
-    if (!streamed) {
-      try {
-        result = JSON.parse(body as string);
-      } catch {
-        result = undefined;
-      }
-    }
-    if (result !== undefined) {
-      span.setAttributes(responseAttributes(result));
-      if (captureContent) span.setAttribute(ATTR.llmResponse, streamed ? JSON.stringify(result) : (body as string));
-    }
-    if (failure !== undefined) {
+    const { attributes, error } = answerOutcome(status, body, streamed, captureContent);
+    span.setAttributes(attributes);
+    if (error) {
+      span.setAttribute('error.type', error.type);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
+    } else if (failure !== undefined) {
       span.setAttribute('error.type', 'stream_cut');
       span.setStatus({ code: SpanStatusCode.ERROR, message: `the response ended early: ${failure instanceof Error ? failure.message : String(failure)}` });
     }
