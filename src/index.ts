@@ -7,6 +7,7 @@ export { StoreClient, type StoreClientOptions } from './collector/store-client.j
 export { gatewayBaseUrl, gatewayEnv } from './collector/gateway-url.js';
 export { rollout, formatTemplate, type Agent, type RolloutContext } from './runtime/agent.js';
 export { Runner, type RunnerOptions, type RunnerHooks } from './runtime/runner.js';
+export { startExampleModel, EXAMPLE_MODEL } from './runtime/example-model.js';
 export { Baseline, finalRewards, type Algorithm, type AlgorithmContext, type BaselineResult, type RolloutOutcome } from './runtime/algorithm.js';
 export type { LightningStore, RolloutQuery, WorkerQuery, ResourcesQuery, StoreStatistics } from './lightning-store.js';
 export { NotFoundError } from './store/rollout-state.js';

@@ -7,6 +7,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const REGISTER = join(here, '..', 'src', 'instrumentation', 'register.js');
 /** The example agents, plain JS in the source tree (they resolve `openai`, `agl` from the project). */
 export const APPS = join(here, '..', '..', 'test', 'apps');
+/** The project's examples/ folder. */
+export const EXAMPLES = join(here, '..', '..', 'examples');
 
 export interface AppRun {
   readonly code: number | null;

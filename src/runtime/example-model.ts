@@ -2,20 +2,25 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
- * The offline EXAMPLE model server of `agl demo`: an OpenAI-compatible chat endpoint on
- * 127.0.0.1 that is not a language model. It answers "What is A + B?" (or -, *) by computing
- * it, wrong on purpose now and then so that rewards differ, and echoes anything else. It exists
+ * The offline EXAMPLE model server of `agl demo` and the examples: an OpenAI-compatible chat
+ * endpoint on 127.0.0.1 that is not a language model. It answers "What is A + B?" (or -, *) by
+ * computing it, wrong on purpose now and then so that rewards differ, in a sentence unless the
+ * prompt asks for the number only. It exists
  * so that the demo runs with no network and no key; point OPENAI_BASE_URL at a real model to
  * use one instead.
  */
 export const EXAMPLE_MODEL = 'agl-example-model-offline';
 
-function answer(question: string, seed: number): string {
-  const match = /(-?\d+)\s*([+\-*])\s*(-?\d+)/.exec(question);
-  if (!match) return `I can only do arithmetic (offline example model): ${question}`;
+const WORDS: Record<string, string> = { '+': 'plus', '-': 'minus', '*': 'times' };
+
+function answer(prompt: string, seed: number): string {
+  const match = /(-?\d+)\s*([+\-*])\s*(-?\d+)/.exec(prompt);
+  if (!match) return `I can only do arithmetic (offline example model): ${prompt}`;
   const [a, op, b] = [Number(match[1]), match[2], Number(match[3])];
   const exact = op === '+' ? a + b : op === '-' ? a - b : a * b;
-  return String(seed % 4 === 3 ? exact + 1 : exact); // one answer in four is off by one
+  const result = seed % 4 === 3 ? exact + 1 : exact; // one answer in four is off by one
+  // Like a real model, it keeps to the point only when the prompt asks it to: prompts matter.
+  return /number only|just the number/i.test(prompt) ? String(result) : `Well, ${a} ${WORDS[op]} ${b} makes ${result}.`;
 }
 
 const tokens = (text: string) => text.split(/\s+/).filter(Boolean).length;
