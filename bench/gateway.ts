@@ -64,7 +64,7 @@ export const gateway: Benchmark = {
   async run(): Promise<Figure[]> {
     const dir = await newTempDir();
     const llm = await startLlmServer();
-    const serve = await spawnServe(['--db', join(dir, 'gateway-bench.duckdb'), '--upstream', llm.baseURL]);
+    const serve = await spawnServe(['--quiet', '--db', join(dir, 'gateway-bench.duckdb'), '--upstream', llm.baseURL]);
     const through = `${serve.url}/v1/gateway/v1`;
     try {
       await timeCalls(llm.baseURL, 200);

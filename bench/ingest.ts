@@ -60,7 +60,7 @@ async function rssMb(pid: number): Promise<number> {
 /** `agl serve` in its own process, SENDERS concurrent clients posting BATCH-span requests. */
 async function overHttp(template: BatchTemplate, totalSpans: number, serialBase: number) {
   const dir = await newTempDir();
-  const serve = await spawnServe(['--db', join(dir, 'bench.duckdb')]);
+  const serve = await spawnServe(['--quiet', '--db', join(dir, 'bench.duckdb')]);
   try {
     const batches = Math.ceil(totalSpans / template.spanCount);
     const latencies: number[] = [];

@@ -42,7 +42,7 @@ export const instrumentation: Benchmark = {
   async run(): Promise<Figure[]> {
     const dir = await newTempDir();
     const llm = await startOpenAITestServer();
-    const serve = await spawnServe(['--db', join(dir, 'instrumentation-bench.duckdb')]);
+    const serve = await spawnServe(['--quiet', '--db', join(dir, 'instrumentation-bench.duckdb')]);
     try {
       const env = { OPENAI_BASE_URL: llm.baseURL, AGL_ENDPOINT: serve.url };
       // Alternate the two runs so that drift on the machine hits both alike.

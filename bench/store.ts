@@ -37,7 +37,7 @@ function turnSpans(rolloutId: string, attemptId: string, turn: number): string {
  */
 async function runRollouts(runners: number): Promise<{ rolloutsPerSec: number; lost: number; duplicated: number; spans: number }> {
   const dir = await newTempDir();
-  const serve = await spawnServe(['--db', join(dir, 'store-bench.duckdb')]);
+  const serve = await spawnServe(['--quiet', '--db', join(dir, 'store-bench.duckdb')]);
   try {
     const algorithm = new StoreClient(serve.url);
     const start = performance.now();

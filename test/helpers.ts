@@ -67,7 +67,7 @@ process.once('exit', () => {
 });
 
 /** `agl serve` as a child process; resolves once it printed its address. */
-export async function spawnServe(args: string[]): Promise<{ url: string; child: ChildProcess; exited: Promise<number | null> }> {
+export async function spawnServe(args: string[]): Promise<{ url: string; child: ChildProcess; exited: Promise<number | null>; output: () => string }> {
   const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   const exited = new Promise<number | null>((resolve) =>
@@ -87,7 +87,7 @@ export async function spawnServe(args: string[]): Promise<{ url: string; child: 
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     void exited.then(() => reject(new Error(`agl serve exited before serving:\n${output}`)));
   });
-  return { url, child, exited };
+  return { url, child, exited, output: () => output };
 }
 
 export async function post(url: string, body: Buffer | string, headers: Record<string, string>): Promise<{ status: number; headers: Headers; body: Buffer }> {

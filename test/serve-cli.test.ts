@@ -68,3 +68,22 @@ test('with --token every route needs the bearer token, OTLP included', async (t)
   const withToken = await runCli(['query', 'SELECT count(*) AS n FROM spans', '--db', db, '--token', 's3cret', '--format', 'csv']);
   assert.equal(withToken.stdout, 'n\r\n1\r\n');
 });
+
+test('agl serve logs a line per store and gateway request, none with --quiet', async (t) => {
+  const dir = await tempDir(t);
+  const loud = await spawnServe(['--db', join(dir, 'loud.duckdb')]);
+  const quiet = await spawnServe(['--db', join(dir, 'quiet.duckdb'), '--quiet']);
+  t.after(async () => {
+    for (const serve of [loud, quiet]) {
+      serve.child.kill('SIGTERM');
+      await serve.exited;
+    }
+  });
+  for (const serve of [loud, quiet]) await fetch(`${serve.url}/v1/agl/statistics`);
+  await fetch(`${loud.url}/v1/agl/no-such-route`);
+  // The lines reach this process through a pipe, a moment after the answers.
+  for (let i = 0; i < 100 && !/no-such-route/.test(loud.output()); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.match(loud.output(), /agl: GET \/v1\/agl\/statistics 200 \d+\.\d ms/);
+  assert.match(loud.output(), /agl: GET \/v1\/agl\/no-such-route 404/);
+  assert.doesNotMatch(quiet.output(), /GET \/v1\/agl/);
+});

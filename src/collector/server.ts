@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { DuckDBStore } from '../store/store.js';
@@ -22,6 +22,16 @@ export interface ServerOptions {
   readonly token?: string;
   /** The LLM gateway under /v1/gateway/ (upstream, timeout, token ids). */
   readonly gateway?: Partial<Omit<GatewayOptions, 'maxBodyBytes'>>;
+  /** Log a line per store and gateway request (OTLP ingest is not logged: it is the hot path). */
+  readonly logRequests?: boolean;
+}
+
+/** One line per answered request: method, path, status and time taken. */
+function logRequest(request: IncomingMessage, response: ServerResponse, path: string): void {
+  const start = performance.now();
+  response.once('finish', () => {
+    console.log(`agl: ${request.method} ${path} ${response.statusCode} ${(performance.now() - start).toFixed(1)} ms`);
+  });
 }
 
 export interface RunningServer {
@@ -63,6 +73,7 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
       return;
     }
     const path = (request.url ?? '/').split('?')[0];
+    if (options.logRequests && (path.startsWith('/v1/agl/') || path.startsWith('/v1/gateway/'))) logRequest(request, response, path);
     const matched = routes.filter((r) => r.pattern.test(path));
     const route = matched.find((r) => r.method === request.method);
     if (!route) {

@@ -8,7 +8,7 @@ import type { StoreOptions } from '../store/store.js';
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
           [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 64MiB] [--token T]
           [--upstream URL] [--upstream-key KEY] [--upstream-timeout 600] [--return-token-ids]
-          [--return-logprobs] [--pass-agent-key]
+          [--return-logprobs] [--pass-agent-key] [--quiet]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
   stores it in a DuckDB file; answers agl's API under /v1/agl/ and records LLM calls made
   through its OpenAI-compatible gateway under /v1/gateway/. Stops cleanly on Ctrl-C.
@@ -18,7 +18,9 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./a
   --upstream-timeout: seconds an upstream call may take, streaming included.
   --return-token-ids, --return-logprobs: ask the upstream (vLLM) for token ids, and for the
   logprobs of the sampled tokens, on completion calls.
-  --pass-agent-key: send the agent's own API key on to an upstream that has none configured.`;
+  --pass-agent-key: send the agent's own API key on to an upstream that has none configured.
+  Each store and gateway request is logged on a line of its own (OTLP ingest is not); --quiet
+  logs only the start and the stop.`;
 
 /** Where a running server announces itself, so `agl query` on the same file can use it. */
 export const serverFileOf = (dbPath: string) => `${resolve(dbPath)}.agl-server.json`;
@@ -39,6 +41,7 @@ export async function serve(args: string[]): Promise<void> {
     'return-token-ids': { type: 'boolean', default: false },
     'return-logprobs': { type: 'boolean', default: false },
     'pass-agent-key': { type: 'boolean', default: false },
+    quiet: { type: 'boolean', default: false },
   });
   // Every argument is checked before anything is opened.
   const path = resolve(values.db);
@@ -49,6 +52,7 @@ export async function serve(args: string[]): Promise<void> {
     maxBodyBytes: bytesArg('--max-body', values['max-body'], 64 * 1024 ** 2),
     decodeThreads: countArg('--decode-threads', values['decode-threads']),
     token: values.token ?? (process.env.AGL_TOKEN || undefined),
+    logRequests: !values.quiet,
     gateway: {
       upstream: urlArg('--upstream', values.upstream),
       upstreamKey: values['upstream-key'] ?? (process.env.AGL_UPSTREAM_KEY || undefined),
