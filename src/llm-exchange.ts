@@ -151,6 +151,15 @@ function promptIdsOf(value: any): number[] | undefined {
   return Array.isArray(ids) ? ids : undefined;
 }
 
+/** Copies the fields of a chunk that are present (later chunks win). */
+function keepPresent(target: Record<string, unknown>, chunk: any, keys: readonly string[]): void {
+  for (const key of keys) {
+    if (chunk[key] !== undefined && chunk[key] !== null) target[key] = chunk[key];
+  }
+}
+
+const byIndex = (choices: Map<number, any>) => [...choices.values()].sort((a, b) => a.index - b.index);
+
 class ChatAccumulator implements Accumulator {
   private head: any = {};
   private usage: unknown;
@@ -158,9 +167,7 @@ class ChatAccumulator implements Accumulator {
   private readonly choices = new Map<number, any>();
 
   add(chunk: any): void {
-    for (const key of ['id', 'created', 'model', 'system_fingerprint', 'service_tier']) {
-      if (chunk[key] !== undefined && chunk[key] !== null) this.head[key] = chunk[key];
-    }
+    keepPresent(this.head, chunk, ['id', 'created', 'model', 'system_fingerprint', 'service_tier']);
     if (chunk.usage) this.usage = chunk.usage;
     this.promptTokenIds ??= promptIdsOf(chunk);
     for (const delta of chunk.choices ?? []) this.addChoice(delta);
@@ -199,7 +206,7 @@ class ChatAccumulator implements Accumulator {
     return {
       ...this.head,
       object: 'chat.completion',
-      choices: [...this.choices.values()].sort((a, b) => a.index - b.index),
+      choices: byIndex(this.choices),
       ...(this.usage ? { usage: this.usage } : {}),
       ...(this.promptTokenIds ? { prompt_token_ids: this.promptTokenIds } : {}),
     };
@@ -212,9 +219,7 @@ class CompletionAccumulator implements Accumulator {
   private readonly choices = new Map<number, any>();
 
   add(chunk: any): void {
-    for (const key of ['id', 'created', 'model', 'system_fingerprint']) {
-      if (chunk[key] !== undefined && chunk[key] !== null) this.head[key] = chunk[key];
-    }
+    keepPresent(this.head, chunk, ['id', 'created', 'model', 'system_fingerprint']);
     if (chunk.usage) this.usage = chunk.usage;
     for (const part of chunk.choices ?? []) {
       const index = part.index ?? 0;
@@ -239,7 +244,7 @@ class CompletionAccumulator implements Accumulator {
     return {
       ...this.head,
       object: 'text_completion',
-      choices: [...this.choices.values()].sort((a, b) => a.index - b.index),
+      choices: byIndex(this.choices),
       ...(this.usage ? { usage: this.usage } : {}),
     };
   }
