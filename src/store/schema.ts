@@ -1,5 +1,6 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { columnsDdl } from './columns.js';
+import { DERIVED_TABLES_DDL, refreshDerivedTables } from './derived.js';
 import { ROLLOUT_TABLES_DDL } from './rollout-tables.js';
 import { LOG_COLUMNS, SPAN_COLUMNS } from './tables.js';
 import { VIEWS_SQL } from './views.js';
@@ -12,6 +13,7 @@ const MIGRATIONS: readonly string[] = [
   `${columnsDdl('spans', SPAN_COLUMNS)};
    ${columnsDdl('logs', LOG_COLUMNS)};`,
   ROLLOUT_TABLES_DDL,
+  DERIVED_TABLES_DDL,
 ];
 
 const SCHEMA_VERSION = MIGRATIONS.length;
@@ -38,4 +40,5 @@ export async function migrate(connection: DuckDBConnection): Promise<void> {
     }
   }
   await connection.run(VIEWS_SQL);
+  await refreshDerivedTables(connection);
 }

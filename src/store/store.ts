@@ -2,10 +2,11 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
 import { selectRows, type ColumnarRows, type Int64Column } from './columns.js';
 import { exportQuery, runQuery, type ExportFormat, type QueryResult } from './query.js';
+import { DERIVE_FROM_INBOX, mayDerive } from './derived.js';
 import { migrate } from './schema.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
 import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';
-import { GroupCommitWriter, StoreBusyError } from './writer.js';
+import { GroupCommitWriter, StoreBusyError, type TableRows } from './writer.js';
 import { EmbeddedLightningStore } from './lightning.js';
 import { noChanges, RolloutState, type Changes } from './rollout-state.js';
 import { lastVersion, loadRolloutState } from './rollout-tables.js';
@@ -63,7 +64,11 @@ export class DuckDBStore {
     private readonly connection: DuckDBConnection,
     private readonly options: StoreOptions,
   ) {
-    this.writer = new GroupCommitWriter(connection, { maxQueuedBytes: options.maxQueuedBytes ?? 64 * 1024 * 1024 });
+    this.writer = new GroupCommitWriter(connection, {
+      maxQueuedBytes: options.maxQueuedBytes ?? 64 * 1024 * 1024,
+      afterAppend: { span_inbox: DERIVE_FROM_INBOX },
+      tempTables: ['span_inbox'],
+    });
     this.lightning = new EmbeddedLightningStore(new RolloutState(), {
       write: (writes) => this.writer.write(writes, 0),
       writeSpans: (rows) => this.writeSpans(rows, 0),
@@ -117,7 +122,7 @@ export class DuckDBStore {
       const kept = await this.dropDuplicates(rows, isNew);
       this.assignSequenceIds(kept);
       const state = this.lightning.stateRows(this.heartbeats(kept));
-      await this.writer.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
+      await this.writer.write([...spanWrites(kept), ...state], bytes);
       return { stored: kept.length, duplicates: rows.length - kept.length };
     } catch (error) {
       const traceIds = rows.columns[SPAN.trace_id] as string[];
@@ -253,4 +258,17 @@ function exactKeys(rows: ColumnarRows): string[] {
   return Array.from({ length: rows.length }, (_, i) =>
     spanKey(c[SPAN.trace_id][i]!, c[SPAN.span_id][i]!, c[SPAN.rollout_id][i], c[SPAN.attempt_id][i]),
   );
+}
+
+/** Spans go to `spans`, or through `span_inbox` when they may derive rows (see derived.ts). */
+function spanWrites(rows: ColumnarRows): TableRows[] {
+  const derive: number[] = [];
+  const plain: number[] = [];
+  for (let i = 0; i < rows.length; i++) (mayDerive(rows, i) ? derive : plain).push(i);
+  if (derive.length === 0) return [{ table: 'spans', columns: SPAN_COLUMNS, rows }];
+  if (plain.length === 0) return [{ table: 'span_inbox', columns: SPAN_COLUMNS, rows }];
+  return [
+    { table: 'spans', columns: SPAN_COLUMNS, rows: selectRows(rows, plain) },
+    { table: 'span_inbox', columns: SPAN_COLUMNS, rows: selectRows(rows, derive) },
+  ];
 }
