@@ -5,9 +5,8 @@ import { DuckDBStore } from '../src/store/store.js';
 import { CLI, newTempDir, removeDir } from '../test/helpers.js';
 import type { Benchmark, Figure } from './figures.js';
 
-// The issue asks for 100,000 rollouts; a tenth keeps `npm run bench` within minutes and the
-// store within a few hundred MB on the 2-core machine. Figures are rates, so they compare.
-const ROLLOUTS = 10_000;
+// 100,000 rollouts, as the issue asks (AGL_BENCH_ROLLOUTS for another count).
+const ROLLOUTS = Number(process.env.AGL_BENCH_ROLLOUTS ?? 100_000);
 const CALLS = 6;
 const BATCH = 500;
 
@@ -57,14 +56,19 @@ export const adapters: Benchmark = {
     const db = join(dir, 'adapters-bench.duckdb');
     try {
       const store = await DuckDBStore.open({ path: db });
+      const storeStart = performance.now();
       for (let r = 0; r < ROLLOUTS; r += BATCH) {
         const spans: SpanInput[] = [];
         for (let i = r; i < Math.min(ROLLOUTS, r + BATCH); i++) spans.push(...rolloutSpans(i));
         await store.writeSpans(spanRows(...spans), 0);
       }
       const spanCount = ROLLOUTS * 12;
+      const storeSeconds = (performance.now() - storeStart) / 1000;
+      console.error(`  stored ${spanCount} spans in ${storeSeconds.toFixed(1)} s`);
+      // DuckDB's own scan of the columns a triplet holds (the baseline of the export figures).
       const scanStart = performance.now();
-      await store.query(`SELECT count(*) FILTER (WHERE (attributes->>'agl.llm.response') IS NOT NULL) AS n, sum(length(attributes::VARCHAR)) AS bytes FROM spans`, { guard: false });
+      await store.query(`SELECT sum(length(input_messages::VARCHAR) + length(output_messages::VARCHAR) + len(prompt_token_ids) + len(response_token_ids)
+        + length(rollout_id) + length(span_id) + length(response_id) + length(model)) FROM llm_call_rows`, { guard: false });
       const scanSeconds = (performance.now() - scanStart) / 1000;
       await store.close();
       const rates: Record<string, number> = {};
@@ -76,7 +80,7 @@ export const adapters: Benchmark = {
         { name: 'export triplets to parquet', value: Math.round(rates.triplets), unit: 'spans/s', target: '>= 500000' },
         { name: 'export messages to parquet', value: Math.round(rates.messages), unit: 'spans/s', target: '' },
         { name: 'export trajectories to parquet', value: Math.round(rates.trajectories), unit: 'spans/s', target: '' },
-        { name: 'duckdb scan of the same column', value: Math.round(scanRate), unit: 'spans/s', target: '' },
+        { name: 'duckdb scan of the same columns', value: Math.round(scanRate), unit: 'spans/s', target: '' },
         { name: 'triplets export / scan', value: Number((rates.triplets / scanRate).toFixed(3)), unit: 'ratio', target: '' },
       ];
     } finally {

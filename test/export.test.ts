@@ -99,7 +99,7 @@ describe('agl export messages', () => {
   });
 
   test('trajectories: token rows of the run, Parquet with typed lists; a call without token ids is reported', async () => {
-    const result = await runCli(['export', 'trajectories', '--url', agl.url, '--mode', 'trajectory', '--out', join(dir, 'rl.parquet')]);
+    const result = await runCli(['export', 'trajectories', '--url', agl.url, '--trajectory-mode', 'trajectory', '--out', join(dir, 'rl.parquet')]);
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stderr, /1 call\(s\) without token ids left out \(rollouts: ro-bad\)/);
     const instance = await DuckDBInstance.create(':memory:');

@@ -12,7 +12,7 @@ import { call, reward, span } from './span-fixtures.js';
 
 let dir: string;
 let store: DuckDBStore;
-const source = { query: (sql: string) => store.query(sql, { guard: false }) };
+const source = { stream: (sql: string) => store.streamQuery(sql, { guard: false }) };
 
 before(async () => {
   dir = await newTempDir();

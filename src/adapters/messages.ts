@@ -1,5 +1,5 @@
-import type { QueryResult } from '../store/query.js';
 import { jsonValue as json } from './json-column.js';
+import type { QuerySource } from './source.js';
 
 /**
  * TraceToMessages: one OpenAI fine-tuning record per LLM call, `{messages, tools,
@@ -25,23 +25,21 @@ export interface MessagesOptions {
   readonly where?: string;
   /** Only attempts whose primary reward (the latest one) is at least this. */
   readonly minReward?: number;
+  /** Only rollouts of this mode (train, val, test). */
+  readonly rolloutMode?: string;
 }
 
-/** Anything that runs one read-only query: the embedded store or a server's query route. */
-export interface QuerySource {
-  query(sql: string): Promise<QueryResult>;
-}
-
-const PAGE = 10_000;
-
-export function messagesSql(options: MessagesOptions, page: { limit: number; offset: number }): string {
+export function messagesSql(options: MessagesOptions): string {
   const conditions = ['input_messages IS NOT NULL', 'output_messages IS NOT NULL'];
   if (options.where) conditions.push(`(${options.where})`);
   if (options.minReward !== undefined) conditions.push(minRewardCondition(options.minReward));
+  if (options.rolloutMode !== undefined) {
+    if (!/^[\w-]+$/.test(options.rolloutMode)) throw new TypeError(`rolloutMode must be a word such as train or val, not "${options.rolloutMode}"`);
+    conditions.push(`rollout_id IN (SELECT rollout_id FROM rollouts WHERE mode = '${options.rolloutMode}')`);
+  }
   return `SELECT rollout_id, attempt_id, span_id, input_messages, output_messages, tools
     FROM llm_calls WHERE ${conditions.join(' AND ')}
-    ORDER BY rollout_id NULLS LAST, attempt_id, sequence_id, start_time, span_id
-    LIMIT ${page.limit} OFFSET ${page.offset}`;
+    ORDER BY rollout_id NULLS LAST, attempt_id, sequence_id, start_time, span_id`;
 }
 
 /** An llm_calls condition: the call's attempt's latest primary reward is at least `minReward`. */
@@ -107,10 +105,9 @@ function recordOf(row: Record<string, unknown>): ChatRecord {
   return record;
 }
 
-/** The valid records, page by page, and the skipped ones with their reasons. */
+/** The valid records, in order, and the skipped ones with their reasons. */
 export async function* traceToMessages(source: QuerySource, options: MessagesOptions = {}, skipped: SkippedRecord[] = []): AsyncGenerator<ChatRecord> {
-  for (let offset = 0; ; offset += PAGE) {
-    const { rows } = await source.query(messagesSql(options, { limit: PAGE, offset }));
+  for await (const rows of source.stream(messagesSql(options))) {
     for (const row of rows) {
       let record: ChatRecord;
       let reason: string | null;
@@ -124,6 +121,5 @@ export async function* traceToMessages(source: QuerySource, options: MessagesOpt
       if (reason === null) yield record;
       else skipped.push({ rollout_id: (row.rollout_id as string | null) ?? null, span_id: String(row.span_id), reason });
     }
-    if (rows.length < PAGE) return;
   }
 }

@@ -1,5 +1,5 @@
-import type { QuerySource } from './messages.js';
-import { creditedCalls, type CreditedCall, type TripletOptions } from './triplets.js';
+import type { QuerySource } from './source.js';
+import { creditedCallsSql, type TripletOptions } from './triplets.js';
 
 /**
  * TraceToTrajectory: token-level rows for an RL trainer (verl and the like), per attempt.
@@ -48,12 +48,17 @@ export interface TrajectoryStats {
 const startsWith = (ids: number[], prefix: number[]) => prefix.length <= ids.length && prefix.every((id, i) => ids[i] === id);
 const tokenIds = (value: unknown) => (Array.isArray(value) && value.length > 0 ? value.map(Number) : null);
 
-function newRow(call: CreditedCall, prompt: number[], response: number[]): TrajectoryRow {
-  const logprobs = Array.isArray(call.row.response_logprobs) ? call.row.response_logprobs.map(Number) : [];
+/** One selected call, in call order, with its credited reward (creditedCallsSql). */
+type Call = Record<string, any>;
+
+const CALL_SELECT = `s.group_id, s.group_key, s.rollout_id, s.attempt_id, s.trace_id, c.prompt_token_ids, c.response_token_ids, c.response_logprobs, s.reward`;
+
+function newRow(call: Call, prompt: number[], response: number[]): TrajectoryRow {
+  const logprobs = Array.isArray(call.response_logprobs) ? call.response_logprobs.map(Number) : [];
   return {
-    rollout_id: call.row.rollout_id ?? null,
-    attempt_id: call.row.attempt_id ?? null,
-    group_key: String(call.row.group_key),
+    rollout_id: call.rollout_id ?? null,
+    attempt_id: call.attempt_id ?? null,
+    group_key: String(call.group_key),
     prompt_ids: prompt,
     response_ids: [...response],
     response_mask: response.map(() => 1),
@@ -101,23 +106,29 @@ export async function traceToTrajectories(source: QuerySource, options: Trajecto
     if (row && fitLimits(row, options, stats)) rows.push(row);
   };
   const discounted = options.credit === 'discounted';
-  for (const calls of await creditedCalls(source, options)) {
-    let open: TrajectoryRow | undefined;
-    let context: number[] = []; // the open row's prompt + everything after it so far
-    for (const call of calls) {
+  let group: unknown;
+  let open: TrajectoryRow | undefined;
+  let context: number[] = []; // the open row's prompt + everything after it so far
+  for await (const batch of source.stream(creditedCallsSql(options, CALL_SELECT))) {
+    for (const call of batch as Call[]) {
       stats.calls++;
-      const prompt = tokenIds(call.row.prompt_token_ids);
-      const response = tokenIds(call.row.response_token_ids);
+      if (call.group_id !== group) {
+        emit(open);
+        open = undefined;
+        group = call.group_id;
+      }
+      const prompt = tokenIds(call.prompt_token_ids);
+      const response = tokenIds(call.response_token_ids);
       if (!prompt || !response) {
         stats.missingTokenIds++;
-        missingRollouts.add(call.row.rollout_id ?? `trace:${call.row.trace_id}`);
+        missingRollouts.add(call.rollout_id ?? `trace:${call.trace_id}`);
         emit(open);
         open = undefined;
         continue;
       }
       if (options.mode === 'trajectory' && open && startsWith(prompt, context)) {
         const inserted = prompt.slice(context.length);
-        const logprobs = Array.isArray(call.row.response_logprobs) ? call.row.response_logprobs.map(Number) : [];
+        const logprobs = Array.isArray(call.response_logprobs) ? call.response_logprobs.map(Number) : [];
         open.response_ids.push(...inserted, ...response);
         open.response_mask.push(...inserted.map(() => 0), ...response.map(() => 1));
         open.response_logprobs.push(...inserted.map(() => 0), ...response.map((_, i) => logprobs[i] ?? 0));
@@ -130,8 +141,8 @@ export async function traceToTrajectories(source: QuerySource, options: Trajecto
       open = newRow(call, prompt, response);
       context = [...prompt, ...response];
     }
-    emit(open);
   }
+  emit(open);
   stats.rows = rows.length;
   stats.missingTokenIdRollouts = [...missingRollouts];
   return { rows, stats };

@@ -12,11 +12,12 @@ import { HttpError, readJsonObject, sendJson } from './http.js';
 const FILE_FORMATS: Record<string, { format: ExportFormat; contentType: string }> = {
   parquet: { format: 'parquet', contentType: 'application/vnd.apache.parquet' },
   csv: { format: 'csv', contentType: 'text/csv' },
+  ndjson: { format: 'ndjson', contentType: 'application/x-ndjson' },
 };
 
 /**
- * POST /v1/agl/query {"sql": "...", "format"?: "json" | "csv" | "parquet"}: one read-only query.
- * JSON answers {columns: [{name, type}], rows: [row objects]}; csv and parquet answer the file
+ * POST /v1/agl/query {"sql": "...", "format"?: "json" | "csv" | "parquet" | "ndjson"}: one read-only
+ * query. JSON answers {columns: [{name, type}], rows: [row objects]}; the others answer the file
  * DuckDB's COPY wrote, so exports keep their types and have no row limit.
  */
 export async function handleQuery(request: IncomingMessage, response: ServerResponse, store: DuckDBStore): Promise<void> {
@@ -24,7 +25,7 @@ export async function handleQuery(request: IncomingMessage, response: ServerResp
   const { sql, format = 'json' } = body;
   if (typeof sql !== 'string') throw new HttpError(400, 'the body needs "sql": a string with one read-only query');
   if (typeof format !== 'string' || (format !== 'json' && !(format in FILE_FORMATS))) {
-    throw new HttpError(400, `"format" must be "json", "csv" or "parquet", not ${JSON.stringify(format)}`);
+    throw new HttpError(400, `"format" must be "json", "csv", "parquet" or "ndjson", not ${JSON.stringify(format)}`);
   }
   try {
     if (format === 'json') {
@@ -35,8 +36,8 @@ export async function handleQuery(request: IncomingMessage, response: ServerResp
     const dir = await mkdtemp(join(tmpdir(), 'agl-query-'));
     try {
       const path = join(dir, `result.${format}`);
-      await store.exportQuery(sql, path, fileFormat);
-      response.writeHead(200, { 'content-type': contentType });
+      const rows = await store.exportQuery(sql, path, fileFormat);
+      response.writeHead(200, { 'content-type': contentType, 'x-agl-rows': String(rows) });
       await pipeline(createReadStream(path), response);
     } finally {
       await rm(dir, { recursive: true, force: true });

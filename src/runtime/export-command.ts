@@ -4,18 +4,20 @@ import { tmpdir } from 'node:os';
 import { extname, join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { minRewardCondition, traceToMessages, type SkippedRecord } from '../adapters/messages.js';
+import { traceToMessages, type SkippedRecord } from '../adapters/messages.js';
 import { traceToTrajectories } from '../adapters/trajectories.js';
-import { traceToTriplets, type Credit, type RewardMatch } from '../adapters/triplets.js';
+import { tripletsSql, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
+import { progressLine } from './progress.js';
 import { sqlText } from '../store/sql.js';
 import { choiceArg, countArg, parseCommandArgs, UsageError } from './args.js';
 import { queryTarget, type QueryTarget } from './query-command.js';
 
 export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FILE.jsonl|.parquet [--db ./agl.duckdb | --url URL]
-          [--token T] [--where "<SQL condition on rollout_id, attempt_id, trace_id>"] [--min-reward X]
-          triplets, trajectories: [--agent-match REGEX] [--span-match REGEX]
+          [--token T] [--where "<SQL condition on rollout_id, attempt_id, trace_id, model ...
+          and the rollout's input, mode, status, metadata>"] [--min-reward X] [--mode train|val]
+          triplets, trajectories: [--agent-match REGEX] [--span-match REGEX] [--repair-flat]
                     [--reward-match first_occurrence|first_sibling] [--credit step|final|discounted] [--gamma 1]
-          trajectories: [--mode transition|trajectory] [--max-prompt-length N] [--max-response-length N]
+          trajectories: [--trajectory-mode transition|trajectory] [--max-prompt-length N] [--max-response-length N]
                     [--overlong truncate|drop]
   messages: one OpenAI fine-tuning record ({messages, tools, parallel_tool_calls}) per recorded
   LLM call; records that fail validation are skipped and counted, with their reasons.
@@ -40,6 +42,8 @@ const OPTIONS = {
   credit: { type: 'string' },
   gamma: { type: 'string' },
   mode: { type: 'string' },
+  'trajectory-mode': { type: 'string' },
+  'repair-flat': { type: 'boolean' },
   'max-prompt-length': { type: 'string' },
   'max-response-length': { type: 'string' },
   overlong: { type: 'string' },
@@ -60,23 +64,40 @@ export async function exportDataset(args: string[]): Promise<void> {
   const out = resolve(values.out);
   const target = await queryTarget(values);
   const report = { skipped: [] as SkippedRecord[], notes: [] as string[] };
+  const progress = progressLine(`exporting ${kind}`);
   let written = 0;
+  try {
+    if (kind === 'triplets') {
+      // One query, written by DuckDB itself: no row passes through JS.
+      written = await target.exportTo(tripletsSql(options.triplets), out, type === '.parquet' ? 'parquet' : 'ndjson', progress.fraction);
+    } else {
+      written = await writeRecords(await recordsOf(kind, target, options, report), out, type, PARQUET_COLUMNS[kind], progress.count);
+    }
+  } finally {
+    progress.done();
+    await target.close();
+  }
+  printSummary(written, values.out, report);
+}
+
+/** Records as JSONL, or as Parquet through DuckDB from a JSONL scratch file; returns how many. */
+async function writeRecords(records: AsyncIterable<object> | Iterable<object>, out: string, type: string, columns: string, onCount: (n: number) => void): Promise<number> {
   const scratch = type === '.parquet' ? await mkdtemp(join(tmpdir(), 'agl-export-')) : undefined;
+  let written = 0;
   try {
     const lines = scratch ? join(scratch, 'records.jsonl') : out;
     const file = createWriteStream(lines);
-    for await (const record of await recordsOf(kind, target, options, report)) {
+    for await (const record of records) {
       if (!file.write(`${JSON.stringify(record)}\n`)) await new Promise<void>((done) => file.once('drain', () => done()));
-      written++;
+      if (++written % 1000 === 0) onCount(written);
     }
     file.end();
     await finished(file);
-    if (scratch) await jsonlToParquet(lines, out, PARQUET_COLUMNS[kind]);
+    if (scratch) await jsonlToParquet(lines, out, columns);
+    return written;
   } finally {
-    await target.close();
     if (scratch) await rm(scratch, { recursive: true, force: true });
   }
-  printSummary(written, values.out, report);
 }
 
 function adapterOptions(values: Values) {
@@ -93,16 +114,25 @@ function adapterOptions(values: Values) {
       throw new UsageError(`--${flag} is not a regular expression: "${pattern}"`);
     }
   }
+  const rolloutMode = values.mode;
+  if (rolloutMode !== undefined && !/^[\w-]+$/.test(rolloutMode)) throw new UsageError(`--mode takes a rollout mode such as train or val, not "${rolloutMode}"`);
+  const triplets: TripletOptions = {
+    where: values.where,
+    minReward,
+    rolloutMode,
+    agentMatch: values['agent-match'],
+    spanMatch: values['span-match'],
+    repairFlat: values['repair-flat'],
+    rewardMatch: choiceArg<RewardMatch>('--reward-match', values['reward-match'], ['first_occurrence', 'first_sibling'], 'first_occurrence'),
+    credit: choiceArg<Credit>('--credit', values.credit, ['step', 'final', 'discounted'], 'step'),
+    gamma,
+  };
   return {
-    messages: { where: values.where, minReward },
+    messages: { where: values.where, minReward, rolloutMode },
+    triplets,
     trajectories: {
-      where: [values.where, minReward === undefined ? undefined : minRewardCondition(minReward)].filter(Boolean).map((c) => `(${c})`).join(' AND ') || undefined,
-      agentMatch: values['agent-match'],
-      spanMatch: values['span-match'],
-      rewardMatch: choiceArg<RewardMatch>('--reward-match', values['reward-match'], ['first_occurrence', 'first_sibling'], 'first_occurrence'),
-      credit: choiceArg<Credit>('--credit', values.credit, ['step', 'final', 'discounted'], 'step'),
-      gamma,
-      mode: choiceArg('--mode', values.mode, ['transition', 'trajectory'] as const, 'transition'),
+      ...triplets,
+      mode: choiceArg('--trajectory-mode', values['trajectory-mode'], ['transition', 'trajectory'] as const, 'transition'),
       maxPromptLength: positive('--max-prompt-length', values['max-prompt-length']),
       maxResponseLength: positive('--max-response-length', values['max-response-length']),
       overlong: choiceArg('--overlong', values.overlong, ['truncate', 'drop'] as const, 'truncate'),
@@ -112,9 +142,8 @@ function adapterOptions(values: Values) {
 
 type Report = { skipped: SkippedRecord[]; notes: string[] };
 
-async function recordsOf(kind: Kind, target: QueryTarget, options: ReturnType<typeof adapterOptions>, report: Report): Promise<AsyncIterable<object> | Iterable<object>> {
+async function recordsOf(kind: 'messages' | 'trajectories', target: QueryTarget, options: ReturnType<typeof adapterOptions>, report: Report): Promise<AsyncIterable<object> | Iterable<object>> {
   if (kind === 'messages') return traceToMessages(target, options.messages, report.skipped);
-  if (kind === 'triplets') return traceToTriplets(target, options.trajectories);
   const { rows, stats } = await traceToTrajectories(target, options.trajectories);
   report.notes.push(`${stats.calls} call(s) into ${stats.rows} row(s); ${stats.truncated} truncated, ${stats.dropped} dropped over the length limits`);
   if (stats.missingTokenIds > 0) {
@@ -138,7 +167,6 @@ function printSummary(written: number, out: string, { skipped, notes }: Report):
 /** Parquet columns: nested values stay JSON, so that every record fits one schema; token ids are lists. */
 const PARQUET_COLUMNS: Record<string, string> = {
   messages: `{messages: 'JSON', tools: 'JSON', parallel_tool_calls: 'BOOLEAN'}`,
-  triplets: `{prompt: 'JSON', response: 'JSON', reward: 'DOUBLE', metadata: 'JSON'}`,
   trajectories: `{rollout_id: 'VARCHAR', attempt_id: 'VARCHAR', group_key: 'VARCHAR', prompt_ids: 'INTEGER[]', response_ids: 'INTEGER[]',
     response_mask: 'TINYINT[]', response_logprobs: 'DOUBLE[]', reward: 'DOUBLE', calls: 'INTEGER'}`,
 };

@@ -1,6 +1,9 @@
 import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { extname, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Readable } from 'node:stream';
+import type { QuerySource } from '../adapters/source.js';
 import { parseJsonExact } from '../exact-json.js';
 import type { ExportFormat, QueryResult } from '../store/query.js';
 import { DuckDBStore } from '../store/store.js';
@@ -22,9 +25,10 @@ const OUT_FORMATS: Record<string, ExportFormat> = {
 };
 
 /** Where a query runs: a server's HTTP endpoint or the file itself. */
-export interface QueryTarget {
+export interface QueryTarget extends QuerySource {
   query(sql: string): Promise<QueryResult>;
-  exportTo(sql: string, path: string, format: ExportFormat): Promise<void>;
+  /** Writes the rows of one read-only query to a file with DuckDB's COPY; returns how many. */
+  exportTo(sql: string, path: string, format: ExportFormat, onProgress?: (fraction: number) => void): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -82,7 +86,8 @@ async function fileOrServerTarget(db: string, token: string | undefined): Promis
   return {
     // The user's own file, opened read-only: no need to refuse file-reading table functions.
     query: (sql) => store.query(sql, { guard: false }),
-    exportTo: (sql, path, fmt) => store.exportQuery(sql, path, fmt, { guard: false }),
+    stream: (sql) => store.streamQuery(sql, { guard: false }),
+    exportTo: (sql, path, fmt, onProgress) => store.exportQuery(sql, path, fmt, { guard: false, onProgress }),
     close: () => store.close(),
   };
 }
@@ -120,13 +125,30 @@ function httpTarget(base: string, token: string | undefined): QueryTarget {
   };
   return {
     query: async (sql) => parseJsonExact(await (await post({ sql })).text()) as QueryResult,
+    // Rows as newline-delimited JSON that the server's COPY wrote: no row limit.
+    stream: async function* (sql) {
+      const body = (await post({ sql, format: 'ndjson' })).body;
+      if (!body) return;
+      let batch: Record<string, unknown>[] = [];
+      for await (const line of createInterface({ input: Readable.fromWeb(body), crlfDelay: Infinity })) {
+        if (line === '') continue;
+        batch.push(parseJsonExact(line) as Record<string, unknown>);
+        if (batch.length === 2048) {
+          yield batch;
+          batch = [];
+        }
+      }
+      if (batch.length > 0) yield batch;
+    },
     exportTo: async (sql, path, format) => {
-      if (format === 'parquet' || format === 'csv') {
-        await writeFile(path, Buffer.from(await (await post({ sql, format })).arrayBuffer()));
-        return;
+      if (format !== 'json') {
+        const response = await post({ sql, format });
+        await writeFile(path, Buffer.from(await response.arrayBuffer()));
+        return Number(response.headers.get('x-agl-rows') ?? 0);
       }
       const result = parseJsonExact(await (await post({ sql })).text()) as QueryResult;
-      await writeFile(path, formatResult(result, format === 'json' ? 'json' : 'ndjson'));
+      await writeFile(path, formatResult(result, 'json'));
+      return result.rows.length;
     },
     close: async () => {},
   };

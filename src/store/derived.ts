@@ -39,7 +39,7 @@ export function mayDerive(rows: ColumnarRows, row: number): boolean {
   return MARKERS.some((marker) => bytes.includes(marker));
 }
 
-const CALL_COLUMNS = `rollout_id VARCHAR, attempt_id VARCHAR, trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL, parent_id VARCHAR,
+const CALL_COLUMNS = `rollout_id VARCHAR, attempt_id VARCHAR, trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL, parent_id VARCHAR, name VARCHAR,
   sequence_id BIGINT, start_time TIMESTAMP_NS, end_time TIMESTAMP_NS, provider VARCHAR, model VARCHAR,
   input_messages JSON, output_messages JSON, tools JSON, prompt_token_ids INTEGER[], response_token_ids INTEGER[], response_logprobs DOUBLE[],
   input_tokens BIGINT, output_tokens BIGINT, response_id VARCHAR, finish_reason VARCHAR,
@@ -64,7 +64,7 @@ const SPAN_FIELD_KEYS = [
 ];
 const FIELDS = `json_extract_string(attributes, [${SPAN_FIELD_KEYS.map((k) => `'${k}'`).join(', ')}])`;
 
-const SPAN_COLUMNS = `rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_time, end_time,
+const SPAN_COLUMNS = `rollout_id, attempt_id, trace_id, span_id, parent_id, name, sequence_id, start_time, end_time,
   coalesce(f[1], f[2], f[3], f[4]) AS provider`;
 
 const FROM_INBOX = `(SELECT *, ${FIELDS} AS f FROM span_inbox)`;

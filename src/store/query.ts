@@ -44,6 +44,26 @@ export async function runQuery(instance: DuckDBInstance, sql: string, options: Q
   });
 }
 
+/**
+ * The rows of one read-only query, a batch (DuckDB data chunk) at a time, in order, without a
+ * row limit: what adapters read large results with.
+ */
+export async function* streamQuery(instance: DuckDBInstance, sql: string, options: QueryOptions): AsyncGenerator<Record<string, unknown>[]> {
+  const connection = await instance.connect();
+  try {
+    if (options.guard) await assertReadOnlyQuery(connection, sql);
+    await connection.run('BEGIN TRANSACTION READ ONLY');
+    const result = await connection.stream(sql);
+    const typeTrees = result.columnTypesJson() as unknown as TypeTree[];
+    const names = result.deduplicatedColumnNames();
+    for await (const rows of result.yieldRowObjectJson()) {
+      if (rows.length > 0) yield normalizeRows(rows as Record<string, unknown>[], names, typeTrees);
+    }
+  } finally {
+    connection.closeSync();
+  }
+}
+
 /** COPY's formats for exporting a query's result to a file. */
 export type ExportFormat = 'parquet' | 'csv' | 'json' | 'ndjson';
 
@@ -54,18 +74,31 @@ const COPY_OPTIONS: Record<ExportFormat, string> = {
   ndjson: 'FORMAT json',
 };
 
-/** Writes the result of a read-only query to `path` with DuckDB's COPY (types kept exactly). */
+/**
+ * Writes the result of a read-only query to `path` with DuckDB's COPY (types kept exactly);
+ * returns how many rows it wrote. `onProgress` hears DuckDB's own estimate of the share done.
+ */
 export async function exportQuery(
   instance: DuckDBInstance,
   sql: string,
   path: string,
   format: ExportFormat,
-  options: Omit<QueryOptions, 'maxRows'>,
-): Promise<void> {
+  options: Omit<QueryOptions, 'maxRows'> & { onProgress?: (fraction: number) => void },
+): Promise<number> {
   const body = sql.trim().replace(/;\s*$/, '');
   const copyOptions = COPY_OPTIONS[format];
-  await withReadOnlyConnection(instance, sql, { ...options, maxRows: 0 }, async (connection) => {
-    await connection.run(`COPY (${body}) TO ${sqlText(path)} (${copyOptions})`);
+  return withReadOnlyConnection(instance, sql, { ...options, maxRows: 0 }, async (connection) => {
+    const { onProgress } = options;
+    const timer = onProgress && setInterval(() => {
+      const { percentage } = connection.progress;
+      if (percentage >= 0) onProgress(percentage / 100);
+    }, 200);
+    try {
+      const reader = await connection.runAndReadAll(`COPY (${body}) TO ${sqlText(path)} (${copyOptions})`);
+      return Number(reader.getRows()[0]?.[0] ?? 0);
+    } finally {
+      clearInterval(timer);
+    }
   });
 }
 
@@ -103,13 +136,15 @@ function toQueryResult(reader: DuckDBResultReader): QueryResult {
   const types = reader.columnTypes();
   const typeTrees = reader.columnTypesJson() as unknown as TypeTree[];
   const columns = names.map((name, i) => ({ name, type: types[i].alias ?? types[i].toString() }));
-  const rows = reader.getRowObjectsJson() as Record<string, unknown>[];
-  for (let i = 0; i < columns.length; i++) {
-    const { name } = columns[i];
+  return { columns, rows: normalizeRows(reader.getRowObjectsJson() as Record<string, unknown>[], names, typeTrees) };
+}
+
+function normalizeRows(rows: Record<string, unknown>[], names: string[], typeTrees: TypeTree[]): Record<string, unknown>[] {
+  for (let i = 0; i < names.length; i++) {
     if (!needsNormalizing(typeTrees[i])) continue;
-    for (const row of rows) row[name] = normalize(row[name], typeTrees[i]);
+    for (const row of rows) row[names[i]] = normalize(row[names[i]], typeTrees[i]);
   }
-  return { columns, rows };
+  return rows;
 }
 
 /** The shape of DuckDB's JSON type description (`columnTypesJson`). */

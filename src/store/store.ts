@@ -1,7 +1,7 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
 import { selectRows, type ColumnarRows, type Int64Column } from './columns.js';
-import { exportQuery, runQuery, type ExportFormat, type QueryResult } from './query.js';
+import { exportQuery, runQuery, streamQuery, type ExportFormat, type QueryResult } from './query.js';
 import { DERIVE_FROM_INBOX, mayDerive } from './derived.js';
 import { migrate } from './schema.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
@@ -147,10 +147,17 @@ export class DuckDBStore {
     });
   }
 
-  exportQuery(sql: string, path: string, format: ExportFormat, options: { guard?: boolean } = {}): Promise<void> {
+  /** The rows of a query batch by batch, with no row limit (the time limit applies to the start only). */
+  streamQuery(sql: string, options: { guard?: boolean } = {}): AsyncGenerator<Record<string, unknown>[]> {
+    return streamQuery(this.instance, sql, { timeoutMs: 0, maxRows: 0, guard: options.guard ?? true });
+  }
+
+  /** Writes a query's rows to a file (COPY); returns how many. */
+  exportQuery(sql: string, path: string, format: ExportFormat, options: { guard?: boolean; onProgress?: (fraction: number) => void } = {}): Promise<number> {
     return exportQuery(this.instance, sql, path, format, {
       timeoutMs: this.options.queryTimeoutMs ?? 30_000,
       guard: options.guard ?? true,
+      onProgress: options.onProgress,
     });
   }
 

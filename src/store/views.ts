@@ -15,7 +15,7 @@
 
 const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_time, end_time, provider, model,
   input_messages, output_messages, tools, prompt_token_ids, response_token_ids, response_logprobs,
-  input_tokens, output_tokens, response_id, finish_reason`;
+  input_tokens, output_tokens, response_id, finish_reason, parent_id, name`;
 
 export const VIEWS_SQL = `
 CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(
@@ -48,7 +48,7 @@ event_messages AS (
 ),
 -- The span's own GenAI attributes, read after the join: only spans with events are parsed.
 event_calls AS (
-  SELECT s.rollout_id, s.attempt_id, s.trace_id, s.span_id, s.parent_id, s.sequence_id, s.start_time, s.end_time,
+  SELECT s.rollout_id, s.attempt_id, s.trace_id, s.span_id, s.parent_id, s.name, s.sequence_id, s.start_time, s.end_time,
     coalesce(s.attributes->>'gen_ai.provider.name', s.attributes->>'gen_ai.system') AS provider,
     coalesce(s.attributes->>'gen_ai.response.model', s.attributes->>'gen_ai.request.model') AS model,
     e.input_messages, e.output_messages, NULL::JSON AS tools,
@@ -60,16 +60,16 @@ event_calls AS (
     4 AS dialect
   FROM event_messages e JOIN spans s USING (trace_id, span_id)
 ),
-agl AS (SELECT * FROM llm_call_rows WHERE dialect = 1),
 others AS (SELECT * FROM llm_call_rows WHERE dialect > 1 UNION ALL SELECT * FROM event_calls)
 -- An instrumented agent calling through the gateway: the agent's capture is the parent of the
 -- gateway's, which holds the exact upstream exchange (token ids); the gateway's row is kept.
-SELECT ${COLUMNS} FROM agl c
-WHERE NOT EXISTS (SELECT 1 FROM agl g WHERE g.trace_id = c.trace_id AND g.parent_id = c.span_id)
+-- (The agl rows are read in place, not through a CTE, so that a query reads only its columns.)
+SELECT ${COLUMNS} FROM llm_call_rows c
+WHERE c.dialect = 1 AND NOT EXISTS (SELECT 1 FROM llm_call_rows g WHERE g.dialect = 1 AND g.trace_id = c.trace_id AND g.parent_id = c.span_id)
 UNION ALL
 SELECT ${COLUMNS} FROM others o
-WHERE NOT EXISTS (SELECT 1 FROM agl a WHERE a.trace_id = o.trace_id AND a.parent_id = o.span_id)
-  AND NOT EXISTS (SELECT 1 FROM agl a WHERE a.response_id = o.response_id)
+WHERE NOT EXISTS (SELECT 1 FROM llm_call_rows a WHERE a.dialect = 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
+  AND NOT EXISTS (SELECT 1 FROM llm_call_rows a WHERE a.dialect = 1 AND a.response_id = o.response_id)
 QUALIFY row_number() OVER (PARTITION BY o.trace_id, o.span_id ORDER BY o.dialect) = 1;
 
 CREATE OR REPLACE VIEW rewards AS
