@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DuckDBInstance } from '@duckdb/node-api';
+import { tableFromIPC } from 'apache-arrow';
 import { invalidReason, type ChatRecord } from '../src/adapters/messages.js';
 import { spanRows } from '../src/store/span-json.js';
 import { newTempDir, removeDir, runCli, startAgl, type InProcessAgl } from './helpers.js';
@@ -111,6 +112,24 @@ describe('agl export messages', () => {
     assert.ok(rows.length >= 1);
     assert.ok(rows.every((r) => r.rollout_id === 'ro-export' && r.type === 'INTEGER[]' && r.aligned === true));
     assert.equal(rows.at(-1)!.reward, 0.75);
+  });
+
+  test('Arrow IPC files hold the same triplets and trajectories, with typed lists', async () => {
+    const jsonl = await readJsonl('triplets.jsonl');
+    const result = await runCli(['export', 'triplets', '--url', agl.url, '--where', "rollout_id = 'ro-export'", '--out', join(dir, 'triplets.arrow')]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /wrote 2 record\(s\)/);
+    const table = tableFromIPC(await readFile(join(dir, 'triplets.arrow')));
+    assert.equal(table.numRows, 2);
+    const rows = table.toArray().map((row) => row.toJSON());
+    assert.deepEqual(rows.map((r) => [JSON.parse(r.response.message).content, r.reward, [...r.prompt.token_ids]]),
+      jsonl.map((t) => [t.response.message.content, t.reward, t.prompt.token_ids]));
+    assert.equal(String(table.schema.fields.find((f) => f.name === 'prompt')!.type), 'Struct<{messages:Utf8, token_ids:List<Int32>}>');
+    const rl = await runCli(['export', 'trajectories', '--url', agl.url, '--where', "rollout_id = 'ro-export'", '--out', join(dir, 'rl.arrow')]);
+    assert.equal(rl.code, 0, rl.stderr);
+    const trajectories = tableFromIPC(await readFile(join(dir, 'rl.arrow')));
+    assert.ok(trajectories.numRows >= 1);
+    assert.deepEqual(trajectories.getChild('response_mask')!.get(0)!.toArray().length, trajectories.getChild('response_ids')!.get(0)!.toArray().length);
   });
 
   test('bad arguments are usage errors', async () => {

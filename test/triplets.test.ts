@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { arrowTableOf } from '../src/adapters/arrow.js';
 import { traceToTriplets } from '../src/adapters/triplets.js';
 import { spanRows } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
@@ -69,6 +70,14 @@ test('agentMatch trains one agent alone; where and spanMatch narrow the calls', 
   assert.deepEqual(summary(await traceToTriplets(source, { agentMatch: '^cod' })).map((t) => t[1]), ['b', 'c']);
   assert.deepEqual(summary(await traceToTriplets(source, { where: "rollout_id = 'ro-t'" })).map((t) => t[1]), ['a', 'b', 'c']);
   assert.deepEqual(summary(await traceToTriplets(source, { spanMatch: '^nothing' })), []);
+});
+
+test('as an apache-arrow Table: typed columns, the same values', async () => {
+  const table = await arrowTableOf('triplets', await traceToTriplets(source));
+  assert.equal(table.numRows, 4);
+  assert.deepEqual([...table.getChild('reward')!], [1, null, 0.5, 0.25]);
+  const first = table.get(0)!.toJSON();
+  assert.deepEqual([JSON.parse(first.prompt.messages)[0].content, [...first.response.token_ids], first.metadata.agent_name], ['a', [3], 'planner']);
 });
 
 test('bad options are refused with the reason', async () => {

@@ -3,6 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { extname, join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
+import { writeArrowFile } from '../adapters/arrow.js';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { traceToMessages, type SkippedRecord } from '../adapters/messages.js';
 import { traceToTrajectories } from '../adapters/trajectories.js';
@@ -12,7 +13,7 @@ import { sqlText } from '../store/sql.js';
 import { choiceArg, countArg, parseCommandArgs, UsageError } from './args.js';
 import { queryTarget, type QueryTarget } from './query-command.js';
 
-export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FILE.jsonl|.parquet [--db ./agl.duckdb | --url URL]
+export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FILE.jsonl|.parquet|.arrow [--db ./agl.duckdb | --url URL]
           [--token T] [--where "<SQL condition on rollout_id, attempt_id, trace_id, model ...
           and the rollout's input, mode, status, metadata>"] [--min-reward X] [--mode train|val]
           triplets, trajectories: [--agent-match REGEX] [--span-match REGEX] [--repair-flat]
@@ -25,7 +26,7 @@ export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FIL
   trajectories: token-level rows (prompt_ids, response_ids, response_mask, response_logprobs,
   reward, group_key) for RL trainers.`;
 
-const OUT_TYPES = ['.jsonl', '.ndjson', '.parquet'];
+const OUT_TYPES = ['.jsonl', '.ndjson', '.parquet', '.arrow'];
 const KINDS = ['messages', 'triplets', 'trajectories'] as const;
 type Kind = (typeof KINDS)[number];
 
@@ -67,11 +68,12 @@ export async function exportDataset(args: string[]): Promise<void> {
   const progress = progressLine(`exporting ${kind}`);
   let written = 0;
   try {
-    if (kind === 'triplets') {
+    if (kind === 'triplets' && type !== '.arrow') {
       // One query, written by DuckDB itself: no row passes through JS.
       written = await target.exportTo(tripletsSql(options.triplets), out, type === '.parquet' ? 'parquet' : 'ndjson', progress.fraction);
     } else {
-      written = await writeRecords(await recordsOf(kind, target, options, report), out, type, PARQUET_COLUMNS[kind], progress.count);
+      const records = kind === 'triplets' ? rowsOf(target.stream(tripletsSql(options.triplets))) : await recordsOf(kind, target, options, report);
+      written = await writeRecords(kind, records, out, type, progress.count);
     }
   } finally {
     progress.done();
@@ -80,20 +82,33 @@ export async function exportDataset(args: string[]): Promise<void> {
   printSummary(written, values.out, report);
 }
 
-/** Records as JSONL, or as Parquet through DuckDB from a JSONL scratch file; returns how many. */
-async function writeRecords(records: AsyncIterable<object> | Iterable<object>, out: string, type: string, columns: string, onCount: (n: number) => void): Promise<number> {
-  const scratch = type === '.parquet' ? await mkdtemp(join(tmpdir(), 'agl-export-')) : undefined;
+async function* rowsOf(batches: AsyncIterable<Record<string, unknown>[]>): AsyncGenerator<object> {
+  for await (const batch of batches) yield* batch;
+}
+
+/** Records as JSONL, Arrow IPC, or Parquet through DuckDB from a JSONL scratch file; returns how many. */
+async function writeRecords(kind: Kind, records: AsyncIterable<object> | Iterable<object>, out: string, type: string, onCount: (n: number) => void): Promise<number> {
   let written = 0;
+  async function* counted() {
+    for await (const record of records) {
+      yield record;
+      if (++written % 1000 === 0) onCount(written);
+    }
+  }
+  if (type === '.arrow') {
+    await writeArrowFile(kind, counted(), out);
+    return written;
+  }
+  const scratch = type === '.parquet' ? await mkdtemp(join(tmpdir(), 'agl-export-')) : undefined;
   try {
     const lines = scratch ? join(scratch, 'records.jsonl') : out;
     const file = createWriteStream(lines);
-    for await (const record of records) {
+    for await (const record of counted()) {
       if (!file.write(`${JSON.stringify(record)}\n`)) await new Promise<void>((done) => file.once('drain', () => done()));
-      if (++written % 1000 === 0) onCount(written);
     }
     file.end();
     await finished(file);
-    if (scratch) await jsonlToParquet(lines, out, columns);
+    if (scratch) await jsonlToParquet(lines, out, PARQUET_COLUMNS[kind]);
     return written;
   } finally {
     if (scratch) await rm(scratch, { recursive: true, force: true });
