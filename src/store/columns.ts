@@ -93,8 +93,8 @@ export class TableAppender {
     private readonly chunk: DuckDBDataChunk,
   ) {}
 
-  static async create(connection: DuckDBConnection, table: string, columns: readonly Column[], catalog: string | null = null): Promise<TableAppender> {
-    const appender = await connection.createAppender(table, null, catalog);
+  static async create(connection: DuckDBConnection, table: string, columns: readonly Column[]): Promise<TableAppender> {
+    const appender = await connection.createAppender(table);
     const chunk = DuckDBDataChunk.create(columns.map((_, i) => appender.columnType(i)));
     return new TableAppender(appender, columns, chunk);
   }

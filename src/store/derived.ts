@@ -1,43 +1,23 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
-import type { ByteColumn, ColumnarRows } from './columns.js';
-import { SPAN } from './tables.js';
 
 /**
- * Tables derived from single spans as they are stored: the normalized LLM calls
- * (`llm_call_rows`), the rewards (`reward_rows`) and the spans that name an agent
- * (`agent_spans`). Each span's JSON is parsed once, in the commit that stores it, instead of on
- * every read: the views and adapters over these tables then read plain columns (the export of
- * 100,000 rollouts went from minutes to seconds).
+ * Rows derived from single spans: the normalized LLM calls, the rewards and the spans that name
+ * an agent. Parsing a span's JSON once and keeping the result as plain columns is what makes
+ * `llm_calls`, `rewards` and the adapters fast (the export of 100,000 rollouts went from
+ * minutes to seconds).
  *
- * Spans that may hold one of them (`mayDerive`, a byte search in the attributes) are appended
- * to `span_inbox` instead of `spans`; `DERIVE_FROM_INBOX` moves them on in the same
- * transaction. When this module's SQL changes, `DERIVED_VERSION` goes up and the next writable
- * open derives every stored span again (`refreshDerivedTables`).
+ * Derivation stays off the ingest path: spans are committed as they come, and the store's
+ * deriver (DuckDBStore) derives the ones after the watermark `derived_through` (a rowid of
+ * `spans`, which only ever grows) into the `derived_*` tables while the server is idle. The
+ * views `llm_call_rows`, `reward_rows` and `agent_spans` read those tables plus, derived on the
+ * fly, the spans not derived yet: every read is complete, and fast once the deriver caught up.
+ * When this module's SQL changes, DERIVED_VERSION goes up and the next writable open starts the
+ * derivation over.
  */
-export const DERIVED_VERSION = '1';
+export const DERIVED_VERSION = '3';
 
 const FLAT_KEY = String.raw`^(gen_ai\.prompt|gen_ai\.completion|llm\.input_messages|llm\.output_messages|llm\.tools|llm\.request\.functions)\.(\d+)\.(?:message\.|tool\.)?(.+)$`;
 const FLAT_TOOL_CALL = String.raw`^tool_calls\.(\d+)\.(?:tool_call\.)?(?:function\.)?(name|arguments|id)$`;
-
-/** Attribute keys (as they appear in the attributes JSON) of a span that derives a row. */
-const MARKERS = [
-  '"agl.llm.api"', '"gen_ai.input.messages"', '"gen_ai.prompt.', '"llm.input_messages.', // LLM calls
-  '"agentlightning.reward', '"reward"', // rewards (Agent Lightning v0.3 and v0.2)
-  'agent.name"', '"openinference.span.kind"', '"agentlightning.operation.name"', '"langchain.run_type"', // agents
-].map((marker) => Buffer.from(marker));
-
-/** True when the span at `row` may derive a row (a false positive only costs a little work). */
-export function mayDerive(rows: ColumnarRows, row: number): boolean {
-  const attributes = rows.columns[SPAN.attributes];
-  let text: Uint8Array;
-  if (Array.isArray(attributes)) text = Buffer.from(String(attributes[row] ?? ''));
-  else {
-    const c = attributes as ByteColumn;
-    text = c.data.subarray(c.slices[2 * row], c.slices[2 * row + 1]);
-  }
-  const bytes = Buffer.from(text.buffer, text.byteOffset, text.byteLength);
-  return MARKERS.some((marker) => bytes.includes(marker));
-}
 
 const CALL_COLUMNS = `rollout_id VARCHAR, attempt_id VARCHAR, trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL, parent_id VARCHAR, name VARCHAR,
   sequence_id BIGINT, start_time TIMESTAMP_NS, end_time TIMESTAMP_NS, provider VARCHAR, model VARCHAR,
@@ -46,10 +26,11 @@ const CALL_COLUMNS = `rollout_id VARCHAR, attempt_id VARCHAR, trace_id VARCHAR N
   dialect TINYINT NOT NULL`;
 
 export const DERIVED_TABLES_DDL = `
-CREATE TABLE llm_call_rows (${CALL_COLUMNS});
-CREATE TABLE reward_rows (rollout_id VARCHAR, attempt_id VARCHAR, trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL, parent_id VARCHAR,
+CREATE TABLE derived_calls (${CALL_COLUMNS});
+CREATE TABLE derived_rewards (rollout_id VARCHAR, attempt_id VARCHAR, trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL, parent_id VARCHAR,
   sequence_id BIGINT, time TIMESTAMP_NS, name VARCHAR, value DOUBLE, is_primary BOOLEAN NOT NULL);
-CREATE TABLE agent_spans (trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL, agent_name VARCHAR NOT NULL);`;
+CREATE TABLE derived_agents (trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL, agent_name VARCHAR NOT NULL);
+INSERT OR REPLACE INTO agl_meta VALUES ('derived_through', '-1');`;
 
 /** The GenAI summary attributes every dialect reads, in one parse of the attributes (list `f`). */
 const SPAN_FIELD_KEYS = [
@@ -67,7 +48,6 @@ const FIELDS = `json_extract_string(attributes, [${SPAN_FIELD_KEYS.map((k) => `'
 const SPAN_COLUMNS = `rollout_id, attempt_id, trace_id, span_id, parent_id, name, sequence_id, start_time, end_time,
   coalesce(f[1], f[2], f[3], f[4]) AS provider`;
 
-const FROM_INBOX = `(SELECT *, ${FIELDS} AS f FROM span_inbox)`;
 
 /**
  * LLM calls, one row per span, in OpenAI chat format (messages with role, content, tool_calls,
@@ -79,10 +59,9 @@ const FROM_INBOX = `(SELECT *, ${FIELDS} AS f FROM span_inbox)`;
  * Every parse of recorded text is wrapped in try(): a malformed body gives NULL columns, never
  * a failed commit.
  */
-const DERIVE_CALLS = `
-INSERT INTO llm_call_rows
+const callsFrom = (spans: string) => `
 WITH
-src AS (SELECT * FROM ${FROM_INBOX}),
+src AS MATERIALIZED (SELECT *, ${FIELDS} AS f FROM ${spans}),
 agl AS (
   SELECT *, f[16] AS api,
     try(json_extract(f[17], ['messages', 'prompt', 'instructions', 'input', 'tools', 'model'])) AS q,
@@ -141,9 +120,12 @@ semconv_calls AS (
 flat_src AS (
   SELECT * FROM src WHERE (f[23] IS NOT NULL OR f[24] IS NOT NULL OR f[25] IS NOT NULL) AND f[16] IS NULL AND f[19] IS NULL
 ),
+flat_pairs AS (
+  SELECT s.trace_id, s.span_id, e.key, e.value FROM flat_src s, json_each(s.attributes) AS e
+),
 flat AS (
-  SELECT s.trace_id, s.span_id, x['side'] AS side, CAST(x['idx'] AS INTEGER) AS idx, x['field'] AS field, s.attributes->>k AS value
-  FROM flat_src s, unnest(json_keys(s.attributes)) AS t(k), (SELECT regexp_extract(k, '${FLAT_KEY}', ['side', 'idx', 'field']) AS x)
+  SELECT trace_id, span_id, x['side'] AS side, CAST(x['idx'] AS INTEGER) AS idx, x['field'] AS field, value->>'$' AS value
+  FROM (SELECT *, regexp_extract(key, '${FLAT_KEY}', ['side', 'idx', 'field']) AS x FROM flat_pairs)
   WHERE x['side'] <> ''
 ),
 flat_tool_calls AS (
@@ -152,7 +134,7 @@ flat_tool_calls AS (
     SELECT trace_id, span_id, side, idx, CAST(c['j'] AS INTEGER) AS j,
       max(value) FILTER (WHERE c['f'] = 'id') AS id, max(value) FILTER (WHERE c['f'] = 'name') AS name,
       max(value) FILTER (WHERE c['f'] = 'arguments') AS arguments
-    FROM flat, (SELECT regexp_extract(field, '${FLAT_TOOL_CALL}', ['j', 'f']) AS c)
+    FROM (SELECT *, regexp_extract(field, '${FLAT_TOOL_CALL}', ['j', 'f']) AS c FROM flat WHERE field LIKE 'tool\\_calls.%' ESCAPE '\\')
     WHERE c['j'] <> '' GROUP BY ALL
   ) GROUP BY ALL
 ),
@@ -164,18 +146,22 @@ flat_items AS (
     max(value) FILTER (WHERE field = 'description') AS description, max(value) FILTER (WHERE field = 'parameters') AS parameters
   FROM flat GROUP BY ALL
 ),
-flat_messages AS (
-  SELECT i.trace_id, i.span_id,
-    to_json(list(json_merge_patch(json_object('role', i.role, 'content', i.content),
-      json_object('tool_call_id', i.tool_call_id, 'tool_calls', to_json(c.calls))) ORDER BY i.idx) FILTER (WHERE i.side IN ('gen_ai.prompt', 'llm.input_messages'))) AS input_messages,
-    to_json(list(json_merge_patch(json_object('role', i.role, 'content', i.content),
-      json_object('tool_call_id', i.tool_call_id, 'tool_calls', to_json(c.calls))) ORDER BY i.idx) FILTER (WHERE i.side IN ('gen_ai.completion', 'llm.output_messages'))) AS output_messages,
-    nullif(to_json(list(CASE WHEN i.side = 'llm.tools' THEN try(json(i.json_schema))
-      ELSE json_object('type', 'function', 'function', json_object('name', i.name, 'description', i.description, 'parameters', try(json(i.parameters)))) END
-      ORDER BY i.idx) FILTER (WHERE i.side IN ('llm.tools', 'llm.request.functions'))), '[]'::JSON) AS tools,
-    min(i.finish_reason ORDER BY i.idx) FILTER (WHERE i.side = 'gen_ai.completion') AS finish_reason
+-- A message: role and content, with tool_call_id and tool_calls only where present.
+flat_message_items AS (
+  SELECT i.*, CASE WHEN i.tool_call_id IS NULL AND c.calls IS NULL THEN json_object('role', i.role, 'content', i.content)
+      ELSE json_merge_patch(json_object('role', i.role, 'content', i.content), json_object('tool_call_id', i.tool_call_id, 'tool_calls', to_json(c.calls))) END AS message
   FROM flat_items i LEFT JOIN flat_tool_calls c USING (trace_id, span_id, side, idx)
-  GROUP BY i.trace_id, i.span_id
+),
+flat_messages AS (
+  SELECT trace_id, span_id,
+    to_json(list(message ORDER BY idx) FILTER (WHERE side IN ('gen_ai.prompt', 'llm.input_messages'))) AS input_messages,
+    to_json(list(message ORDER BY idx) FILTER (WHERE side IN ('gen_ai.completion', 'llm.output_messages'))) AS output_messages,
+    nullif(to_json(list(CASE WHEN side = 'llm.tools' THEN try(json(json_schema))
+      ELSE json_object('type', 'function', 'function', json_object('name', name, 'description', description, 'parameters', try(json(parameters)))) END
+      ORDER BY idx) FILTER (WHERE side IN ('llm.tools', 'llm.request.functions'))), '[]'::JSON) AS tools,
+    min(finish_reason ORDER BY idx) FILTER (WHERE side = 'gen_ai.completion') AS finish_reason
+  FROM flat_message_items
+  GROUP BY trace_id, span_id
 ),
 flat_calls AS (
   SELECT ${SPAN_COLUMNS}, coalesce(f[5], f[6], f[7]) AS model,
@@ -189,53 +175,73 @@ flat_calls AS (
 SELECT * FROM agl_calls UNION ALL SELECT * FROM semconv_calls UNION ALL SELECT * FROM flat_calls`;
 
 /** Agent Lightning's reward spans: `agentlightning.reward.<i>.name/.value`, and v0.2's one reward per span. */
-const DERIVE_REWARDS = `
-INSERT INTO reward_rows
-SELECT s.rollout_id, s.attempt_id, s.trace_id, s.span_id, s.parent_id, s.sequence_id, s.start_time,
-  s.attributes->>('agentlightning.reward.' || r.i || '.name'), TRY_CAST(s.attributes->>k AS DOUBLE), r.i = 0
-FROM (SELECT * FROM span_inbox WHERE (attributes->>'agentlightning.reward.0.value') IS NOT NULL) s,
-  unnest(json_keys(s.attributes)) AS t(k), (SELECT TRY_CAST(nullif(regexp_extract(k, '^agentlightning\\.reward\\.(\\d+)\\.value$', 1), '') AS INTEGER) AS i) r
+const rewardsFrom = (spans: string) => `
+SELECT any_value(s.rollout_id), any_value(s.attempt_id), s.trace_id, s.span_id, any_value(s.parent_id), any_value(s.sequence_id), any_value(s.start_time),
+  max(e.value->>'$') FILTER (WHERE r.field = 'name'), TRY_CAST(max(e.value->>'$') FILTER (WHERE r.field = 'value') AS DOUBLE), r.i = 0
+FROM (SELECT * FROM ${spans} WHERE (attributes->>'agentlightning.reward.0.value') IS NOT NULL) s, json_each(s.attributes) AS e,
+  (SELECT regexp_extract(e.key, '^agentlightning\\.reward\\.(\\d+)\\.(name|value)$', ['i', 'field']) AS x) t,
+  (SELECT TRY_CAST(nullif(t.x['i'], '') AS INTEGER) AS i, t.x['field'] AS field) r
 WHERE r.i IS NOT NULL
+GROUP BY s.trace_id, s.span_id, r.i
+HAVING count(*) FILTER (WHERE r.field = 'value') > 0
 UNION ALL
 SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_time, 'primary', TRY_CAST(attributes->>'reward' AS DOUBLE), true
-FROM span_inbox WHERE name = 'agentlightning.reward' AND (attributes->>'reward') IS NOT NULL`;
+FROM ${spans} WHERE name = 'agentlightning.reward' AND (attributes->>'reward') IS NOT NULL`;
 
 /** The agent a span names, in order of preference (one parse of the attributes). */
-const DERIVE_AGENTS = `
-INSERT INTO agent_spans
+const agentsFrom = (spans: string) => `
+WITH named AS MATERIALIZED (
+  SELECT trace_id, span_id, name, json_extract_string(attributes, ['agent.name', 'gen_ai.agent.name', 'openinference.span.kind', 'agentlightning.operation.name', 'langchain.run_type']) AS a
+  FROM ${spans}
+)
 SELECT trace_id, span_id, agent_name FROM (
-  SELECT trace_id, span_id, coalesce(a[1], a[2], CASE WHEN a[3] = 'AGENT' THEN name END, a[4], CASE WHEN a[5] = 'chain' THEN name END) AS agent_name
-  FROM (SELECT trace_id, span_id, name, json_extract_string(attributes, ['agent.name', 'gen_ai.agent.name', 'openinference.span.kind', 'agentlightning.operation.name', 'langchain.run_type']) AS a
-    FROM span_inbox)
+  SELECT trace_id, span_id, coalesce(a[1], a[2], CASE WHEN a[3] = 'AGENT' THEN name END, a[4], CASE WHEN a[5] = 'chain' THEN name END) AS agent_name FROM named
 ) WHERE agent_name IS NOT NULL`;
 
-/** Runs in the commit that appended rows to `span_inbox`. */
-export const DERIVE_FROM_INBOX = `${DERIVE_CALLS};
-${DERIVE_REWARDS};
-${DERIVE_AGENTS};
-INSERT INTO spans SELECT * FROM span_inbox;
-DELETE FROM span_inbox;`;
+const WATERMARK = "(SELECT CAST(value AS BIGINT) FROM agl_meta WHERE key = 'derived_through')";
+/** The stored spans not derived yet (DuckDB skips the row groups before the watermark). */
+const UNDERIVED = `(SELECT * FROM spans WHERE rowid > ${WATERMARK})`;
 
-export const INBOX_DDL = 'CREATE TEMP TABLE IF NOT EXISTS span_inbox AS SELECT * FROM spans LIMIT 0';
+/** Every derived row: what the deriver stored, and the spans after its watermark derived now. */
+export const DERIVED_VIEWS_SQL = `
+CREATE OR REPLACE VIEW llm_call_rows AS SELECT * FROM derived_calls UNION ALL (${callsFrom(UNDERIVED)});
+CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL (${rewardsFrom(UNDERIVED)});
+CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents UNION ALL (${agentsFrom(UNDERIVED)});`;
 
 /**
- * On a writable open: creates the writer connection's inbox, and derives every stored span again
- * when the file's derived tables were made by another version of this module.
+ * Derives the stored spans after the watermark, at most `maxSpans` of them, in one transaction on
+ * `connection` (not the writer's: ingest goes on meanwhile). Returns how many spans it covered.
  */
-export async function refreshDerivedTables(connection: DuckDBConnection): Promise<void> {
-  await connection.run(INBOX_DDL);
-  const reader = await connection.runAndReadAll("SELECT value FROM agl_meta WHERE key = 'derived_version'");
-  if (reader.currentRowCount > 0 && String(reader.getRows()[0][0]) === DERIVED_VERSION) return;
+export async function deriveSpans(connection: DuckDBConnection, maxSpans: number): Promise<number> {
   await connection.run('BEGIN TRANSACTION');
   try {
-    await connection.run('DELETE FROM llm_call_rows; DELETE FROM reward_rows; DELETE FROM agent_spans;');
-    // The inbox statements, reading the stored spans instead (and not storing them again).
-    const derive = [DERIVE_CALLS, DERIVE_REWARDS, DERIVE_AGENTS].map((sql) => sql.replaceAll('span_inbox', 'spans')).join(';\n');
-    await connection.run(derive);
-    await connection.run("INSERT OR REPLACE INTO agl_meta VALUES ('derived_version', $version)", { version: DERIVED_VERSION });
+    const reader = await connection.runAndReadAll(`SELECT ${WATERMARK} AS done, (SELECT count(*) FROM spans) AS stored`);
+    const [done, stored] = reader.getRows()[0].map(Number);
+    // Spans are never deleted, so the committed ones are rowids 0 .. stored - 1.
+    const through = Math.min(stored - 1, done + maxSpans);
+    if (through <= done) {
+      await connection.run('ROLLBACK');
+      return 0;
+    }
+    const spans = `(SELECT * FROM spans WHERE rowid > ${done} AND rowid <= ${through})`;
+    await connection.run(`INSERT INTO derived_calls ${callsFrom(spans)};
+      INSERT INTO derived_rewards ${rewardsFrom(spans)};
+      INSERT INTO derived_agents ${agentsFrom(spans)};
+      UPDATE agl_meta SET value = '${through}' WHERE key = 'derived_through';`);
     await connection.run('COMMIT');
+    return through - done;
   } catch (error) {
-    await connection.run('ROLLBACK');
+    await connection.run('ROLLBACK').catch(() => {});
     throw error;
   }
+}
+
+/** On a writable open: starts the derivation over when the file's rows were derived by other SQL. */
+export async function checkDerivedVersion(connection: DuckDBConnection): Promise<void> {
+  const reader = await connection.runAndReadAll("SELECT value FROM agl_meta WHERE key = 'derived_version'");
+  if (reader.currentRowCount > 0 && String(reader.getRows()[0][0]) === DERIVED_VERSION) return;
+  await connection.run(`BEGIN TRANSACTION;
+    DELETE FROM derived_calls; DELETE FROM derived_rewards; DELETE FROM derived_agents;
+    INSERT OR REPLACE INTO agl_meta VALUES ('derived_through', '-1'), ('derived_version', '${DERIVED_VERSION}');
+    COMMIT;`);
 }

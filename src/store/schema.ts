@@ -1,6 +1,6 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { columnsDdl } from './columns.js';
-import { DERIVED_TABLES_DDL, refreshDerivedTables } from './derived.js';
+import { checkDerivedVersion, DERIVED_TABLES_DDL } from './derived.js';
 import { ROLLOUT_TABLES_DDL } from './rollout-tables.js';
 import { LOG_COLUMNS, SPAN_COLUMNS } from './tables.js';
 import { VIEWS_SQL } from './views.js';
@@ -39,6 +39,6 @@ export async function migrate(connection: DuckDBConnection): Promise<void> {
       throw error;
     }
   }
+  await checkDerivedVersion(connection);
   await connection.run(VIEWS_SQL);
-  await refreshDerivedTables(connection);
 }

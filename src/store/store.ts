@@ -2,11 +2,11 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
 import { selectRows, type ColumnarRows, type Int64Column } from './columns.js';
 import { exportQuery, runQuery, streamQuery, type ExportFormat, type QueryResult } from './query.js';
-import { DERIVE_FROM_INBOX, mayDerive } from './derived.js';
+import { deriveSpans } from './derived.js';
 import { migrate } from './schema.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
 import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';
-import { GroupCommitWriter, StoreBusyError, type TableRows } from './writer.js';
+import { GroupCommitWriter, StoreBusyError } from './writer.js';
 import { EmbeddedLightningStore } from './lightning.js';
 import { noChanges, RolloutState, type Changes } from './rollout-state.js';
 import { lastVersion, loadRolloutState } from './rollout-tables.js';
@@ -20,6 +20,10 @@ export interface RowsBuilder {
 export const newSpanRows = (): RowsBuilder => ({ length: 0, columns: columnBuilders(SPAN_COLUMNS) });
 export const newLogRows = (): RowsBuilder => ({ length: 0, columns: columnBuilders(LOG_COLUMNS) });
 export const finishRows = (rows: RowsBuilder): ColumnarRows => ({ length: rows.length, columns: buildColumns(rows.columns) });
+
+/** How long no span may have been written before the deriver runs, and its round's size. */
+const DERIVE_WHEN_IDLE_MS = 250;
+const DERIVE_ROUND_SPANS = 20_000;
 
 export interface WriteResult {
   /** Rows now durable in the database. */
@@ -57,6 +61,14 @@ export class DuckDBStore {
   /** The rollout queue, attempts, resources and workers (Agent Lightning's LightningStore). */
   readonly lightning: EmbeddedLightningStore;
   private watchdogTimer: NodeJS.Timeout | undefined;
+  private deriverTimer: NodeJS.Timeout | undefined;
+  /** The deriver's round in progress (see derived.ts). */
+  private deriving: Promise<number> | null = null;
+  private lastSpanWrite = 0;
+  /** False once a round found nothing to derive and no span was written since. */
+  private underived = true;
+  private deriveConnection: DuckDBConnection | undefined;
+  private closing = false;
 
   private constructor(
     readonly path: string,
@@ -64,11 +76,7 @@ export class DuckDBStore {
     private readonly connection: DuckDBConnection,
     private readonly options: StoreOptions,
   ) {
-    this.writer = new GroupCommitWriter(connection, {
-      maxQueuedBytes: options.maxQueuedBytes ?? 64 * 1024 * 1024,
-      afterAppend: { span_inbox: DERIVE_FROM_INBOX },
-      tempTables: ['span_inbox'],
-    });
+    this.writer = new GroupCommitWriter(connection, { maxQueuedBytes: options.maxQueuedBytes ?? 64 * 1024 * 1024 });
     this.lightning = new EmbeddedLightningStore(new RolloutState(), {
       write: (writes) => this.writer.write(writes, 0),
       writeSpans: (rows) => this.writeSpans(rows, 0),
@@ -96,6 +104,17 @@ export class DuckDBStore {
         // Attempts time out even when nobody asks (and restarts resolve attempts left running).
         store.watchdogTimer = setInterval(() => void store.lightning.watchdog().catch(() => {}), 1000);
         store.watchdogTimer.unref();
+        // Spans are derived (derived.ts) while no span has been written for a moment, so that
+        // ingest never waits for it; reads are complete meanwhile.
+        store.deriverTimer = setInterval(() => {
+          if (!store.underived || store.deriving || Date.now() - store.lastSpanWrite < DERIVE_WHEN_IDLE_MS) return;
+          store.deriveRound(DERIVE_ROUND_SPANS).catch((error) => {
+            // Reads stay complete (the views derive what is missing); retried after the next write.
+            store.underived = false;
+            console.error(`agl: deriving the stored spans failed (queries stay complete, only slower): ${(error as Error).message}`);
+          });
+        }, DERIVE_WHEN_IDLE_MS);
+        store.deriverTimer.unref();
       }
       return store;
     } catch (error) {
@@ -122,7 +141,9 @@ export class DuckDBStore {
       const kept = await this.dropDuplicates(rows, isNew);
       this.assignSequenceIds(kept);
       const state = this.lightning.stateRows(this.heartbeats(kept));
-      await this.writer.write([...spanWrites(kept), ...state], bytes);
+      this.lastSpanWrite = Date.now();
+      this.underived = true;
+      await this.writer.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
       return { stored: kept.length, duplicates: rows.length - kept.length };
     } catch (error) {
       const traceIds = rows.columns[SPAN.trace_id] as string[];
@@ -161,9 +182,47 @@ export class DuckDBStore {
     });
   }
 
+  /**
+   * Derives every stored span not derived yet (the deriver does it by itself when the store is
+   * idle; this is for a caller that wants it now). Returns how many spans it derived.
+   */
+  async deriveAll(): Promise<number> {
+    let total = 0;
+    for (let n = -1; n !== 0; total += n) n = await this.deriveRound(DERIVE_ROUND_SPANS);
+    return total;
+  }
+
+  /** Runs one round after the one in progress, if any (rounds never overlap). */
+  private deriveRound(maxSpans: number): Promise<number> {
+    if (this.options.readOnly) return Promise.resolve(0);
+    const round = (this.deriving ?? Promise.resolve(0)).catch(() => 0).then(async () => {
+      if (this.closing) return 0;
+      this.deriveConnection ??= await this.instance.connect();
+      let derived: number;
+      try {
+        derived = await deriveSpans(this.deriveConnection, maxSpans);
+      } catch (error) {
+        this.deriveConnection.closeSync();
+        this.deriveConnection = undefined;
+        throw error;
+      }
+      if (derived === 0 && Date.now() - this.lastSpanWrite >= DERIVE_WHEN_IDLE_MS) this.underived = false;
+      return derived;
+    });
+    this.deriving = round;
+    void round.finally(() => {
+      if (this.deriving === round) this.deriving = null;
+    }).catch(() => {});
+    return round;
+  }
+
   /** Commits everything accepted, checkpoints the WAL into the file and closes it. */
   async close(): Promise<void> {
     clearInterval(this.watchdogTimer);
+    clearInterval(this.deriverTimer);
+    this.closing = true;
+    await this.deriving?.catch(() => {});
+    this.deriveConnection?.closeSync();
     await this.writer.close();
     if (!this.options.readOnly) await this.connection.run('CHECKPOINT').catch(() => {});
     this.connection.closeSync();
@@ -265,17 +324,4 @@ function exactKeys(rows: ColumnarRows): string[] {
   return Array.from({ length: rows.length }, (_, i) =>
     spanKey(c[SPAN.trace_id][i]!, c[SPAN.span_id][i]!, c[SPAN.rollout_id][i], c[SPAN.attempt_id][i]),
   );
-}
-
-/** Spans go to `spans`, or through `span_inbox` when they may derive rows (see derived.ts). */
-function spanWrites(rows: ColumnarRows): TableRows[] {
-  const derive: number[] = [];
-  const plain: number[] = [];
-  for (let i = 0; i < rows.length; i++) (mayDerive(rows, i) ? derive : plain).push(i);
-  if (derive.length === 0) return [{ table: 'spans', columns: SPAN_COLUMNS, rows }];
-  if (plain.length === 0) return [{ table: 'span_inbox', columns: SPAN_COLUMNS, rows }];
-  return [
-    { table: 'spans', columns: SPAN_COLUMNS, rows: selectRows(rows, plain) },
-    { table: 'span_inbox', columns: SPAN_COLUMNS, rows: selectRows(rows, derive) },
-  ];
 }

@@ -1,6 +1,8 @@
+import { DERIVED_VIEWS_SQL } from './derived.js';
+
 /**
  * The SQL views `llm_calls` and `rewards` (DESIGN.md, "SQL") over the tables derived from spans
- * as they are stored (derived.ts). Views hold no data, so they are re-created on every writable
+ * (derived.ts). Views hold no data, so they are re-created on every writable
  * open: a file always shows this agl's definitions.
  *
  * `llm_calls` gives one row per LLM call in OpenAI chat format. Besides the derived rows
@@ -28,6 +30,8 @@ CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(
       lambda p: json_object('id', p->>'id', 'type', 'function', 'function', json_object('name', p->>'name',
         'arguments', CASE WHEN json_type(p->'arguments') = 'VARCHAR' THEN p->>'arguments' ELSE CAST(p->'arguments' AS VARCHAR) END)))), '[]'::JSON),
     'tool_call_id', list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call_response')[1]->>'id'));
+
+${DERIVED_VIEWS_SQL}
 
 CREATE OR REPLACE VIEW llm_calls AS
 WITH

@@ -26,10 +26,6 @@ export class StoreBusyError extends Error {
 export interface GroupCommitWriterOptions {
   /** Bytes (as the caller estimates them) that may wait for a commit before writes are refused. */
   readonly maxQueuedBytes: number;
-  /** Statements run in the commit after rows were appended to a table (by table name). */
-  readonly afterAppend?: Readonly<Record<string, string>>;
-  /** Tables that live in the connection's temp catalog. */
-  readonly tempTables?: readonly string[];
 }
 
 /**
@@ -99,7 +95,7 @@ export class GroupCommitWriter {
   private appenderFor(table: string, columns: readonly Column[]): Promise<TableAppender> {
     let appender = this.appenders.get(table);
     if (!appender) {
-      appender = TableAppender.create(this.connection, table, columns, this.options.tempTables?.includes(table) ? 'temp' : null);
+      appender = TableAppender.create(this.connection, table, columns);
       this.appenders.set(table, appender);
     }
     return appender;
@@ -124,10 +120,6 @@ export class GroupCommitWriter {
     try {
       for (const [table, { columns, batches }] of byTable) {
         (await this.appenderFor(table, columns)).append(batches);
-      }
-      for (const table of byTable.keys()) {
-        const statements = this.options.afterAppend?.[table];
-        if (statements) await this.connection.run(statements);
       }
       await commit.run();
     } catch (error) {
