@@ -14,7 +14,7 @@ import type { DuckDBConnection } from '@duckdb/node-api';
  * When this module's SQL changes, DERIVED_VERSION goes up and the next writable open starts the
  * derivation over.
  */
-export const DERIVED_VERSION = '3';
+export const DERIVED_VERSION = '4';
 
 const FLAT_KEY = String.raw`^(gen_ai\.prompt|gen_ai\.completion|llm\.input_messages|llm\.output_messages|llm\.tools|llm\.request\.functions)\.(\d+)\.(?:message\.|tool\.)?(.+)$`;
 const FLAT_TOOL_CALL = String.raw`^tool_calls\.(\d+)\.(?:tool_call\.)?(?:function\.)?(name|arguments|id)$`;
@@ -42,6 +42,7 @@ const SPAN_FIELD_KEYS = [
   'agl.llm.api', 'agl.llm.request', 'agl.llm.response', // 16-18
   'gen_ai.input.messages', 'gen_ai.output.messages', 'gen_ai.system_instructions', 'gen_ai.tool.definitions', // 19-22
   'gen_ai.prompt.0.role', 'gen_ai.prompt.0.content', 'llm.input_messages.0.message.role', // 23-25
+  'agl.gateway', // 26
 ];
 const FIELDS = `json_extract_string(attributes, [${SPAN_FIELD_KEYS.map((k) => `'${k}'`).join(', ')}])`;
 
@@ -52,7 +53,7 @@ const SPAN_COLUMNS = `rollout_id, attempt_id, trace_id, span_id, parent_id, name
 /**
  * LLM calls, one row per span, in OpenAI chat format (messages with role, content, tool_calls,
  * tool_call_id), by dialect:
- *   1. agl's own capture and gateway: the exact HTTP exchange (`agl.llm.request` / `.response`);
+ *   0, 1. agl's gateway and agl's capture in the agent: the exact HTTP exchange (`agl.llm.request` / `.response`);
  *   2. OpenTelemetry GenAI conventions with `gen_ai.input.messages` (parts format);
  *   3. flattened attributes: OpenLLMetry `gen_ai.prompt.N.*`, OpenInference `llm.input_messages.N.*`.
  * (4, GenAI log-record events, joins logs to spans and lives in the `llm_calls` view.)
@@ -96,7 +97,7 @@ agl_calls AS (
     coalesce(TRY_CAST(coalesce(r[9]->>'completion_tokens', r[9]->>'output_tokens') AS BIGINT), TRY_CAST(coalesce(f[11], f[12], f[13]) AS BIGINT)) AS output_tokens,
     coalesce(r[1]->>'$', f[14]) AS response_id,
     coalesce(r[10]->>'$', r[11]->>'$', try(f[15]->>0)) AS finish_reason,
-    1 AS dialect
+    CASE WHEN f[26] = 'true' THEN 0 ELSE 1 END AS dialect
   FROM agl
 ),
 semconv AS (

@@ -65,15 +65,17 @@ event_calls AS (
   FROM event_messages e JOIN spans s USING (trace_id, span_id)
 ),
 others AS (SELECT * FROM llm_call_rows WHERE dialect > 1 UNION ALL SELECT * FROM event_calls)
--- An instrumented agent calling through the gateway: the agent's capture is the parent of the
--- gateway's, which holds the exact upstream exchange (token ids); the gateway's row is kept.
--- (The agl rows are read in place, not through a CTE, so that a query reads only its columns.)
+-- An instrumented agent calling through the gateway: the agent's capture (dialect 1) is the
+-- parent of the gateway's (0), which holds the exact upstream exchange (token ids); the
+-- gateway's row is kept. (Rows are read in place, not through a CTE, so that a query reads only
+-- its columns; the anti-joins' build sides hold gateway rows and other dialects only.)
 SELECT ${COLUMNS} FROM llm_call_rows c
-WHERE c.dialect = 1 AND NOT EXISTS (SELECT 1 FROM llm_call_rows g WHERE g.dialect = 1 AND g.trace_id = c.trace_id AND g.parent_id = c.span_id)
+  ANTI JOIN (SELECT trace_id, parent_id AS span_id FROM llm_call_rows WHERE dialect = 0 AND parent_id IS NOT NULL) g USING (trace_id, span_id)
+WHERE c.dialect <= 1
 UNION ALL
 SELECT ${COLUMNS} FROM others o
-WHERE NOT EXISTS (SELECT 1 FROM llm_call_rows a WHERE a.dialect = 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
-  AND NOT EXISTS (SELECT 1 FROM llm_call_rows a WHERE a.dialect = 1 AND a.response_id = o.response_id)
+WHERE NOT EXISTS (SELECT 1 FROM llm_call_rows a WHERE a.dialect <= 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
+  AND NOT EXISTS (SELECT 1 FROM llm_call_rows a WHERE a.dialect <= 1 AND a.response_id = o.response_id)
 QUALIFY row_number() OVER (PARTITION BY o.trace_id, o.span_id ORDER BY o.dialect) = 1;
 
 CREATE OR REPLACE VIEW rewards AS
