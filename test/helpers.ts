@@ -108,3 +108,16 @@ export async function eventually(store: DuckDBStore, sql: string, count: number)
 }
 
 export { jsonValue as json } from '../src/adapters/json-column.js';
+
+/** Runs `check` every 100 ms until it passes; its last failure after `timeoutMs`. */
+export async function until(check: () => Promise<void>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}

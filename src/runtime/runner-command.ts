@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { StoreClient } from '../collector/store-client.js';
@@ -8,13 +9,14 @@ import { execAgent } from './exec-agent.js';
 import { Runner } from './runner.js';
 
 export const RUNNER_USAGE = `agl runner <agent-module> | --exec "<command>" [--store http://127.0.0.1:4318] [--token T]
-          [--concurrency 1] [--max-rollouts N] [--worker-id ID]
+          [--concurrency 1] [--workers 1] [--max-rollouts N] [--worker-id ID]
   Takes rollouts from the store and runs the agent on each, recording its LLM calls and spans
   (as agl/register does). <agent-module> exports an agent made with rollout() (default export
   or "agent"). --exec runs a command per rollout, any language: AGL_TASK (JSON), AGL_ROLLOUT_ID,
   AGL_ATTEMPT_ID, AGL_ENDPOINT and OPENAI_BASE_URL (the gateway route) are in its environment;
-  exit code 0 is success, a last stdout line "agl-reward: <number>" its reward. Ctrl-C lets the
-  running rollouts finish; a second one exits at once.`;
+  exit code 0 is success, a last stdout line "agl-reward: <number>" its reward. --workers P starts
+  P runner processes (each --concurrency at once). While the store is away, runners retry with
+  backoff. Ctrl-C lets the running rollouts finish; a second one exits at once.`;
 
 export async function loadAgent(module: string): Promise<Agent> {
   const loaded = (await import(pathToFileURL(resolve(module)).href)) as { default?: unknown; agent?: unknown };
@@ -31,6 +33,7 @@ export async function runner(args: string[]): Promise<void> {
     concurrency: { type: 'string' },
     'max-rollouts': { type: 'string' },
     'worker-id': { type: 'string' },
+    workers: { type: 'string' },
   });
   if ((values.exec === undefined) === (positionals.length !== 1)) throw new UsageError(`give an agent module or --exec "<command>", one of them\n${RUNNER_USAGE}`);
   const storeUrl = urlArg('--store', values.store) ?? 'http://127.0.0.1:4318';
@@ -38,6 +41,13 @@ export async function runner(args: string[]): Promise<void> {
   if (concurrency < 1) throw new UsageError('--concurrency must be at least 1');
   const maxRollouts = countArg('--max-rollouts', values['max-rollouts']);
   const token = values.token ?? (process.env.AGL_TOKEN || undefined);
+  const workers = countArg('--workers', values.workers) ?? 1;
+  if (workers < 1) throw new UsageError('--workers must be at least 1');
+  if (workers > 1) {
+    if (maxRollouts !== undefined) throw new UsageError('--max-rollouts counts the rollouts of one runner; give it without --workers');
+    process.exitCode = await runWorkers(args, workers, values['worker-id'] ?? `runner-${process.pid}`);
+    return;
+  }
 
   // Recording starts before the agent module loads, as with --import agl/register.
   process.env.AGL_ENDPOINT ??= storeUrl;
@@ -61,4 +71,35 @@ export async function runner(args: string[]): Promise<void> {
   console.log(`agl: runner ${work.workerId} taking rollouts from ${storeUrl}, ${concurrency} at once`);
   const { rollouts } = await work.run(stop.signal);
   console.log(`agl: runner ${work.workerId} ran ${rollouts} rollout(s)`);
+}
+
+/**
+ * P runner processes, each this command without --workers and with its own worker id. Signals
+ * go on to them (the first lets their rollouts finish, a second stops them at once); the exit
+ * status is the worst of theirs.
+ */
+async function runWorkers(args: string[], workers: number, workerId: string): Promise<number> {
+  const own = withoutOption(withoutOption(args, '--workers'), '--worker-id');
+  const children = Array.from({ length: workers }, (_, i) =>
+    spawn(process.execPath, [...process.execArgv, process.argv[1], 'runner', ...own, '--worker-id', `${workerId}-${i + 1}`], { stdio: 'inherit' }),
+  );
+  const forward = (signal: NodeJS.Signals) => {
+    for (const child of children) if (child.exitCode === null) child.kill(signal);
+  };
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  const codes = await Promise.all(children.map((child) => new Promise<number>((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1))))));
+  process.off('SIGINT', forward);
+  process.off('SIGTERM', forward);
+  return Math.max(...codes);
+}
+
+/** `args` without `--name value` / `--name=value`. */
+function withoutOption(args: string[], name: string): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === name) i++;
+    else if (!args[i].startsWith(`${name}=`)) out.push(args[i]);
+  }
+  return out;
 }

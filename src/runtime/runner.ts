@@ -4,12 +4,21 @@ import { gatewayBaseUrl } from '../collector/gateway-url.js';
 import { emitException, emitReward } from '../instrumentation/emitters.js';
 import { withRollout } from '../instrumentation/rollout-context.js';
 import type { LightningStore } from '../lightning-store.js';
+import { InvalidQueryError } from '../store/paginate.js';
+import { NotFoundError } from '../store/rollout-state.js';
 import type { AttemptedRollout, NamedResources, Rollout, Span } from '../types.js';
 import { rolloutContext, type Agent } from './agent.js';
 
+/** How an attempt ended, as the runner reports it. */
+export interface AttemptOutcome {
+  status: 'succeeded' | 'failed' | 'timeout';
+  reward: number | null;
+  error?: unknown;
+}
+
 export interface RunnerHooks {
   onRolloutStart?(rollout: AttemptedRollout): void | Promise<void>;
-  onRolloutEnd?(rollout: AttemptedRollout, outcome: { status: 'succeeded' | 'failed'; reward: number | null; error?: unknown }): void | Promise<void>;
+  onRolloutEnd?(rollout: AttemptedRollout, outcome: AttemptOutcome): void | Promise<void>;
 }
 
 export interface RunnerOptions<T> {
@@ -28,6 +37,15 @@ export interface RunnerOptions<T> {
 }
 
 const FLUSH_MS = 5_000;
+/** Waits between tries while the store is away: doubling from 0.5 s up to 10 s. */
+const BACKOFF_MS = [500, 1000, 2000, 5000, 10_000];
+
+class AttemptTimeoutError extends Error {
+  constructor(seconds: number) {
+    super(`the rollout ran past its timeout of ${seconds} s`);
+    this.name = 'AttemptTimeoutError';
+  }
+}
 
 /** Sends the spans of a finished rollout before it is reported done, so that whoever waits on it can read them. */
 async function flushSpans(): Promise<void> {
@@ -76,6 +94,38 @@ export class Runner<T = unknown> {
     return { rollout, spans };
   }
 
+  /** Consecutive failed store calls (0 while the store answers). */
+  private failures = 0;
+
+  private async storeIsAway(error: unknown, signal?: AbortSignal): Promise<void> {
+    if (this.failures === 0) console.error(`agl: runner ${this.workerId}: the store is away (${(error as Error).message}); retrying with backoff`);
+    const delay = BACKOFF_MS[Math.min(this.failures, BACKOFF_MS.length - 1)];
+    this.failures++;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, delay);
+      signal?.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+    });
+  }
+
+  private storeIsBack(): void {
+    if (this.failures > 0) console.error(`agl: runner ${this.workerId}: the store answers again`);
+    this.failures = 0;
+  }
+
+  /** A store call that must happen (an attempt's outcome): retried while the store is away, until `deadline`. */
+  private async persist<R>(call: () => Promise<R>, deadline: number): Promise<R | undefined> {
+    for (;;) {
+      try {
+        const result = await call();
+        this.storeIsBack();
+        return result;
+      } catch (error) {
+        if (Date.now() >= deadline || !isUnreachable(error)) throw error;
+        await this.storeIsAway(error);
+      }
+    }
+  }
+
   private heartbeatMs(): number {
     return 1000 * (this.options.heartbeatSeconds ?? 10);
   }
@@ -87,9 +137,10 @@ export class Runner<T = unknown> {
       let next: AttemptedRollout | null;
       try {
         next = await this.options.store.dequeueRollout({ workerId: this.workerId, waitSeconds: 1 });
+        this.storeIsBack();
       } catch (error) {
         this.started--;
-        await new Promise((resolve) => setTimeout(resolve, 1000)); // the store is away: try again
+        await this.storeIsAway(error, signal);
         continue;
       }
       if (!next) {
@@ -108,13 +159,30 @@ export class Runner<T = unknown> {
     const abort = new AbortController();
     const onStop = () => abort.abort(stop?.reason);
     stop?.addEventListener('abort', onStop, { once: true });
-    const heartbeat = setInterval(() => void store.updateAttempt(rolloutId, attemptId, { last_heartbeat_time: Date.now() / 1000 }).catch(() => {}), this.heartbeatMs());
-    let outcome: { status: 'succeeded' | 'failed'; reward: number | null; error?: unknown };
+    // Often enough that the store never takes a live attempt for unresponsive.
+    const unresponsiveMs = 1000 * (attempted.config?.unresponsive_seconds ?? Infinity);
+    const heartbeat = setInterval(() => void store.updateAttempt(rolloutId, attemptId, { last_heartbeat_time: Date.now() / 1000 }).catch(() => {}), Math.min(this.heartbeatMs(), unresponsiveMs / 3));
+    // The rollout's timeout counts from the attempt's start; an agent that hangs past it is
+    // abandoned (its signal aborted) and its slot freed.
+    const timeoutSeconds = attempted.config?.timeout_seconds ?? null;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = timeoutSeconds === null ? null : new Promise<never>((_, reject) => {
+      const left = Math.max(0, (attempted.attempt.start_time + timeoutSeconds) * 1000 - Date.now());
+      timer = setTimeout(() => {
+        abort.abort(new AttemptTimeoutError(timeoutSeconds));
+        reject(new AttemptTimeoutError(timeoutSeconds));
+      }, left);
+    });
+    let outcome: AttemptOutcome;
     try {
+      // Running from now on; the heartbeats keep it so.
+      await store.updateAttempt(rolloutId, attemptId, { status: 'running', last_heartbeat_time: Date.now() / 1000 }).catch(() => {});
       await hooks?.onRolloutStart?.(attempted);
       const resources = attempted.resources_id ? (await store.getResourcesById(attempted.resources_id))?.resources ?? {} : {};
       const context = rolloutContext({ rolloutId, attemptId, mode: attempted.mode ?? null }, resources, abort.signal, gatewayUrl ? () => gatewayBaseUrl(gatewayUrl, rolloutId, attemptId) : undefined);
-      const result = await withRollout(scope, () => agent.run(attempted.input as T, context));
+      const running = Promise.resolve(withRollout(scope, () => agent.run(attempted.input as T, context)));
+      if (timedOut) running.catch(() => {}); // an abandoned agent's late failure is nobody's to hear
+      const result = await (timedOut ? Promise.race([running, timedOut]) : running);
       if (result !== undefined && (typeof result !== 'number' || !Number.isFinite(result))) {
         throw new TypeError(`the agent returned ${typeof result === 'number' ? result : typeof result}; it returns its reward as a finite number, or nothing`);
       }
@@ -122,14 +190,27 @@ export class Runner<T = unknown> {
       outcome = { status: 'succeeded', reward: typeof result === 'number' ? result : null };
     } catch (error) {
       withRollout(scope, () => emitException(error instanceof Error ? error : new Error(String(error))));
-      outcome = { status: 'failed', reward: null, error };
+      outcome = { status: error instanceof AttemptTimeoutError ? 'timeout' : 'failed', reward: null, error };
     } finally {
+      clearTimeout(timer);
       clearInterval(heartbeat);
       stop?.removeEventListener('abort', onStop);
     }
     await flushSpans();
     const metadata = outcome.error === undefined ? undefined : { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) };
-    await store.updateAttempt(rolloutId, attemptId, { status: outcome.status, ...(metadata ? { metadata } : {}) });
+    // The outcome is the attempt's result: kept trying while the store is away (a restart), for
+    // as long as the store itself would wait for the attempt before calling it unresponsive.
+    const patience = 1000 * (attempted.config?.unresponsive_seconds ?? 600);
+    try {
+      await this.persist(() => store.updateAttempt(rolloutId, attemptId, { status: outcome.status, ...(metadata ? { metadata } : {}) }), Date.now() + patience);
+    } catch (error) {
+      console.error(`agl: runner ${this.workerId}: could not report attempt ${attemptId} of ${rolloutId}: ${(error as Error).message}`);
+    }
     await hooks?.onRolloutEnd?.(attempted, outcome);
   }
+}
+
+/** A store call that failed because the store did not answer (not because it refused). */
+function isUnreachable(error: unknown): boolean {
+  return !(error instanceof NotFoundError || error instanceof InvalidQueryError);
 }

@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { StoreClient } from '../src/collector/store-client.js';
+import { Runner } from '../src/runtime/runner.js';
+import { loadAgent } from '../src/runtime/runner-command.js';
+import type { Rollout } from '../src/types.js';
+import { CLI, newTempDir, removeDir, spawnServe, until } from './helpers.js';
+import { APPS } from './instrumented-app.js';
+
+// Runners under faults: a hanging agent, a runner killed mid-rollout, the server killed and
+// restarted while runners work, several runner processes (--workers).
+
+let dir: string;
+const runners = new Set<ChildProcess>();
+before(async () => {
+  dir = await newTempDir();
+});
+after(async () => {
+  for (const child of runners) child.kill('SIGKILL');
+  await removeDir(dir);
+});
+
+const SLEEPY = join(APPS, 'sleepy-agent.mjs');
+
+function startRunner(url: string, args: string[] = [], env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, [CLI, 'runner', SLEEPY, '--store', url, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  runners.add(child);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => (runners.delete(child), resolve(code))));
+  return { child, exited, output: () => output };
+}
+
+async function finished(store: StoreClient, rollouts: Rollout[], seconds: number): Promise<Rollout[]> {
+  return store.waitForRollouts(rollouts.map((r) => r.rollout_id), seconds);
+}
+
+test('a hanging agent: its attempt times out, the slot goes on; a throwing agent fails with its error', async () => {
+  const server = await spawnServe(['--db', join(dir, 'hang.duckdb'), '--quiet']);
+  const store = new StoreClient(server.url);
+  const config = { timeout_seconds: 1, max_attempts: 1 };
+  const queued = await store.enqueueManyRollouts([{ input: { hang: true }, config }, { input: { fail: 'this' } }, { input: { ms: 10 } }]);
+  const runner = new Runner({ store, agent: await loadAgent(SLEEPY), concurrency: 1, maxRollouts: 3 });
+  const started = Date.now();
+  assert.deepEqual(await runner.run(), { rollouts: 3 });
+  assert.ok(Date.now() - started < 10_000);
+  const attempts = await Promise.all(queued.map((r) => store.getLatestAttempt(r.rollout_id)));
+  assert.deepEqual(attempts.map((a) => a?.status), ['timeout', 'failed', 'succeeded']);
+  assert.match(String(attempts[0]?.metadata?.error), /ran past its timeout of 1 s/);
+  assert.deepEqual(attempts[1]?.metadata, { error: 'cannot do this' });
+  server.child.kill('SIGTERM');
+  await server.exited;
+});
+
+test('a runner killed mid-rollout: the attempt becomes unresponsive and the rollout runs again elsewhere, never twice at once', async () => {
+  const server = await spawnServe(['--db', join(dir, 'kill.duckdb'), '--quiet']);
+  const store = new StoreClient(server.url);
+  const [rollout] = await store.enqueueManyRollouts([{ input: {}, config: { unresponsive_seconds: 1, max_attempts: 2, retry_condition: ['unresponsive'] } }]);
+  const doomed = startRunner(server.url, [], { AGENT_SLEEP_MS: '60000' });
+  await until(async () => assert.equal((await store.getLatestAttempt(rollout.rollout_id))?.status, 'running'), 15_000);
+  doomed.child.kill('SIGKILL');
+  await doomed.exited;
+  await until(async () => assert.equal((await store.getRolloutById(rollout.rollout_id))?.status, 'requeuing'), 15_000);
+  const healthy = startRunner(server.url, ['--max-rollouts', '1']);
+  assert.equal(await healthy.exited, 0, healthy.output());
+  const [done] = await finished(store, [rollout], 10);
+  assert.equal(done.status, 'succeeded');
+  const attempts = (await store.queryAttempts(rollout.rollout_id)).items;
+  assert.deepEqual(attempts.map((a) => a.status), ['unresponsive', 'succeeded']);
+  assert.ok(attempts[1].start_time >= attempts[0].start_time);
+  server.child.kill('SIGTERM');
+  await server.exited;
+});
+
+test('the server killed and restarted while runners work: they reconnect and every rollout finishes', async () => {
+  const db = join(dir, 'restart.duckdb');
+  let server = await spawnServe(['--db', db, '--quiet']);
+  const port = new URL(server.url).port;
+  const store = new StoreClient(server.url, { retryDelaysSeconds: [0.5, 1, 2, 5] });
+  const queued = await store.enqueueManyRollouts(Array.from({ length: 24 }, () => ({ input: { ms: 250 } })));
+  const runner = startRunner(server.url, ['--concurrency', '2']);
+  await until(async () => assert.ok((await store.queryRollouts({ status_in: ['succeeded'] })).items.length >= 3), 20_000);
+  server.child.kill('SIGKILL');
+  await server.exited;
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  server = await spawnServe(['--db', db, '--port', port, '--quiet']);
+  const done = await finished(store, queued, 60);
+  assert.equal(done.length, 24);
+  assert.ok(done.every((r) => r.status === 'succeeded'), JSON.stringify(done.map((r) => r.status)));
+  assert.equal(runner.child.exitCode, null, 'the runner lives on');
+  runner.child.kill('SIGINT');
+  assert.equal(await runner.exited, 0, runner.output());
+  server.child.kill('SIGTERM');
+  await server.exited;
+});
+
+test('--workers 2: two runner processes share the queue; Ctrl-C stops both', async () => {
+  const server = await spawnServe(['--db', join(dir, 'workers.duckdb'), '--quiet']);
+  const store = new StoreClient(server.url);
+  const queued = await store.enqueueManyRollouts(Array.from({ length: 8 }, () => ({ input: { ms: 200 } })));
+  const runner = startRunner(server.url, ['--workers', '2', '--worker-id', 'pair']);
+  const done = await finished(store, queued, 60);
+  assert.ok(done.every((r) => r.status === 'succeeded'));
+  const workers = new Set<string>();
+  for (const r of queued) workers.add(String((await store.getLatestAttempt(r.rollout_id))?.worker_id));
+  assert.deepEqual([...workers].sort(), ['pair-1', 'pair-2']);
+  runner.child.kill('SIGINT');
+  assert.equal(await runner.exited, 0, runner.output());
+  server.child.kill('SIGTERM');
+  await server.exited;
+});
