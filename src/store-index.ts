@@ -5,3 +5,4 @@ export { startServer, type ServerOptions, type RunningServer } from './collector
 export { decodeTracesProtobuf, decodeLogsProtobuf } from './collector/otlp-protobuf.js';
 export { decodeTracesJson, decodeLogsJson } from './collector/otlp-json.js';
 export { Trainer, type TrainerOptions } from './runtime/trainer.js';
+export { loadDataset, type Dataset } from './runtime/dataset.js';

@@ -1,12 +1,16 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 import { Baseline } from '../src/runtime/algorithm.js';
 import { rollout } from '../src/runtime/agent.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { DuckDBStore } from '../src/store/store.js';
-import { newTempDir, removeDir } from './helpers.js';
+import { newTempDir, removeDir, until } from './helpers.js';
+import { APPS } from './instrumented-app.js';
 import { startOpenAITestServer, type OpenAITestServer } from './openai-server.js';
 
 // The Trainer, in-process: store, server, recording and runners in this process, the Baseline
@@ -48,5 +52,63 @@ test('fit with the Baseline: every task runs once, outcomes and rewards reported
   } finally {
     await store.close();
   }
-  assert.throws(() => new Trainer({ algorithm: new Baseline(), strategy: 'processes' as never }), /strategy must be "in-process"/);
+  assert.throws(() => new Trainer({ algorithm: new Baseline(), strategy: 'threads' as never }), /strategy must be "in-process" or "processes"/);
+});
+
+test('dev: a few tasks with the Baseline, each rollout printed with its spans', async () => {
+  const lines: string[] = [];
+  const trainer = new Trainer({ algorithm: new Baseline(), db: join(dir, 'dev.duckdb') });
+  const resources = { llm: { resource_type: 'llm' as const, endpoint: llm.baseURL, model: 'test-model', api_key: null, sampling_parameters: {} } };
+  const result = await trainer.dev(rollout<{ question: string }>(async (task, ctx) => {
+    const client = new OpenAI({ baseURL: ctx.llm!.baseURL, apiKey: 'k' });
+    await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: task.question }] });
+    return 0.5;
+  }), [{ question: 'hi' }], { resources, print: (line) => lines.push(line) });
+  assert.equal(result.succeeded, 1);
+  const text = lines.join('\n');
+  assert.match(text, /^rollout ro-\S+: succeeded, reward 0.5/);
+  assert.match(text, /chat test-model \d+ ms \(model test-model/);
+  assert.match(text, /agentlightning\.annotation \d+ ms \(reward 0.5\)/);
+});
+
+test('processes: agl serve and runner processes started and stopped by the trainer, tasks from JSONL and Parquet', async () => {
+  const tasks = join(dir, 'tasks.jsonl');
+  await writeFile(tasks, [{ ms: 10 }, { ms: 20 }, { fail: 'x' }].map((t) => JSON.stringify(t)).join('\n') + '\n');
+  const val = join(dir, 'val.parquet');
+  const instance = await DuckDBInstance.create(':memory:');
+  const connection = await instance.connect();
+  await connection.run(`COPY (SELECT 5 AS ms) TO '${val}' (FORMAT parquet)`);
+  connection.closeSync();
+  instance.closeSync();
+  const db = join(dir, 'processes.duckdb');
+  const trainer = new Trainer({ algorithm: new Baseline(), strategy: 'processes', nRunners: 2, db });
+  const result = await trainer.fit(join(APPS, 'sleepy-agent.mjs'), { train: tasks, val });
+  assert.deepEqual([result.total, result.succeeded, result.failed], [4, 3, 1]);
+  assert.deepEqual(result.rollouts.map((r) => [r.mode, r.reward]), [['train', 1], ['train', 1], ['train', null], ['val', 1]]);
+  // Everything stopped: the file opens for writing.
+  const store = await DuckDBStore.open({ path: db });
+  await store.close();
+  await assert.rejects(trainer.fit(rollout(async () => 1), { train: [] }), /give the path of its module/);
+  await assert.rejects(new Trainer({ algorithm: new Baseline(), db }).fit(rollout(async () => 1), { train: join(dir, 'nope.txt') }), /ends in .jsonl, .ndjson, .json or .parquet/);
+});
+
+test('processes: Ctrl-C stops the algorithm, the runners (killed after the grace period) and the server', async () => {
+  const tasks = join(dir, 'slow.jsonl');
+  await writeFile(tasks, `${JSON.stringify({ ms: 60_000 })}\n`);
+  const db = join(dir, 'interrupted.duckdb');
+  const child = spawn(process.execPath, [join(APPS, 'trainer-processes.mjs'), db, join(APPS, 'sleepy-agent.mjs'), tasks], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  await until(async () => assert.match(output, /fitting/), 20_000);
+  await new Promise((resolve) => setTimeout(resolve, 2000)); // the rollout is running
+  const stopped = Date.now();
+  child.kill('SIGINT');
+  assert.equal(await exited, 0, output);
+  assert.ok(Date.now() - stopped < 15_000);
+  assert.match(output, /SIGINT: stopping the algorithm and the runners/);
+  assert.match(output, /done \{"total":0,"succeeded":0\}/);
+  const store = await DuckDBStore.open({ path: db });
+  await store.close();
 });

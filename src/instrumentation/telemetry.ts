@@ -29,7 +29,15 @@ class ReportingExporter implements SpanExporter {
   private reported = false;
   private downUntil = 0;
 
-  constructor(private readonly inner: SpanExporter, private readonly url: string, private readonly unsent: UnsentSpans) {}
+  constructor(private inner: SpanExporter, public url: string, private readonly unsent: UnsentSpans) {}
+
+  /** Exports to another collector from now on (batches in flight still go where they went). */
+  retarget(inner: SpanExporter, url: string): void {
+    this.inner = inner;
+    this.url = url;
+    this.reported = false;
+    this.downUntil = 0;
+  }
 
   get down(): boolean {
     return Date.now() < this.downUntil;
@@ -94,14 +102,16 @@ interface Delivery {
 function startSdk(config: RegisterConfig): Delivery {
   const queueSize = envNumber('OTEL_BSP_MAX_QUEUE_SIZE') ?? 2048;
   const unsent = new UnsentSpans(queueSize);
-  const exporter = new OTLPTraceExporter({
-    url: config.tracesUrl,
-    timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
-    ...(config.token ? { headers: { authorization: `Bearer ${config.token}` } } : {}),
-  });
+  const exporterTo = (url: string) =>
+    new OTLPTraceExporter({
+      url,
+      timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
+      ...(config.token ? { headers: { authorization: `Bearer ${config.token}` } } : {}),
+    });
   // A bounded queue (OpenTelemetry's default size) that drops when full; at most 4 batches, under the
   // exporter's limit of 30 concurrent exports, so a flush of a full queue never overruns it.
-  const reporting = new ReportingExporter(exporter, config.tracesUrl, unsent);
+  const reporting = new ReportingExporter(exporterTo(config.tracesUrl), config.tracesUrl, unsent);
+  retarget = (url) => reporting.retarget(exporterTo(url), url);
   const batches = new BatchSpanProcessor({
     exporter: reporting,
     maxQueueSize: queueSize,
@@ -122,7 +132,7 @@ function startSdk(config: RegisterConfig): Delivery {
     flush: () => batches.forceFlush(),
     hasUnsent: () => unsent.size > 0 && !reporting.down,
     sendNow: () => {
-      if (unsent.size > 0 && !reporting.down) sendBeforeExit(config.tracesUrl, otlpHeaders(config), unsent.take(), EXIT_FLUSH_MS);
+      if (unsent.size > 0 && !reporting.down) sendBeforeExit(reporting.url, otlpHeaders(config), unsent.take(), EXIT_FLUSH_MS);
     },
   };
 }
@@ -157,6 +167,18 @@ function flushOnExit(delivery: Delivery): void {
 }
 
 let started = false;
+let retarget: ((tracesUrl: string) => void) | undefined;
+
+/**
+ * Records this process's spans to the agl server at `endpoint` from now on, whether recording
+ * started already (agl/register, an earlier Trainer) or not: an in-process Trainer's rollouts
+ * belong in its own store.
+ */
+export function recordTo(endpoint: string): void {
+  process.env.AGL_ENDPOINT = endpoint;
+  if (!started) startTelemetry();
+  else retarget?.(`${endpoint.replace(/\/+$/, '')}/v1/traces`);
+}
 
 /** Starts agl's telemetry once per process; never throws into the app. */
 export function startTelemetry(): void {

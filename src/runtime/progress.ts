@@ -7,11 +7,13 @@ export interface Progress {
   fraction(done: number): void;
   /** Records written so far. */
   count(records: number): void;
+  /** Any status text. */
+  text(text: string): void;
   done(): void;
 }
 
 export function progressLine(label: string, stream: NodeJS.WriteStream = process.stderr): Progress {
-  if (!stream.isTTY) return { fraction: () => {}, count: () => {}, done: () => {} };
+  if (!stream.isTTY) return { fraction: () => {}, count: () => {}, text: () => {}, done: () => {} };
   const started = Date.now();
   let shown = false;
   const draw = (text: string) => {
@@ -25,6 +27,7 @@ export function progressLine(label: string, stream: NodeJS.WriteStream = process
       const filled = Math.round(Math.min(1, Math.max(0, done)) * width);
       draw(`[${'#'.repeat(filled)}${' '.repeat(width - filled)}] ${Math.round(done * 100)}%`);
     },
+    text: draw,
     count: (records) => draw(`${records.toLocaleString('en')} records (${Math.round(records / ((Date.now() - started) / 1000)).toLocaleString('en')}/s)`),
     done: () => {
       if (shown) stream.write('\r\x1b[2K');

@@ -1,51 +1,232 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { StoreClient } from '../collector/store-client.js';
 import { startServer } from '../collector/server.js';
-import { startTelemetry } from '../instrumentation/telemetry.js';
+import { recordTo } from '../instrumentation/telemetry.js';
+import type { LightningStore } from '../lightning-store.js';
 import { DuckDBStore } from '../store/store.js';
+import { FINISHED_ROLLOUT_STATUSES, type NamedResources, type Span } from '../types.js';
 import type { Agent } from './agent.js';
-import type { Algorithm } from './algorithm.js';
+import { Baseline, finalRewards, type Algorithm, type BaselineResult } from './algorithm.js';
+import { loadDataset, type Dataset } from './dataset.js';
+import { progressLine } from './progress.js';
 import { Runner } from './runner.js';
+import { loadAgent } from './runner-command.js';
 
 export interface TrainerOptions<T, R> {
   readonly algorithm: Algorithm<T, R>;
-  /** Rollouts run at once (default 1). */
+  /** Rollouts run at once: async workers in-process, runner processes with `processes` (default 1). */
   readonly nRunners?: number;
-  /** Only `in-process` so far: the store embedded, runners as async workers of this process. */
-  readonly strategy?: 'in-process';
+  /**
+   * `in-process` (default): the store embedded and served here, runners as async workers.
+   * `processes`: `agl serve` and `nRunners` `agl runner` processes, started and stopped here;
+   * the agent must then be given as the path of its module.
+   */
+  readonly strategy?: 'in-process' | 'processes';
   /** The DuckDB file (default ./agl.duckdb). */
   readonly db?: string;
   /** The model server for rollouts whose resources have no `llm` (the gateway's --upstream). */
   readonly upstream?: string;
+  /** Seconds runner and server processes get to stop after a signal before they are killed (default 10). */
+  readonly graceSeconds?: number;
+  /** A progress line on stderr (default: when stderr is a terminal). */
+  readonly progress?: boolean;
 }
 
+/** What fit runs on: the store the algorithm and runners meet at, and how to stop it all. */
+interface Runtime {
+  readonly store: LightningStore;
+  close(): Promise<void>;
+}
+
+const CLI = fileURLToPath(new URL('./cli.js', import.meta.url));
+
 /**
- * Wires an algorithm, the store and runners together. In-process: the store is opened here and
- * served on a free port of 127.0.0.1 (OTLP for this process's spans, the gateway for agents),
- * recording starts as with agl/register, and a Runner works the queue while the algorithm runs.
+ * Wires an algorithm, the store and runners together, and stops them all when the algorithm
+ * is done or on Ctrl-C (a second one kills the processes at once).
  */
 export class Trainer<T = unknown, R = unknown> {
   constructor(private readonly options: TrainerOptions<T, R>) {
-    if (options.strategy !== undefined && options.strategy !== 'in-process') throw new TypeError(`strategy must be "in-process" (the processes strategy is not built yet), not "${options.strategy}"`);
+    const strategy = options.strategy ?? 'in-process';
+    if (strategy !== 'in-process' && strategy !== 'processes') throw new TypeError(`strategy must be "in-process" or "processes", not "${options.strategy}"`);
+    const n = options.nRunners ?? 1;
+    if (!Number.isInteger(n) || n < 1) throw new TypeError(`nRunners must be a whole number of at least 1, not ${options.nRunners}`);
   }
 
-  async fit(agent: Agent<T>, data: { train: readonly T[]; val?: readonly T[] }): Promise<R> {
+  /** Runs the algorithm over the tasks (arrays, or .jsonl/.json/.parquet files) with runners of `agent`. */
+  async fit(agent: Agent<T> | string, data: { train: Dataset<T>; val?: Dataset<T> }): Promise<R> {
+    const train = await loadDataset(data.train);
+    const val = await loadDataset(data.val ?? []);
+    const stop = new AbortController();
+    let runtime: Runtime | undefined;
+    let signals = 0;
+    // Handled from the start: a Ctrl-C while the processes start still stops them.
+    const onSignal = (signal: NodeJS.Signals) => {
+      signals++;
+      console.error(signals === 1 ? `agl: ${signal}: stopping the algorithm and the runners (again to kill them)` : `agl: ${signal} again: killing`);
+      stop.abort(new Error(`stopped by ${signal}`));
+      if (signals > 1) void runtime?.close();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    let progress: { stop(): Promise<void> } | undefined;
+    try {
+      runtime = this.options.strategy === 'processes' ? await this.startProcesses(agent) : await this.startInProcess(agent, stop.signal);
+      if (this.options.progress ?? process.stderr.isTTY) progress = watchProgress(runtime.store, train.length + val.length);
+      return await this.options.algorithm.run({ store: runtime.store, train, val, signal: stop.signal });
+    } finally {
+      await progress?.stop();
+      stop.abort();
+      await runtime?.close();
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
+  }
+
+  /**
+   * Runs a few tasks once with the Baseline, in this process, and prints each rollout with its
+   * spans: for trying an agent out before training it.
+   */
+  async dev(agent: Agent<T> | string, tasks: Dataset<T>, options: { resources?: NamedResources; print?: (line: string) => void } = {}): Promise<BaselineResult> {
+    const print = options.print ?? console.log;
+    const stop = new AbortController();
+    const runtime = await this.startInProcess(agent, stop.signal);
+    try {
+      const result = await new Baseline<T>({ resources: options.resources }).run({ store: runtime.store, train: await loadDataset(tasks), val: [], signal: stop.signal });
+      for (const rollout of result.rollouts) {
+        print(`rollout ${rollout.rollout_id}: ${rollout.status}, reward ${rollout.reward ?? '-'}`);
+        const { items } = await runtime.store.querySpans({ rollout_id: rollout.rollout_id, sort_by: 'sequence_id', sort_order: 'asc' });
+        for (const line of spanTree(items)) print(`  ${line}`);
+      }
+      return result;
+    } finally {
+      stop.abort();
+      await runtime.close();
+    }
+  }
+
+  private async startInProcess(agent: Agent<T> | string, signal: AbortSignal): Promise<Runtime> {
+    const runAgent = typeof agent === 'string' ? ((await loadAgent(agent)) as Agent<T>) : agent;
     const store = await DuckDBStore.open({ path: this.options.db ?? './agl.duckdb' });
     const server = await startServer(store, { port: 0, gateway: this.options.upstream ? { upstream: this.options.upstream } : {} }).catch(async (error: unknown) => {
       await store.close();
       throw error;
     });
-    // Recording goes to this server, unless the process records already (agl/register).
-    process.env.AGL_ENDPOINT = server.url;
-    startTelemetry();
-    const stop = new AbortController();
-    const runner = new Runner({ store: store.lightning, agent, concurrency: this.options.nRunners ?? 1, gatewayUrl: server.url });
-    const running = runner.run(stop.signal);
-    try {
-      return await this.options.algorithm.run({ store: store.lightning, train: data.train, val: data.val ?? [], signal: stop.signal });
-    } finally {
-      stop.abort();
-      await running;
-      await server.close();
-      await store.close();
-    }
+    // The rollouts' spans go to this server, also when the process recorded elsewhere before.
+    recordTo(server.url);
+    const runners = new AbortController();
+    signal.addEventListener('abort', () => runners.abort(), { once: true });
+    const running = new Runner({ store: store.lightning, agent: runAgent, concurrency: this.options.nRunners ?? 1, gatewayUrl: server.url }).run(runners.signal);
+    let closing: Promise<void> | undefined;
+    return {
+      store: store.lightning,
+      close: () =>
+        (closing ??= (async () => {
+          runners.abort();
+          await running;
+          await server.close();
+          await store.close();
+        })()),
+    };
   }
+
+  private async startProcesses(agent: Agent<T> | string): Promise<Runtime> {
+    if (typeof agent !== 'string') throw new TypeError('the processes strategy runs the agent in runner processes: give the path of its module (export default rollout(...))');
+    const grace = 1000 * (this.options.graceSeconds ?? 10);
+    const upstream = this.options.upstream ? ['--upstream', this.options.upstream] : [];
+    const server = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--db', this.options.db ?? './agl.duckdb', '--quiet', ...upstream], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const url = await servingUrl(server);
+    const runners = Array.from({ length: this.options.nRunners ?? 1 }, (_, i) =>
+      spawn(process.execPath, [CLI, 'runner', agent, '--store', url, '--worker-id', `trainer-${process.pid}-${i + 1}`], {
+        stdio: ['ignore', 'inherit', 'inherit'],
+        env: { ...process.env, AGL_ENDPOINT: url }, // their spans go to this server, whatever this process records to
+      }),
+    );
+    let closing: Promise<void> | undefined;
+    return {
+      store: new StoreClient(url),
+      // Runners first (they finish or abandon their rollouts), then the server (it commits what it acknowledged).
+      close: () =>
+        (closing ??= (async () => {
+          await Promise.all(runners.map((runner) => stopProcess(runner, 'SIGINT', grace)));
+          await stopProcess(server, 'SIGTERM', grace);
+        })()),
+    };
+  }
+}
+
+/** The URL that `agl serve` logs once it serves. */
+function servingUrl(server: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    server.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /serving on (http:\/\/\S+),/.exec(output);
+      if (match) resolve(match[1]);
+    });
+    server.once('exit', (code) => reject(new Error(`agl serve exited (${code}) before serving: ${output}`)));
+  });
+}
+
+/** Sends `signal`, then SIGKILL after `graceMs`; resolves when the process is gone. */
+async function stopProcess(child: ChildProcess, signal: NodeJS.Signals, graceMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill(signal);
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Redraws "done/total rollouts, success rate, mean reward, rate" once a second from the store. */
+function watchProgress(store: LightningStore, total: number): { stop(): Promise<void> } {
+  const line = progressLine('agl');
+  const started = Date.now();
+  const rewards = new Map<string, number | null>();
+  let polling: Promise<void> = Promise.resolve();
+  const poll = async () => {
+    const finished = (await store.queryRollouts({ status_in: [...FINISHED_ROLLOUT_STATUSES], limit: -1 })).items;
+    const fresh = finished.map((r) => r.rollout_id).filter((id) => !rewards.has(id));
+    for (const [id, reward] of await finalRewards(store, fresh)) rewards.set(id, reward);
+    const succeeded = finished.filter((r) => r.status === 'succeeded').length;
+    const values = [...rewards.values()].filter((r): r is number => r !== null);
+    const mean = values.length ? (values.reduce((a, b) => a + b, 0) / values.length).toFixed(3) : '-';
+    const rate = finished.length / Math.max(0.001, (Date.now() - started) / 1000);
+    line.text(`${finished.length}/${total} rollouts, ${finished.length ? Math.round((100 * succeeded) / finished.length) : 0}% succeeded, mean reward ${mean}, ${rate.toFixed(1)}/s`);
+  };
+  const timer = setInterval(() => (polling = polling.then(poll).catch(() => {})), 1000);
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await polling;
+      line.done();
+    },
+  };
+}
+
+/** A rollout's spans as an indented tree: name, duration, and what an LLM call or reward holds. */
+function spanTree(spans: Span[]): string[] {
+  const children = new Map<string | null, Span[]>();
+  const ids = new Set(spans.map((s) => s.span_id));
+  for (const span of spans) {
+    const parent = span.parent_id && ids.has(span.parent_id) ? span.parent_id : null;
+    children.set(parent, [...(children.get(parent) ?? []), span]);
+  }
+  const lines: string[] = [];
+  const walk = (parent: string | null, depth: number) => {
+    for (const span of children.get(parent) ?? []) {
+      const a = span.attributes;
+      const ms = span.start_time !== null && span.end_time !== null ? `${Math.round((span.end_time - span.start_time) * 1000)} ms` : '';
+      const details = [
+        a['gen_ai.request.model'] !== undefined ? `model ${a['gen_ai.request.model']}` : '',
+        a['gen_ai.usage.input_tokens'] !== undefined ? `${a['gen_ai.usage.input_tokens']} in / ${a['gen_ai.usage.output_tokens'] ?? '?'} out tokens` : '',
+        a['agentlightning.reward.0.value'] !== undefined ? `reward ${a['agentlightning.reward.0.value']}` : '',
+        span.status.status_code === 'ERROR' ? `error: ${span.status.description ?? ''}` : '',
+      ].filter(Boolean);
+      lines.push(`${'  '.repeat(depth)}${span.name} ${ms}${details.length ? ` (${details.join(', ')})` : ''}`);
+      walk(span.span_id, depth + 1);
+    }
+  };
+  walk(null, 0);
+  return lines;
 }
