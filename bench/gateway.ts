@@ -11,7 +11,7 @@ const ROUNDS = 4;
 const CLIENTS = 64;
 const THROUGHPUT_SECONDS = 5;
 
-async function startLlmServer(): Promise<{ baseURL: string; stop: () => void }> {
+export async function startLlmServer(): Promise<{ baseURL: string; stop: () => void }> {
   const child = spawn(process.execPath, [LLM_SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
   const baseURL = await new Promise<string>((resolve) => child.stdout.once('data', (chunk: Buffer) => resolve(chunk.toString().trim())));
   return { baseURL, stop: () => child.kill('SIGTERM') };

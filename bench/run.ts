@@ -5,10 +5,11 @@ import { ingest } from './ingest.js';
 import { adapters } from './adapters.js';
 import { gateway } from './gateway.js';
 import { instrumentation } from './instrumentation.js';
+import { runtime } from './runtime.js';
 import { store } from './store.js';
 
 /** Every benchmark of `npm run bench`, in run order. Later issues add theirs here. */
-const BENCHMARKS: Benchmark[] = [ingest, store, instrumentation, gateway, adapters];
+const BENCHMARKS: Benchmark[] = [ingest, store, instrumentation, gateway, adapters, runtime];
 
 const { values } = parseArgs({
   options: { json: { type: 'string', default: 'bench-results.json' }, only: { type: 'string' } },

@@ -35,7 +35,7 @@ function turnSpans(rolloutId: string, attemptId: string, turn: number): string {
  * for them; N runners dequeue, send TURNS turns of 2 spans through OTLP, and mark the attempt
  * succeeded. Every rollout must finish exactly once, with one attempt and all its spans.
  */
-async function runRollouts(runners: number): Promise<{ rolloutsPerSec: number; lost: number; duplicated: number; spans: number }> {
+export async function runRollouts(runners: number): Promise<{ rolloutsPerSec: number; lost: number; duplicated: number; spans: number }> {
   const dir = await newTempDir();
   const serve = await spawnServe(['--quiet', '--db', join(dir, 'store-bench.duckdb')]);
   try {

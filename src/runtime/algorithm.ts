@@ -59,7 +59,7 @@ export class Baseline<T = unknown> implements Algorithm<T, BaselineResult> {
     const ids = queued.map((r) => r.rollout_id);
     const done = new Map<string, { mode: RolloutMode | null; status: RolloutStatus }>();
     while (done.size < ids.length && !signal.aborted) {
-      for (const rollout of await store.waitForRollouts(ids.filter((id) => !done.has(id)), 5)) done.set(rollout.rollout_id, rollout);
+      for (const rollout of await store.waitForRollouts(ids.filter((id) => !done.has(id)), 1)) done.set(rollout.rollout_id, rollout);
     }
     const rewards = await finalRewards(store, [...done.keys()]);
     const rollouts = ids.filter((id) => done.has(id)).map((id) => ({ rollout_id: id, mode: done.get(id)!.mode, status: done.get(id)!.status, reward: rewards.get(id) ?? null }));

@@ -17,6 +17,8 @@ export interface TrainerOptions<T, R> {
   readonly algorithm: Algorithm<T, R>;
   /** Rollouts run at once: async workers in-process, runner processes with `processes` (default 1). */
   readonly nRunners?: number;
+  /** Rollouts each runner process runs at once, with `processes` (default 1). */
+  readonly runnerConcurrency?: number;
   /**
    * `in-process` (default): the store embedded and served here, runners as async workers.
    * `processes`: `agl serve` and `nRunners` `agl runner` processes, started and stopped here;
@@ -137,7 +139,7 @@ export class Trainer<T = unknown, R = unknown> {
     const server = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--db', this.options.db ?? './agl.duckdb', '--quiet', ...upstream], { stdio: ['ignore', 'pipe', 'inherit'] });
     const url = await servingUrl(server);
     const runners = Array.from({ length: this.options.nRunners ?? 1 }, (_, i) =>
-      spawn(process.execPath, [CLI, 'runner', agent, '--store', url, '--worker-id', `trainer-${process.pid}-${i + 1}`], {
+      spawn(process.execPath, [CLI, 'runner', agent, '--store', url, '--worker-id', `trainer-${process.pid}-${i + 1}`, '--concurrency', String(this.options.runnerConcurrency ?? 1)], {
         stdio: ['ignore', 'inherit', 'inherit'],
         env: { ...process.env, AGL_ENDPOINT: url }, // their spans go to this server, whatever this process records to
       }),
