@@ -52,14 +52,21 @@ test('a runner takes queued rollouts, runs them concurrently and reports each; s
   const events: string[] = [];
   const runner = new Runner({
     store: agl.store.lightning, agent: echoAgent, concurrency: 3, maxRollouts: 5, gatewayUrl: agl.url,
-    hooks: { onRolloutStart: (r) => void events.push(`start ${r.rollout_id}`), onRolloutEnd: (r, o) => void events.push(`end ${r.rollout_id} ${o.status}`) },
+    hooks: {
+      onRolloutStart: (r) => void events.push(`start ${r.rollout_id}`),
+      onTraceStart: (r) => void events.push(`trace ${r.rollout_id}`),
+      onTraceEnd: (r) => void events.push(`traced ${r.rollout_id}`),
+      onRolloutEnd: (r, o) => void events.push(`end ${r.rollout_id} ${o.status}`),
+    },
   });
   assert.deepEqual(await runner.run(), { rollouts: 5 });
 
   for (const [i, { rollout_id }] of queued.entries()) {
     const done = await agl.store.lightning.getRolloutById(rollout_id);
     assert.equal(done?.status, questions[i] === 'fail' ? 'failed' : 'succeeded', questions[i]);
-    assert.ok(events.indexOf(`start ${rollout_id}`) < events.findIndex((e) => e.startsWith(`end ${rollout_id}`)));
+    const order = ['start', 'trace', 'traced', 'end'].map((hook) => events.findIndex((e) => e.startsWith(`${hook} ${rollout_id}`)));
+    assert.deepEqual([...order].sort((a, b) => a - b), order, `hook order of ${rollout_id}: ${events.join(', ')}`);
+    assert.ok(order[0] >= 0);
   }
   const rewards = await rows(`SELECT rollout_id, value FROM rewards WHERE rollout_id IN (${queued.map((r) => `'${r.rollout_id}'`).join(',')})`);
   assert.equal(rewards.length, 4);
@@ -75,6 +82,43 @@ test('a runner takes queued rollouts, runs them concurrently and reports each; s
   assert.equal(exception.message, 'the agent gave up');
   const attempt = await agl.store.lightning.getLatestAttempt(failed);
   assert.deepEqual(attempt?.metadata, { error: 'the agent gave up' });
+});
+
+test('50 rollouts at once: every LLM call and reward lands in its own rollout', async () => {
+  const { resources_id } = await agl.store.lightning.addResources(resources());
+  const questions = Array.from({ length: 50 }, (_, i) => `q${i}`);
+  const queued = await agl.store.lightning.enqueueManyRollouts(questions.map((question) => ({ input: { question }, resources_id })));
+  assert.deepEqual(await new Runner({ store: agl.store.lightning, agent: echoAgent, concurrency: 50, maxRollouts: 50 }).run(), { rollouts: 50 });
+  const ids = queued.map((r) => `'${r.rollout_id}'`).join(',');
+  // Without gatewayUrl the agent calls the model directly: each row is the agent's own capture.
+  const calls = await eventually(agl.store, `SELECT rollout_id, input_messages FROM llm_calls WHERE rollout_id IN (${ids})`, 50);
+  assert.equal(calls.length, 50);
+  for (const call of calls) assert.equal(json(call.input_messages)[0].content, `Please answer: ${questions[queued.findIndex((r) => r.rollout_id === call.rollout_id)]}`);
+  const rewards = await rows(`SELECT rollout_id, count(*)::INTEGER AS n FROM rewards WHERE rollout_id IN (${ids}) GROUP BY rollout_id`);
+  assert.equal(rewards.length, 50);
+  assert.ok(rewards.every((r) => r.n === 1));
+});
+
+test('onStop abandon: a stop reports the rollouts in flight failed at once, their signals aborted', async () => {
+  let aborted = false;
+  const slow = rollout(async (_task, ctx) => {
+    ctx.signal.addEventListener('abort', () => (aborted = true));
+    await new Promise((resolve) => setTimeout(resolve, 60_000).unref());
+    return 1;
+  });
+  const [queued] = await agl.store.lightning.enqueueManyRollouts([{ input: null }]);
+  const stop = new AbortController();
+  const runner = new Runner({ store: agl.store.lightning, agent: slow, onStop: 'abandon' });
+  const running = runner.run(stop.signal);
+  for (let i = 0; i < 100 && (await agl.store.lightning.getLatestAttempt(queued.rollout_id))?.status !== 'running'; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  const stopped = Date.now();
+  stop.abort();
+  await running;
+  assert.ok(Date.now() - stopped < 5000);
+  assert.ok(aborted);
+  const attempt = await agl.store.lightning.getLatestAttempt(queued.rollout_id);
+  assert.deepEqual([attempt?.status, attempt?.metadata], ['failed', { error: 'abandoned: the runner was stopped' }]);
+  assert.throws(() => new Runner({ store: agl.store.lightning, agent: slow, onStop: 'later' as never }), /onStop must be finish or abandon/);
 });
 
 test('step runs one task directly and returns the rollout with its spans', async () => {

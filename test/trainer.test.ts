@@ -71,23 +71,29 @@ test('dev: a few tasks with the Baseline, each rollout printed with its spans', 
   assert.match(text, /agentlightning\.annotation \d+ ms \(reward 0.5\)/);
 });
 
-test('processes: agl serve and runner processes started and stopped by the trainer, tasks from JSONL and Parquet', async () => {
+test('processes: agl serve and runner processes started and stopped by the trainer, an openai agent, tasks from JSONL and Parquet', async () => {
   const tasks = join(dir, 'tasks.jsonl');
-  await writeFile(tasks, [{ ms: 10 }, { ms: 20 }, { fail: 'x' }].map((t) => JSON.stringify(t)).join('\n') + '\n');
+  await writeFile(tasks, [{ question: 'a' }, { question: 'b' }].map((t) => JSON.stringify(t)).join('\n') + '\n');
   const val = join(dir, 'val.parquet');
   const instance = await DuckDBInstance.create(':memory:');
   const connection = await instance.connect();
-  await connection.run(`COPY (SELECT 5 AS ms) TO '${val}' (FORMAT parquet)`);
+  await connection.run(`COPY (SELECT 'c' AS question) TO '${val}' (FORMAT parquet)`);
   connection.closeSync();
   instance.closeSync();
   const db = join(dir, 'processes.duckdb');
-  const trainer = new Trainer({ algorithm: new Baseline(), strategy: 'processes', nRunners: 2, db });
-  const result = await trainer.fit(join(APPS, 'sleepy-agent.mjs'), { train: tasks, val });
-  assert.deepEqual([result.total, result.succeeded, result.failed], [4, 3, 1]);
-  assert.deepEqual(result.rollouts.map((r) => [r.mode, r.reward]), [['train', 1], ['train', 1], ['train', null], ['val', 1]]);
-  // Everything stopped: the file opens for writing.
+  const llmResource = { llm: { resource_type: 'llm' as const, endpoint: llm.baseURL, model: 'test-model', api_key: null, sampling_parameters: {} } };
+  const trainer = new Trainer({ algorithm: new Baseline({ resources: llmResource }), strategy: 'processes', nRunners: 2, db });
+  const result = await trainer.fit(join(APPS, 'echo-agent.mjs'), { train: tasks, val });
+  assert.deepEqual([result.total, result.succeeded, result.meanReward], [3, 3, 1]);
+  assert.deepEqual(result.rollouts.map((r) => [r.mode, r.reward]), [['train', 1], ['train', 1], ['val', 1]]);
+  // Everything stopped: the file opens for writing, and holds the calls the runners made.
   const store = await DuckDBStore.open({ path: db });
-  await store.close();
+  try {
+    const { rows } = await store.query('SELECT count(*)::INTEGER AS n FROM llm_calls', { guard: false });
+    assert.equal(rows[0].n, 3);
+  } finally {
+    await store.close();
+  }
   await assert.rejects(trainer.fit(rollout(async () => 1), { train: [] }), /give the path of its module/);
   await assert.rejects(new Trainer({ algorithm: new Baseline(), db }).fit(rollout(async () => 1), { train: join(dir, 'nope.txt') }), /ends in .jsonl, .ndjson, .json or .parquet/);
 });

@@ -4,19 +4,20 @@ import { pathToFileURL } from 'node:url';
 import { StoreClient } from '../collector/store-client.js';
 import { startTelemetry } from '../instrumentation/telemetry.js';
 import type { Agent } from './agent.js';
-import { countArg, parseCommandArgs, UsageError, urlArg } from './args.js';
+import { choiceArg, countArg, parseCommandArgs, UsageError, urlArg } from './args.js';
 import { execAgent } from './exec-agent.js';
 import { Runner } from './runner.js';
 
 export const RUNNER_USAGE = `agl runner <agent-module> | --exec "<command>" [--store http://127.0.0.1:4318] [--token T]
-          [--concurrency 1] [--workers 1] [--max-rollouts N] [--worker-id ID]
+          [--concurrency 1] [--workers 1] [--max-rollouts N] [--worker-id ID] [--on-stop finish|abandon]
   Takes rollouts from the store and runs the agent on each, recording its LLM calls and spans
   (as agl/register does). <agent-module> exports an agent made with rollout() (default export
   or "agent"). --exec runs a command per rollout, any language: AGL_TASK (JSON), AGL_ROLLOUT_ID,
   AGL_ATTEMPT_ID, AGL_ENDPOINT and OPENAI_BASE_URL (the gateway route) are in its environment;
   exit code 0 is success, a last stdout line "agl-reward: <number>" its reward. --workers P starts
   P runner processes (each --concurrency at once). While the store is away, runners retry with
-  backoff. Ctrl-C lets the running rollouts finish; a second one exits at once.`;
+  backoff. Ctrl-C lets the running rollouts finish (--on-stop abandon: reports them failed at
+  once, for the store to retry); a second one exits at once.`;
 
 export async function loadAgent(module: string): Promise<Agent> {
   const loaded = (await import(pathToFileURL(resolve(module)).href)) as { default?: unknown; agent?: unknown };
@@ -34,6 +35,7 @@ export async function runner(args: string[]): Promise<void> {
     'max-rollouts': { type: 'string' },
     'worker-id': { type: 'string' },
     workers: { type: 'string' },
+    'on-stop': { type: 'string' },
   });
   if ((values.exec === undefined) === (positionals.length !== 1)) throw new UsageError(`give an agent module or --exec "<command>", one of them\n${RUNNER_USAGE}`);
   const storeUrl = urlArg('--store', values.store) ?? 'http://127.0.0.1:4318';
@@ -55,7 +57,8 @@ export async function runner(args: string[]): Promise<void> {
   startTelemetry();
   const agent = values.exec !== undefined ? execAgent(values.exec, storeUrl, token) : await loadAgent(positionals[0]);
   const store = new StoreClient(storeUrl, { token });
-  const work = new Runner({ store, agent, concurrency, maxRollouts, gatewayUrl: storeUrl, workerId: values['worker-id'] });
+  const onStop = choiceArg('--on-stop', values['on-stop'], ['finish', 'abandon'] as const, 'finish');
+  const work = new Runner({ store, agent, concurrency, maxRollouts, gatewayUrl: storeUrl, workerId: values['worker-id'], onStop });
 
   const stop = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => {
@@ -63,7 +66,7 @@ export async function runner(args: string[]): Promise<void> {
       console.error(`agl: ${signal} again, exiting without waiting`);
       process.exit(130);
     }
-    console.error(`agl: ${signal}: finishing the running rollouts (again to exit now)`);
+    console.error(`agl: ${signal}: ${onStop === 'abandon' ? 'abandoning' : 'finishing'} the running rollouts (again to exit now)`);
     stop.abort();
   };
   process.on('SIGINT', onSignal);

@@ -16,8 +16,13 @@ export interface AttemptOutcome {
   error?: unknown;
 }
 
+/** Called in this order for each rollout: rollout start, trace start, (the agent), trace end, rollout end. */
 export interface RunnerHooks {
   onRolloutStart?(rollout: AttemptedRollout): void | Promise<void>;
+  /** Inside the rollout's recording scope, right before the agent runs: spans made here are the rollout's. */
+  onTraceStart?(rollout: AttemptedRollout): void | Promise<void>;
+  /** Still inside the recording scope, once the agent returned or threw (not after a timeout). */
+  onTraceEnd?(rollout: AttemptedRollout): void | Promise<void>;
   onRolloutEnd?(rollout: AttemptedRollout, outcome: AttemptOutcome): void | Promise<void>;
 }
 
@@ -34,6 +39,11 @@ export interface RunnerOptions<T> {
   /** Attempt and worker heartbeats (default every 10 s). */
   readonly heartbeatSeconds?: number;
   readonly hooks?: RunnerHooks;
+  /**
+   * What a stop (the run's signal) does to rollouts in flight: `finish` lets them end (default);
+   * `abandon` aborts their signals and reports them failed at once, so that the store retries them.
+   */
+  readonly onStop?: 'finish' | 'abandon';
 }
 
 const FLUSH_MS = 5_000;
@@ -44,6 +54,13 @@ class AttemptTimeoutError extends Error {
   constructor(seconds: number) {
     super(`the rollout ran past its timeout of ${seconds} s`);
     this.name = 'AttemptTimeoutError';
+  }
+}
+
+class AbandonedError extends Error {
+  constructor() {
+    super('abandoned: the runner was stopped');
+    this.name = 'AbandonedError';
   }
 }
 
@@ -69,6 +86,7 @@ export class Runner<T = unknown> {
     const concurrency = options.concurrency ?? 1;
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`concurrency must be a whole number of at least 1, not ${options.concurrency}`);
     if (options.maxRollouts !== undefined && !(Number.isInteger(options.maxRollouts) && options.maxRollouts >= 0)) throw new TypeError(`maxRollouts must be a whole number, not ${options.maxRollouts}`);
+    if (options.onStop !== undefined && options.onStop !== 'finish' && options.onStop !== 'abandon') throw new TypeError(`onStop must be finish or abandon, not "${options.onStop}"`);
     this.workerId = options.workerId ?? `runner-${process.pid}-${randomBytes(3).toString('hex')}`;
   }
 
@@ -166,13 +184,23 @@ export class Runner<T = unknown> {
     // abandoned (its signal aborted) and its slot freed.
     const timeoutSeconds = attempted.config?.timeout_seconds ?? null;
     let timer: NodeJS.Timeout | undefined;
-    const timedOut = timeoutSeconds === null ? null : new Promise<never>((_, reject) => {
-      const left = Math.max(0, (attempted.attempt.start_time + timeoutSeconds) * 1000 - Date.now());
-      timer = setTimeout(() => {
-        abort.abort(new AttemptTimeoutError(timeoutSeconds));
-        reject(new AttemptTimeoutError(timeoutSeconds));
-      }, left);
-    });
+    // Ways the runner stops waiting for the agent: its timeout, or a stop with onStop abandon.
+    const cutoffs: Promise<never>[] = [];
+    if (timeoutSeconds !== null) {
+      cutoffs.push(new Promise<never>((_, reject) => {
+        const left = Math.max(0, (attempted.attempt.start_time + timeoutSeconds) * 1000 - Date.now());
+        timer = setTimeout(() => {
+          abort.abort(new AttemptTimeoutError(timeoutSeconds));
+          reject(new AttemptTimeoutError(timeoutSeconds));
+        }, left);
+      }));
+    }
+    if (this.options.onStop === 'abandon' && stop) {
+      cutoffs.push(new Promise<never>((_, reject) => {
+        if (stop.aborted) reject(new AbandonedError());
+        else stop.addEventListener('abort', () => reject(new AbandonedError()), { once: true });
+      }));
+    }
     let outcome: AttemptOutcome;
     try {
       // Running from now on; the heartbeats keep it so.
@@ -180,9 +208,16 @@ export class Runner<T = unknown> {
       await hooks?.onRolloutStart?.(attempted);
       const resources = attempted.resources_id ? (await store.getResourcesById(attempted.resources_id))?.resources ?? {} : {};
       const context = rolloutContext({ rolloutId, attemptId, mode: attempted.mode ?? null }, resources, abort.signal, gatewayUrl ? () => gatewayBaseUrl(gatewayUrl, rolloutId, attemptId) : undefined);
-      const running = Promise.resolve(withRollout(scope, () => agent.run(attempted.input as T, context)));
-      if (timedOut) running.catch(() => {}); // an abandoned agent's late failure is nobody's to hear
-      const result = await (timedOut ? Promise.race([running, timedOut]) : running);
+      const running = withRollout(scope, async () => {
+        await hooks?.onTraceStart?.(attempted);
+        try {
+          return await agent.run(attempted.input as T, context);
+        } finally {
+          await hooks?.onTraceEnd?.(attempted);
+        }
+      });
+      running.catch(() => {}); // an abandoned agent's late failure is nobody's to hear
+      const result = await (cutoffs.length ? Promise.race([running, ...cutoffs]) : running);
       if (result !== undefined && (typeof result !== 'number' || !Number.isFinite(result))) {
         throw new TypeError(`the agent returned ${typeof result === 'number' ? result : typeof result}; it returns its reward as a finite number, or nothing`);
       }
