@@ -7,6 +7,7 @@ import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 import { Baseline } from '../src/runtime/algorithm.js';
 import { rollout } from '../src/runtime/agent.js';
+import { loadDataset } from '../src/runtime/dataset.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { newTempDir, removeDir, until } from './helpers.js';
@@ -96,6 +97,15 @@ test('processes: agl serve and runner processes started and stopped by the train
   }
   await assert.rejects(trainer.fit(rollout(async () => 1), { train: [] }), /give the path of its module/);
   await assert.rejects(new Trainer({ algorithm: new Baseline(), db }).fit(rollout(async () => 1), { train: join(dir, 'nope.txt') }), /ends in .jsonl, .ndjson, .json or .parquet/);
+});
+
+test('datasets: arrays, JSON, JSONL and Parquet files; a bad file is named with what is wrong', async () => {
+  const file = (name: string, text: string) => writeFile(join(dir, name), text).then(() => join(dir, name));
+  assert.deepEqual(await loadDataset([{ a: 1 }]), [{ a: 1 }]);
+  assert.deepEqual(await loadDataset(await file('t.json', '[{"a":1},{"a":2}]')), [{ a: 1 }, { a: 2 }]);
+  assert.deepEqual(await loadDataset(await file('t.jsonl', '{"a":1}\n\n{"a":[2]}\n')), [{ a: 1 }, { a: [2] }]);
+  await assert.rejects(loadDataset(await file('bad.jsonl', '{"a":1}\n{"a":\n')), /bad\.jsonl line 2 is not valid JSON/);
+  await assert.rejects(loadDataset(await file('obj.json', '{"a":1}')), /holds no JSON array of tasks/);
 });
 
 test('processes: Ctrl-C stops the algorithm, the runners (killed after the grace period) and the server', async () => {

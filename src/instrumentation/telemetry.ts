@@ -112,6 +112,7 @@ function startSdk(config: RegisterConfig): Delivery {
   // exporter's limit of 30 concurrent exports, so a flush of a full queue never overruns it.
   const reporting = new ReportingExporter(exporterTo(config.tracesUrl), config.tracesUrl, unsent);
   retarget = (url) => reporting.retarget(exporterTo(url), url);
+  retargetUrl = () => reporting.url;
   const batches = new BatchSpanProcessor({
     exporter: reporting,
     maxQueueSize: queueSize,
@@ -168,16 +169,26 @@ function flushOnExit(delivery: Delivery): void {
 
 let started = false;
 let retarget: ((tracesUrl: string) => void) | undefined;
+let retargetUrl: (() => string) | undefined;
 
 /**
- * Records this process's spans to the agl server at `endpoint` from now on, whether recording
- * started already (agl/register, an earlier Trainer) or not: an in-process Trainer's rollouts
- * belong in its own store.
+ * Records this process's spans to the agl server at `endpoint` until `restore()`, whether
+ * recording started already (agl/register, an earlier Trainer) or not: an in-process Trainer's
+ * rollouts belong in its own store.
  */
-export function recordTo(endpoint: string): void {
+export function recordTo(endpoint: string): { restore(): void } {
+  const previous = process.env.AGL_ENDPOINT;
+  const previousUrl = retargetUrl?.();
   process.env.AGL_ENDPOINT = endpoint;
   if (!started) startTelemetry();
   else retarget?.(`${endpoint.replace(/\/+$/, '')}/v1/traces`);
+  return {
+    restore: () => {
+      if (previous === undefined) delete process.env.AGL_ENDPOINT;
+      else process.env.AGL_ENDPOINT = previous;
+      if (previousUrl !== undefined) retarget?.(previousUrl);
+    },
+  };
 }
 
 /** Starts agl's telemetry once per process; never throws into the app. */

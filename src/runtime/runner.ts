@@ -65,7 +65,7 @@ class AbandonedError extends Error {
 }
 
 /** Sends the spans of a finished rollout before it is reported done, so that whoever waits on it can read them. */
-async function flushSpans(): Promise<void> {
+export async function flushSpans(): Promise<void> {
   await new Promise((resolve) => setImmediate(resolve)); // LLM spans are finished one turn after their answer
   const provider = trace.getTracerProvider() as { getDelegate?: () => unknown };
   const delegate = (provider.getDelegate?.() ?? provider) as { forceFlush?: () => Promise<void> };

@@ -10,7 +10,7 @@ import type { Agent } from './agent.js';
 import { Baseline, finalRewards, type Algorithm, type BaselineResult } from './algorithm.js';
 import { loadDataset, type Dataset } from './dataset.js';
 import { progressLine } from './progress.js';
-import { Runner } from './runner.js';
+import { flushSpans, Runner } from './runner.js';
 import { loadAgent } from './runner-command.js';
 
 export interface TrainerOptions<T, R> {
@@ -115,7 +115,7 @@ export class Trainer<T = unknown, R = unknown> {
       throw error;
     });
     // The rollouts' spans go to this server, also when the process recorded elsewhere before.
-    recordTo(server.url);
+    const recording = recordTo(server.url);
     const runners = new AbortController();
     signal.addEventListener('abort', () => runners.abort(), { once: true });
     const running = new Runner({ store: store.lightning, agent: runAgent, concurrency: this.options.nRunners ?? 1, gatewayUrl: server.url }).run(runners.signal);
@@ -126,6 +126,8 @@ export class Trainer<T = unknown, R = unknown> {
         (closing ??= (async () => {
           runners.abort();
           await running;
+          await flushSpans();
+          recording.restore();
           await server.close();
           await store.close();
         })()),
