@@ -76,7 +76,8 @@ async function fileOrServerTarget(db: string, token: string | undefined): Promis
   if (!existsSync(db)) throw new UsageError(`no database at ${db}: start \`agl serve\` or pass --db FILE or --url URL`);
   let store: DuckDBStore;
   try {
-    store = await DuckDBStore.open({ path: db, readOnly: true });
+    // The user's own file: a long export or query is theirs to wait for (the server keeps its limit).
+    store = await DuckDBStore.open({ path: db, readOnly: true, queryTimeoutMs: Infinity });
   } catch (error) {
     if (/lock/i.test((error as Error).message)) {
       throw new UsageError(`${db} is held by another process and no agl server answers for it; pass --url of the server that owns it`);

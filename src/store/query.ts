@@ -15,7 +15,7 @@ export interface QueryResult {
 }
 
 export interface QueryOptions {
-  /** The query is interrupted after this long (QueryTimeoutError). */
+  /** The query is interrupted after this long (QueryTimeoutError); Infinity for no limit. */
   readonly timeoutMs: number;
   /** More rows than this is an error that suggests LIMIT or an export to a file. */
   readonly maxRows: number;
@@ -110,10 +110,13 @@ async function withReadOnlyConnection<T>(
 ): Promise<T> {
   const connection = await instance.connect();
   let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    connection.interrupt();
-  }, options.timeoutMs);
+  // Infinity: no limit (the CLI on the user's own file).
+  const timer = Number.isFinite(options.timeoutMs)
+    ? setTimeout(() => {
+        timedOut = true;
+        connection.interrupt();
+      }, options.timeoutMs)
+    : undefined;
   try {
     if (options.guard) await assertReadOnlyQuery(connection, sql);
     await connection.run('BEGIN TRANSACTION READ ONLY');

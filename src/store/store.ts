@@ -37,7 +37,7 @@ export interface StoreOptions {
   readonly path: string;
   /** Decoded bytes that may wait for a commit before writes get StoreBusyError (default 64 MiB). */
   readonly maxQueuedBytes?: number;
-  /** Time limit of one query (default 30 s). */
+  /** Time limit of one query (default 30 s; Infinity for none). */
   readonly queryTimeoutMs?: number;
   /** Rows one query may return as JSON (default 100,000); exports to files have no limit. */
   readonly maxQueryRows?: number;
