@@ -165,3 +165,14 @@ test('a call described by a framework span and by agl capture is one row, the ex
   assert.equal(rows.length, 1);
   assert.equal(rows[0].model, 'm');
 });
+
+test('derivation (idle-time or deriveAll) changes no row of llm_calls or rewards, only where they come from', async () => {
+  const all = async () => (await agl.store.query('SELECT * FROM llm_calls ORDER BY span_id', { guard: false })).rows;
+  const rewards = async () => (await agl.store.query('SELECT * FROM rewards ORDER BY span_id', { guard: false })).rows;
+  const before = [await all(), await rewards()];
+  await agl.store.deriveAll();
+  assert.equal(await agl.store.deriveAll(), 0, 'nothing left to derive');
+  const { rows } = await agl.store.query("SELECT (SELECT count(*) FROM derived_calls)::INTEGER AS calls, (SELECT value FROM agl_meta WHERE key = 'derived_through') AS through", { guard: false });
+  assert.ok(Number(rows[0].calls) >= 4, 'the calls are derived');
+  assert.deepEqual([await all(), await rewards()], before);
+});

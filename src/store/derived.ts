@@ -216,10 +216,10 @@ CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents UNION ALL (${
 export async function deriveSpans(connection: DuckDBConnection, maxSpans: number): Promise<number> {
   await connection.run('BEGIN TRANSACTION');
   try {
-    const reader = await connection.runAndReadAll(`SELECT ${WATERMARK} AS done, (SELECT count(*) FROM spans) AS stored`);
-    const [done, stored] = reader.getRows()[0].map(Number);
-    // Spans are never deleted, so the committed ones are rowids 0 .. stored - 1.
-    const through = Math.min(stored - 1, done + maxSpans);
+    const reader = await connection.runAndReadAll(`SELECT ${WATERMARK} AS done, (SELECT coalesce(max(rowid), -1) FROM spans) AS last`);
+    const [done, last] = reader.getRows()[0].map(Number);
+    // Spans are only ever appended, so a rowid past the watermark is a span not derived yet.
+    const through = Math.min(last, done + maxSpans);
     if (through <= done) {
       await connection.run('ROLLBACK');
       return 0;
