@@ -85,6 +85,20 @@ describe('recording through the gateway', () => {
     }
   });
 
+  test('an upstream that compresses anyway: the agent gets the compressed bytes, the span the decompressed answer', async () => {
+    const { rolloutId, baseURL } = await startedRollout();
+    const client = new OpenAI({ baseURL, apiKey: 'k' });
+    const plain = await client.chat.completions.create({ model: 'gzip-test-model', messages: [{ role: 'user', content: 'packed' }] });
+    assert.equal(plain.choices[0].message.content, 'Echo: packed');
+    const stream = await client.chat.completions.create({ model: 'gzip-test-model', messages: [{ role: 'user', content: 'packed stream' }], stream: true });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+    assert.equal(text, 'Echo: packed stream');
+    const calls = await callsOf(rolloutId, 2);
+    assert.deepEqual(calls.map((c) => json(c.output_messages)[0].content), ['Echo: packed', 'Echo: packed stream']);
+    assert.deepEqual(calls[1].response_token_ids, testTokenIds('Echo: packed stream'));
+  });
+
   test('curl, as an agent in another language, with the rollout in headers', async () => {
     const { rolloutId, attemptId } = await startedRollout();
     const out = await new Promise<string>((resolve, reject) =>

@@ -1,3 +1,4 @@
+import { createGzip } from 'node:zlib';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -13,7 +14,8 @@ import type { AddressInfo } from 'node:net';
  * - `fixedIds`: chat answers carry id `chatcmpl-fixed` and created 0, so two answers to the
  *   same request are byte for byte the same.
  * - Behaviour by model name: `error-<status>` answers that status; `slow-<ms>` waits first;
- *   `cut-stream` ends a stream mid-way without `[DONE]`.
+ *   `cut-stream` ends a stream mid-way without `[DONE]`; `gzip-<model>` gzips the answer
+ *   whatever the request's accept-encoding (as some servers do).
  */
 export interface OpenAITestServer {
   readonly url: string;
@@ -67,6 +69,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenA
   if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
   const error = /^error-(\d{3})$/.exec(model);
   if (error) return json(res, Number(error[1]), { error: { message: `test server answers ${error[1]}`, type: 'test_error', code: null } });
+  if (model.startsWith('gzip-')) res = gzipped(res);
 
   switch (path) {
     case '/v1/chat/completions':
@@ -85,6 +88,28 @@ async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenA
     default:
       return json(res, 404, { error: { message: `no route ${path}`, type: 'invalid_request_error' } });
   }
+}
+
+/** `res` with its body gzipped on the way out (content-encoding set, content-length dropped). */
+function gzipped(res: ServerResponse): ServerResponse {
+  const gzip = createGzip();
+  gzip.pipe(res);
+  const wrapped = Object.create(res) as ServerResponse;
+  wrapped.writeHead = ((status: number, headers: Record<string, string | number>) => {
+    const { 'content-length': _, ...rest } = headers;
+    res.writeHead(status, { ...rest, 'content-encoding': 'gzip' });
+    return wrapped;
+  }) as ServerResponse['writeHead'];
+  wrapped.write = ((chunk: string) => {
+    gzip.write(chunk);
+    gzip.flush(); // each SSE event goes out as it is made
+    return true;
+  }) as ServerResponse['write'];
+  wrapped.end = ((chunk?: string) => {
+    gzip.end(chunk);
+    return wrapped;
+  }) as ServerResponse['end'];
+  return wrapped;
 }
 
 function json(res: ServerResponse, status: number, value: unknown): void {

@@ -1,4 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Transform } from 'node:stream';
+import { createBrotliDecompress, createUnzip } from 'node:zlib';
 import { StreamAssembler, type LlmApi } from '../llm-exchange.js';
 import type { DuckDBStore } from '../store/store.js';
 import type { LlmResource } from '../types.js';
@@ -222,24 +224,42 @@ async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: Gatew
   }
 }
 
+/** Decompressors of the content encodings an upstream may send (zlib's unzip reads gzip and deflate). */
+const DECOMPRESSORS: Record<string, () => Transform> = {
+  gzip: createUnzip,
+  'x-gzip': createUnzip,
+  deflate: createUnzip,
+  br: createBrotliDecompress,
+};
+
 /** Sends the upstream answer on as it arrives, keeping a decoded copy for the span. */
 async function relay(answer: IncomingMessage, response: ServerResponse, record: CallRecord, signal: AbortSignal): Promise<void> {
   record.status = answer.statusCode;
   const streamed = (answer.headers['content-type'] ?? '').includes('text/event-stream');
-  // The gateway asks for no compression; an answer compressed all the same is relayed, not read.
-  const readable = (answer.headers['content-encoding'] ?? 'identity') === 'identity';
   const assembler = streamed ? new StreamAssembler(record.api) : undefined;
   const decoder = new TextDecoder();
   let text = '';
+  const take = (piece: Buffer) => {
+    const decoded = decoder.decode(piece, { stream: true });
+    if (assembler) assembler.feed(decoded);
+    else text += decoded;
+  };
+  // The gateway asks for no compression; an answer compressed all the same is relayed as it
+  // came, and a decompressed copy is what the span records.
+  const encoding = String(answer.headers['content-encoding'] ?? 'identity').toLowerCase();
+  const decompressor = encoding === 'identity' ? undefined : DECOMPRESSORS[encoding]?.();
+  const readable = encoding === 'identity' || decompressor !== undefined;
+  const decompressed = decompressor && new Promise<boolean>((resolve) => {
+    decompressor.on('data', take);
+    decompressor.once('end', () => resolve(true));
+    decompressor.once('error', () => resolve(false)); // a cut or corrupt body: what came out so far
+  });
   response.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
   // Events rather than an async iterator: this loop runs for every chunk of every call.
   const failure = await new Promise<unknown>((resolve) => {
     answer.on('data', (chunk: Buffer) => {
-      if (readable) {
-        const piece = decoder.decode(chunk, { stream: true });
-        if (assembler) assembler.feed(piece);
-        else text += piece;
-      }
+      if (decompressor) decompressor.write(chunk);
+      else if (readable) take(chunk);
       if (!response.write(chunk)) answer.pause();
     });
     response.on('drain', () => answer.resume());
@@ -247,6 +267,10 @@ async function relay(answer: IncomingMessage, response: ServerResponse, record: 
     answer.once('error', (error) => resolve(signal.reason ?? error));
     answer.once('aborted', () => resolve(signal.reason ?? new Error('the upstream closed the connection')));
   });
+  if (decompressor) {
+    decompressor.end();
+    await decompressed;
+  }
   if (failure === undefined) response.end();
   else {
     response.destroy(); // the agent sees the cut, as it would from the upstream itself
