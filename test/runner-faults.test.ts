@@ -14,11 +14,13 @@ import { APPS } from './instrumented-app.js';
 
 let dir: string;
 const runners = new Set<ChildProcess>();
+/** Servers a failed test left running (the others stop theirs). */
+const servers = new Set<ChildProcess>();
 before(async () => {
   dir = await newTempDir();
 });
 after(async () => {
-  for (const child of runners) child.kill('SIGKILL');
+  for (const child of [...runners, ...servers]) child.kill('SIGKILL');
   await removeDir(dir);
 });
 
@@ -40,6 +42,7 @@ async function finished(store: StoreClient, rollouts: Rollout[], seconds: number
 
 test('a hanging agent: its attempt times out, the slot goes on; a throwing agent fails with its error', async () => {
   const server = await spawnServe(['--db', join(dir, 'hang.duckdb'), '--quiet']);
+  servers.add(server.child);
   const store = new StoreClient(server.url);
   const config = { timeout_seconds: 1, max_attempts: 1 };
   const queued = await store.enqueueManyRollouts([{ input: { hang: true }, config }, { input: { fail: 'this' } }, { input: { ms: 10 } }]);
@@ -57,6 +60,7 @@ test('a hanging agent: its attempt times out, the slot goes on; a throwing agent
 
 test('a runner killed mid-rollout: the attempt becomes unresponsive and the rollout runs again elsewhere, never twice at once', async () => {
   const server = await spawnServe(['--db', join(dir, 'kill.duckdb'), '--quiet']);
+  servers.add(server.child);
   const store = new StoreClient(server.url);
   const [rollout] = await store.enqueueManyRollouts([{ input: {}, config: { unresponsive_seconds: 1, max_attempts: 2, retry_condition: ['unresponsive'] } }]);
   const doomed = startRunner(server.url, [], { AGENT_SLEEP_MS: '60000' });
@@ -78,15 +82,20 @@ test('a runner killed mid-rollout: the attempt becomes unresponsive and the roll
 test('the server killed and restarted while runners work: they reconnect and every rollout finishes', async () => {
   const db = join(dir, 'restart.duckdb');
   let server = await spawnServe(['--db', db, '--quiet']);
+  servers.add(server.child);
   const port = new URL(server.url).port;
   const store = new StoreClient(server.url, { retryDelaysSeconds: [0.5, 1, 2, 5] });
-  const queued = await store.enqueueManyRollouts(Array.from({ length: 24 }, () => ({ input: { ms: 250 } })));
+  // A dequeue answered by a server killed before the answer went out leaves an attempt no runner
+  // has: unresponsive_seconds lets the store retry it.
+  const config = { unresponsive_seconds: 3, max_attempts: 3, retry_condition: ['unresponsive' as const] };
+  const queued = await store.enqueueManyRollouts(Array.from({ length: 24 }, () => ({ input: { ms: 250 }, config })));
   const runner = startRunner(server.url, ['--concurrency', '2']);
   await until(async () => assert.ok((await store.queryRollouts({ status_in: ['succeeded'] })).items.length >= 3), 20_000);
   server.child.kill('SIGKILL');
   await server.exited;
   await new Promise((resolve) => setTimeout(resolve, 1500));
   server = await spawnServe(['--db', db, '--port', port, '--quiet']);
+  servers.add(server.child);
   const done = await finished(store, queued, 60);
   assert.equal(done.length, 24);
   assert.ok(done.every((r) => r.status === 'succeeded'), JSON.stringify(done.map((r) => r.status)));
@@ -99,6 +108,7 @@ test('the server killed and restarted while runners work: they reconnect and eve
 
 test('--workers 2: two runner processes share the queue; Ctrl-C stops both', async () => {
   const server = await spawnServe(['--db', join(dir, 'workers.duckdb'), '--quiet']);
+  servers.add(server.child);
   const store = new StoreClient(server.url);
   const queued = await store.enqueueManyRollouts(Array.from({ length: 8 }, () => ({ input: { ms: 200 } })));
   const runner = startRunner(server.url, ['--workers', '2', '--worker-id', 'pair']);
