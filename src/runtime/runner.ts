@@ -131,7 +131,7 @@ export class Runner<T = unknown> {
   }
 
   /** A store call that must happen (an attempt's outcome): retried while the store is away, until `deadline`. */
-  private async persist<R>(call: () => Promise<R>, deadline: number): Promise<R | undefined> {
+  private async persist<R>(call: () => Promise<R>, deadline: number): Promise<R> {
     for (;;) {
       try {
         const result = await call();
@@ -234,8 +234,9 @@ export class Runner<T = unknown> {
     await flushSpans();
     const metadata = outcome.error === undefined ? undefined : { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) };
     // The outcome is the attempt's result: kept trying while the store is away (a restart), for
-    // as long as the store itself would wait for the attempt before calling it unresponsive.
-    const patience = 1000 * (attempted.config?.unresponsive_seconds ?? 600);
+    // as long as the store itself would wait for the attempt before calling it unresponsive
+    // (2 minutes when it would wait forever).
+    const patience = 1000 * (attempted.config?.unresponsive_seconds ?? 120);
     try {
       await this.persist(() => store.updateAttempt(rolloutId, attemptId, { status: outcome.status, ...(metadata ? { metadata } : {}) }), Date.now() + patience);
     } catch (error) {
