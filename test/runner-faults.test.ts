@@ -36,14 +36,19 @@ function startRunner(url: string, args: string[] = [], env: Record<string, strin
   return { child, exited, output: () => output };
 }
 
+/** An `agl serve` of its own file (killed after the tests if a test left it), and a client of it. */
+async function serve(name: string) {
+  const server = await spawnServe(['--db', join(dir, `${name}.duckdb`), '--quiet']);
+  servers.add(server.child);
+  return { server, store: new StoreClient(server.url) };
+}
+
 async function finished(store: StoreClient, rollouts: Rollout[], seconds: number): Promise<Rollout[]> {
   return store.waitForRollouts(rollouts.map((r) => r.rollout_id), seconds);
 }
 
 test('a hanging agent: its attempt times out, the slot goes on; a throwing agent fails with its error', async () => {
-  const server = await spawnServe(['--db', join(dir, 'hang.duckdb'), '--quiet']);
-  servers.add(server.child);
-  const store = new StoreClient(server.url);
+  const { server, store } = await serve('hang');
   const config = { timeout_seconds: 1, max_attempts: 1 };
   const queued = await store.enqueueManyRollouts([{ input: { hang: true }, config }, { input: { fail: 'this' } }, { input: { ms: 10 } }]);
   const runner = new Runner({ store, agent: await loadAgent(SLEEPY), concurrency: 1, maxRollouts: 3 });
@@ -59,9 +64,7 @@ test('a hanging agent: its attempt times out, the slot goes on; a throwing agent
 });
 
 test('a runner killed mid-rollout: the attempt becomes unresponsive and the rollout runs again elsewhere, never twice at once', async () => {
-  const server = await spawnServe(['--db', join(dir, 'kill.duckdb'), '--quiet']);
-  servers.add(server.child);
-  const store = new StoreClient(server.url);
+  const { server, store } = await serve('kill');
   const [rollout] = await store.enqueueManyRollouts([{ input: {}, config: { unresponsive_seconds: 1, max_attempts: 2, retry_condition: ['unresponsive'] } }]);
   const doomed = startRunner(server.url, [], { AGENT_SLEEP_MS: '60000' });
   await until(async () => assert.equal((await store.getLatestAttempt(rollout.rollout_id))?.status, 'running'), 15_000);
@@ -107,9 +110,7 @@ test('the server killed and restarted while runners work: they reconnect and eve
 });
 
 test('--workers 2: two runner processes share the queue; Ctrl-C stops both', async () => {
-  const server = await spawnServe(['--db', join(dir, 'workers.duckdb'), '--quiet']);
-  servers.add(server.child);
-  const store = new StoreClient(server.url);
+  const { server, store } = await serve('workers');
   const queued = await store.enqueueManyRollouts(Array.from({ length: 8 }, () => ({ input: { ms: 200 } })));
   const runner = startRunner(server.url, ['--workers', '2', '--worker-id', 'pair']);
   const done = await finished(store, queued, 60);
