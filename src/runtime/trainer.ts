@@ -189,7 +189,8 @@ function watchProgress(store: LightningStore, total: number): { stop(): Promise<
   const rewards = new Map<string, number | null>();
   let polling: Promise<void> = Promise.resolve();
   const poll = async () => {
-    const finished = (await store.queryRollouts({ status_in: [...FINISHED_ROLLOUT_STATUSES], limit: -1 })).items;
+    // This fit's rollouts only: the file may hold earlier runs.
+    const finished = (await store.queryRollouts({ status_in: [...FINISHED_ROLLOUT_STATUSES], limit: -1 })).items.filter((r) => r.start_time * 1000 >= started);
     const fresh = finished.map((r) => r.rollout_id).filter((id) => !rewards.has(id));
     for (const [id, reward] of await finalRewards(store, fresh)) rewards.set(id, reward);
     const succeeded = finished.filter((r) => r.status === 'succeeded').length;

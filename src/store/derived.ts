@@ -14,7 +14,7 @@ import type { DuckDBConnection } from '@duckdb/node-api';
  * When this module's SQL changes, DERIVED_VERSION goes up and the next writable open starts the
  * derivation over.
  */
-export const DERIVED_VERSION = '4';
+const DERIVED_VERSION = '4';
 
 const FLAT_KEY = String.raw`^(gen_ai\.prompt|gen_ai\.completion|llm\.input_messages|llm\.output_messages|llm\.tools|llm\.request\.functions)\.(\d+)\.(?:message\.|tool\.)?(.+)$`;
 const FLAT_TOOL_CALL = String.raw`^tool_calls\.(\d+)\.(?:tool_call\.)?(?:function\.)?(name|arguments|id)$`;

@@ -48,7 +48,7 @@ export async function runQuery(instance: DuckDBInstance, sql: string, options: Q
  * The rows of one read-only query, a batch (DuckDB data chunk) at a time, in order, without a
  * row limit: what adapters read large results with.
  */
-export async function* streamQuery(instance: DuckDBInstance, sql: string, options: QueryOptions): AsyncGenerator<Record<string, unknown>[]> {
+export async function* streamQuery(instance: DuckDBInstance, sql: string, options: Pick<QueryOptions, 'guard'>): AsyncGenerator<Record<string, unknown>[]> {
   const connection = await instance.connect();
   try {
     if (options.guard) await assertReadOnlyQuery(connection, sql);

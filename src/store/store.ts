@@ -21,8 +21,7 @@ export const newSpanRows = (): RowsBuilder => ({ length: 0, columns: columnBuild
 export const newLogRows = (): RowsBuilder => ({ length: 0, columns: columnBuilders(LOG_COLUMNS) });
 export const finishRows = (rows: RowsBuilder): ColumnarRows => ({ length: rows.length, columns: buildColumns(rows.columns) });
 
-/** How long no span may have been written before the deriver runs, and its round's size. */
-const DERIVE_WHEN_IDLE_MS = 250;
+/** Spans one round of the deriver covers. */
 const DERIVE_ROUND_SPANS = 20_000;
 
 export interface WriteResult {
@@ -43,6 +42,11 @@ export interface StoreOptions {
   readonly maxQueryRows?: number;
   /** WAL size that triggers a checkpoint into the file (DuckDB setting; default 64MB). */
   readonly checkpointThreshold?: string;
+  /**
+   * How long no span may have been written before the deriver runs by itself (default 250 ms;
+   * Infinity: only `deriveAll()` derives).
+   */
+  readonly deriveWhenIdleMs?: number;
   /** Open for queries only (another process may not hold the file for writing meanwhile). */
   readonly readOnly?: boolean;
 }
@@ -106,15 +110,16 @@ export class DuckDBStore {
         store.watchdogTimer.unref();
         // Spans are derived (derived.ts) while no span has been written for a moment, so that
         // ingest never waits for it; reads are complete meanwhile.
-        store.deriverTimer = setInterval(() => {
-          if (!store.underived || store.deriving || Date.now() - store.lastSpanWrite < DERIVE_WHEN_IDLE_MS) return;
+        const idleMs = options.deriveWhenIdleMs ?? 250;
+        if (Number.isFinite(idleMs)) store.deriverTimer = setInterval(() => {
+          if (!store.underived || store.deriving || Date.now() - store.lastSpanWrite < idleMs) return;
           store.deriveRound(DERIVE_ROUND_SPANS).catch((error) => {
             // Reads stay complete (the views derive what is missing); retried after the next write.
             store.underived = false;
             console.error(`agl: deriving the stored spans failed (queries stay complete, only slower): ${(error as Error).message}`);
           });
-        }, DERIVE_WHEN_IDLE_MS);
-        store.deriverTimer.unref();
+        }, idleMs);
+        store.deriverTimer?.unref();
       }
       return store;
     } catch (error) {
@@ -168,9 +173,9 @@ export class DuckDBStore {
     });
   }
 
-  /** The rows of a query batch by batch, with no row limit (the time limit applies to the start only). */
+  /** The rows of a query batch by batch, with no row or time limit (adapters read large results this way). */
   streamQuery(sql: string, options: { guard?: boolean } = {}): AsyncGenerator<Record<string, unknown>[]> {
-    return streamQuery(this.instance, sql, { timeoutMs: 0, maxRows: 0, guard: options.guard ?? true });
+    return streamQuery(this.instance, sql, { guard: options.guard ?? true });
   }
 
   /** Writes a query's rows to a file (COPY); returns how many. */
@@ -197,6 +202,7 @@ export class DuckDBStore {
     if (this.options.readOnly) return Promise.resolve(0);
     const round = (this.deriving ?? Promise.resolve(0)).catch(() => 0).then(async () => {
       if (this.closing) return 0;
+      const roundStart = Date.now();
       this.deriveConnection ??= await this.instance.connect();
       let derived: number;
       try {
@@ -206,7 +212,8 @@ export class DuckDBStore {
         this.deriveConnection = undefined;
         throw error;
       }
-      if (derived === 0 && Date.now() - this.lastSpanWrite >= DERIVE_WHEN_IDLE_MS) this.underived = false;
+      // Nothing was left, and no span came in the meantime: the timer may rest until the next write.
+      if (derived === 0 && this.lastSpanWrite < roundStart) this.underived = false;
       return derived;
     });
     this.deriving = round;
