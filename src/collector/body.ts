@@ -24,13 +24,22 @@ const inflate = promisify(zlib.inflate);
 export async function readBody(request: IncomingMessage, maxBytes: number): Promise<Buffer> {
   const declared = Number(request.headers['content-length'] ?? NaN);
   if (declared > maxBytes) throw tooLarge(maxBytes);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of request as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBytes) throw tooLarge(maxBytes);
-    chunks.push(chunk);
-  }
+  // Events rather than an async iterator: every request of the server comes through here.
+  const { chunks, size } = await new Promise<{ chunks: Buffer[]; size: number }>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= maxBytes) chunks.push(chunk);
+      else {
+        reject(tooLarge(maxBytes));
+        request.destroy(); // reading on would hold the bytes we refuse
+      }
+    });
+    request.once('end', () => resolve({ chunks, size }));
+    request.once('error', reject);
+    request.once('aborted', () => reject(new BodyError(400, 'the client closed the connection before the body was complete')));
+  });
   const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
   const encoding = (request.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
   if (encoding === 'identity' || encoding === '') return raw;

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Transform } from 'node:stream';
 import { createBrotliDecompress, createUnzip } from 'node:zlib';
 import { StreamAssembler, type LlmApi } from '../llm-exchange.js';
@@ -6,7 +6,7 @@ import type { DuckDBStore } from '../store/store.js';
 import type { LlmResource } from '../types.js';
 import { BodyError, readBody } from './body.js';
 import { CallRecord, SpanBuffer, type Attribution } from './gateway-span.js';
-import { httpStream } from './http-client.js';
+import { httpExchange, httpStream, type AnswerHeaders } from './http-client.js';
 import type { Route } from './store-routes.js';
 
 /**
@@ -119,13 +119,26 @@ async function upstreamFor(store: DuckDBStore, options: GatewayOptions, ids: Att
 
 const upstreamUrl = (base: string, path: string) => `${base.replace(/\/+$/, '')}/${path}`;
 
+// Parsed upstream URLs: a gateway talks to a handful of upstreams, and parsing is per call.
+const parsedUrls = new Map<string, URL>();
+function parsedUpstreamUrl(base: string, path: string): URL {
+  const key = `${base} ${path}`;
+  let url = parsedUrls.get(key);
+  if (!url) {
+    if (parsedUrls.size >= 256) parsedUrls.clear();
+    url = new URL(upstreamUrl(base, path));
+    parsedUrls.set(key, url);
+  }
+  return url;
+}
+
 function upstreamHeaders(upstream: Upstream, agentAuthorization?: string): Record<string, string> {
   const authorization = upstream.apiKey ? `Bearer ${upstream.apiKey}` : agentAuthorization;
   return { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(authorization ? { authorization } : {}) };
 }
 
 /** Upstream answer headers the agent gets (the body goes on byte for byte). */
-function answerHeaders(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+function relayedHeaders(headers: AnswerHeaders): AnswerHeaders {
   const kept = { ...headers };
   for (const name of ['connection', 'keep-alive', 'transfer-encoding']) delete kept[name];
   return kept;
@@ -138,8 +151,8 @@ async function forwardModels(store: DuckDBStore, options: GatewayOptions, ids: A
   try {
     const upstream = await upstreamFor(store, options, ids);
     const answer = await httpStream(upstreamUrl(upstream.base, 'models'), 'GET', upstreamHeaders(upstream, agentKey(options, request)), undefined, signal);
-    response.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
-    for await (const chunk of answer) response.write(chunk);
+    response.writeHead(answer.status, relayedHeaders(answer.headers));
+    for await (const chunk of answer.body) response.write(chunk);
     response.end();
   } catch (error) {
     if (response.headersSent) response.destroy();
@@ -200,7 +213,7 @@ async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: Gatew
   const sentBody = changed ?? body;
   const sent = changed ? JSON.stringify(changed) : raw;
   const sentBytes = changed ? Buffer.from(sent) : bytes; // the agent's bytes, not encoded again
-  const url = new URL(upstreamUrl(upstream.base, path));
+  const url = parsedUpstreamUrl(upstream.base, path);
   const record = new CallRecord(api, url, sentBody, sent, startTime, ids, request.headers.traceparent);
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new DOMException('the upstream took too long', 'TimeoutError')), options.timeoutMs);
@@ -208,16 +221,7 @@ async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: Gatew
     if (!response.writableFinished) abort.abort(new Error('the agent closed the connection'));
   });
   try {
-    let answer: IncomingMessage;
-    try {
-      answer = await httpStream(url.href, 'POST', upstreamHeaders(upstream, agentKey(options, request)), sentBytes, abort.signal);
-    } catch (error) {
-      const failure = asGatewayError(abort.signal.reason ?? error, path);
-      record.fail(failure.message, failure.type);
-      sendOpenAIError(response, failure);
-      return;
-    }
-    await relay(answer, response, record, abort.signal);
+    await relay(url, upstreamHeaders(upstream, agentKey(options, request)), sentBytes, abort.signal, response, record, path);
   } finally {
     clearTimeout(timer);
     spans.add(record.span());
@@ -232,50 +236,80 @@ const DECOMPRESSORS: Record<string, () => Transform> = {
   br: createBrotliDecompress,
 };
 
-/** Sends the upstream answer on as it arrives, keeping a decoded copy for the span. */
-async function relay(answer: IncomingMessage, response: ServerResponse, record: CallRecord, signal: AbortSignal): Promise<void> {
-  record.status = answer.statusCode;
-  const streamed = (answer.headers['content-type'] ?? '').includes('text/event-stream');
-  const assembler = streamed ? new StreamAssembler(record.api) : undefined;
+/**
+ * Sends the call upstream and its answer on to the agent as it arrives, keeping a decoded copy
+ * for the span. The answer goes from undici's handler straight to the agent's response, with no
+ * stream in between: this runs for every chunk of every call.
+ */
+function relay(url: URL, headers: Record<string, string>, body: Buffer, signal: AbortSignal, response: ServerResponse, record: CallRecord, path: string): Promise<void> {
+  let streamed = false;
+  let assembler: StreamAssembler | undefined;
+  let decompressor: Transform | undefined;
+  let decompressed: Promise<unknown> | undefined;
+  let readable = true;
+  const pieces: Buffer[] = [];
   const decoder = new TextDecoder();
-  let text = '';
   const take = (piece: Buffer) => {
-    const decoded = decoder.decode(piece, { stream: true });
-    if (assembler) assembler.feed(decoded);
-    else text += decoded;
+    if (assembler) assembler.feed(decoder.decode(piece, { stream: true }));
+    else pieces.push(piece);
   };
-  // The gateway asks for no compression; an answer compressed all the same is relayed as it
-  // came, and a decompressed copy is what the span records.
-  const encoding = String(answer.headers['content-encoding'] ?? 'identity').toLowerCase();
-  const decompressor = encoding === 'identity' ? undefined : DECOMPRESSORS[encoding]?.();
-  const readable = encoding === 'identity' || decompressor !== undefined;
-  const decompressed = decompressor && new Promise<boolean>((resolve) => {
-    decompressor.on('data', take);
-    decompressor.once('end', () => resolve(true));
-    decompressor.once('error', () => resolve(false)); // a cut or corrupt body: what came out so far
-  });
-  response.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
-  // Events rather than an async iterator: this loop runs for every chunk of every call.
-  const failure = await new Promise<unknown>((resolve) => {
-    answer.on('data', (chunk: Buffer) => {
-      if (decompressor) decompressor.write(chunk);
-      else if (readable) take(chunk);
-      if (!response.write(chunk)) answer.pause();
+  const recorded = () => (assembler ? assembler.result() : Buffer.concat(pieces).toString('utf8'));
+
+  return new Promise<void>((resolve) => {
+    const exchange = httpExchange(url, 'POST', headers, body, signal, {
+      start(status, answerHeaders) {
+        record.status = status;
+        streamed = String(answerHeaders['content-type'] ?? '').includes('text/event-stream');
+        if (streamed) assembler = new StreamAssembler(record.api);
+        // The gateway asks for no compression; an answer compressed all the same is relayed as
+        // it came, and a decompressed copy is what the span records.
+        const encoding = String(answerHeaders['content-encoding'] ?? 'identity').toLowerCase();
+        decompressor = encoding === 'identity' ? undefined : DECOMPRESSORS[encoding]?.();
+        readable = encoding === 'identity' || decompressor !== undefined;
+        if (decompressor) {
+          const unzip = decompressor;
+          decompressed = new Promise<void>((done) => {
+            unzip.on('data', take);
+            unzip.once('end', done);
+            unzip.once('error', () => done()); // a cut or corrupt body: what came out so far
+          });
+        }
+        response.writeHead(status, relayedHeaders(answerHeaders));
+        response.on('drain', () => exchange.resume());
+      },
+      data(chunk) {
+        if (decompressor) decompressor.write(chunk);
+        else if (readable) take(chunk);
+        return response.write(chunk);
+      },
+      end() {
+        void finish(undefined);
+      },
+      error(error) {
+        void finish(signal.reason ?? error);
+      },
     });
-    response.on('drain', () => answer.resume());
-    answer.once('end', () => resolve(undefined));
-    answer.once('error', (error) => resolve(signal.reason ?? error));
-    answer.once('aborted', () => resolve(signal.reason ?? new Error('the upstream closed the connection')));
+
+    const finish = async (failure: unknown) => {
+      if (record.status === undefined) {
+        // No answer at all: the agent gets the reason in OpenAI's error shape.
+        const error = asGatewayError(failure, path);
+        record.fail(error.message, error.type);
+        sendOpenAIError(response, error);
+        record.finish(undefined, false);
+        return resolve();
+      }
+      if (decompressor) {
+        decompressor.end();
+        await decompressed;
+      }
+      if (failure === undefined) response.end();
+      else {
+        response.destroy(); // the agent sees the cut, as it would from the upstream itself
+        record.fail(`the answer ended early: ${(failure as Error)?.message ?? String(failure)}`, (failure as Error)?.name === 'TimeoutError' ? 'upstream_timeout' : 'stream_cut');
+      }
+      record.finish(readable ? recorded() : undefined, readable && streamed);
+      resolve();
+    };
   });
-  if (decompressor) {
-    decompressor.end();
-    await decompressed;
-  }
-  if (failure === undefined) response.end();
-  else {
-    response.destroy(); // the agent sees the cut, as it would from the upstream itself
-    record.fail(`the answer ended early: ${(failure as Error)?.message ?? String(failure)}`, (failure as Error)?.name === 'TimeoutError' ? 'upstream_timeout' : 'stream_cut');
-  }
-  if (readable) record.finish(assembler ? assembler.result() : text, streamed);
-  else record.finish(undefined, false);
 }

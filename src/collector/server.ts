@@ -42,9 +42,33 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Routes in declaration order; a literal segment is declared before a {param} that would match it. */
-function compileRoutes(routes: Route[]): (Route & { pattern: RegExp })[] {
-  return routes.map((r) => ({ ...r, pattern: new RegExp(`^${r.path.replace(/\{[^}]+\}/g, '([^/]+)')}/?$`) }));
+interface MatchedRoute {
+  readonly route: Route;
+  readonly params: string[];
+}
+
+/**
+ * The routes that match a path (one per method), in declaration order; a literal segment is
+ * declared before a {param} that would match it. Literal paths are a map lookup: OTLP and the
+ * gateway's fixed paths are the hot ones.
+ */
+function compileRoutes(routes: Route[]): (path: string) => MatchedRoute[] {
+  const literal = new Map<string, MatchedRoute[]>();
+  const patterned: (Route & { pattern: RegExp })[] = [];
+  for (const route of routes) {
+    if (route.path.includes('{')) patterned.push({ ...route, pattern: new RegExp(`^${route.path.replace(/\{[^}]+\}/g, '([^/]+)')}/?$`) });
+    else for (const path of [route.path, `${route.path}/`]) literal.set(path, [...(literal.get(path) ?? []), { route, params: [] }]);
+  }
+  return (path) => {
+    const found = literal.get(path);
+    if (found) return found;
+    const matched: MatchedRoute[] = [];
+    for (const route of patterned) {
+      const match = route.pattern.exec(path);
+      if (match) matched.push({ route, params: match.slice(1).map(decodeURIComponent) });
+    }
+    return matched;
+  };
 }
 
 /**
@@ -56,7 +80,7 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
   const decoder = new DecodePool(options.decodeThreads ?? Math.max(1, availableParallelism() - 1));
   const llmGateway = gateway(store, { timeoutMs: 600_000, returnTokenIds: false, ...options.gateway, maxBodyBytes });
-  const routes = compileRoutes([
+  const matchRoutes = compileRoutes([
     { method: 'POST', path: '/v1/traces', handle: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes) },
     { method: 'POST', path: '/v1/logs', handle: (req, res) => handleOtlp('logs', req, res, store, decoder, maxBodyBytes) },
     { method: 'POST', path: '/v1/metrics', handle: (req, res) => handleOtlpMetrics(req, res, maxBodyBytes) },
@@ -74,16 +98,21 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
     }
     const path = (request.url ?? '/').split('?')[0];
     if (options.logRequests && (path.startsWith('/v1/agl/') || path.startsWith('/v1/gateway/'))) logRequest(request, response, path);
-    const matched = routes.filter((r) => r.pattern.test(path));
-    const route = matched.find((r) => r.method === request.method);
-    if (!route) {
-      if (matched.length > 0) sendJson(response, 405, { detail: `${request.method} is not allowed on ${path}` }, { allow: matched.map((r) => r.method).join(', ') });
+    let matched: MatchedRoute[];
+    try {
+      matched = matchRoutes(path);
+    } catch {
+      sendJson(response, 400, { detail: `the path ${path} is not valid percent-encoding` });
+      return;
+    }
+    const found = matched.find((m) => m.route.method === request.method);
+    if (!found) {
+      if (matched.length > 0) sendJson(response, 405, { detail: `${request.method} is not allowed on ${path}` }, { allow: matched.map((m) => m.route.method).join(', ') });
       else sendJson(response, 404, { detail: `no route ${path}` });
       return;
     }
-    const params = route.pattern.exec(path)!.slice(1).map(decodeURIComponent);
     Promise.resolve()
-      .then(() => route.handle(request, response, params))
+      .then(() => found.route.handle(request, response, found.params))
       .catch((error: unknown) => answerError(response, error));
   });
 
