@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { StoreClient } from '../src/collector/store-client.js';
-import { post, runCli, spawnServe, tempDir } from './helpers.js';
+import { post, runCli, spawnServe, startAgl, tempDir, until } from './helpers.js';
 import { freshCopy, makeBatch } from './otlp-batches.js';
 
 test('acknowledged spans survive SIGKILL of the server right after the 200', async (t) => {
@@ -86,4 +86,18 @@ test('the store survives SIGKILL: queued rollouts stay queued, running attempts 
   assert.equal(stale.status, 'requeuing');
   const next = await again.dequeueManyRollouts({ limit: 2 });
   assert.deepEqual(next.map((r) => [r.rollout_id, r.attempt.sequence_id]), [[queued.rollout_id, 1], [running.rollout_id, 2]]);
+});
+
+test('an idle store checkpoints a large WAL into the file by itself, and the spans stay', async (t) => {
+  const db = join(await tempDir(t), 'idle.duckdb');
+  const agl = await startAgl(db, { deriveWhenIdleMs: 100 });
+  t.after(() => agl.close());
+  const template = await makeBatch(512, { promptBytes: 4096 });
+  for (let i = 1; i <= 8; i++) {
+    assert.equal((await post(`${agl.url}/v1/traces`, freshCopy(template, i), { 'content-type': 'application/x-protobuf' })).status, 200);
+  }
+  // 8 x 512 spans with 4 KB prompts: over the 16 MB at which an idle store checkpoints.
+  await until(async () => assert.ok(!existsSync(`${db}.wal`) || statSync(`${db}.wal`).size < 2 ** 20, 'the WAL was folded into the file'), 20_000);
+  const { rows } = await agl.store.query('SELECT count(*) AS n FROM spans');
+  assert.equal(Number(rows[0].n), 4096);
 });

@@ -6,7 +6,7 @@ import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg
 import type { StoreOptions } from '../store/store.js';
 
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
-          [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 64MiB] [--token T]
+          [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 1GiB] [--token T]
           [--upstream URL] [--upstream-key KEY] [--upstream-timeout 600] [--return-token-ids]
           [--return-logprobs] [--pass-agent-key] [--quiet]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and

@@ -11,6 +11,8 @@ export interface TableRows {
 interface Job {
   readonly writes: readonly TableRows[];
   readonly bytes: number;
+  /** Work that needs the connection alone, between two commits (a checkpoint). */
+  readonly alone?: (connection: DuckDBConnection) => Promise<void>;
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
 }
@@ -67,6 +69,15 @@ export class GroupCommitWriter {
     });
   }
 
+  /** Runs `work` on the writer's connection between two commits, with no write transaction open. */
+  between(work: (connection: DuckDBConnection) => Promise<void>): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('the store is closed'));
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ writes: [], bytes: 0, alone: work, resolve, reject });
+      this.draining ??= this.drain();
+    });
+  }
+
   /** Waits for every accepted write to commit, then refuses new ones. */
   async close(): Promise<void> {
     this.closed = true;
@@ -78,10 +89,12 @@ export class GroupCommitWriter {
     // Let the requests that arrive in this turn of the event loop join the first group.
     await new Promise<void>((resolve) => setImmediate(resolve));
     while (this.queue.length > 0) {
-      const group = this.queue;
-      this.queue = [];
+      // The writes up to the first job that needs the connection alone form the group.
+      const alone = this.queue.findIndex((job) => job.alone);
+      const group = alone === 0 ? this.queue.splice(0, 1) : this.queue.splice(0, alone === -1 ? this.queue.length : alone);
       try {
-        await this.commit(group);
+        if (group[0].alone) await group[0].alone(this.connection);
+        else await this.commit(group);
         for (const job of group) job.resolve();
       } catch (error) {
         for (const job of group) job.reject(error);
