@@ -88,7 +88,7 @@ test('the store survives SIGKILL: queued rollouts stay queued, running attempts 
   assert.deepEqual(next.map((r) => [r.rollout_id, r.attempt.sequence_id]), [[queued.rollout_id, 1], [running.rollout_id, 2]]);
 });
 
-test('an idle store checkpoints a large WAL into the file by itself, and the spans stay', async (t) => {
+test('an idle store checkpoints a large WAL into the file, then derives the new spans, by itself', async (t) => {
   const db = join(await tempDir(t), 'idle.duckdb');
   const agl = await startAgl(db, { deriveWhenIdleMs: 100 });
   t.after(() => agl.close());
@@ -100,4 +100,8 @@ test('an idle store checkpoints a large WAL into the file by itself, and the spa
   await until(async () => assert.ok(!existsSync(`${db}.wal`) || statSync(`${db}.wal`).size < 2 ** 20, 'the WAL was folded into the file'), 20_000);
   const { rows } = await agl.store.query('SELECT count(*) AS n FROM spans');
   assert.equal(Number(rows[0].n), 4096);
+  await until(async () => {
+    const { rows: derived } = await agl.store.query('SELECT count(*) AS n FROM derived_calls', { guard: false });
+    assert.equal(Number(derived[0].n), 4096, 'every LLM span derived into derived_calls');
+  }, 30_000);
 });

@@ -27,6 +27,8 @@ const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
 
 /** Spans one round of the deriver covers. */
 const DERIVE_ROUND_SPANS = 20_000;
+/** The longest a few spans wait for the deriver while the store is idle. */
+const DERIVE_EVERY_MS = 5_000;
 
 export interface WriteResult {
   /** Rows now durable in the database. */
@@ -82,6 +84,11 @@ export class DuckDBStore {
   private lastSpanWrite = 0;
   /** False once a round found nothing to derive and no span was written since. */
   private underived = true;
+  /** Spans written since the last derive round began, and when it began. */
+  private spansSinceRound = 0;
+  private lastRoundStart = 0;
+  /** The last round stopped at its size: more spans wait. */
+  private roundWasFull = false;
   private deriveConnection: DuckDBConnection | undefined;
   private closing = false;
 
@@ -128,7 +135,7 @@ export class DuckDBStore {
         if (Number.isFinite(idleMs)) store.idleTimer = setInterval(() => {
           if (store.deriving || store.idleStep || Date.now() - store.lastSpanWrite < idleMs) return;
           store.idleStep = store.checkpointIfLarge().then((checkpointed) => {
-            if (checkpointed || !store.underived || store.closing) return;
+            if (checkpointed || !store.underived || store.closing || !store.deriveDue()) return;
             store.deriveRound(DERIVE_ROUND_SPANS).catch((error) => {
               // Reads stay complete (the views derive what is missing); retried after the next write.
               store.underived = false;
@@ -165,6 +172,7 @@ export class DuckDBStore {
       const state = this.lightning.stateRows(this.heartbeats(kept));
       this.lastSpanWrite = Date.now();
       this.underived = true;
+      this.spansSinceRound += kept.length;
       await this.writer.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
       return { stored: kept.length, duplicates: rows.length - kept.length };
     } catch (error) {
@@ -214,12 +222,23 @@ export class DuckDBStore {
     return total;
   }
 
+  /**
+   * Whether an idle moment should derive now. A round costs tens of milliseconds of CPU however
+   * few spans it covers (an app exporting every half second would pay that twice a second), so
+   * a few spans wait up to DERIVE_EVERY_MS; reads derive them on the fly meanwhile.
+   */
+  private deriveDue(): boolean {
+    return this.roundWasFull || this.spansSinceRound >= DERIVE_ROUND_SPANS || Date.now() - this.lastRoundStart >= DERIVE_EVERY_MS;
+  }
+
   /** Runs one round after the one in progress, if any (rounds never overlap). */
   private deriveRound(maxSpans: number): Promise<number> {
     if (this.options.readOnly) return Promise.resolve(0);
     const round = (this.deriving ?? Promise.resolve(0)).catch(() => 0).then(async () => {
       if (this.closing) return 0;
       const roundStart = Date.now();
+      this.lastRoundStart = roundStart;
+      this.spansSinceRound = 0;
       this.deriveConnection ??= await this.instance.connect();
       let derived: number;
       try {
@@ -231,6 +250,7 @@ export class DuckDBStore {
       }
       // Nothing was left, and no span came in the meantime: the timer may rest until the next write.
       if (derived === 0 && this.lastSpanWrite < roundStart) this.underived = false;
+      this.roundWasFull = derived === maxSpans;
       return derived;
     });
     this.deriving = round;
