@@ -33,6 +33,21 @@ const REQUEST_PARAMETERS: [string, string][] = [
   ['n', 'gen_ai.request.choice.count'],
 ];
 
+// Parsed URLs, read-only: an app or a gateway calls a handful of endpoints, and parsing is on
+// every call's path.
+const parsedUrls = new Map<string, URL>();
+
+/** `new URL(text)`, parsed once per distinct text (throws as `new URL` does). */
+export function parsedUrl(text: string): URL {
+  let url = parsedUrls.get(text);
+  if (!url) {
+    if (parsedUrls.size >= 256) parsedUrls.clear();
+    url = new URL(text);
+    parsedUrls.set(text, url);
+  }
+  return url;
+}
+
 export function requestAttributes(api: LlmApi, body: any): Attributes {
   const attributes: Attributes = { 'gen_ai.operation.name': api === 'responses' ? 'chat' : api };
   if (typeof body?.model === 'string') attributes['gen_ai.request.model'] = body.model;

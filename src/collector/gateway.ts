@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Transform } from 'node:stream';
 import { createBrotliDecompress, createUnzip } from 'node:zlib';
-import { StreamAssembler, type LlmApi } from '../llm-exchange.js';
+import { parsedUrl, StreamAssembler, type LlmApi } from '../llm-exchange.js';
 import type { DuckDBStore } from '../store/store.js';
 import type { LlmResource } from '../types.js';
 import { BodyError, readBody } from './body.js';
@@ -119,18 +119,6 @@ async function upstreamFor(store: DuckDBStore, options: GatewayOptions, ids: Att
 
 const upstreamUrl = (base: string, path: string) => `${base.replace(/\/+$/, '')}/${path}`;
 
-// Parsed upstream URLs: a gateway talks to a handful of upstreams, and parsing is per call.
-const parsedUrls = new Map<string, URL>();
-function parsedUpstreamUrl(base: string, path: string): URL {
-  const key = `${base} ${path}`;
-  let url = parsedUrls.get(key);
-  if (!url) {
-    if (parsedUrls.size >= 256) parsedUrls.clear();
-    url = new URL(upstreamUrl(base, path));
-    parsedUrls.set(key, url);
-  }
-  return url;
-}
 
 function upstreamHeaders(upstream: Upstream, agentAuthorization?: string): Record<string, string> {
   const authorization = upstream.apiKey ? `Bearer ${upstream.apiKey}` : agentAuthorization;
@@ -213,7 +201,7 @@ async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: Gatew
   const sentBody = changed ?? body;
   const sent = changed ? JSON.stringify(changed) : raw;
   const sentBytes = changed ? Buffer.from(sent) : bytes; // the agent's bytes, not encoded again
-  const url = parsedUpstreamUrl(upstream.base, path);
+  const url = parsedUrl(upstreamUrl(upstream.base, path));
   const record = new CallRecord(api, url, sentBody, sent, startTime, ids, request.headers.traceparent);
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new DOMException('the upstream took too long', 'TimeoutError')), options.timeoutMs);

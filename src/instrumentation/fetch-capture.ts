@@ -1,6 +1,6 @@
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
-import { answerOutcome, llmApiOf, requestAttributes, StreamAssembler, type LlmApi } from '../llm-exchange.js';
+import { answerOutcome, llmApiOf, parsedUrl, requestAttributes, StreamAssembler, type LlmApi } from '../llm-exchange.js';
 import { ATTR } from '../semconv.js';
 
 /**
@@ -50,7 +50,7 @@ export function installFetchCapture(options: FetchCaptureOptions): FetchCapture 
     let url: URL;
     let method: string;
     try {
-      url = new URL(input instanceof Request ? input.url : String(input));
+      url = parsedUrl(input instanceof Request ? input.url : String(input));
       method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
     } catch {
       return original(input, init); // fetch itself reports the bad URL
