@@ -185,6 +185,16 @@ describe('faults', () => {
     assert.equal((await errorSpan(rolloutId)).type, 'upstream_error');
   });
 
+  test('an llm resource whose key cannot be sent (a line break): 502 naming it, and the gateway goes on', async () => {
+    const { rolloutId, baseURL } = await startedRollout({ llm: { resource_type: 'llm', endpoint: upstream.baseURL, model: 'm', api_key: 'sk-\nbroken', sampling_parameters: {} } });
+    const answer = await post(`${baseURL}/chat/completions`, { model: 'm', messages: [] });
+    assert.equal(answer.status, 502);
+    assert.match(((await answer.json()) as any).error.message, /invalid authorization header/);
+    assert.equal((await errorSpan(rolloutId)).type, 'upstream_error');
+    const next = await startedRollout();
+    assert.equal((await post(`${next.baseURL}/chat/completions`, { model: 'm', messages: [] })).status, 200);
+  });
+
   test('upstream too slow: 504, nothing hangs', async () => {
     const { rolloutId, baseURL } = await startedRollout();
     const answer = await post(`${baseURL}/chat/completions`, { model: 'slow-3000', messages: [] });

@@ -119,7 +119,6 @@ async function upstreamFor(store: DuckDBStore, options: GatewayOptions, ids: Att
 
 const upstreamUrl = (base: string, path: string) => `${base.replace(/\/+$/, '')}/${path}`;
 
-
 function upstreamHeaders(upstream: Upstream, agentAuthorization?: string): Record<string, string> {
   const authorization = upstream.apiKey ? `Bearer ${upstream.apiKey}` : agentAuthorization;
   return { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(authorization ? { authorization } : {}) };
@@ -153,7 +152,9 @@ function asGatewayError(error: unknown, what: string): GatewayError {
   if (error instanceof BodyError) return new GatewayError(error.status, `agl gateway: ${error.message}`, 'invalid_request_error');
   const name = (error as Error)?.name;
   if (name === 'TimeoutError') return new GatewayError(504, `agl gateway: the upstream did not answer ${what} in time`, 'upstream_timeout');
-  const reason = (error as NodeJS.ErrnoException)?.code ?? (error as Error)?.message ?? String(error);
+  // A system error says it in its code (ECONNREFUSED); undici's own errors in their message.
+  const code = (error as NodeJS.ErrnoException)?.code;
+  const reason = (code?.startsWith('UND_ERR') ? undefined : code) ?? (error as Error)?.message ?? String(error);
   return new GatewayError(502, `agl gateway: the upstream could not be reached for ${what}: ${reason}`, 'upstream_error');
 }
 
@@ -244,41 +245,10 @@ function relay(url: URL, headers: Record<string, string>, body: Buffer, signal: 
   const recorded = () => (assembler ? assembler.result() : Buffer.concat(pieces).toString('utf8'));
 
   return new Promise<void>((resolve) => {
-    const exchange = httpExchange(url, 'POST', headers, body, signal, {
-      start(status, answerHeaders) {
-        record.status = status;
-        streamed = String(answerHeaders['content-type'] ?? '').includes('text/event-stream');
-        if (streamed) assembler = new StreamAssembler(record.api);
-        // The gateway asks for no compression; an answer compressed all the same is relayed as
-        // it came, and a decompressed copy is what the span records.
-        const encoding = String(answerHeaders['content-encoding'] ?? 'identity').toLowerCase();
-        decompressor = encoding === 'identity' ? undefined : DECOMPRESSORS[encoding]?.();
-        readable = encoding === 'identity' || decompressor !== undefined;
-        if (decompressor) {
-          const unzip = decompressor;
-          decompressed = new Promise<void>((done) => {
-            unzip.on('data', take);
-            unzip.once('end', done);
-            unzip.once('error', () => done()); // a cut or corrupt body: what came out so far
-          });
-        }
-        response.writeHead(status, relayedHeaders(answerHeaders));
-        response.on('drain', () => exchange.resume());
-      },
-      data(chunk) {
-        if (decompressor) decompressor.write(chunk);
-        else if (readable) take(chunk);
-        return response.write(chunk);
-      },
-      end() {
-        void finish(undefined);
-      },
-      error(error) {
-        void finish(signal.reason ?? error);
-      },
-    });
-
+    let finished = false;
     const finish = async (failure: unknown) => {
+      if (finished) return;
+      finished = true;
       if (record.status === undefined) {
         // No answer at all: the agent gets the reason in OpenAI's error shape.
         const error = asGatewayError(failure, path);
@@ -299,5 +269,44 @@ function relay(url: URL, headers: Record<string, string>, body: Buffer, signal: 
       record.finish(readable ? recorded() : undefined, readable && streamed);
       resolve();
     };
+
+    let exchange: { resume(): void } | undefined;
+    try {
+      exchange = httpExchange(url, 'POST', headers, body, signal, {
+        start(status, answerHeaders) {
+          record.status = status;
+          streamed = String(answerHeaders['content-type'] ?? '').includes('text/event-stream');
+          if (streamed) assembler = new StreamAssembler(record.api);
+          // The gateway asks for no compression; an answer compressed all the same is relayed as
+          // it came, and a decompressed copy is what the span records.
+          const encoding = String(answerHeaders['content-encoding'] ?? 'identity').toLowerCase();
+          decompressor = encoding === 'identity' ? undefined : DECOMPRESSORS[encoding]?.();
+          readable = encoding === 'identity' || decompressor !== undefined;
+          if (decompressor) {
+            const unzip = decompressor;
+            decompressed = new Promise<void>((done) => {
+              unzip.on('data', take);
+              unzip.once('end', done);
+              unzip.once('error', () => done()); // a cut or corrupt body: what came out so far
+            });
+          }
+          response.writeHead(status, relayedHeaders(answerHeaders));
+          response.on('drain', () => exchange?.resume());
+        },
+        data(chunk) {
+          if (decompressor) decompressor.write(chunk);
+          else if (readable) take(chunk);
+          return response.write(chunk);
+        },
+        end() {
+          void finish(undefined);
+        },
+        error(error) {
+          void finish(signal.reason ?? error);
+        },
+      });
+    } catch (error) {
+      void finish(error); // arguments undici refuses, such as a key with a line break
+    }
   });
 }
