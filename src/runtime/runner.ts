@@ -201,6 +201,8 @@ export class Runner<T = unknown> {
         else stop.addEventListener('abort', () => reject(new AbandonedError()), { once: true });
       }));
     }
+    // A cutoff may come before the race below listens (a stop while the attempt is marked running).
+    for (const cutoff of cutoffs) cutoff.catch(() => {});
     let outcome: AttemptOutcome;
     try {
       // Running from now on; the heartbeats keep it so.

@@ -53,8 +53,8 @@ export interface StoreOptions {
    */
   readonly checkpointThreshold?: string;
   /**
-   * How long no span may have been written before the store's idle work runs by itself: the
-   * deriver, then a checkpoint of a WAL over 16 MB (default 250 ms; Infinity: only
+   * How long no span may have been written before the store's idle work runs by itself: a
+   * checkpoint of a WAL over 16 MB, else the deriver (default 250 ms; Infinity: only
    * `deriveAll()` derives, and DuckDB checkpoints at `checkpointThreshold`).
    */
   readonly deriveWhenIdleMs?: number;
@@ -276,9 +276,8 @@ export class DuckDBStore {
 
   /**
    * Checkpoints the WAL into the file when it holds more than IDLE_CHECKPOINT_BYTES (true: done).
-   * DuckDB
-   * refuses while another connection has a transaction open (a long query): tried again at the
-   * next idle moment.
+   * DuckDB refuses while another connection has a transaction open (a long query): tried again
+   * at the next idle moment.
    */
   private async checkpointIfLarge(): Promise<boolean> {
     const wal = await stat(`${this.path}.wal`).catch(() => null);
