@@ -188,11 +188,16 @@ test('re-delivered spans are stored once', async () => {
   assert.equal(rows[0].n, storedBefore);
 });
 
-test('unknown routes and methods get 404 and 405', async () => {
+test('unknown routes and methods get 404 and 405, broken percent-encoding a 400', async () => {
   assert.equal((await fetch(`${agl.url}/v1/nothing`)).status, 404);
   const wrongMethod = await fetch(`${agl.url}/v1/traces`);
   assert.equal(wrongMethod.status, 405);
   assert.equal(wrongMethod.headers.get('allow'), 'POST');
+  // A route parameter that is not valid percent-encoding is a 400, and the server goes on.
+  const broken = await fetch(`${agl.url}/v1/agl/rollouts/%E0%A4`);
+  assert.equal(broken.status, 400);
+  assert.match(((await broken.json()) as { detail: string }).detail, /not valid percent-encoding/);
+  assert.equal((await fetch(`${agl.url}/v1/agl/health`)).status, 200);
 });
 
 test('a request larger than one DuckDB chunk keeps each span with its own resource', async () => {

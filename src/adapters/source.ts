@@ -1,3 +1,5 @@
+import { sqlText } from '../store/sql.js';
+
 /**
  * Where adapters read from: the embedded store or a server's query route (`agl export --db` or
  * `--url`). Adapters are SQL; a source runs it.
@@ -30,5 +32,5 @@ export function sqlRegex(pattern: string): string {
   } catch (error) {
     throw new TypeError(`not a regular expression: ${pattern} (${(error as Error).message})`);
   }
-  return `'${pattern.replaceAll("'", "''")}'`;
+  return sqlText(pattern);
 }

@@ -306,7 +306,7 @@ function relay(url: URL, headers: Record<string, string>, body: Buffer, signal: 
         },
       });
     } catch (error) {
-      void finish(error); // arguments undici refuses, such as a key with a line break
+      void finish(error); // undici reports refused arguments through error(); a throw ends alike
     }
   });
 }

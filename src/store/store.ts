@@ -82,13 +82,11 @@ export class DuckDBStore {
   /** The deriver's round in progress (see derived.ts). */
   private deriving: Promise<number> | null = null;
   private lastSpanWrite = 0;
-  /** False once a round found nothing to derive and no span was written since. */
-  private underived = true;
-  /** Spans written since the last derive round began, and when it began. */
+  /** Spans committed since the last derive round began, and when it began. */
   private spansSinceRound = 0;
   private lastRoundStart = 0;
-  /** The last round stopped at its size: more spans wait. */
-  private roundWasFull = false;
+  /** The last round stopped at its size, so more spans wait (on open: what the file holds may). */
+  private roundWasFull = true;
   private deriveConnection: DuckDBConnection | undefined;
   private closing = false;
 
@@ -135,10 +133,10 @@ export class DuckDBStore {
         if (Number.isFinite(idleMs)) store.idleTimer = setInterval(() => {
           if (store.deriving || store.idleStep || Date.now() - store.lastSpanWrite < idleMs) return;
           store.idleStep = store.checkpointIfLarge().then((checkpointed) => {
-            if (checkpointed || !store.underived || store.closing || !store.deriveDue()) return;
+            if (checkpointed || store.closing || !store.deriveDue()) return;
             store.deriveRound(DERIVE_ROUND_SPANS).catch((error) => {
               // Reads stay complete (the views derive what is missing); retried after the next write.
-              store.underived = false;
+              store.roundWasFull = false;
               console.error(`agl: deriving the stored spans failed (queries stay complete, only slower): ${(error as Error).message}`);
             });
           }).finally(() => (store.idleStep = null));
@@ -171,9 +169,9 @@ export class DuckDBStore {
       this.assignSequenceIds(kept);
       const state = this.lightning.stateRows(this.heartbeats(kept));
       this.lastSpanWrite = Date.now();
-      this.underived = true;
-      this.spansSinceRound += kept.length;
       await this.writer.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
+      // Counted once committed: a round whose snapshot missed them leaves them counted.
+      this.spansSinceRound += kept.length;
       return { stored: kept.length, duplicates: rows.length - kept.length };
     } catch (error) {
       const traceIds = rows.columns[SPAN.trace_id] as string[];
@@ -228,6 +226,7 @@ export class DuckDBStore {
    * a few spans wait up to DERIVE_EVERY_MS; reads derive them on the fly meanwhile.
    */
   private deriveDue(): boolean {
+    if (!this.roundWasFull && this.spansSinceRound === 0) return false; // nothing waits
     return this.roundWasFull || this.spansSinceRound >= DERIVE_ROUND_SPANS || Date.now() - this.lastRoundStart >= DERIVE_EVERY_MS;
   }
 
@@ -236,8 +235,7 @@ export class DuckDBStore {
     if (this.options.readOnly) return Promise.resolve(0);
     const round = (this.deriving ?? Promise.resolve(0)).catch(() => 0).then(async () => {
       if (this.closing) return 0;
-      const roundStart = Date.now();
-      this.lastRoundStart = roundStart;
+      this.lastRoundStart = Date.now();
       this.spansSinceRound = 0;
       this.deriveConnection ??= await this.instance.connect();
       let derived: number;
@@ -248,8 +246,7 @@ export class DuckDBStore {
         this.deriveConnection = undefined;
         throw error;
       }
-      // Nothing was left, and no span came in the meantime: the timer may rest until the next write.
-      if (derived === 0 && this.lastSpanWrite < roundStart) this.underived = false;
+      // A round short of its size took all there was: the timer rests until spans are committed.
       this.roundWasFull = derived === maxSpans;
       return derived;
     });
