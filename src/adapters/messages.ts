@@ -1,5 +1,6 @@
 import { jsonValue as json } from './json-column.js';
-import { rolloutModeCondition, type QuerySource } from './source.js';
+import type { QuerySource } from './source.js';
+import { rolloutModeCondition } from '../store/sql.js';
 
 /**
  * TraceToMessages: one OpenAI fine-tuning record per LLM call, `{messages, tools,

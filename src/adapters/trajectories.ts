@@ -1,5 +1,6 @@
 import type { QuerySource } from './source.js';
-import { creditedCallsSql, type TripletOptions } from './triplets.js';
+import { creditedCallsSql } from '../store/credited-calls.js';
+import type { TripletOptions } from './triplets.js';
 
 /**
  * TraceToTrajectory: token-level rows for an RL trainer (verl and the like), per attempt.

@@ -3,14 +3,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { extname, join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
-import { writeArrowFile } from '../adapters/arrow.js';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { traceToMessages, type SkippedRecord } from '../adapters/messages.js';
 import { traceToTrajectories } from '../adapters/trajectories.js';
-import { isRolloutMode } from '../adapters/source.js';
-import { streamTriplets, tripletsSql, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
+import { isRolloutMode, sqlText } from '../store/sql.js';
+import { streamTriplets, tripletsQuery, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
 import { progressLine } from './progress.js';
-import { sqlText } from '../store/sql.js';
 import { choiceArg, countArg, parseCommandArgs, UsageError } from './args.js';
 import { queryTarget, type QueryTarget } from './query-command.js';
 
@@ -71,7 +69,7 @@ export async function exportDataset(args: string[]): Promise<void> {
   try {
     if (kind === 'triplets' && type !== '.arrow') {
       // One query, written by DuckDB itself: no row passes through JS.
-      written = await target.exportTo(tripletsSql(options.triplets), out, type === '.parquet' ? 'parquet' : 'ndjson', progress.fraction);
+      written = await target.exportTo(await tripletsQuery(target, options.triplets), out, type === '.parquet' ? 'parquet' : 'ndjson', progress.fraction);
     } else {
       const records = kind === 'triplets' ? rowsOf(streamTriplets(target, options.triplets)) : await recordsOf(kind, target, options, report);
       written = await writeRecords(kind, records, out, type, progress.count);
@@ -97,6 +95,8 @@ async function writeRecords(kind: Kind, records: AsyncIterable<object> | Iterabl
     }
   }
   if (type === '.arrow') {
+    // apache-arrow loads only for an Arrow file.
+    const { writeArrowFile } = await import('../adapters/arrow.js');
     await writeArrowFile(kind, counted(), out);
     return written;
   }

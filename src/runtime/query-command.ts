@@ -9,7 +9,6 @@ import type { ExportFormat, QueryResult } from '../store/query.js';
 import { DuckDBStore } from '../store/store.js';
 import { choiceArg, parseCommandArgs, UsageError } from './args.js';
 import { formatResult, type OutputFormat } from './format.js';
-import { serverFileOf } from './serve.js';
 
 export const QUERY_USAGE = `agl query "<SQL>" [--db ./agl.duckdb | --url http://127.0.0.1:4318] [--token T]
           [--format table|csv|json|ndjson] [--out FILE.parquet|.csv|.json|.ndjson]
@@ -66,6 +65,9 @@ export async function queryTarget(values: { db?: string; url?: string; token?: s
   const token = values.token ?? (process.env.AGL_TOKEN || undefined);
   return values.url !== undefined ? httpTarget(values.url, token) : fileOrServerTarget(values.db ?? './agl.duckdb', token);
 }
+
+/** Where a running server announces itself (`agl serve` writes it), so `agl query` on the same file can use it. */
+export const serverFileOf = (dbPath: string) => `${resolve(dbPath)}.agl-server.json`;
 
 async function fileOrServerTarget(db: string, token: string | undefined): Promise<QueryTarget> {
   const serverFile = serverFileOf(db);

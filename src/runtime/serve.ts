@@ -2,6 +2,7 @@ import { rm, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { startServer, type RunningServer } from '../collector/server.js';
 import { DuckDBStore } from '../store/store.js';
+import { serverFileOf } from './query-command.js';
 import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg, urlArg } from './args.js';
 import type { StoreOptions } from '../store/store.js';
 
@@ -21,9 +22,6 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./a
   --pass-agent-key: send the agent's own API key on to an upstream that has none configured.
   Each store and gateway request is logged on a line of its own (OTLP ingest is not); --quiet
   logs only the start and the stop.`;
-
-/** Where a running server announces itself, so `agl query` on the same file can use it. */
-export const serverFileOf = (dbPath: string) => `${resolve(dbPath)}.agl-server.json`;
 
 export async function serve(args: string[]): Promise<void> {
   const { values } = parseCommandArgs(args, {

@@ -7,14 +7,14 @@ import type { DuckDBConnection } from '@duckdb/node-api';
  * minutes to seconds).
  *
  * Derivation stays off the ingest path: spans are committed as they come, and the store's
- * deriver (DuckDBStore) derives the ones after the watermark `derived_through` (a rowid of
+ * deriver (DuckDBStore, deriver.ts) derives the ones after the watermark `derived_through` (a rowid of
  * `spans`, which only ever grows) into the `derived_*` tables while the server is idle. The
  * views `llm_call_rows`, `reward_rows` and `agent_spans` read those tables plus, derived on the
  * fly, the spans not derived yet: every read is complete, and fast once the deriver caught up.
- * When this module's SQL changes, DERIVED_VERSION goes up and the next writable open starts the
- * derivation over.
+ * When the SQL of this module, deriver.ts or credited-calls.ts changes what is derived,
+ * DERIVED_VERSION goes up and the next writable open starts the derivation over.
  */
-const DERIVED_VERSION = '4';
+export const DERIVED_VERSION = '5';
 
 const FLAT_KEY = String.raw`^(gen_ai\.prompt|gen_ai\.completion|llm\.input_messages|llm\.output_messages|llm\.tools|llm\.request\.functions)\.(\d+)\.(?:message\.|tool\.)?(.+)$`;
 const FLAT_TOOL_CALL = String.raw`^tool_calls\.(\d+)\.(?:tool_call\.)?(?:function\.)?(name|arguments|id)$`;
@@ -31,6 +31,18 @@ CREATE TABLE derived_rewards (rollout_id VARCHAR, attempt_id VARCHAR, trace_id V
   sequence_id BIGINT, time TIMESTAMP_NS, name VARCHAR, value DOUBLE, is_primary BOOLEAN NOT NULL);
 CREATE TABLE derived_agents (trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL, agent_name VARCHAR NOT NULL);
 INSERT OR REPLACE INTO agl_meta VALUES ('derived_through', '-1');`;
+
+/**
+ * Each call's answer to a triplet export with the default options, kept by the deriver: its
+ * group (attempt, else trace), whether it counts, its agent and its matched reward. The rows of
+ * derived_calls stay grouped by attempt and in call order, so such an export is a plain scan.
+ */
+export const DERIVED_CREDITS_DDL = `
+ALTER TABLE derived_calls ADD COLUMN group_id VARCHAR;
+ALTER TABLE derived_calls ADD COLUMN agent_name VARCHAR;
+ALTER TABLE derived_calls ADD COLUMN reward DOUBLE;
+ALTER TABLE derived_calls ADD COLUMN in_triplets BOOLEAN DEFAULT false;`;
+export const CREDIT_COLUMNS = 'agent_name, reward, in_triplets';
 
 /** The GenAI summary attributes every dialect reads, in one parse of the attributes (list `f`). */
 const SPAN_FIELD_KEYS = [
@@ -60,7 +72,7 @@ const SPAN_COLUMNS = `rollout_id, attempt_id, trace_id, span_id, parent_id, name
  * Every parse of recorded text is wrapped in try(): a malformed body gives NULL columns, never
  * a failed commit.
  */
-const callsFrom = (spans: string) => `
+export const callsFrom = (spans: string) => `
 WITH
 src AS MATERIALIZED (SELECT *, ${FIELDS} AS f FROM ${spans}),
 agl AS (
@@ -176,7 +188,7 @@ flat_calls AS (
 SELECT * FROM agl_calls UNION ALL SELECT * FROM semconv_calls UNION ALL SELECT * FROM flat_calls`;
 
 /** Agent Lightning's reward spans: `agentlightning.reward.<i>.name/.value`, and v0.2's one reward per span. */
-const rewardsFrom = (spans: string) => `
+export const rewardsFrom = (spans: string) => `
 SELECT any_value(s.rollout_id), any_value(s.attempt_id), s.trace_id, s.span_id, any_value(s.parent_id), any_value(s.sequence_id), any_value(s.start_time),
   max(e.value->>'$') FILTER (WHERE r.field = 'name'), TRY_CAST(max(e.value->>'$') FILTER (WHERE r.field = 'value') AS DOUBLE), r.i = 0
 FROM (SELECT * FROM ${spans} WHERE (attributes->>'agentlightning.reward.0.value') IS NOT NULL) s, json_each(s.attributes) AS e,
@@ -190,7 +202,7 @@ SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_
 FROM ${spans} WHERE name = 'agentlightning.reward' AND (attributes->>'reward') IS NOT NULL`;
 
 /** The agent a span names, in order of preference (one parse of the attributes). */
-const agentsFrom = (spans: string) => `
+export const agentsFrom = (spans: string) => `
 WITH named AS MATERIALIZED (
   SELECT trace_id, span_id, name, json_extract_string(attributes, ['agent.name', 'gen_ai.agent.name', 'openinference.span.kind', 'agentlightning.operation.name', 'langchain.run_type']) AS a
   FROM ${spans}
@@ -199,43 +211,15 @@ SELECT trace_id, span_id, agent_name FROM (
   SELECT trace_id, span_id, coalesce(a[1], a[2], CASE WHEN a[3] = 'AGENT' THEN name END, a[4], CASE WHEN a[5] = 'chain' THEN name END) AS agent_name FROM named
 ) WHERE agent_name IS NOT NULL`;
 
-const WATERMARK = "(SELECT CAST(value AS BIGINT) FROM agl_meta WHERE key = 'derived_through')";
+export const WATERMARK = "(SELECT CAST(value AS BIGINT) FROM agl_meta WHERE key = 'derived_through')";
 /** The stored spans not derived yet (DuckDB skips the row groups before the watermark). */
 const UNDERIVED = `(SELECT * FROM spans WHERE rowid > ${WATERMARK})`;
 
 /** Every derived row: what the deriver stored, and the spans after its watermark derived now. */
 export const DERIVED_VIEWS_SQL = `
-CREATE OR REPLACE VIEW llm_call_rows AS SELECT * FROM derived_calls UNION ALL (${callsFrom(UNDERIVED)});
+CREATE OR REPLACE VIEW llm_call_rows AS SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls UNION ALL (${callsFrom(UNDERIVED)});
 CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL (${rewardsFrom(UNDERIVED)});
 CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents UNION ALL (${agentsFrom(UNDERIVED)});`;
-
-/**
- * Derives the stored spans after the watermark, at most `maxSpans` of them, in one transaction on
- * `connection` (not the writer's: ingest goes on meanwhile). Returns how many spans it covered.
- */
-export async function deriveSpans(connection: DuckDBConnection, maxSpans: number): Promise<number> {
-  await connection.run('BEGIN TRANSACTION');
-  try {
-    const reader = await connection.runAndReadAll(`SELECT ${WATERMARK} AS done, (SELECT coalesce(max(rowid), -1) FROM spans) AS last`);
-    const [done, last] = reader.getRows()[0].map(Number);
-    // Spans are only ever appended, so a rowid past the watermark is a span not derived yet.
-    const through = Math.min(last, done + maxSpans);
-    if (through <= done) {
-      await connection.run('ROLLBACK');
-      return 0;
-    }
-    const spans = `(SELECT * FROM spans WHERE rowid > ${done} AND rowid <= ${through})`;
-    await connection.run(`INSERT INTO derived_calls ${callsFrom(spans)};
-      INSERT INTO derived_rewards ${rewardsFrom(spans)};
-      INSERT INTO derived_agents ${agentsFrom(spans)};
-      UPDATE agl_meta SET value = '${through}' WHERE key = 'derived_through';`);
-    await connection.run('COMMIT');
-    return through - done;
-  } catch (error) {
-    await connection.run('ROLLBACK').catch(() => {});
-    throw error;
-  }
-}
 
 /** On a writable open: starts the derivation over when the file's rows were derived by other SQL. */
 export async function checkDerivedVersion(connection: DuckDBConnection): Promise<void> {

@@ -1,6 +1,6 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { columnsDdl } from './columns.js';
-import { checkDerivedVersion, DERIVED_TABLES_DDL } from './derived.js';
+import { checkDerivedVersion, DERIVED_CREDITS_DDL, DERIVED_TABLES_DDL } from './derived.js';
 import { ROLLOUT_TABLES_DDL } from './rollout-tables.js';
 import { LOG_COLUMNS, SPAN_COLUMNS } from './tables.js';
 import { VIEWS_SQL } from './views.js';
@@ -14,6 +14,7 @@ const MIGRATIONS: readonly string[] = [
    ${columnsDdl('logs', LOG_COLUMNS)};`,
   ROLLOUT_TABLES_DDL,
   DERIVED_TABLES_DDL,
+  DERIVED_CREDITS_DDL,
 ];
 
 const SCHEMA_VERSION = MIGRATIONS.length;

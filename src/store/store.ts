@@ -3,7 +3,7 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
 import { selectRows, type ColumnarRows, type Int64Column } from './columns.js';
 import { exportQuery, runQuery, streamQuery, type ExportFormat, type QueryResult } from './query.js';
-import { deriveSpans } from './derived.js';
+import { deriveSpans } from './deriver.js';
 import { migrate } from './schema.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
 import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';

@@ -19,23 +19,12 @@ const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_t
   input_messages, output_messages, tools, prompt_token_ids, response_token_ids, response_logprobs,
   input_tokens, output_tokens, response_id, finish_reason, parent_id, name`;
 
-export const VIEWS_SQL = `
-CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(
-  json_object('role', m->>'role', 'content', coalesce(
-    nullif(array_to_string(list_transform(list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'text'), lambda p: p->>'content'), ''), ''),
-    list_transform(list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call_response'),
-      lambda p: CASE WHEN json_type(p->'response') = 'VARCHAR' THEN p->>'response' ELSE CAST(p->'response' AS VARCHAR) END)[1])),
-  json_object(
-    'tool_calls', nullif(to_json(list_transform(list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call'),
-      lambda p: json_object('id', p->>'id', 'type', 'function', 'function', json_object('name', p->>'name',
-        'arguments', CASE WHEN json_type(p->'arguments') = 'VARCHAR' THEN p->>'arguments' ELSE CAST(p->'arguments' AS VARCHAR) END)))), '[]'::JSON),
-    'tool_call_id', list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call_response')[1]->>'id'));
-
-${DERIVED_VIEWS_SQL}
-
-CREATE OR REPLACE VIEW llm_calls AS
-WITH
-events AS (
+/**
+ * The llm_calls rows of `rows` (a relation shaped like llm_call_rows); `withEvents` adds the
+ * calls read from GenAI log events.
+ */
+export const llmCallsOf = (rows: string, withEvents = true) => `WITH
+${withEvents ? `events AS (
   SELECT trace_id, span_id, coalesce(event_name, attributes->>'event.name') AS event, json(body) AS body, time
   FROM logs WHERE coalesce(event_name, attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND span_id IS NOT NULL
 ),
@@ -64,19 +53,35 @@ event_calls AS (
     4 AS dialect
   FROM event_messages e JOIN spans s USING (trace_id, span_id)
 ),
-others AS (SELECT * FROM llm_call_rows WHERE dialect > 1 UNION ALL SELECT * FROM event_calls)
+` : ''}others AS (SELECT * FROM ${rows} WHERE dialect > 1${withEvents ? ' UNION ALL SELECT * FROM event_calls' : ''})
 -- An instrumented agent calling through the gateway: the agent's capture (dialect 1) is the
 -- parent of the gateway's (0), which holds the exact upstream exchange (token ids); the
 -- gateway's row is kept. (Rows are read in place, not through a CTE, so that a query reads only
 -- its columns; the anti-joins' build sides hold gateway rows and other dialects only.)
-SELECT ${COLUMNS} FROM llm_call_rows c
-  ANTI JOIN (SELECT trace_id, parent_id AS span_id FROM llm_call_rows WHERE dialect = 0 AND parent_id IS NOT NULL) g USING (trace_id, span_id)
+SELECT ${COLUMNS} FROM ${rows} c
+  ANTI JOIN (SELECT trace_id, parent_id AS span_id FROM ${rows} WHERE dialect = 0 AND parent_id IS NOT NULL) g USING (trace_id, span_id)
 WHERE c.dialect <= 1
 UNION ALL
 SELECT ${COLUMNS} FROM others o
-WHERE NOT EXISTS (SELECT 1 FROM llm_call_rows a WHERE a.dialect <= 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
-  AND NOT EXISTS (SELECT 1 FROM llm_call_rows a WHERE a.dialect <= 1 AND a.response_id = o.response_id)
-QUALIFY row_number() OVER (PARTITION BY o.trace_id, o.span_id ORDER BY o.dialect) = 1;
+WHERE NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
+  AND NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.response_id = o.response_id)
+QUALIFY row_number() OVER (PARTITION BY o.trace_id, o.span_id ORDER BY o.dialect) = 1`;
+
+export const VIEWS_SQL = `
+CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(
+  json_object('role', m->>'role', 'content', coalesce(
+    nullif(array_to_string(list_transform(list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'text'), lambda p: p->>'content'), ''), ''),
+    list_transform(list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call_response'),
+      lambda p: CASE WHEN json_type(p->'response') = 'VARCHAR' THEN p->>'response' ELSE CAST(p->'response' AS VARCHAR) END)[1])),
+  json_object(
+    'tool_calls', nullif(to_json(list_transform(list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call'),
+      lambda p: json_object('id', p->>'id', 'type', 'function', 'function', json_object('name', p->>'name',
+        'arguments', CASE WHEN json_type(p->'arguments') = 'VARCHAR' THEN p->>'arguments' ELSE CAST(p->'arguments' AS VARCHAR) END)))), '[]'::JSON),
+    'tool_call_id', list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call_response')[1]->>'id'));
+
+${DERIVED_VIEWS_SQL}
+
+CREATE OR REPLACE VIEW llm_calls AS ${llmCallsOf('llm_call_rows')};
 
 CREATE OR REPLACE VIEW rewards AS
 SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value, is_primary FROM reward_rows;

@@ -1,0 +1,73 @@
+import type { DuckDBConnection } from '@duckdb/node-api';
+import { creditedCallsSql, groupOf } from './credited-calls.js';
+import { agentsFrom, callsFrom, CREDIT_COLUMNS, DERIVED_VERSION, rewardsFrom, WATERMARK } from './derived.js';
+import { llmCallsOf } from './views.js';
+
+/**
+ * One round of the deriver (derived.ts says what it derives and why): the stored spans after the
+ * watermark become rows of the derived tables, and the attempts they touch are credited again
+ * (their calls' default triplet answer, credited-calls.ts) and written together at the end of
+ * derived_calls. The round reads the round's spans and the touched attempts' rows only, so its
+ * cost follows the round, not the store.
+ */
+
+/** The relations a round credits from: the touched attempts' calls, rewards and agent spans. */
+const ROUND_SOURCES = {
+  calls: `(${llmCallsOf('round_calls', false)})`,
+  rewards: `(SELECT * FROM derived_rewards WHERE ${groupOf('derived_rewards')} IN (SELECT group_id FROM round_groups))`,
+  agents: '(SELECT * FROM derived_agents WHERE trace_id IN (SELECT trace_id FROM round_calls))',
+  withCall: false,
+};
+const ROUND_CREDITS = creditedCallsSql({}, 's.trace_id, s.span_id, s.agent_name, s.reward', ROUND_SOURCES);
+
+/**
+ * Derives the stored spans after the watermark, at most `maxSpans` of them, in one transaction on
+ * `connection` (not the writer's: ingest goes on meanwhile). Returns how many spans it covered.
+ */
+export async function deriveSpans(connection: DuckDBConnection, maxSpans: number): Promise<number> {
+  await connection.run('BEGIN TRANSACTION');
+  try {
+    const reader = await connection.runAndReadAll(`SELECT ${WATERMARK} AS done, (SELECT coalesce(max(rowid), -1) FROM spans) AS last`);
+    const [done, last] = reader.getRows()[0].map(Number);
+    // Spans are only ever appended, so a rowid past the watermark is a span not derived yet.
+    const through = Math.min(last, done + maxSpans);
+    if (through <= done) {
+      await connection.run('ROLLBACK');
+      return 0;
+    }
+    const spans = `(SELECT * FROM spans WHERE rowid > ${done} AND rowid <= ${through})`;
+    const touched = '(SELECT group_id FROM round_groups)';
+    await connection.run(`CREATE OR REPLACE TEMP TABLE round_calls AS SELECT *, ${groupOf('c')} AS group_id FROM (${callsFrom(spans)}) c;
+      INSERT INTO derived_rewards ${rewardsFrom(spans)};
+      INSERT INTO derived_agents ${agentsFrom(spans)};
+      -- The attempts whose calls may be credited otherwise now: those of the round's spans, those
+      -- with calls in the round's traces (a parent or agent span that came late), and those with
+      -- a call that shares a response id with one of the round's.
+      CREATE OR REPLACE TEMP TABLE round_groups AS
+        SELECT DISTINCT ${groupOf('s')} AS group_id FROM ${spans} s
+        UNION SELECT group_id FROM derived_calls WHERE trace_id IN (SELECT trace_id FROM ${spans}) OR response_id IN (SELECT response_id FROM round_calls);
+      -- Their calls join the round's and leave their place: they are written again after all
+      -- others, together and in call order, so the rows of derived_calls stay grouped by attempt.
+      INSERT INTO round_calls SELECT * EXCLUDE (${CREDIT_COLUMNS}) FROM derived_calls WHERE group_id IN ${touched};
+      DELETE FROM derived_calls WHERE group_id IN ${touched};
+      CREATE OR REPLACE TEMP TABLE round_credits AS ${ROUND_CREDITS};
+      INSERT INTO derived_calls SELECT c.*, m.agent_name, m.reward, m.span_id IS NOT NULL
+        FROM round_calls c LEFT JOIN round_credits m USING (trace_id, span_id)
+        ORDER BY c.group_id, c.sequence_id NULLS LAST, c.start_time, c.span_id;
+      UPDATE agl_meta SET value = '${through}' WHERE key = 'derived_through';
+      DROP TABLE round_calls; DROP TABLE round_groups; DROP TABLE round_credits;`);
+    await connection.run('COMMIT');
+    return through - done;
+  } catch (error) {
+    await connection.run('ROLLBACK').catch(() => {});
+    throw error;
+  }
+}
+
+/**
+ * Whether derived_calls holds the default triplet answer of every call: every span derived, by
+ * this agl's SQL, and no GenAI log events (calls read from logs are in the llm_calls view only).
+ */
+export const CREDITED_CALLS_READY_SQL = `SELECT ${WATERMARK} >= (SELECT coalesce(max(rowid), -1) FROM spans)
+  AND (SELECT value FROM agl_meta WHERE key = 'derived_version') = '${DERIVED_VERSION}'
+  AND NOT EXISTS (SELECT 1 FROM logs WHERE coalesce(event_name, attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND span_id IS NOT NULL) AS ready`;
