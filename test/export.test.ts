@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { tableFromIPC } from 'apache-arrow';
 import { invalidReason, type ChatRecord } from '../src/adapters/messages.js';
+import { CREDITED_CALLS_READY_SQL } from '../src/store/deriver.js';
 import { spanRows } from '../src/store/span-json.js';
 import { newTempDir, removeDir, runCli, startAgl, type InProcessAgl } from './helpers.js';
 import { runApp } from './instrumented-app.js';
@@ -90,6 +91,12 @@ describe('agl export messages', () => {
     const triplets = await readJsonl('triplets.jsonl');
     assert.deepEqual(triplets.map((t) => [t.response.message.content, t.reward, t.metadata.rollout_id]), [[null, null, 'ro-export'], ['Echo: thanks', 0.75, 'ro-export']]);
     assert.equal(triplets[0].response.message.tool_calls[0].function.name, 'get_weather');
+    // Once every span is derived, the default export is a scan of the deriver's rows: the same triplets.
+    await agl.store.deriveAll();
+    assert.deepEqual((await agl.store.query(CREDITED_CALLS_READY_SQL, { guard: false })).rows, [{ ready: true }]);
+    const scanned = await runCli(['export', 'triplets', '--url', agl.url, '--out', join(dir, 'all-triplets.jsonl')]);
+    assert.equal(scanned.code, 0, scanned.stderr);
+    assert.deepEqual((await readJsonl('all-triplets.jsonl')).filter((t) => t.metadata.rollout_id === 'ro-export'), triplets);
     const final = await runCli(['export', 'triplets', '--url', agl.url, '--where', "rollout_id = 'ro-export'", '--credit', 'final', '--out', join(dir, 'triplets.parquet')]);
     assert.equal(final.code, 0, final.stderr);
     const instance = await DuckDBInstance.create(':memory:');
