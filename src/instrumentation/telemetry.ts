@@ -1,7 +1,9 @@
 import { trace } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
+import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentelemetry/otlp-exporter-base/node-http';
+import { TraceExporterMetricsHelper } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { BatchSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace';
@@ -10,6 +12,7 @@ import { installFetchCapture } from './fetch-capture.js';
 import { installLangChainCapture } from './langchain.js';
 import { sendBeforeExit, UnsentSpans } from './exit-flush.js';
 import { RolloutSpanProcessor } from './rollout-context.js';
+import { SpanEncoder } from './span-encoding.js';
 import { ATTR } from '../semconv.js';
 
 /** How long an exiting process waits for its last spans to be sent. */
@@ -102,12 +105,18 @@ interface Delivery {
 function startSdk(config: RegisterConfig): Delivery {
   const queueSize = envNumber('OTEL_BSP_MAX_QUEUE_SIZE') ?? 2048;
   const unsent = new UnsentSpans(queueSize);
-  const exporterTo = (url: string) =>
-    new OTLPTraceExporter({
-      url,
-      timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
-      ...(config.token ? { headers: { authorization: `Bearer ${config.token}` } } : {}),
-    });
+  // The SDK's OTLP/protobuf exporter (OTLPTraceExporter) with one change: requests are joined
+  // from spans encoded as they ended (span-encoding.ts), not encoded all at once at export.
+  const encoder = new SpanEncoder();
+  const exporterTo = (url: string): SpanExporter =>
+    new OTLPExporterBase(createOtlpHttpExportDelegate(
+      convertLegacyHttpOptions({
+        url,
+        timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
+        ...(config.token ? { headers: { authorization: `Bearer ${config.token}` } } : {}),
+      }, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }),
+      encoder.serializer(), 'otlp_http_span_exporter', TraceExporterMetricsHelper, undefined,
+    ));
   // A bounded queue (OpenTelemetry's default size) that drops when full; at most 4 batches, under the
   // exporter's limit of 30 concurrent exports, so a flush of a full queue never overruns it.
   const reporting = new ReportingExporter(exporterTo(config.tracesUrl), config.tracesUrl, unsent);
@@ -125,7 +134,7 @@ function startSdk(config: RegisterConfig): Delivery {
       ...(config.rolloutId ? { [ATTR.rolloutId]: config.rolloutId } : {}),
       ...(config.attemptId ? { [ATTR.attemptId]: config.attemptId } : {}),
     }),
-    spanProcessors: [new RolloutSpanProcessor(), unsent, batches],
+    spanProcessors: [new RolloutSpanProcessor(), unsent, encoder, batches],
     instrumentations: config.instrumentations.has('http') ? [new HttpInstrumentation()] : [],
   });
   sdk.start();
