@@ -4,7 +4,7 @@ import { rolloutModeCondition, sqlRegex } from './sql.js';
  * The LLM calls of each attempt, in call order, with the agent each was made in and the reward
  * its credit gives it: the core of TraceToTriplet (adapters/triplets.ts) and TraceToTrajectory,
  * in one SQL query over `llm_calls`, `reward_rows`, `agent_spans` and `spans`. It lives in the
- * store because the deriver keeps its default answer per call (derived.ts), so that an export
+ * store because the deriver keeps its default answer per call (deriver.ts), so that an export
  * with the default options is a plain scan.
  *
  * - Group: a call's attempt (rollout and attempt id); spans without a rollout id group by trace,
