@@ -1,7 +1,8 @@
 /**
  * JSON.parse that keeps integers beyond 2^53 exact: they come back as raw JSON values, which
  * JSON.stringify writes out digit for digit (and `String()` or `BigInt()` read exactly).
- * Plain JSON.parse is used when the text holds no long number literal, which is the usual case.
+ * Plain JSON.parse is used when the text holds no long number literal, which is the usual case
+ * (a long run of digits inside a string, such as an OTLP/JSON time, is none).
  */
 interface RawJson {
   readonly rawJSON: string;
@@ -12,7 +13,8 @@ const json = JSON as unknown as {
   parse(text: string, reviver: (key: string, value: unknown, context: ReviverContext) => unknown): unknown;
 };
 
-const LONG_NUMBER = /\d{16}/;
+/** A number literal of 16 digits or more: in value position, not inside a string (OTLP/JSON sends its nanosecond times as strings). */
+const LONG_NUMBER = /(?:^|[:[,])\s*-?\d{16}/;
 
 export function parseJsonExact(text: string): unknown {
   if (!LONG_NUMBER.test(text)) return JSON.parse(text);

@@ -38,8 +38,11 @@ export async function readBody(request: IncomingMessage, maxBytes: number): Prom
     });
     request.once('end', () => resolve({ chunks, size }));
     request.once('error', reject);
-    // After 'end' this changes nothing; before it, the client went away mid-body.
-    request.once('close', () => reject(new BodyError(400, 'the client closed the connection before the body was complete')));
+    // Before 'end', the client went away mid-body. (Every request closes: the error, and its
+    // stack trace, are made only when it matters.)
+    request.once('close', () => {
+      if (!request.complete) reject(new BodyError(400, 'the client closed the connection before the body was complete'));
+    });
   });
   const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
   const encoding = (request.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
