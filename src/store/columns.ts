@@ -87,11 +87,18 @@ const CHUNK_ROWS = duckdb.vector_size();
  * rows durable.
  */
 export class TableAppender {
+  /** Per column: its validity bits for the chunk being filled, and whether any row is null. */
+  private readonly validity: Uint8Array[];
+  private readonly hasNulls: boolean[];
+
   private constructor(
     private readonly appender: DuckDBAppender,
     private readonly columns: readonly Column[],
     private readonly chunk: DuckDBDataChunk,
-  ) {}
+  ) {
+    this.validity = columns.map(() => new Uint8Array(CHUNK_ROWS / 8).fill(0xff));
+    this.hasNulls = columns.map(() => false);
+  }
 
   static async create(connection: DuckDBConnection, table: string, columns: readonly Column[]): Promise<TableAppender> {
     const appender = await connection.createAppender(table);
@@ -99,23 +106,52 @@ export class TableAppender {
     return new TableAppender(appender, columns, chunk);
   }
 
+  /**
+   * Appends the batches and flushes them into the open transaction. Small batches (a request of
+   * two spans, one state change) share data chunks: a chunk costs about as much to fill and
+   * append as its rows. A large batch gets chunks of its own, where a value that repeats in
+   * every row (resource, scope, service) is stored once.
+   */
   append(batches: readonly ColumnarRows[]): void {
     const { appender, columns, chunk } = this;
+    let filled = 0;
+    const appendChunk = () => {
+      if (filled === 0) return;
+      for (let c = 0; c < columns.length; c++) {
+        if (!this.hasNulls[c]) continue;
+        const vector = duckdb.data_chunk_get_vector(chunk.chunk, c);
+        duckdb.vector_ensure_validity_writable(vector);
+        duckdb.copy_data_to_vector_validity(vector, 0, this.validity[c].buffer as ArrayBuffer, 0, Math.ceil(filled / 64) * 8);
+        this.validity[c].fill(0xff);
+        this.hasNulls[c] = false;
+      }
+      chunk.rowCount = filled;
+      appender.appendDataChunk(chunk);
+      chunk.reset();
+      filled = 0;
+    };
     try {
       for (const rows of batches) {
-        for (let start = 0; start < rows.length; start += CHUNK_ROWS) {
-          const count = Math.min(CHUNK_ROWS, rows.length - start);
-          chunk.reset();
+        const own = rows.length >= OWN_CHUNK_ROWS;
+        if (own) appendChunk();
+        for (let start = 0; start < rows.length; ) {
+          const count = Math.min(CHUNK_ROWS - filled, rows.length - start);
           for (let c = 0; c < columns.length; c++) {
-            fillVector(duckdb.data_chunk_get_vector(chunk.chunk, c), columns[c].type, rows.columns[c], start, count);
+            const vector = duckdb.data_chunk_get_vector(chunk.chunk, c);
+            if (fillVector(vector, columns[c].type, rows.columns[c], start, count, filled, this.validity[c], own)) this.hasNulls[c] = true;
           }
-          chunk.rowCount = count;
-          appender.appendDataChunk(chunk);
+          filled += count;
+          start += count;
+          if (own || filled === CHUNK_ROWS) appendChunk();
         }
       }
+      appendChunk();
       appender.flushSync();
     } catch (error) {
       // What a failed append left in the appender must not be flushed with the next one.
+      chunk.reset();
+      for (const bits of this.validity) bits.fill(0xff);
+      this.hasNulls.fill(false);
       appender.clear();
       throw error;
     }
@@ -126,90 +162,94 @@ export class TableAppender {
   }
 }
 
-// Scratch buffers reused for every chunk: DuckDB copies them into its vectors.
-const validityBytes = new Uint8Array(CHUNK_ROWS / 8);
+/** Batches of at least this many rows fill data chunks of their own. */
+const OWN_CHUNK_ROWS = 256;
+
+// A scratch buffer reused for every fixed-width column: DuckDB copies it into its vectors.
 const fixedWidth = new ArrayBuffer(CHUNK_ROWS * 8);
 
-function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData, start: number, count: number): void {
-  validityBytes.fill(0xff);
+/**
+ * Writes `count` rows of `column` from `start` into `vector` at row `offset`, marking null rows
+ * in `validity`; returns whether there were any. With `alone` (the vector holds these rows only)
+ * a value repeated in every row is stored once, as a constant vector.
+ */
+function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData, start: number, count: number, offset: number, validity: Uint8Array, alone: boolean): boolean {
   let nulls = 0;
   const setNull = (row: number) => {
-    validityBytes[row >> 3] &= ~(1 << (row & 7));
+    const at = offset + row;
+    validity[at >> 3] &= ~(1 << (at & 7));
     nulls++;
   };
   if (!Array.isArray(column)) {
     const c = column as ByteColumn | Int64Column;
     for (let row = 0; row < count; row++) if (c.nulls[start + row]) setNull(row);
     if (c.kind === 'int64') {
-      duckdb.copy_data_to_vector(vector, 0, c.values.buffer as ArrayBuffer, c.values.byteOffset + start * 8, count * 8);
+      duckdb.copy_data_to_vector(vector, offset * 8, c.values.buffer as ArrayBuffer, c.values.byteOffset + start * 8, count * 8);
     } else {
       const { data, slices } = c;
-      if (nulls === 0 && isConstantSlice(slices, start, count)) {
+      if (alone && nulls === 0 && isConstantSlice(slices, start, count)) {
         // Resource, scope and service repeat for every span of a request: one value, not one per row.
         const text = Buffer.from(data.buffer, data.byteOffset + slices[2 * start], slices[2 * start + 1] - slices[2 * start]).toString('utf8');
         duckdb.vector_reference_value(vector, duckdb.create_varchar(text));
-        return;
+        return false;
       }
       for (let row = 0; row < count; row++) {
         const i = start + row;
-        if (!c.nulls[i]) duckdb.vector_assign_string_element_len(vector, row, data.subarray(slices[2 * i], slices[2 * i + 1]));
+        if (!c.nulls[i]) duckdb.vector_assign_string_element_len(vector, offset + row, data.subarray(slices[2 * i], slices[2 * i + 1]));
       }
     }
-  } else {
-    const values = column as ColumnValue[];
-    switch (type) {
-      case 'VARCHAR':
-      case 'JSON':
-        if (isConstant(values, start, count)) {
-          const value = values[start];
-          if (value !== null && value !== undefined) {
-            duckdb.vector_reference_value(vector, duckdb.create_varchar(value as string));
-            return;
-          }
+    return nulls > 0;
+  }
+  const values = column as ColumnValue[];
+  switch (type) {
+    case 'VARCHAR':
+    case 'JSON':
+      if (alone && isConstant(values, start, count)) {
+        const value = values[start];
+        if (value !== null && value !== undefined) {
+          duckdb.vector_reference_value(vector, duckdb.create_varchar(value as string));
+          return false;
         }
-        for (let row = 0; row < count; row++) {
-          const value = values[start + row];
-          if (value === null || value === undefined) setNull(row);
-          else duckdb.vector_assign_string_element(vector, row, value as string);
-        }
-        break;
-      case 'INTEGER': {
-        const ints = new Int32Array(fixedWidth, 0, count);
-        for (let row = 0; row < count; row++) {
-          const value = values[start + row];
-          if (value === null || value === undefined) setNull(row);
-          else ints[row] = value as number;
-        }
-        duckdb.copy_data_to_vector(vector, 0, fixedWidth, 0, count * 4);
-        break;
       }
-      case 'DOUBLE': {
-        const doubles = new Float64Array(fixedWidth, 0, count);
-        for (let row = 0; row < count; row++) {
-          const value = values[start + row];
-          if (value === null || value === undefined) setNull(row);
-          else doubles[row] = Number(value);
-        }
-        duckdb.copy_data_to_vector(vector, 0, fixedWidth, 0, count * 8);
-        break;
+      for (let row = 0; row < count; row++) {
+        const value = values[start + row];
+        if (value === null || value === undefined) setNull(row);
+        else duckdb.vector_assign_string_element(vector, offset + row, value as string);
       }
-      case 'BIGINT':
-      case 'TIMESTAMP_NS': {
-        const longs = new BigInt64Array(fixedWidth, 0, count);
-        for (let row = 0; row < count; row++) {
-          const value = values[start + row];
-          if (value === null || value === undefined) setNull(row);
-          else longs[row] = typeof value === 'bigint' ? value : BigInt(value);
-        }
-        duckdb.copy_data_to_vector(vector, 0, fixedWidth, 0, count * 8);
-        break;
+      break;
+    case 'INTEGER': {
+      const ints = new Int32Array(fixedWidth, 0, count);
+      for (let row = 0; row < count; row++) {
+        const value = values[start + row];
+        if (value === null || value === undefined) setNull(row);
+        else ints[row] = value as number;
       }
+      duckdb.copy_data_to_vector(vector, offset * 4, fixedWidth, 0, count * 4);
+      break;
+    }
+    case 'DOUBLE': {
+      const doubles = new Float64Array(fixedWidth, 0, count);
+      for (let row = 0; row < count; row++) {
+        const value = values[start + row];
+        if (value === null || value === undefined) setNull(row);
+        else doubles[row] = Number(value);
+      }
+      duckdb.copy_data_to_vector(vector, offset * 8, fixedWidth, 0, count * 8);
+      break;
+    }
+    case 'BIGINT':
+    case 'TIMESTAMP_NS': {
+      const longs = new BigInt64Array(fixedWidth, 0, count);
+      for (let row = 0; row < count; row++) {
+        const value = values[start + row];
+        if (value === null || value === undefined) setNull(row);
+        else longs[row] = typeof value === 'bigint' ? value : BigInt(value);
+      }
+      duckdb.copy_data_to_vector(vector, offset * 8, fixedWidth, 0, count * 8);
+      break;
     }
   }
-  if (nulls > 0) {
-    duckdb.vector_ensure_validity_writable(vector);
-    duckdb.copy_data_to_vector_validity(vector, 0, validityBytes.buffer, 0, Math.ceil(count / 64) * 8);
-  }
+  return nulls > 0;
 }
 
 function isConstantSlice(slices: Uint32Array, start: number, count: number): boolean {

@@ -1,0 +1,38 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { spanRows } from '../src/store/span-json.js';
+import { DuckDBStore } from '../src/store/store.js';
+import { newTempDir, removeDir } from './helpers.js';
+import { span } from './span-fixtures.js';
+
+// The writer packs the small batches of one group commit into shared data chunks, and gives
+// large ones chunks of their own: every row must land with its own values and nulls.
+
+test('small and large batches of one commit keep every value and every null', async () => {
+  const dir = await newTempDir();
+  const store = await DuckDBStore.open({ path: join(dir, 'append.duckdb'), deriveWhenIdleMs: Infinity });
+  try {
+    const batch = (n: number, size: number) =>
+      Array.from({ length: size }, (_, i) => span({
+        name: `b${n}-${i}`, start: n * 10_000 + i + 1, end: n * 10_000 + i + 2, trace: n + 1,
+        rollout_id: (n + i) % 3 === 0 ? null : `ro-${n}`, attempt_id: (n + i) % 3 === 0 ? null : 'at-1',
+        // (The store numbers a rollout's spans that come without a sequence id.)
+        parent_id: i % 2 === 0 ? null : 'ab'.repeat(8), sequence_id: (n + i) % 3 === 0 ? null : i + 1,
+        resource: { attributes: { 'service.name': `svc-${n}` }, schema_url: '' },
+      }));
+    // Sizes around the packing bound (256) and the chunk size (2048), all in one group commit.
+    const batches = [1, 2, 3, 300, 1, 2047, 5, 2050, 2].map((size, n) => batch(n, size));
+    await Promise.all(batches.map((spans) => store.writeSpans(spanRows(...spans), 1)));
+    const { rows } = await store.query('SELECT name, rollout_id, attempt_id, parent_id, sequence_id, service_name FROM spans ORDER BY start_time', { guard: false });
+    const expected = batches.flat().sort((a, b) => a.start_time! - b.start_time!).map((s) => ({
+      name: s.name, rollout_id: s.rollout_id, attempt_id: s.attempt_id, parent_id: s.parent_id,
+      sequence_id: s.sequence_id, service_name: s.resource!.attributes['service.name'],
+    }));
+    assert.equal(rows.length, expected.length);
+    assert.deepEqual(rows.map((r) => ({ ...r, sequence_id: r.sequence_id === null ? null : Number(r.sequence_id) })), expected);
+  } finally {
+    await store.close();
+    await removeDir(dir);
+  }
+});
