@@ -11,14 +11,21 @@ export interface ColumnBuilder {
  * use the write* methods and then `endRow`.
  */
 export class ByteColumnBuilder implements ColumnBuilder {
-  data = Buffer.allocUnsafeSlow(1024);
+  data: Buffer;
   size = 0;
-  private slices = new Uint32Array(64);
-  private nulls = new Uint8Array(32);
+  private slices: Uint32Array;
+  private nulls: Uint8Array;
   private rows = 0;
   /** Where the row being written started. */
   private rowStart = 0;
   private previous: string | Uint8Array | null = null;
+
+  /** Starts in `arena` at `offset` (BYTE_BUILDER_START bytes), else in buffers of its own. */
+  constructor(arena = new ArrayBuffer(BYTE_BUILDER_START), offset = 0) {
+    this.data = Buffer.from(arena, offset, 1024);
+    this.slices = new Uint32Array(arena, offset + 1024, 64);
+    this.nulls = new Uint8Array(arena, offset + 1280, 32);
+  }
 
   push(value: ColumnValue): void {
     if (value === null) {
@@ -109,7 +116,7 @@ export class ByteColumnBuilder implements ColumnBuilder {
   }
 
   build(): ByteColumn {
-    return { kind: 'bytes', data: this.data.subarray(0, this.size), slices: this.slices.slice(0, this.rows * 2), nulls: this.nulls.slice(0, this.rows) };
+    return { kind: 'bytes', data: this.data.subarray(0, this.size), slices: this.slices.subarray(0, this.rows * 2), nulls: this.nulls.subarray(0, this.rows) };
   }
 
   private endNullRow(): void {
@@ -139,17 +146,27 @@ export class ByteColumnBuilder implements ColumnBuilder {
 
 const ESCAPES: Record<number, string> = { 0x22: '\\"', 0x5c: '\\\\', 0x0a: '\\n', 0x0d: '\\r', 0x09: '\\t', 0x08: '\\b', 0x0c: '\\f' };
 
+/** Bytes a builder starts with (data, slices, nulls; an int64 builder: values, nulls). */
+const BYTE_BUILDER_START = 1024 + 256 + 32;
+const INT64_BUILDER_START = 256 + 32;
+
 export class Int64ColumnBuilder implements ColumnBuilder {
-  private bytes = new Uint8Array(256);
+  private bytes: Uint8Array;
   private count = 0;
-  private readonly nulls: number[] = [];
+  private nulls: Uint8Array;
+
+  /** Starts in `arena` at `offset` (INT64_BUILDER_START bytes, 8-aligned), else in buffers of its own. */
+  constructor(arena = new ArrayBuffer(INT64_BUILDER_START), offset = 0) {
+    this.bytes = new Uint8Array(arena, offset, 256);
+    this.nulls = new Uint8Array(arena, offset + 256, 32);
+  }
 
   push(value: ColumnValue): void {
     this.reserve();
-    if (value === null) this.nulls.push(1);
+    if (value === null) this.nulls[this.count] = 1;
     else {
-      new DataView(this.bytes.buffer).setBigInt64(this.count * 8, value as bigint, true);
-      this.nulls.push(0);
+      new DataView(this.bytes.buffer, this.bytes.byteOffset).setBigInt64(this.count * 8, value as bigint, true);
+      this.nulls[this.count] = 0;
     }
     this.count++;
   }
@@ -162,30 +179,37 @@ export class Int64ColumnBuilder implements ColumnBuilder {
     this.reserve();
     let zero = true;
     for (let i = 0; i < 8; i++) if ((this.bytes[this.count * 8 + i] = source[at + i]) !== 0) zero = false;
-    this.nulls.push(zero || source[at + 7] >= 0x80 ? 1 : 0);
+    this.nulls[this.count] = zero || source[at + 7] >= 0x80 ? 1 : 0;
     this.count++;
   }
 
   build(): Int64Column {
-    const values = new BigInt64Array(this.count);
-    new Uint8Array(values.buffer).set(this.bytes.subarray(0, this.count * 8));
-    return { kind: 'int64', values, nulls: Uint8Array.from(this.nulls) };
+    return { kind: 'int64', values: new BigInt64Array(this.bytes.buffer, this.bytes.byteOffset, this.count), nulls: this.nulls.subarray(0, this.count) };
   }
 
   private reserve(): void {
-    if ((this.count + 1) * 8 <= this.bytes.length) return;
-    const bigger = new Uint8Array(this.bytes.length * 2);
-    bigger.set(this.bytes);
-    this.bytes = bigger;
+    if (this.count < this.nulls.length) return;
+    const bytes = new Uint8Array(this.bytes.length * 2);
+    bytes.set(this.bytes);
+    this.bytes = bytes;
+    const nulls = new Uint8Array(this.nulls.length * 2);
+    nulls.set(this.nulls);
+    this.nulls = nulls;
   }
 }
 
-/** Builders for every column of a table, each in the form `ColumnData` describes. */
+/**
+ * Builders for every column of a table, each in the form `ColumnData` describes. They start in
+ * one shared buffer: a batch of two spans made some 80 buffers, one per column array, and that
+ * allocation was a tenth of the server's work on such small requests.
+ */
 export function columnBuilders(columns: readonly Column[]): ColumnBuilder[] {
-  return columns.map((c) => {
-    if (c.js) return [] as ColumnValue[];
-    if (c.type === 'VARCHAR' || c.type === 'JSON') return new ByteColumnBuilder();
-    if (c.type === 'TIMESTAMP_NS') return new Int64ColumnBuilder();
+  const kinds = columns.map((c) => (c.js ? 'js' : c.type === 'VARCHAR' || c.type === 'JSON' ? 'bytes' : c.type === 'TIMESTAMP_NS' ? 'int64' : 'js'));
+  const arena = new ArrayBuffer(kinds.reduce((sum, kind) => sum + (kind === 'bytes' ? BYTE_BUILDER_START : kind === 'int64' ? INT64_BUILDER_START : 0), 0));
+  let offset = 0;
+  return kinds.map((kind) => {
+    if (kind === 'bytes') return new ByteColumnBuilder(arena, (offset += BYTE_BUILDER_START) - BYTE_BUILDER_START);
+    if (kind === 'int64') return new Int64ColumnBuilder(arena, (offset += INT64_BUILDER_START) - INT64_BUILDER_START);
     return [] as ColumnValue[];
   });
 }
