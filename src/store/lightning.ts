@@ -138,12 +138,22 @@ export class EmbeddedLightningStore implements LightningStore {
 
   async waitForRollouts(rolloutIds: string[], timeoutSeconds: number | null): Promise<Rollout[]> {
     const deadline = timeoutSeconds === null ? Infinity : Date.now() + Math.max(0, timeoutSeconds) * 1000;
+    const unfinished = (id: string) => {
+      const rollout = this.state.rollouts.get(id);
+      return rollout === undefined || !FINISHED_ROLLOUT_STATUSES.includes(rollout.status);
+    };
+    // Each wake checks the rollouts not seen finished yet (an algorithm waits for thousands,
+    // and every change wakes it), and all of them once none of those is left.
+    let waiting = rolloutIds;
     for (;;) {
       const seen = this.events;
       await this.watchdogIfDue();
-      const known = rolloutIds.map((id) => this.state.rollouts.get(id)).filter((r): r is Rollout => r !== undefined);
-      const finished = known.filter((r) => FINISHED_ROLLOUT_STATUSES.includes(r.status));
-      if (finished.length === known.length || Date.now() >= deadline) return structuredClone(finished);
+      waiting = waiting.filter(unfinished);
+      if (waiting.every((id) => !this.state.rollouts.has(id))) waiting = rolloutIds.filter(unfinished);
+      if (waiting.every((id) => !this.state.rollouts.has(id)) || Date.now() >= deadline) {
+        const known = rolloutIds.map((id) => this.state.rollouts.get(id)).filter((r): r is Rollout => r !== undefined);
+        return structuredClone(known.filter((r) => FINISHED_ROLLOUT_STATUSES.includes(r.status)));
+      }
       // Wake for a finished rollout, and at the watchdog's pace for timeouts it may find.
       if (this.events === seen) await this.nextEvent(Math.min(deadline, Date.now() + 1000));
     }
