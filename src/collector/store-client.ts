@@ -27,6 +27,12 @@ export interface StoreClientOptions {
   readonly retryDelaysSeconds?: readonly number[];
 }
 
+interface RequestOptions {
+  /** Retry after network errors: always (reads, updates that set a state), never, or only when the request was never sent ('unsent': calls that create something). */
+  readonly retry?: boolean | 'unsent';
+  readonly timeoutSeconds?: number;
+}
+
 /** The server's own cap on one long poll; longer waits are several requests. */
 const LONG_POLL_SECONDS = 60;
 
@@ -50,7 +56,7 @@ export class StoreClient implements LightningStore {
   }
 
   enqueueManyRollouts(requests: RolloutRequest[]): Promise<Rollout[]> {
-    return this.post('/queues/rollouts/enqueue', { rollouts: requests });
+    return this.post('/queues/rollouts/enqueue', { rollouts: requests }, { retry: 'unsent' });
   }
 
   async dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
@@ -72,11 +78,11 @@ export class StoreClient implements LightningStore {
   }
 
   startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout> {
-    return this.post('/rollouts', request);
+    return this.post('/rollouts', request, { retry: 'unsent' });
   }
 
   startAttempt(rolloutId: string, workerId: string | null = null): Promise<AttemptedRollout> {
-    return this.post(`/rollouts/${enc(rolloutId)}/attempts`, { worker_id: workerId });
+    return this.post(`/rollouts/${enc(rolloutId)}/attempts`, { worker_id: workerId }, { retry: 'unsent' });
   }
 
   queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
@@ -113,11 +119,11 @@ export class StoreClient implements LightningStore {
   }
 
   addResources(resources: NamedResources): Promise<ResourcesUpdate> {
-    return this.post('/resources', resources);
+    return this.post('/resources', resources, { retry: 'unsent' });
   }
 
   updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate> {
-    return this.post(`/resources/${enc(resourcesId)}`, resources);
+    return this.post(`/resources/${enc(resourcesId)}`, resources, { retry: 'unsent' });
   }
 
   getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
@@ -179,11 +185,11 @@ export class StoreClient implements LightningStore {
     return this.request<T>('GET', path, undefined, {});
   }
 
-  private post<T>(path: string, body: unknown, options: { retry?: boolean; timeoutSeconds?: number } = {}): Promise<T> {
+  private post<T>(path: string, body: unknown, options: RequestOptions = {}): Promise<T> {
     return this.request<T>('POST', path, body, options);
   }
 
-  private async request<T>(method: string, path: string, body: unknown, { retry = true, timeoutSeconds = this.timeout }): Promise<T> {
+  private async request<T>(method: string, path: string, body: unknown, { retry = true, timeoutSeconds = this.timeout }: RequestOptions): Promise<T> {
     const delays = retry ? (this.options.retryDelaysSeconds ?? [1, 2, 5]) : [];
     for (let attempt = 0; ; attempt++) {
       let response: HttpAnswer;
@@ -194,8 +200,13 @@ export class StoreClient implements LightningStore {
         };
         response = await httpRequest(`${this.base}${path}`, method, headers, body === undefined ? undefined : JSON.stringify(body), timeoutSeconds * 1000);
       } catch (error) {
-        // The server did not answer (down, restarting): retry after a pause, then give up.
-        if (attempt >= delays.length) throw new Error(`agl store at ${this.base} did not answer ${method} ${path}: ${(error as Error).message}`, { cause: error });
+        // The server did not answer (down, restarting): retry after a pause, then give up. A call
+        // that creates something is retried only when it never reached the server: an answer
+        // lost after the server acted would otherwise create it twice.
+        const unsent = (error as NodeJS.ErrnoException).code === 'ECONNREFUSED';
+        if (attempt >= delays.length || (retry === 'unsent' && !unsent)) {
+          throw new Error(`agl store at ${this.base} did not answer ${method} ${path}: ${(error as Error).message}`, { cause: error });
+        }
         await new Promise((resolve) => setTimeout(resolve, delays[attempt] * 1000));
         continue;
       }
