@@ -23,6 +23,7 @@ const SCOPE_SPANS = 2;
 const SPANS = 2;
 
 const BARE_SCOPE = { name: '' };
+const NO_RESOURCE = emptyResource();
 
 /** A span processor (placed before the batch processor) that encodes each span as it ends. */
 export class SpanEncoder implements SpanProcessor {
@@ -84,7 +85,7 @@ export class SpanEncoder implements SpanProcessor {
   private resourceFields(resource: Resource, span: ReadableSpan): Uint8Array {
     let fields = this.resources.get(resource);
     if (!fields) {
-      fields = splitField(onlyRequest(span).resourceSpans, SCOPE_SPANS).rest;
+      fields = splitField(resourceSpansOf(span), SCOPE_SPANS).rest;
       // Attributes still to come from an asynchronous detector are encoded once they are there.
       if (!resource.asyncAttributesPending) this.resources.set(resource, fields);
     }
@@ -95,7 +96,7 @@ export class SpanEncoder implements SpanProcessor {
   private scopeFields(key: string, span: ReadableSpan): Uint8Array {
     let fields = this.scopes.get(key);
     if (!fields) {
-      fields = splitField(splitField(onlyRequest(span).resourceSpans, SCOPE_SPANS).value, SPANS).rest;
+      fields = splitField(splitField(resourceSpansOf(span), SCOPE_SPANS).value, SPANS).rest;
       this.scopes.set(key, fields);
     }
     return fields;
@@ -105,9 +106,9 @@ export class SpanEncoder implements SpanProcessor {
 /** The key the SDK's serializer groups scopes by. */
 const scopeKey = ({ instrumentationScope: scope }: ReadableSpan) => `${scope.name}@${scope.version || ''}:${scope.schemaUrl || ''}`;
 
-/** The request of `span` alone, and its ResourceSpans. */
-function onlyRequest(span: ReadableSpan): { resourceSpans: Uint8Array } {
-  return { resourceSpans: splitField(ProtobufTraceSerializer.serializeRequest([span])!, RESOURCE_SPANS).value };
+/** The ResourceSpans of the request of `span` alone. */
+function resourceSpansOf(span: ReadableSpan): Uint8Array {
+  return splitField(ProtobufTraceSerializer.serializeRequest([span])!, RESOURCE_SPANS).value;
 }
 
 /** A span as a `spans` field of ScopeSpans (tag, length, Span message). */
@@ -117,9 +118,9 @@ function encodeSpan(span: ReadableSpan): Uint8Array {
     startTime: span.startTime, endTime: span.endTime, status: span.status, attributes: span.attributes, links: span.links,
     events: span.events, duration: span.duration, ended: span.ended, droppedAttributesCount: span.droppedAttributesCount,
     droppedEventsCount: span.droppedEventsCount, droppedLinksCount: span.droppedLinksCount,
-    resource: emptyResource(), instrumentationScope: BARE_SCOPE,
+    resource: NO_RESOURCE, instrumentationScope: BARE_SCOPE,
   };
-  const scopeSpans = splitField(onlyRequest(bare).resourceSpans, SCOPE_SPANS).value;
+  const scopeSpans = splitField(resourceSpansOf(bare), SCOPE_SPANS).value;
   const out = new ByteList();
   out.field(SPANS, splitField(scopeSpans, SPANS).value);
   return out.join();

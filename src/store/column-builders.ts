@@ -131,12 +131,8 @@ export class ByteColumnBuilder implements ColumnBuilder {
 
   private addRow(start: number, end: number, isNull: number): void {
     if (this.rows === this.nulls.length) {
-      const slices = new Uint32Array(this.slices.length * 2);
-      slices.set(this.slices);
-      this.slices = slices;
-      const nulls = new Uint8Array(this.nulls.length * 2);
-      nulls.set(this.nulls);
-      this.nulls = nulls;
+      this.slices = doubled(this.slices);
+      this.nulls = doubled(this.nulls);
     }
     this.slices[this.rows * 2] = start;
     this.slices[this.rows * 2 + 1] = end;
@@ -189,13 +185,16 @@ export class Int64ColumnBuilder implements ColumnBuilder {
 
   private reserve(): void {
     if (this.count < this.nulls.length) return;
-    const bytes = new Uint8Array(this.bytes.length * 2);
-    bytes.set(this.bytes);
-    this.bytes = bytes;
-    const nulls = new Uint8Array(this.nulls.length * 2);
-    nulls.set(this.nulls);
-    this.nulls = nulls;
+    this.bytes = doubled(this.bytes);
+    this.nulls = doubled(this.nulls);
   }
+}
+
+/** A copy of `array` in one twice its length (in a buffer of its own). */
+function doubled<T extends Uint8Array | Uint32Array>(array: T): T {
+  const bigger = new (array.constructor as new (length: number) => T)(array.length * 2);
+  bigger.set(array);
+  return bigger;
 }
 
 /**
