@@ -10,6 +10,9 @@ test('agl serve names what is wrong with its arguments', async () => {
   const badSize = await runCli(['serve', '--max-body', 'lots']);
   assert.equal(badSize.code, 2);
   assert.match(badSize.stderr, /--max-body must be a size such as 64MiB/);
+  const noMemory = await runCli(['serve', '--write-memory', '0']);
+  assert.equal(noMemory.code, 2);
+  assert.match(noMemory.stderr, /--write-memory must be a size such as 64MiB/);
   const unknown = await runCli(['serve', '--prot', '1']);
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /Unknown option '--prot'/);

@@ -1,5 +1,6 @@
 import { rm, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
 import { startServer, type RunningServer } from '../collector/server.js';
 import { DuckDBStore } from '../store/store.js';
 import { serverFileOf } from './query-command.js';
@@ -7,12 +8,15 @@ import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg
 import type { StoreOptions } from '../store/store.js';
 
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
-          [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 1GiB] [--token T]
+          [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 1GiB]
+          [--write-memory 64MiB] [--token T]
           [--upstream URL] [--upstream-key KEY] [--upstream-timeout 600] [--return-token-ids]
           [--return-logprobs] [--pass-agent-key] [--quiet]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
   stores it in a DuckDB file; answers agl's API under /v1/agl/ and records LLM calls made
   through its OpenAI-compatible gateway under /v1/gateway/. Stops cleanly on Ctrl-C.
+  --write-memory: memory that rows written but not yet checkpointed into the file may hold
+  while no query runs; the rest waits in the temporary folder beside the file.
   --token (or AGL_TOKEN): every request must carry Authorization: Bearer <token>.
   --upstream: the model server (base URL with its /v1) for gateway calls whose rollout has no
   "llm" resource; --upstream-key (or AGL_UPSTREAM_KEY) is its API key.
@@ -32,6 +36,7 @@ export async function serve(args: string[]): Promise<void> {
     'max-queue': { type: 'string' },
     'decode-threads': { type: 'string' },
     'checkpoint-threshold': { type: 'string' },
+    'write-memory': { type: 'string' },
     token: { type: 'string' },
     upstream: { type: 'string' },
     'upstream-key': { type: 'string' },
@@ -63,7 +68,12 @@ export async function serve(args: string[]): Promise<void> {
   const storeOptions = {
     maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2),
     checkpointThreshold: values['checkpoint-threshold'] === undefined ? undefined : `${bytesArg('--checkpoint-threshold', values['checkpoint-threshold'], 0)}B`,
+    writeMemoryBytes: bytesArg('--write-memory', values['write-memory'], 64 * 1024 ** 2),
   };
+  // V8 grows the young generation to 128 MB under ingest (request buffers and decoded columns
+  // live until their commit), which is most of a busy server's JS memory and bought no
+  // throughput: keep it at the size it has by now. The flag is read whenever it would grow.
+  setFlagsFromString('--semi-space-growth-factor=1');
   const store = await openStoreOrExplain(path, storeOptions);
   let server: RunningServer;
   try {

@@ -2,6 +2,7 @@ import { stat } from 'node:fs/promises';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
 import { selectRows, type ColumnarRows, type Int64Column } from './columns.js';
+import { MemoryBudget } from './memory-budget.js';
 import { exportQuery, runQuery, streamQuery, type ExportFormat, type QueryResult } from './query.js';
 import { deriveSpans } from './deriver.js';
 import { migrate } from './schema.js';
@@ -58,6 +59,12 @@ export interface StoreOptions {
    * `deriveAll()` derives, and DuckDB checkpoints at `checkpointThreshold`).
    */
   readonly deriveWhenIdleMs?: number;
+  /**
+   * Memory that committed rows not yet checkpointed may hold while no read runs (default 64 MiB);
+   * more waits in DuckDB's temporary folder beside the file until the next checkpoint (see
+   * memory-budget.ts). Reads run with DuckDB's default limit.
+   */
+  readonly writeMemoryBytes?: number;
   /** Open for queries only (another process may not hold the file for writing meanwhile). */
   readonly readOnly?: boolean;
 }
@@ -88,6 +95,8 @@ export class DuckDBStore {
   /** The last round stopped at its size, so more spans wait (on open: what the file holds may). */
   private roundWasFull = true;
   private deriveConnection: DuckDBConnection | undefined;
+  /** DuckDB's memory limit: small while only writes run (none for a read-only store). */
+  private memory: MemoryBudget | undefined;
   private closing = false;
 
   private constructor(
@@ -96,7 +105,10 @@ export class DuckDBStore {
     private readonly connection: DuckDBConnection,
     private readonly options: StoreOptions,
   ) {
-    this.writer = new GroupCommitWriter(connection, { maxQueuedBytes: options.maxQueuedBytes ?? 64 * 1024 * 1024 });
+    this.writer = new GroupCommitWriter(connection, {
+      maxQueuedBytes: options.maxQueuedBytes ?? 64 * 1024 * 1024,
+      withMoreMemory: (work) => this.read(work),
+    });
     this.lightning = new EmbeddedLightningStore(new RolloutState(), {
       write: (writes) => this.writer.write(writes, 0),
       writeSpans: (rows) => this.writeSpans(rows, 0),
@@ -123,6 +135,7 @@ export class DuckDBStore {
         await store.loadHotState();
         await loadRolloutState(connection, store.lightning.state);
         store.lightning.version = await lastVersion(connection);
+        store.memory = await MemoryBudget.open(await instance.connect(), options.writeMemoryBytes ?? 64 * 2 ** 20);
         // Attempts time out even when nobody asks (and restarts resolve attempts left running).
         store.watchdogTimer = setInterval(() => void store.lightning.watchdog().catch(() => {}), 1000);
         store.watchdogTimer.unref();
@@ -131,6 +144,7 @@ export class DuckDBStore {
         // that ingest waits for neither; reads are complete meanwhile.
         const idleMs = options.deriveWhenIdleMs ?? 250;
         if (Number.isFinite(idleMs)) store.idleTimer = setInterval(() => {
+          void store.memory?.settle();
           if (store.deriving || store.idleStep || Date.now() - store.lastSpanWrite < idleMs) return;
           store.idleStep = store.checkpointIfLarge().then((checkpointed) => {
             if (checkpointed || store.closing || !store.deriveDue()) return;
@@ -189,25 +203,35 @@ export class DuckDBStore {
   }
 
   query(sql: string, options: { guard?: boolean } = {}): Promise<QueryResult> {
-    return runQuery(this.instance, sql, {
+    return this.read(() => runQuery(this.instance, sql, {
       timeoutMs: this.options.queryTimeoutMs ?? 30_000,
       maxRows: this.options.maxQueryRows ?? 100_000,
       guard: options.guard ?? true,
-    });
+    }));
   }
 
   /** The rows of a query batch by batch, with no row or time limit (adapters read large results this way). */
-  streamQuery(sql: string, options: { guard?: boolean } = {}): AsyncGenerator<Record<string, unknown>[]> {
-    return streamQuery(this.instance, sql, { guard: options.guard ?? true });
+  async *streamQuery(sql: string, options: { guard?: boolean } = {}): AsyncGenerator<Record<string, unknown>[]> {
+    const endRead = await this.memory?.startRead();
+    try {
+      yield* streamQuery(this.instance, sql, { guard: options.guard ?? true });
+    } finally {
+      endRead?.();
+    }
   }
 
   /** Writes a query's rows to a file (COPY); returns how many. */
   exportQuery(sql: string, path: string, format: ExportFormat, options: { guard?: boolean; onProgress?: (fraction: number) => void } = {}): Promise<number> {
-    return exportQuery(this.instance, sql, path, format, {
+    return this.read(() => exportQuery(this.instance, sql, path, format, {
       timeoutMs: this.options.queryTimeoutMs ?? 30_000,
       guard: options.guard ?? true,
       onProgress: options.onProgress,
-    });
+    }));
+  }
+
+  /** Runs a read (or a checkpoint) with DuckDB's full memory limit (memory-budget.ts). */
+  private read<T>(work: () => Promise<T>): Promise<T> {
+    return this.memory ? this.memory.whileReading(work) : work();
   }
 
   /**
@@ -240,7 +264,8 @@ export class DuckDBStore {
       this.deriveConnection ??= await this.instance.connect();
       let derived: number;
       try {
-        derived = await deriveSpans(this.deriveConnection, maxSpans);
+        const connection = this.deriveConnection;
+        derived = await this.read(() => deriveSpans(connection, maxSpans));
       } catch (error) {
         this.deriveConnection.closeSync();
         this.deriveConnection = undefined;
@@ -266,7 +291,8 @@ export class DuckDBStore {
     await this.idleStep;
     this.deriveConnection?.closeSync();
     await this.writer.close();
-    if (!this.options.readOnly) await this.connection.run('CHECKPOINT').catch(() => {});
+    if (!this.options.readOnly) await this.read(() => this.connection.run('CHECKPOINT')).catch(() => {});
+    await this.memory?.close();
     this.connection.closeSync();
     this.instance.closeSync();
   }
@@ -279,7 +305,7 @@ export class DuckDBStore {
   private async checkpointIfLarge(): Promise<boolean> {
     const wal = await stat(`${this.path}.wal`).catch(() => null);
     if (!wal || wal.size < IDLE_CHECKPOINT_BYTES) return false;
-    return this.writer.between((connection) => connection.run('CHECKPOINT').then(() => {})).then(() => true, () => false);
+    return this.writer.between((connection) => this.read(() => connection.run('CHECKPOINT')).then(() => {})).then(() => true, () => false);
   }
 
   private async loadHotState(): Promise<void> {

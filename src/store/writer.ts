@@ -8,6 +8,12 @@ export interface TableRows {
   readonly rows: ColumnarRows;
 }
 
+// DuckDB says so in an "Out of Memory Error", or as an append that "could not allocate".
+const OUT_OF_MEMORY = /out of memory|could not allocate|failed to allocate/i;
+
+/** A group's rows by table. */
+type TableBatches = Map<string, { columns: readonly Column[]; batches: ColumnarRows[] }>;
+
 interface Job {
   readonly writes: readonly TableRows[];
   readonly bytes: number;
@@ -28,6 +34,12 @@ export class StoreBusyError extends Error {
 export interface GroupCommitWriterOptions {
   /** Bytes (as the caller estimates them) that may wait for a commit before writes are refused. */
   readonly maxQueuedBytes: number;
+  /**
+   * Runs work with more memory than writes get (memory-budget.ts): a group that ran out of
+   * memory (one allocation above the write budget, for very large spans) is committed again
+   * inside it.
+   */
+  readonly withMoreMemory?: (work: () => Promise<void>) => Promise<void>;
 }
 
 /**
@@ -115,7 +127,7 @@ export class GroupCommitWriter {
   }
 
   private async commit(group: readonly Job[]): Promise<void> {
-    const byTable = new Map<string, { columns: readonly Column[]; batches: ColumnarRows[] }>();
+    const byTable: TableBatches = new Map();
     for (const job of group) {
       for (const w of job.writes) {
         if (w.rows.length === 0) continue;
@@ -125,6 +137,16 @@ export class GroupCommitWriter {
       }
     }
     if (byTable.size === 0) return;
+    try {
+      await this.commitTables(byTable);
+    } catch (error) {
+      const { withMoreMemory } = this.options;
+      if (!withMoreMemory || !OUT_OF_MEMORY.test(String((error as Error).message))) throw error;
+      await withMoreMemory(() => this.commitTables(byTable));
+    }
+  }
+
+  private async commitTables(byTable: TableBatches): Promise<void> {
     this.statements ??= Promise.all([this.connection.prepare('BEGIN TRANSACTION'), this.connection.prepare('COMMIT')]).then(
       ([begin, commit]) => ({ begin, commit }),
     );

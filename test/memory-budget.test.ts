@@ -1,0 +1,40 @@
+import assert from 'node:assert/strict';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { decodeOtlp } from '../src/collector/decode.js';
+import { DuckDBStore } from '../src/store/store.js';
+import { queryRows, tempDir } from './helpers.js';
+import { freshCopy, makeBatch } from './otlp-batches.js';
+
+test('under a small write budget, written rows wait on disk and reads still get the memory they need', async (t) => {
+  const path = join(await tempDir(t), 'budget.duckdb');
+  // 2 MiB: less than one request of these spans needs, so commits also take the retry with more memory.
+  const store = await DuckDBStore.open({ path, writeMemoryBytes: 2 * 2 ** 20, deriveWhenIdleMs: Infinity });
+  const template = await makeBatch(500, { rolloutId: 'ro-budget', promptBytes: 4096 });
+  for (let serial = 1; serial <= 8; serial++) {
+    const body = freshCopy(template, serial);
+    const { stored } = await store.writeSpans(decodeOtlp('traces', 'protobuf', body).rows, body.length);
+    assert.equal(stored, 500);
+  }
+  const spilled = await readdir(`${path}.tmp`);
+  assert.ok(spilled.length > 0, 'rows over the budget went to the temporary folder');
+
+  // string_agg keeps its whole result in memory (18 MB here): far over the write budget.
+  const [whole] = await queryRows(store, `SELECT count(*) AS n, count(DISTINCT (trace_id, span_id)) AS ids, sum(length(attributes)) AS chars,
+    length(string_agg(attributes, '')) AS joined FROM spans`);
+  assert.equal(whole.n, 4000);
+  assert.equal(whole.ids, 4000);
+  assert.equal(whole.joined, whole.chars);
+  let streamed = 0;
+  for await (const rows of store.streamQuery('SELECT attributes FROM spans ORDER BY attributes DESC')) streamed += rows.length;
+  assert.equal(streamed, 4000);
+
+  // Writes go on after the reads, and everything reaches the file.
+  const body = freshCopy(template, 9);
+  await store.writeSpans(decodeOtlp('traces', 'protobuf', body).rows, body.length);
+  await store.close();
+  const reopened = await DuckDBStore.open({ path, readOnly: true });
+  t.after(() => reopened.close());
+  assert.deepEqual(await queryRows(reopened, 'SELECT count(*) AS n, max(sequence_id) AS last FROM spans'), [{ n: 4500, last: 4500 }]);
+});
