@@ -129,6 +129,23 @@ for (const [label, open] of variants) {
     await assert.rejects(ls.addSpan(span('ro-unknown', 'at-x', '0000000000000013')), NotFoundError);
   });
 
+  test(`${label}: a heartbeat sent with updateAttempt runs a preparing attempt and revives an unresponsive one`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const [fresh, silent] = await ls.enqueueManyRollouts([{ input: 'fresh' }, { input: 'silent', config: { unresponsive_seconds: 0.05 } }]);
+    const taken = await ls.dequeueManyRollouts({ limit: 2 });
+    await ls.updateAttempt(fresh.rollout_id, taken[0].attempt.attempt_id, { last_heartbeat_time: Date.now() / 1000 });
+    const running = (await ls.getRolloutById(fresh.rollout_id)) as { status: string; attempt: { status: string } };
+    assert.equal(running.status, 'running');
+    assert.equal(running.attempt.status, 'running');
+    await sleep(120);
+    assert.equal((await ls.getLatestAttempt(silent.rollout_id))!.status, 'unresponsive');
+    const beat = Date.now() / 1000;
+    const revived = await ls.updateAttempt(silent.rollout_id, 'latest', { last_heartbeat_time: beat });
+    assert.equal(revived.status, 'running');
+    assert.equal(revived.last_heartbeat_time, beat);
+    assert.equal((await ls.getLatestAttempt(silent.rollout_id))!.status, 'running');
+  });
+
   test(`${label}: resources are versioned; new rollouts get the latest`, async (t) => {
     const { lightning: ls } = await open(t);
     assert.equal(await ls.getLatestResources(), null);

@@ -150,23 +150,21 @@ export class RolloutState {
     if (update.metadata !== undefined) attempt.metadata = update.metadata;
     changes.attempts.add(attempt);
     if (update.status !== undefined) this.setAttemptStatus(rollout, attempt, update.status, now, changes);
+    // A heartbeat sent this way counts as one sent by a span (Agent Lightning's runners send both).
+    else if (update.last_heartbeat_time !== undefined) this.revive(rollout, attempt, now, changes);
     if ((update.worker_id || update.status !== undefined) && attempt.worker_id) {
       this.syncWorker(attempt.worker_id, attempt, now, changes, false);
     }
     return attempt;
   }
 
-  /**
-   * A span or heartbeat arrived for the attempt: it is alive. Preparing or unresponsive attempts
-   * run again (a timed-out one stays timed out); the rollout of the latest attempt runs.
-   */
+  /** A span arrived for the attempt: it is alive (see `revive`). */
   heartbeat(rolloutId: string, attemptId: string, now: number, changes: Changes): void {
     const attempt = this.attempts.get(rolloutId)?.find((a) => a.attempt_id === attemptId);
     const rollout = this.rollouts.get(rolloutId);
     if (!attempt || !rollout) return;
     attempt.last_heartbeat_time = now;
-    const revived = attempt.status === 'preparing' || attempt.status === 'unresponsive';
-    if (revived) attempt.status = 'running';
+    const revived = this.revive(rollout, attempt, now, changes);
     // A heartbeat alone is written through at most every few seconds: spans arrive many times
     // a second, and after a restart a few seconds' older heartbeat changes nothing that matters.
     const persisted = this.persistedHeartbeats.get(attempt) ?? 0;
@@ -174,10 +172,20 @@ export class RolloutState {
       this.persistedHeartbeats.set(attempt, now);
       changes.attempts.add(attempt);
     }
-    const latest = this.attempts.get(rolloutId)!.at(-1) === attempt;
+  }
+
+  /**
+   * The attempt is alive: preparing or unresponsive, it runs (again; a timed-out one stays timed
+   * out), and so does its rollout when it is the latest. Returns whether the attempt's status changed.
+   */
+  private revive(rollout: Rollout, attempt: Attempt, now: number, changes: Changes): boolean {
+    const revived = attempt.status === 'preparing' || attempt.status === 'unresponsive';
+    if (revived) attempt.status = 'running';
+    const latest = this.attempts.get(rollout.rollout_id)!.at(-1) === attempt;
     if (latest && (rollout.status === 'preparing' || QUEUED.includes(rollout.status))) {
       this.setRolloutStatus(rollout, 'running', now, changes);
     }
+    return revived;
   }
 
   /** Marks running attempts past their timeout or silent past unresponsive_seconds. */
