@@ -22,6 +22,10 @@ test('agl serve names what is wrong with its arguments', async () => {
   const help = await runCli(['--help']);
   assert.equal(help.code, 0);
   assert.match(help.stdout, /agl serve \[--host 127\.0\.0\.1\] \[--port 4318\]/);
+  const commandHelp = await runCli(['serve', '--help']);
+  assert.equal(commandHelp.code, 0);
+  assert.match(commandHelp.stdout, /^agl serve \[--host/);
+  assert.doesNotMatch(commandHelp.stdout, /agl query/);
 });
 
 test('agl serve applies --max-body and --decode-threads', async (t) => {

@@ -1,43 +1,43 @@
 #!/usr/bin/env node
 import { CommandError, UsageError } from './args.js';
 
+interface Command {
+  readonly run: (args: string[]) => Promise<void>;
+  readonly usage: string;
+}
+
 /** Commands load on use: `agl export` need not load the server, nor `agl query` the runner. */
-const COMMANDS: Record<string, () => Promise<(args: string[]) => Promise<void>>> = {
-  serve: async () => (await import('./serve.js')).serve,
-  store: async () => (await import('./serve.js')).serve,
-  query: async () => (await import('./query-command.js')).query,
-  export: async () => (await import('./export-command.js')).exportDataset,
-  runner: async () => (await import('./runner-command.js')).runner,
-  demo: async () => (await import('./demo-command.js')).demo,
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  demo: async () => { const m = await import('./demo-command.js'); return { run: m.demo, usage: m.DEMO_USAGE }; },
+  serve: async () => { const m = await import('./serve.js'); return { run: m.serve, usage: m.SERVE_USAGE }; },
+  query: async () => { const m = await import('./query-command.js'); return { run: m.query, usage: m.QUERY_USAGE }; },
+  export: async () => { const m = await import('./export-command.js'); return { run: m.exportDataset, usage: m.EXPORT_USAGE }; },
+  runner: async () => { const m = await import('./runner-command.js'); return { run: m.runner, usage: m.RUNNER_USAGE }; },
 };
+/** Agent Lightning's name for the server. */
+COMMANDS.store = COMMANDS.serve;
 
 async function usage(): Promise<string> {
-  const [demo, serve, query, exporting, runner] = await Promise.all([
-    import('./demo-command.js'), import('./serve.js'), import('./query-command.js'), import('./export-command.js'), import('./runner-command.js'),
-  ]);
-  return `agl: turn what AI agents do into training data
-
-${demo.DEMO_USAGE}
-
-${serve.SERVE_USAGE}
-
-${query.QUERY_USAGE}
-
-${exporting.EXPORT_USAGE}
-
-${runner.RUNNER_USAGE}
-`;
+  const commands = await Promise.all(['demo', 'serve', 'query', 'export', 'runner'].map((name) => COMMANDS[name]()));
+  return `agl: turn what AI agents do into training data\n\n${commands.map((c) => c.usage).join('\n\n')}\n`;
 }
 
 async function main(argv: string[]): Promise<void> {
-  const [command, ...args] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+  const [name, ...args] = argv;
+  if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
     process.stdout.write(await usage());
     return;
   }
-  const load = COMMANDS[command];
-  if (!load) throw new UsageError(`unknown command "${command}"\n\n${await usage()}`);
-  await (await load())(args);
+  const load = COMMANDS[name];
+  if (!load) throw new UsageError(`unknown command "${name}"\n\n${await usage()}`);
+  const command = await load();
+  // `agl runner ... -- node agent.js --help`: what follows `--` is the agent's.
+  const own = args.includes('--') ? args.slice(0, args.indexOf('--')) : args;
+  if (own.includes('--help') || own.includes('-h')) {
+    process.stdout.write(`${command.usage}\n`);
+    return;
+  }
+  await command.run(args);
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
