@@ -2,7 +2,7 @@ import { stat } from 'node:fs/promises';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
 import { selectRows, type ColumnarRows, type Int64Column } from './columns.js';
-import { MemoryBudget } from './memory-budget.js';
+import { WriteBudget } from './write-budget.js';
 import { exportQuery, runQuery, streamQuery, type ExportFormat, type QueryResult } from './query.js';
 import { deriveSpans } from './deriver.js';
 import { migrate } from './schema.js';
@@ -62,7 +62,7 @@ export interface StoreOptions {
   /**
    * Memory that committed rows not yet checkpointed may hold while no read runs (default 64 MiB);
    * more waits in DuckDB's temporary folder beside the file until the next checkpoint (see
-   * memory-budget.ts). Reads run with DuckDB's default limit.
+   * write-budget.ts). Reads run with DuckDB's default limit.
    */
   readonly writeMemoryBytes?: number;
   /** Open for queries only (another process may not hold the file for writing meanwhile). */
@@ -95,8 +95,8 @@ export class DuckDBStore {
   /** The last round stopped at its size, so more spans wait (on open: what the file holds may). */
   private roundWasFull = true;
   private deriveConnection: DuckDBConnection | undefined;
-  /** DuckDB's memory limit: small while only writes run (none for a read-only store). */
-  private memory: MemoryBudget | undefined;
+  /** What DuckDB may use while only writes run (none for a read-only store). */
+  private budget: WriteBudget | undefined;
   private closing = false;
 
   private constructor(
@@ -135,7 +135,7 @@ export class DuckDBStore {
         await store.loadHotState();
         await loadRolloutState(connection, store.lightning.state);
         store.lightning.version = await lastVersion(connection);
-        store.memory = await MemoryBudget.open(await instance.connect(), options.writeMemoryBytes ?? 64 * 2 ** 20);
+        store.budget = await WriteBudget.open(await instance.connect(), options.writeMemoryBytes ?? 64 * 2 ** 20);
         // Attempts time out even when nobody asks (and restarts resolve attempts left running).
         store.watchdogTimer = setInterval(() => void store.lightning.watchdog().catch(() => {}), 1000);
         store.watchdogTimer.unref();
@@ -144,7 +144,7 @@ export class DuckDBStore {
         // that ingest waits for neither; reads are complete meanwhile.
         const idleMs = options.deriveWhenIdleMs ?? 250;
         if (Number.isFinite(idleMs)) store.idleTimer = setInterval(() => {
-          void store.memory?.settle();
+          void store.budget?.settle();
           if (store.deriving || store.idleStep || Date.now() - store.lastSpanWrite < idleMs) return;
           store.idleStep = store.checkpointIfLarge().then((checkpointed) => {
             if (checkpointed || store.closing || !store.deriveDue()) return;
@@ -212,7 +212,7 @@ export class DuckDBStore {
 
   /** The rows of a query batch by batch, with no row or time limit (adapters read large results this way). */
   async *streamQuery(sql: string, options: { guard?: boolean } = {}): AsyncGenerator<Record<string, unknown>[]> {
-    const endRead = await this.memory?.startRead();
+    const endRead = await this.budget?.startRead();
     try {
       yield* streamQuery(this.instance, sql, { guard: options.guard ?? true });
     } finally {
@@ -229,9 +229,9 @@ export class DuckDBStore {
     }));
   }
 
-  /** Runs a read (or a checkpoint) with DuckDB's full memory limit (memory-budget.ts). */
+  /** Runs a read (or a checkpoint) with the write budget lifted (write-budget.ts). */
   private read<T>(work: () => Promise<T>): Promise<T> {
-    return this.memory ? this.memory.whileReading(work) : work();
+    return this.budget ? this.budget.whileReading(work) : work();
   }
 
   /**
@@ -292,7 +292,7 @@ export class DuckDBStore {
     this.deriveConnection?.closeSync();
     await this.writer.close();
     if (!this.options.readOnly) await this.read(() => this.connection.run('CHECKPOINT')).catch(() => {});
-    await this.memory?.close();
+    await this.budget?.close();
     this.connection.closeSync();
     this.instance.closeSync();
   }

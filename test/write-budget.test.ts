@@ -3,7 +3,9 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { decodeOtlp } from '../src/collector/decode.js';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { DuckDBStore } from '../src/store/store.js';
+import { WriteBudget } from '../src/store/write-budget.js';
 import { queryRows, tempDir } from './helpers.js';
 import { freshCopy, makeBatch } from './otlp-batches.js';
 
@@ -37,4 +39,31 @@ test('under a small write budget, written rows wait on disk and reads still get 
   const reopened = await DuckDBStore.open({ path, readOnly: true });
   t.after(() => reopened.close());
   assert.deepEqual(await queryRows(reopened, 'SELECT count(*) AS n, max(sequence_id) AS last FROM spans'), [{ n: 4500, last: 4500 }]);
+});
+
+test('the write budget holds while no read runs and is lifted while one does', async () => {
+  const instance = await DuckDBInstance.create(':memory:');
+  const observer = await instance.connect();
+  const settings = async () => {
+    const reader = await observer.runAndReadAll("SELECT current_setting('threads'), current_setting('memory_limit')");
+    return reader.getRows()[0].map(String);
+  };
+  const defaults = await settings();
+  // DuckDB shows the limit rounded ("18.8 GiB"), so setting it back may show a hair less.
+  const gib = (size: string) => Number(/^([\d.]+)/.exec(size)![1]) * { KiB: 2 ** -20, MiB: 2 ** -10, GiB: 1, TiB: 1024 }[size.split(' ')[1]]!;
+  const budget = await WriteBudget.open(await instance.connect(), 3 * 2 ** 20);
+  assert.deepEqual(await settings(), ['1', '3.0 MiB']);
+  const endFirst = await budget.startRead();
+  const second = budget.whileReading(async () => {
+    const [threads, memory] = await settings();
+    assert.equal(threads, defaults[0]);
+    assert.ok(gib(memory) >= gib(defaults[1]) * 0.99, `${memory} is DuckDB's default memory limit (${defaults[1]})`);
+  });
+  endFirst();
+  await second;
+  await budget.settle();
+  assert.deepEqual(await settings(), ['1', '3.0 MiB'], 'back to the budget once both reads ended');
+  await budget.close();
+  observer.closeSync();
+  instance.closeSync();
 });
