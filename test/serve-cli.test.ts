@@ -13,6 +13,9 @@ test('agl serve names what is wrong with its arguments', async () => {
   const noMemory = await runCli(['serve', '--write-memory', '0']);
   assert.equal(noMemory.code, 2);
   assert.match(noMemory.stderr, /--write-memory must be a size such as 64MiB/);
+  const noTime = await runCli(['serve', '--query-timeout', 'soon']);
+  assert.equal(noTime.code, 2);
+  assert.match(noTime.stderr, /--query-timeout must be a number of seconds above 0, not "soon"/);
   const unknown = await runCli(['serve', '--prot', '1']);
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /Unknown option '--prot'/);
@@ -28,15 +31,18 @@ test('agl serve names what is wrong with its arguments', async () => {
   assert.doesNotMatch(commandHelp.stdout, /agl query/);
 });
 
-test('agl serve applies --max-body and --decode-threads', async (t) => {
+test('agl serve applies --max-body, --decode-threads and --query-timeout', async (t) => {
   const db = join(await tempDir(t), 'flags.duckdb');
-  const serve = await spawnServe(['--db', db, '--max-body', '1KiB', '--decode-threads', '0']);
+  const serve = await spawnServe(['--db', db, '--max-body', '1KiB', '--decode-threads', '0', '--query-timeout', '0.2']);
   t.after(() => serve.child.kill('SIGKILL'));
   assert.match(serve.url, /^http:\/\/127\.0\.0\.1:\d+$/, 'binds 127.0.0.1 by default');
   const tooBig = await post(`${serve.url}/v1/traces`, Buffer.alloc(2048), { 'content-type': 'application/x-protobuf' });
   assert.equal(tooBig.status, 413);
   const small = await post(`${serve.url}/v1/traces`, '{}', { 'content-type': 'application/json' });
   assert.equal(small.status, 200);
+  const slow = await post(`${serve.url}/v1/agl/query`, JSON.stringify({ sql: 'SELECT count(*) FROM range(100000000000) t(x) WHERE x % 7 = 3' }), { 'content-type': 'application/json' });
+  assert.equal(slow.status, 408);
+  assert.match(slow.body.toString(), /longer than 0.2 s/);
 });
 
 test('a second agl serve on the same file or port says what is in the way', async (t) => {

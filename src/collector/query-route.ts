@@ -44,7 +44,7 @@ export async function handleQuery(request: IncomingMessage, response: ServerResp
     }
   } catch (error) {
     if (error instanceof QueryRefusedError) throw new HttpError(400, error.message);
-    if (error instanceof QueryTimeoutError) throw new HttpError(408, error.message);
+    if (error instanceof QueryTimeoutError) throw new HttpError(408, `${error.message} (the server's limit: agl serve --query-timeout)`);
     // Errors DuckDB raises for the query itself (unknown column, bad cast, ...) are the
     // client's to fix; they never concern the store's state.
     if (error instanceof Error && /(Error|Exception):/.test(error.message)) throw new HttpError(400, error.message);

@@ -1,8 +1,9 @@
-import { existsSync } from 'node:fs';
+import { createWriteStream, existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { extname, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { QuerySource } from '../adapters/source.js';
 import { parseJsonExact } from '../exact-json.js';
 import type { ExportFormat, QueryResult } from '../store/query.js';
@@ -146,7 +147,9 @@ function httpTarget(base: string, token: string | undefined): QueryTarget {
     exportTo: async (sql, path, format) => {
       if (format !== 'json') {
         const response = await post({ sql, format });
-        await writeFile(path, Buffer.from(await response.arrayBuffer()));
+        // Straight to the file: an export can be larger than this process's memory.
+        if (response.body) await pipeline(Readable.fromWeb(response.body), createWriteStream(path));
+        else await writeFile(path, '');
         return Number(response.headers.get('x-agl-rows') ?? 0);
       }
       const result = parseJsonExact(await (await post({ sql })).text()) as QueryResult;

@@ -9,7 +9,7 @@ import type { StoreOptions } from '../store/store.js';
 
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
           [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 1GiB]
-          [--write-memory 64MiB] [--token T]
+          [--write-memory 64MiB] [--query-timeout 30] [--token T]
           [--upstream URL] [--upstream-key KEY] [--upstream-timeout 600] [--return-token-ids]
           [--return-logprobs] [--pass-agent-key] [--quiet]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
@@ -17,6 +17,7 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./a
   through its OpenAI-compatible gateway under /v1/gateway/. Stops cleanly on Ctrl-C.
   --write-memory: memory that rows written but not yet checkpointed into the file may hold
   while no query runs; the rest waits in the temporary folder beside the file.
+  --query-timeout: seconds a query or an export through the server may run.
   --token (or AGL_TOKEN): every request must carry Authorization: Bearer <token>.
   --upstream: the model server (base URL with its /v1) for gateway calls whose rollout has no
   "llm" resource; --upstream-key (or AGL_UPSTREAM_KEY) is its API key.
@@ -37,6 +38,7 @@ export async function serve(args: string[]): Promise<void> {
     'decode-threads': { type: 'string' },
     'checkpoint-threshold': { type: 'string' },
     'write-memory': { type: 'string' },
+    'query-timeout': { type: 'string' },
     token: { type: 'string' },
     upstream: { type: 'string' },
     'upstream-key': { type: 'string' },
@@ -69,6 +71,7 @@ export async function serve(args: string[]): Promise<void> {
     maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2),
     checkpointThreshold: values['checkpoint-threshold'] === undefined ? undefined : `${bytesArg('--checkpoint-threshold', values['checkpoint-threshold'], 0)}B`,
     writeMemoryBytes: bytesArg('--write-memory', values['write-memory'], 64 * 1024 ** 2),
+    queryTimeoutMs: 1000 * secondsArg('--query-timeout', values['query-timeout'], 30),
   };
   // V8 grows the young generation to 128 MB under ingest (request buffers and decoded columns
   // live until their commit), which is most of a busy server's JS memory and bought no
