@@ -35,7 +35,7 @@ export interface GroupCommitWriterOptions {
   /** Bytes (as the caller estimates them) that may wait for a commit before writes are refused. */
   readonly maxQueuedBytes: number;
   /**
-   * Runs work with more memory than writes get (memory-budget.ts): a group that ran out of
+   * Runs work with more memory than writes get (write-budget.ts): a group that ran out of
    * memory (one allocation above the write budget, for very large spans) is committed again
    * inside it.
    */
