@@ -36,3 +36,26 @@ test('small and large batches of one commit keep every value and every null', as
     await removeDir(dir);
   }
 });
+
+test('short and long strings side by side come back equal, compare equal and group together', async () => {
+  const dir = await newTempDir();
+  const store = await DuckDBStore.open({ path: join(dir, 'strings.duckdb'), deriveWhenIdleMs: Infinity });
+  try {
+    // Up to 12 bytes DuckDB keeps a string inside its 16-byte header, longer ones elsewhere:
+    // lengths around that bound, empty, and multi-byte characters on both sides of it.
+    const names = ['', 'a', 'chat', 'exactly-12by', 'thirteen-byte', 'éééééé', 'ééééééé', 'x'.repeat(40), '日本語の名前'];
+    const spans = Array.from({ length: 600 }, (_, i) => span({ name: names[i % names.length], start: i + 1, end: i + 2, trace: i + 1 }));
+    await store.writeSpans(spanRows(...spans), 1);
+    const { rows } = await store.query('SELECT name FROM spans ORDER BY start_time', { guard: false });
+    assert.deepEqual(rows.map((r) => r.name), spans.map((s) => s.name));
+    const groups = await store.query('SELECT name, count(*) AS n FROM spans GROUP BY name ORDER BY name', { guard: false });
+    assert.deepEqual(groups.rows.map((r) => [r.name, Number(r.n)]), [...names].sort().map((name) => [name, spans.filter((s) => s.name === name).length]));
+    for (const name of names) {
+      const { rows: [hit] } = await store.query(`SELECT count(*) AS n FROM spans WHERE name = '${name}' AND name LIKE '${name}%'`, { guard: false });
+      assert.equal(Number(hit.n), spans.filter((s) => s.name === name).length, name);
+    }
+  } finally {
+    await store.close();
+    await removeDir(dir);
+  }
+});

@@ -193,10 +193,7 @@ function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData,
         duckdb.vector_reference_value(vector, duckdb.create_varchar(text));
         return false;
       }
-      for (let row = 0; row < count; row++) {
-        const i = start + row;
-        if (!c.nulls[i]) duckdb.vector_assign_string_element_len(vector, offset + row, data.subarray(slices[2 * i], slices[2 * i + 1]));
-      }
+      assignStrings(vector, c, start, count, offset);
     }
     return nulls > 0;
   }
@@ -251,6 +248,40 @@ function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData,
   }
   return nulls > 0;
 }
+
+/**
+ * Strings of at most 12 bytes live inside the 16-byte `duckdb_string_t` itself (its inlined form:
+ * a little-endian uint32 length, then the bytes, zero-padded; duckdb.h), so a chunk's worth of
+ * them is written as structs and copied in one call; longer ones are assigned one by one, which
+ * costs an N-API call each (0.5 us; names, kinds and statuses are most of a span's strings).
+ */
+function assignStrings(vector: duckdb.Vector, column: ByteColumn, start: number, count: number, offset: number): void {
+  const { data, slices, nulls } = column;
+  inlineStrings.fill(0, 0, count * 16);
+  let long = 0;
+  for (let row = 0; row < count; row++) {
+    const i = start + row;
+    if (nulls[i]) continue;
+    const from = slices[2 * i];
+    const length = slices[2 * i + 1] - from;
+    if (length > 12) {
+      longRows[long++] = row;
+      continue;
+    }
+    const at = row * 16;
+    inlineView.setUint32(at, length, true);
+    for (let k = 0; k < length; k++) inlineStrings[at + 4 + k] = data[from + k];
+  }
+  duckdb.copy_data_to_vector(vector, offset * 16, inlineStrings.buffer as ArrayBuffer, 0, count * 16);
+  for (let k = 0; k < long; k++) {
+    const i = start + longRows[k];
+    duckdb.vector_assign_string_element_len(vector, offset + longRows[k], data.subarray(slices[2 * i], slices[2 * i + 1]));
+  }
+}
+
+const inlineStrings = new Uint8Array(CHUNK_ROWS * 16);
+const inlineView = new DataView(inlineStrings.buffer);
+const longRows = new Uint32Array(CHUNK_ROWS);
 
 function isConstantSlice(slices: Uint32Array, start: number, count: number): boolean {
   const first = slices[2 * start];
