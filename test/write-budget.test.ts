@@ -41,7 +41,7 @@ test('under a small write budget, written rows wait on disk and reads still get 
   assert.deepEqual(await queryRows(reopened, 'SELECT count(*) AS n, max(sequence_id) AS last FROM spans'), [{ n: 4500, last: 4500 }]);
 });
 
-test('the write budget holds while no read runs and is lifted while one does', async () => {
+test('the write budget holds for writes and is lifted while a read runs', async () => {
   const instance = await DuckDBInstance.create(':memory:');
   const observer = await instance.connect();
   const settings = async () => {
@@ -51,18 +51,32 @@ test('the write budget holds while no read runs and is lifted while one does', a
   const defaults = await settings();
   // DuckDB shows the limit rounded ("18.8 GiB"), so setting it back may show a hair less.
   const gib = (size: string) => Number(/^([\d.]+)/.exec(size)![1]) * { KiB: 2 ** -20, MiB: 2 ** -10, GiB: 1, TiB: 1024 }[size.split(' ')[1]]!;
-  const budget = await WriteBudget.open(await instance.connect(), 3 * 2 ** 20);
-  assert.deepEqual(await settings(), ['1', '3.0 MiB']);
-  const endFirst = await budget.startRead();
-  const second = budget.whileReading(async () => {
+  const lifted = async () => {
     const [threads, memory] = await settings();
     assert.equal(threads, defaults[0]);
     assert.ok(gib(memory) >= gib(defaults[1]) * 0.99, `${memory} is DuckDB's default memory limit (${defaults[1]})`);
-  });
+  };
+  const budget = await WriteBudget.open(await instance.connect(), 3 * 2 ** 20);
+  assert.deepEqual(await settings(), ['1', '3.0 MiB']);
+
+  const endFirst = await budget.startRead();
+  const second = budget.whileReading(lifted);
   endFirst();
   await second;
   await budget.settle();
-  assert.deepEqual(await settings(), ['1', '3.0 MiB'], 'back to the budget once both reads ended');
+  await lifted(); // no write since: the reads keep DuckDB's cache
+
+  budget.noteWrite();
+  await budget.settle();
+  assert.deepEqual(await settings(), ['1', '3.0 MiB'], 'a write brings the budget back');
+
+  const end = await budget.startRead();
+  budget.noteWrite();
+  await budget.settle();
+  await lifted(); // a write during a read waits for the read
+  end();
+  await budget.settle();
+  assert.deepEqual(await settings(), ['1', '3.0 MiB']);
   await budget.close();
   observer.closeSync();
   instance.closeSync();

@@ -16,7 +16,7 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./a
   stores it in a DuckDB file; answers agl's API under /v1/agl/ and records LLM calls made
   through its OpenAI-compatible gateway under /v1/gateway/. Stops cleanly on Ctrl-C.
   --write-memory: memory that rows written but not yet checkpointed into the file may hold
-  while no query runs; the rest waits in the temporary folder beside the file.
+  while writes run; the rest waits in the temporary folder beside the file.
   --query-timeout: seconds a query or an export through the server may run.
   --token (or AGL_TOKEN): every request must carry Authorization: Bearer <token>.
   --upstream: the model server (base URL with its /v1) for gateway calls whose rollout has no

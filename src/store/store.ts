@@ -8,7 +8,7 @@ import { deriveSpans } from './deriver.js';
 import { migrate } from './schema.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
 import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';
-import { GroupCommitWriter, StoreBusyError } from './writer.js';
+import { GroupCommitWriter, StoreBusyError, type TableRows } from './writer.js';
 import { EmbeddedLightningStore } from './lightning.js';
 import { noChanges, RolloutState, type Changes } from './rollout-state.js';
 import { lastVersion, loadRolloutState } from './rollout-tables.js';
@@ -60,7 +60,7 @@ export interface StoreOptions {
    */
   readonly deriveWhenIdleMs?: number;
   /**
-   * Memory that committed rows not yet checkpointed may hold while no read runs (default 64 MiB);
+   * Memory that committed rows not yet checkpointed may hold while writes run (default 64 MiB);
    * more waits in DuckDB's temporary folder beside the file until the next checkpoint (see
    * write-budget.ts). Reads run with DuckDB's default limit.
    */
@@ -110,7 +110,7 @@ export class DuckDBStore {
       withMoreMemory: (work) => this.read(work),
     });
     this.lightning = new EmbeddedLightningStore(new RolloutState(), {
-      write: (writes) => this.writer.write(writes, 0),
+      write: (writes) => this.write(writes, 0),
       writeSpans: (rows) => this.writeSpans(rows, 0),
       querySpanRows: async (sql) => (await this.query(sql, { guard: false })).rows,
       spanCount: async () => Number((await this.query('SELECT count(*) AS n FROM spans', { guard: false })).rows[0].n),
@@ -183,7 +183,7 @@ export class DuckDBStore {
       this.assignSequenceIds(kept);
       const state = this.lightning.stateRows(this.heartbeats(kept));
       this.lastSpanWrite = Date.now();
-      await this.writer.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
+      await this.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
       // Counted once committed: a round whose snapshot missed them leaves them counted.
       this.spansSinceRound += kept.length;
       return { stored: kept.length, duplicates: rows.length - kept.length };
@@ -198,7 +198,7 @@ export class DuckDBStore {
   }
 
   async writeLogs(rows: ColumnarRows, bytes: number): Promise<WriteResult> {
-    await this.writer.write([{ table: 'logs', columns: LOG_COLUMNS, rows }], bytes);
+    await this.write([{ table: 'logs', columns: LOG_COLUMNS, rows }], bytes);
     return { stored: rows.length, duplicates: 0 };
   }
 
@@ -227,6 +227,12 @@ export class DuckDBStore {
       guard: options.guard ?? true,
       onProgress: options.onProgress,
     }));
+  }
+
+  /** Hands rows to the writer, under the write budget (write-budget.ts). */
+  private write(writes: readonly TableRows[], bytes: number): Promise<void> {
+    this.budget?.noteWrite();
+    return this.writer.write(writes, bytes);
   }
 
   /** Runs a read (or a checkpoint) with the write budget lifted (write-budget.ts). */

@@ -1,7 +1,8 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 
 /**
- * What DuckDB may use while only writes run, lifted while a read runs.
+ * What DuckDB may use while writes run, lifted while a read runs: applied at the first write
+ * after reads, so that between writes the reads keep DuckDB's cache of the file.
  *
  * Memory: DuckDB keeps committed rows in memory until a checkpoint writes them into the file,
  * and the store checkpoints only while idle (store.ts), so under sustained ingest that memory
@@ -17,9 +18,14 @@ import type { DuckDBConnection } from '@duckdb/node-api';
  */
 export class WriteBudget {
   private reads = 0;
+  /** A write came since the last read started: the budget applies once no read runs. */
+  private writes = false;
   private applied: string | null = null;
-  /** The last change queued: changes run one after another, each for the state it finds. */
-  private applying: Promise<void> = Promise.resolve();
+  /** The settling in progress; `dirty`: the state changed since it last looked. */
+  private applying: Promise<void> | null = null;
+  private dirty = false;
+  /** When DuckDB last refused to lower its limit (memory pinned by a write in progress). */
+  private refusedAt = 0;
 
   private constructor(
     private readonly connection: DuckDBConnection,
@@ -38,20 +44,29 @@ export class WriteBudget {
       `SET threads = 1; SET memory_limit = '${Math.ceil(memoryBytes / 1024)}KiB'`,
       `SET threads = ${Number(threads)}; SET memory_limit = '${memory.replace(/'/g, '')}'`,
     );
+    budget.writes = true;
     await budget.settle();
     return budget;
+  }
+
+  /** A write is about to run: the budget applies (now, or once the reads running end). */
+  noteWrite(): void {
+    if (this.writes && (this.applied === this.writing || Date.now() - this.refusedAt < 1000)) return;
+    this.writes = true;
+    if (this.reads === 0) void this.settle();
   }
 
   /** Lifts the budget for a read until the returned function is called (once). */
   async startRead(): Promise<() => void> {
     this.reads++;
+    this.writes = false;
     await this.settle();
     let ended = false;
     return () => {
       if (ended) return;
       ended = true;
       this.reads--;
-      void this.settle();
+      if (this.reads === 0 && this.writes) void this.settle();
     };
   }
 
@@ -72,17 +87,24 @@ export class WriteBudget {
 
   /** Applies the settings the store's state calls for (nothing when they are applied already). */
   settle(): Promise<void> {
-    this.applying = this.applying.then(async () => {
-      const wanted = this.reads > 0 ? this.reading : this.writing;
-      if (wanted === this.applied) return;
+    this.dirty = true;
+    this.applying ??= this.apply().finally(() => (this.applying = null));
+    return this.applying;
+  }
+
+  private async apply(): Promise<void> {
+    while (this.dirty) {
+      this.dirty = false;
+      const wanted = this.reads > 0 ? this.reading : this.writes ? this.writing : this.applied;
+      if (wanted === this.applied || wanted === null) continue;
       try {
         await this.connection.run(wanted);
         this.applied = wanted;
       } catch {
-        // DuckDB could not free that much memory right now (pinned by a write in progress): it
-        // stays as it was until the next settle (the store's idle timer calls it).
+        // DuckDB could not free that much memory right now: the limit stays as it was until a
+        // later settle (the store's idle timer calls it; writes, a second on).
+        this.refusedAt = Date.now();
       }
-    });
-    return this.applying;
+    }
   }
 }
