@@ -77,6 +77,15 @@ test('the write budget holds for writes and is lifted while a read runs', async 
   end();
   await budget.settle();
   assert.deepEqual(await settings(), ['1', '3.0 MiB']);
+
+  // Reads and writes interleaved without waiting: every read runs lifted, and the last state wins.
+  await Promise.all(Array.from({ length: 20 }, async (_, i) => {
+    if (i % 3 === 0) budget.noteWrite();
+    await budget.whileReading(lifted);
+  }));
+  budget.noteWrite();
+  await budget.settle();
+  assert.deepEqual(await settings(), ['1', '3.0 MiB']);
   await budget.close();
   observer.closeSync();
   instance.closeSync();

@@ -21,8 +21,9 @@ export class WriteBudget {
   /** A write came since the last read started: the budget applies once no read runs. */
   private writes = false;
   private applied: string | null = null;
-  /** The settling in progress; `dirty`: the state changed since it last looked. */
-  private applying: Promise<void> | null = null;
+  /** The settling in progress (`settling`), and whether the state changed since it last looked. */
+  private applying: Promise<void> = Promise.resolve();
+  private settling = false;
   private dirty = false;
   /** When DuckDB last refused to lower its limit (memory pinned by a write in progress). */
   private refusedAt = 0;
@@ -88,23 +89,32 @@ export class WriteBudget {
   /** Applies the settings the store's state calls for (nothing when they are applied already). */
   settle(): Promise<void> {
     this.dirty = true;
-    this.applying ??= this.apply().finally(() => (this.applying = null));
+    if (!this.settling) {
+      this.settling = true;
+      this.applying = this.apply();
+    }
     return this.applying;
   }
 
   private async apply(): Promise<void> {
-    while (this.dirty) {
-      this.dirty = false;
-      const wanted = this.reads > 0 ? this.reading : this.writes ? this.writing : this.applied;
-      if (wanted === this.applied || wanted === null) continue;
-      try {
-        await this.connection.run(wanted);
-        this.applied = wanted;
-      } catch {
-        // DuckDB could not free that much memory right now: the limit stays as it was until a
-        // later settle (the store's idle timer calls it; writes, a second on).
-        this.refusedAt = Date.now();
+    try {
+      // No await between the last look at `dirty` and `settling` going false: a change made
+      // meanwhile is never left unapplied.
+      while (this.dirty) {
+        this.dirty = false;
+        const wanted = this.reads > 0 ? this.reading : this.writes ? this.writing : this.applied;
+        if (wanted === this.applied || wanted === null) continue;
+        try {
+          await this.connection.run(wanted);
+          this.applied = wanted;
+        } catch {
+          // DuckDB could not free that much memory right now: the limit stays as it was until
+          // a later settle (the store's idle timer calls it; writes, a second on).
+          this.refusedAt = Date.now();
+        }
       }
+    } finally {
+      this.settling = false;
     }
   }
 }
