@@ -13,6 +13,9 @@ test('agl serve names what is wrong with its arguments', async () => {
   const noMemory = await runCli(['serve', '--write-memory', '0']);
   assert.equal(noMemory.code, 2);
   assert.match(noMemory.stderr, /--write-memory must be a size such as 64MiB/);
+  const littleMemory = await runCli(['serve', '--write-memory', '1MiB']);
+  assert.equal(littleMemory.code, 2);
+  assert.match(littleMemory.stderr, /--write-memory must be at least 16MiB, not "1MiB"/);
   const noTime = await runCli(['serve', '--query-timeout', 'soon']);
   assert.equal(noTime.code, 2);
   assert.match(noTime.stderr, /--query-timeout must be a number of seconds above 0, not "soon"/);

@@ -4,7 +4,7 @@ import { setFlagsFromString } from 'node:v8';
 import { startServer, type RunningServer } from '../collector/server.js';
 import { DuckDBStore } from '../store/store.js';
 import { serverFileOf } from './query-command.js';
-import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg, urlArg } from './args.js';
+import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg, urlArg, UsageError } from './args.js';
 import type { StoreOptions } from '../store/store.js';
 
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
@@ -16,7 +16,7 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./a
   stores it in a DuckDB file; answers agl's API under /v1/agl/ and records LLM calls made
   through its OpenAI-compatible gateway under /v1/gateway/. Stops cleanly on Ctrl-C.
   --write-memory: memory that rows written but not yet checkpointed into the file may hold
-  while writes run; the rest waits in the temporary folder beside the file.
+  while writes run (at least 16MiB); the rest waits in the temporary folder beside the file.
   --query-timeout: seconds a query or an export through the server may run.
   --token (or AGL_TOKEN): every request must carry Authorization: Bearer <token>.
   --upstream: the model server (base URL with its /v1) for gateway calls whose rollout has no
@@ -70,7 +70,7 @@ export async function serve(args: string[]): Promise<void> {
   const storeOptions = {
     maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2),
     checkpointThreshold: values['checkpoint-threshold'] === undefined ? undefined : `${bytesArg('--checkpoint-threshold', values['checkpoint-threshold'], 0)}B`,
-    writeMemoryBytes: bytesArg('--write-memory', values['write-memory'], 64 * 1024 ** 2),
+    writeMemoryBytes: writeMemoryArg(values['write-memory']),
     queryTimeoutMs: 1000 * secondsArg('--query-timeout', values['query-timeout'], 30),
   };
   // V8 grows the young generation to 128 MB under ingest (request buffers and decoded columns
@@ -107,6 +107,15 @@ export async function serve(args: string[]): Promise<void> {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+/** Below this, most commits would run out of memory and be written twice (see the writer). */
+const MIN_WRITE_MEMORY = 16 * 1024 ** 2;
+
+function writeMemoryArg(value: string | undefined): number {
+  const bytes = bytesArg('--write-memory', value, 64 * 1024 ** 2);
+  if (bytes < MIN_WRITE_MEMORY) throw new UsageError(`--write-memory must be at least 16MiB, not "${value}"`);
+  return bytes;
 }
 
 async function openStoreOrExplain(path: string, options: Omit<StoreOptions, 'path'>): Promise<DuckDBStore> {
