@@ -41,6 +41,22 @@ test('under a small write budget, written rows wait on disk and reads still get 
   assert.deepEqual(await queryRows(reopened, 'SELECT count(*) AS n, max(sequence_id) AS last FROM spans'), [{ n: 4500, last: 4500 }]);
 });
 
+test('a group commit larger than the write budget is written with the default limit', async (t) => {
+  const path = join(await tempDir(t), 'group.duckdb');
+  const store = await DuckDBStore.open({ path, writeMemoryBytes: 16 * 2 ** 20, deriveWhenIdleMs: Infinity });
+  t.after(() => store.close());
+  const template = await makeBatch(500, { promptBytes: 4096 });
+  // Groups of eight 2.3 MB requests: appending fits the budget, but from the second group on,
+  // DuckDB's COMMIT cannot hold the group's rows under it ("failed to pin block").
+  let serial = 1;
+  for (let group = 0; group < 3; group++) {
+    const bodies = Array.from({ length: 8 }, () => freshCopy(template, serial++));
+    const results = await Promise.all(bodies.map((body) => store.writeSpans(decodeOtlp('traces', 'protobuf', body).rows, body.length)));
+    assert.deepEqual(results.map((r) => r.stored), Array(8).fill(500));
+  }
+  assert.deepEqual(await queryRows(store, 'SELECT count(*) AS n FROM spans'), [{ n: 12000 }]);
+});
+
 test('the write budget holds for writes and is lifted while a read runs', async () => {
   const instance = await DuckDBInstance.create(':memory:');
   const observer = await instance.connect();

@@ -8,8 +8,10 @@ export interface TableRows {
   readonly rows: ColumnarRows;
 }
 
-// DuckDB says so in an "Out of Memory Error", or as an append that "could not allocate".
-const OUT_OF_MEMORY = /out of memory|could not allocate|failed to allocate/i;
+// DuckDB says so in an "Out of Memory Error", as an append that "could not allocate", or as a
+// COMMIT that "failed to pin block" (the rows it writes out must all be in memory at once); its
+// messages for these suggest raising memory_limit.
+const OUT_OF_MEMORY = /out of memory|could not allocate|failed to allocate|failed to pin|memory_limit/i;
 
 /** A group's rows by table. */
 type TableBatches = Map<string, { columns: readonly Column[]; batches: ColumnarRows[] }>;
