@@ -2,13 +2,13 @@ import { stat } from 'node:fs/promises';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
 import { selectRows, type ColumnarRows, type Int64Column } from './columns.js';
-import { WriteBudget } from './write-budget.js';
 import { exportQuery, runQuery, streamQuery, type ExportFormat, type QueryResult } from './query.js';
 import { deriveSpans } from './deriver.js';
 import { migrate } from './schema.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
 import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';
 import { GroupCommitWriter, StoreBusyError, type TableRows } from './writer.js';
+import { WriteBudget } from './write-budget.js';
 import { EmbeddedLightningStore } from './lightning.js';
 import { noChanges, RolloutState, type Changes } from './rollout-state.js';
 import { lastVersion, loadRolloutState } from './rollout-tables.js';
@@ -95,7 +95,7 @@ export class DuckDBStore {
   /** The last round stopped at its size, so more spans wait (on open: what the file holds may). */
   private roundWasFull = true;
   private deriveConnection: DuckDBConnection | undefined;
-  /** What DuckDB may use while only writes run (none for a read-only store). */
+  /** What DuckDB may use while writes run (none for a read-only store). */
   private budget: WriteBudget | undefined;
   private closing = false;
 

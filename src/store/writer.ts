@@ -38,8 +38,8 @@ export interface GroupCommitWriterOptions {
   readonly maxQueuedBytes: number;
   /**
    * Runs work with more memory than writes get (write-budget.ts): a group that ran out of
-   * memory (one allocation above the write budget, for very large spans) is committed again
-   * inside it.
+   * memory under the write budget (very large spans, or a large group's COMMIT) is committed
+   * again inside it.
    */
   readonly withMoreMemory?: (work: () => Promise<void>) => Promise<void>;
 }
