@@ -43,7 +43,8 @@ export class WriteBudget {
     const budget = new WriteBudget(
       connection,
       `SET threads = 1; SET memory_limit = '${Math.ceil(memoryBytes / 1024)}KiB'`,
-      `SET threads = ${Number(threads)}; SET memory_limit = '${memory.replace(/'/g, '')}'`,
+      // Memory first: the threads' statement then has the room it needs.
+      `SET memory_limit = '${memory.replace(/'/g, '')}'; SET threads = ${Number(threads)}`,
     );
     budget.writes = true;
     await budget.settle();
@@ -97,6 +98,9 @@ export class WriteBudget {
   }
 
   private async apply(): Promise<void> {
+    // Lifting for a read is tried twice: a statement can fail for want of memory before the
+    // limit it sets is raised, and the read needs the room.
+    let liftTries = 0;
     try {
       // No await between the last look at `dirty` and `settling` going false: a change made
       // meanwhile is never left unapplied.
@@ -108,9 +112,12 @@ export class WriteBudget {
           await this.connection.run(wanted);
           this.applied = wanted;
         } catch {
-          // DuckDB could not free that much memory right now: the limit stays as it was until
-          // a later settle (the store's idle timer calls it; writes, a second on).
+          // Mostly DuckDB could not free that much memory right now. The statement may have
+          // changed some settings before it failed, so what is applied is unknown: the next
+          // settle applies its settings whatever they were (the idle timer; writes, a second on).
+          this.applied = null;
           this.refusedAt = Date.now();
+          if (wanted === this.reading && ++liftTries < 2) this.dirty = true;
         }
       }
     } finally {
