@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { SpanStatusCode } from '@opentelemetry/api';
+import { createTraceState, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
@@ -33,4 +33,30 @@ test('a request joined from spans encoded as they ended is the SDK serializer\'s
   // A span that did not pass the encoder (ended before it was installed) is encoded at export.
   assert.deepEqual(Buffer.from(new SpanEncoder().request(spans)!), expected);
   assert.deepEqual(Buffer.from(encoder.request(spans.slice(0, 1))!), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans.slice(0, 1))!));
+});
+
+test('every kind of value and field is encoded as the SDK serializer encodes it', () => {
+  const encoder = new SpanEncoder();
+  const exporter = new InMemorySpanExporter();
+  const provider = new TracerProvider({ spanProcessors: [encoder, new SimpleSpanProcessor({ exporter })] });
+  const tracer = provider.getTracer('agl');
+  const remote = trace.setSpanContext(ROOT_CONTEXT, {
+    traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', traceFlags: 1, isRemote: true,
+    traceState: createTraceState('vendor=value,other=1'),
+  });
+  const long = 'x'.repeat(200) + 'ü'.repeat(10_000); // lengths of two and three varint bytes
+  const attributes = {
+    text: long, empty: '', negative: -42, big: 2 ** 53 + 2, double: 0.25, nan: NaN, huge: 2 ** 64,
+    yes: true, no: false, words: ['a', long], numbers: [1, -2.5], flags: [true, false], none: [],
+  };
+  for (const kind of [SpanKind.INTERNAL, SpanKind.SERVER, SpanKind.CLIENT, SpanKind.PRODUCER, SpanKind.CONSUMER]) {
+    const span = tracer.startSpan(kind === SpanKind.SERVER ? '' : `kind ${kind}`, { kind, attributes, startTime: [1_700_000_000, 123_456_789] }, remote);
+    span.addEvent('event', { long }, [1_700_000_001, 5]);
+    span.addLink({ context: { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: '00f067aa0ba902b7', traceFlags: 0, traceState: createTraceState('a=b') } });
+    if (kind === SpanKind.CLIENT) span.setStatus({ code: SpanStatusCode.OK });
+    span.end([1_700_000_002, 999_999_999]);
+  }
+  const spans = exporter.getFinishedSpans();
+  assert.equal(spans.length, 5);
+  assert.deepEqual(Buffer.from(encoder.request(spans)!), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!));
 });

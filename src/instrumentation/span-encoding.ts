@@ -1,7 +1,8 @@
 import type { Context } from '@opentelemetry/api';
 import { ProtobufTraceSerializer, type IExportTraceServiceResponse, type ISerializer } from '@opentelemetry/otlp-transformer';
-import { emptyResource, type Resource } from '@opentelemetry/resources';
+import type { Resource } from '@opentelemetry/resources';
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
+import { encodeSpanField } from './span-protobuf.js';
 
 /**
  * OTLP protobuf requests put together from spans encoded as each one ended. The SDK's serializer
@@ -9,12 +10,11 @@ import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace
  * event loop for 6 to 19 ms, once a batch, and the call in flight waited that long. Encoding each
  * span as it ends (after the app has its answer) spreads that work over the calls; an export
  * then only joins bytes. The request is the one the SDK's serializer makes of the same spans,
- * byte for byte: the same grouping by resource (object) and scope (name, version, schema URL),
- * each encoded by the SDK's serializer itself.
+ * byte for byte: the same grouping by resource (object) and scope (name, version, schema URL).
  *
- * A span is encoded alone, with no resource and a bare scope, as a request of one span; its
- * Span message is cut out of that request. A resource's and a scope's own fields are cut out of
- * the request of one of their spans, once.
+ * A span's message is written by span-protobuf.ts. A resource's and a scope's own fields, which
+ * are the same for many spans, are cut out of the SDK serializer's request of one of their
+ * spans, once.
  */
 
 // Field numbers: ExportTraceServiceRequest.resource_spans, ResourceSpans.scope_spans, ScopeSpans.spans.
@@ -22,8 +22,6 @@ const RESOURCE_SPANS = 1;
 const SCOPE_SPANS = 2;
 const SPANS = 2;
 
-const BARE_SCOPE = { name: '' };
-const NO_RESOURCE = emptyResource();
 
 /** A span processor (placed before the batch processor) that encodes each span as it ends. */
 export class SpanEncoder implements SpanProcessor {
@@ -112,19 +110,7 @@ function resourceSpansOf(span: ReadableSpan): Uint8Array {
 }
 
 /** A span as a `spans` field of ScopeSpans (tag, length, Span message). */
-function encodeSpan(span: ReadableSpan): Uint8Array {
-  const bare: ReadableSpan = {
-    name: span.name, kind: span.kind, spanContext: () => span.spanContext(), parentSpanContext: span.parentSpanContext,
-    startTime: span.startTime, endTime: span.endTime, status: span.status, attributes: span.attributes, links: span.links,
-    events: span.events, duration: span.duration, ended: span.ended, droppedAttributesCount: span.droppedAttributesCount,
-    droppedEventsCount: span.droppedEventsCount, droppedLinksCount: span.droppedLinksCount,
-    resource: NO_RESOURCE, instrumentationScope: BARE_SCOPE,
-  };
-  const scopeSpans = splitField(resourceSpansOf(bare), SCOPE_SPANS).value;
-  const out = new ByteList();
-  out.field(SPANS, splitField(scopeSpans, SPANS).value);
-  return out.join();
-}
+const encodeSpan = (span: ReadableSpan) => encodeSpanField(span, SPANS);
 
 /** Byte strings to join, with their total length (protobuf lengths are known before the bytes). */
 class ByteList {

@@ -1,0 +1,289 @@
+import type { Attributes, HrTime, Link, SpanStatus } from '@opentelemetry/api';
+import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace';
+
+/**
+ * One span as the length-delimited field `field` holding its OTLP `Span` message: the bytes the
+ * SDK's serializer (`@opentelemetry/otlp-transformer`) writes for it, the same fields in the same
+ * order, with the same ones always present (dropped counts, status, flags). That serializer only
+ * encodes whole requests, in two passes (it measures, then writes): a request per ended span cost
+ * an instrumented app's LLM call some 30 us, this a third of that. span-encoding.test.ts holds
+ * the two to the same bytes.
+ */
+export function encodeSpanField(span: ReadableSpan, field: number): Uint8Array {
+  const w = writer;
+  w.pos = 0;
+  w.tag(field, LEN);
+  const message = w.beginLength();
+  const context = span.spanContext();
+  w.tag(1, LEN);
+  w.hex(context.traceId);
+  w.tag(2, LEN);
+  w.hex(context.spanId);
+  const traceState = context.traceState?.serialize();
+  if (traceState) {
+    w.tag(3, LEN);
+    w.string(traceState);
+  }
+  if (span.parentSpanContext?.spanId) {
+    w.tag(4, LEN);
+    w.hex(span.parentSpanContext.spanId);
+  }
+  w.tag(5, LEN);
+  w.string(span.name);
+  const kind = span.kind == null ? 0 : span.kind + 1;
+  if (kind !== 0) {
+    w.tag(6, VARINT);
+    w.varint(kind);
+  }
+  w.tag(7, FIXED64);
+  w.hrTime(span.startTime);
+  w.tag(8, FIXED64);
+  w.hrTime(span.endTime);
+  writeAttributes(w, span.attributes, 9);
+  w.tag(10, VARINT);
+  w.varint(span.droppedAttributesCount);
+  for (const event of span.events) writeEvent(w, event);
+  w.tag(12, VARINT);
+  w.varint(span.droppedEventsCount);
+  for (const link of span.links) writeLink(w, link);
+  w.tag(14, VARINT);
+  w.varint(span.droppedLinksCount);
+  writeStatus(w, span.status);
+  const flags = spanFlags(context.traceFlags, span.parentSpanContext?.isRemote);
+  if (flags) {
+    w.tag(16, FIXED32);
+    w.fixed32(flags);
+  }
+  w.endLength(message);
+  return new Uint8Array(w.buf.subarray(0, w.pos));
+}
+
+const VARINT = 0;
+const FIXED64 = 1;
+const LEN = 2;
+const FIXED32 = 5;
+
+// OTLP's Span.flags: the W3C trace flags, and whether the parent (or link) is remote.
+const HAS_IS_REMOTE = 0x100;
+const IS_REMOTE = 0x200;
+const spanFlags = (traceFlags: number, isRemote?: boolean) => (traceFlags & 0xff) | HAS_IS_REMOTE | (isRemote ? IS_REMOTE : 0);
+
+function writeEvent(w: Writer, event: TimedEvent): void {
+  w.tag(11, LEN);
+  const start = w.beginLength();
+  w.tag(1, FIXED64);
+  w.hrTime(event.time);
+  w.tag(2, LEN);
+  w.string(event.name);
+  if (event.attributes) writeAttributes(w, event.attributes, 3);
+  w.tag(4, VARINT);
+  w.varint(event.droppedAttributesCount || 0);
+  w.endLength(start);
+}
+
+function writeLink(w: Writer, link: Link): void {
+  w.tag(13, LEN);
+  const start = w.beginLength();
+  const { context } = link;
+  w.tag(1, LEN);
+  w.hex(context.traceId);
+  w.tag(2, LEN);
+  w.hex(context.spanId);
+  const traceState = context.traceState?.serialize();
+  if (traceState) {
+    w.tag(3, LEN);
+    w.string(traceState);
+  }
+  if (link.attributes) writeAttributes(w, link.attributes, 4);
+  w.tag(5, VARINT);
+  w.varint(link.droppedAttributesCount || 0);
+  const flags = spanFlags(context.traceFlags, context.isRemote);
+  if (flags) {
+    w.tag(6, FIXED32);
+    w.fixed32(flags);
+  }
+  w.endLength(start);
+}
+
+function writeStatus(w: Writer, status: SpanStatus): void {
+  w.tag(15, LEN);
+  const start = w.beginLength();
+  if (status.message) {
+    w.tag(2, LEN);
+    w.string(status.message);
+  }
+  w.tag(3, VARINT);
+  w.varint(status.code);
+  w.endLength(start);
+}
+
+function writeAttributes(w: Writer, attributes: Attributes, field: number): void {
+  for (const key in attributes) {
+    if (!Object.prototype.hasOwnProperty.call(attributes, key)) continue;
+    w.tag(field, LEN);
+    const start = w.beginLength();
+    w.tag(1, LEN);
+    w.string(key);
+    w.tag(2, LEN);
+    const valueStart = w.beginLength();
+    writeAnyValue(w, attributes[key]);
+    w.endLength(valueStart);
+    w.endLength(start);
+  }
+}
+
+function writeAnyValue(w: Writer, value: unknown): void {
+  switch (typeof value) {
+    case 'string':
+      w.tag(1, LEN);
+      w.string(value);
+      return;
+    case 'boolean':
+      w.tag(2, VARINT);
+      w.varint(value ? 1 : 0);
+      return;
+    case 'number':
+      if (Number.isInteger(value) && value >= -(2 ** 63) && value < 2 ** 63) {
+        w.tag(3, VARINT);
+        w.varint(value);
+      } else {
+        w.tag(4, FIXED64);
+        w.double(value);
+      }
+      return;
+  }
+  if (Array.isArray(value)) {
+    w.tag(5, LEN);
+    const start = w.beginLength();
+    for (const item of value) {
+      w.tag(1, LEN);
+      const itemStart = w.beginLength();
+      writeAnyValue(w, item);
+      w.endLength(itemStart);
+    }
+    w.endLength(start);
+  }
+  // The SDK keeps no other attribute values (it drops objects and byte arrays as they are set).
+}
+
+const HEX_DIGIT = (code: number) => (code <= 57 ? code - 48 : (code | 0x20) - 87);
+
+/**
+ * A growing buffer, reused for every span. A length-delimited field reserves one byte for its
+ * length and moves its content when the length turns out longer, as the SDK's writer does.
+ */
+class Writer {
+  buf = Buffer.allocUnsafe(64 * 1024);
+  pos = 0;
+
+  private reserve(bytes: number): void {
+    if (this.pos + bytes <= this.buf.length) return;
+    const bigger = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + bytes));
+    this.buf.copy(bigger, 0, 0, this.pos);
+    this.buf = bigger;
+  }
+
+  tag(field: number, wireType: number): void {
+    this.varint((field << 3) | wireType);
+  }
+
+  /** A varint; negative and 64-bit integers as two's complement, as protobuf's int64. */
+  varint(value: number): void {
+    this.reserve(10);
+    const buf = this.buf;
+    if (value >= 0 && value <= 0xffffffff) {
+      let v = value >>> 0;
+      while (v > 127) {
+        buf[this.pos++] = (v & 127) | 128;
+        v >>>= 7;
+      }
+      buf[this.pos++] = v;
+      return;
+    }
+    let low = Math.abs(value) >>> 0;
+    let high = (Math.abs(value) / 4294967296) >>> 0;
+    if (value < 0) {
+      low = ~low >>> 0;
+      high = ~high >>> 0;
+      low = (low + 1) >>> 0;
+      if (low === 0) high = (high + 1) >>> 0;
+    }
+    while (high > 0 || low > 127) {
+      buf[this.pos++] = (low & 127) | 128;
+      low = ((low >>> 7) | (high << 25)) >>> 0;
+      high >>>= 7;
+    }
+    buf[this.pos++] = low & 127;
+  }
+
+  fixed32(value: number): void {
+    this.reserve(4);
+    this.buf.writeUInt32LE(value >>> 0, this.pos);
+    this.pos += 4;
+  }
+
+  /** An HrTime ([seconds, nanoseconds]) as nanoseconds, exact past 2^53. */
+  hrTime([seconds, nanos]: HrTime): void {
+    this.reserve(8);
+    const total = BigInt(seconds) * 1_000_000_000n + BigInt(nanos);
+    this.buf.writeBigUInt64LE(BigInt.asUintN(64, total), this.pos);
+    this.pos += 8;
+  }
+
+  double(value: number): void {
+    this.reserve(8);
+    this.buf.writeDoubleLE(value, this.pos);
+    this.pos += 8;
+  }
+
+  /** A lowercase or uppercase hex id as its bytes. */
+  hex(text: string): void {
+    const length = text.length >>> 1;
+    this.varint(length);
+    this.reserve(length);
+    for (let i = 0; i < length; i++) this.buf[this.pos++] = (HEX_DIGIT(text.charCodeAt(2 * i)) << 4) | HEX_DIGIT(text.charCodeAt(2 * i + 1));
+  }
+
+  string(text: string): void {
+    // Short ASCII text (keys, names) is copied here: cheaper than a call into the native encoder.
+    if (text.length < 64) {
+      let ascii = true;
+      for (let i = 0; i < text.length && ascii; i++) ascii = text.charCodeAt(i) < 128;
+      if (ascii) {
+        this.varint(text.length);
+        this.reserve(text.length);
+        for (let i = 0; i < text.length; i++) this.buf[this.pos++] = text.charCodeAt(i);
+        return;
+      }
+    }
+    const length = Buffer.byteLength(text, 'utf8');
+    this.varint(length);
+    this.reserve(length);
+    this.pos += this.buf.write(text, this.pos, 'utf8');
+  }
+
+  beginLength(): number {
+    this.reserve(1);
+    return this.pos++;
+  }
+
+  /** Writes the length of what followed `at` into the byte reserved there. */
+  endLength(at: number): void {
+    const length = this.pos - at - 1;
+    let size = 1;
+    while (length >= 2 ** (7 * size)) size++;
+    if (size > 1) {
+      this.reserve(size - 1);
+      this.buf.copy(this.buf, at + size, at + 1, this.pos);
+      this.pos += size - 1;
+    }
+    let v = length;
+    for (let i = 0; i < size - 1; i++) {
+      this.buf[at + i] = (v & 127) | 128;
+      v = Math.floor(v / 128);
+    }
+    this.buf[at + size - 1] = v;
+  }
+}
+
+const writer = new Writer();
