@@ -215,9 +215,22 @@ export const WATERMARK = "(SELECT CAST(value AS BIGINT) FROM agl_meta WHERE key 
 /** The stored spans not derived yet (DuckDB skips the row groups before the watermark). */
 const UNDERIVED = `(SELECT * FROM spans WHERE rowid > ${WATERMARK})`;
 
+/** The stored calls, then `fresh`: the calls of the spans after the watermark. */
+const callRows = (fresh: string) => `SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls UNION ALL SELECT * FROM ${fresh}`;
+
+/**
+ * llm_call_rows as CTEs (`call_rows`) for a query that reads the rows several times, as
+ * llm_calls does five: the calls of the spans not derived yet are computed once, not at every
+ * read (`SELECT count(*) FROM llm_calls` went from 150-190 to 50-70 ms on a store of 3,200
+ * spans, from 26-30 to 12-15 s on one of 1,200,000 spans none of them derived), and the stored
+ * calls are still read in place, only the columns a query needs.
+ */
+export const CALL_ROWS_CTES = `fresh_calls AS MATERIALIZED (${callsFrom(UNDERIVED)}),
+call_rows AS (${callRows('fresh_calls')})`;
+
 /** Every derived row: what the deriver stored, and the spans after its watermark derived now. */
 export const DERIVED_VIEWS_SQL = `
-CREATE OR REPLACE VIEW llm_call_rows AS SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls UNION ALL (${callsFrom(UNDERIVED)});
+CREATE OR REPLACE VIEW llm_call_rows AS ${callRows(`(${callsFrom(UNDERIVED)})`)};
 CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL (${rewardsFrom(UNDERIVED)});
 CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents UNION ALL (${agentsFrom(UNDERIVED)});`;
 

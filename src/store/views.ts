@@ -1,4 +1,4 @@
-import { DERIVED_VIEWS_SQL } from './derived.js';
+import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL } from './derived.js';
 
 /**
  * The SQL views `llm_calls` and `rewards` (DESIGN.md, "SQL") over the tables derived from spans
@@ -56,8 +56,9 @@ event_calls AS (
 ` : ''}others AS (SELECT * FROM ${rows} WHERE dialect > 1${withEvents ? ' UNION ALL SELECT * FROM event_calls' : ''})
 -- An instrumented agent calling through the gateway: the agent's capture (dialect 1) is the
 -- parent of the gateway's (0), which holds the exact upstream exchange (token ids); the
--- gateway's row is kept. (Rows are read in place, not through a CTE, so that a query reads only
--- its columns; the anti-joins' build sides hold gateway rows and other dialects only.)
+-- gateway's row is kept. (Rows are read in place, not through a materialized CTE, so that a
+-- query reads only its columns; the anti-joins' build sides hold gateway rows and other
+-- dialects only.)
 SELECT ${COLUMNS} FROM ${rows} c
   ANTI JOIN (SELECT trace_id, parent_id AS span_id FROM ${rows} WHERE dialect = 0 AND parent_id IS NOT NULL) g USING (trace_id, span_id)
 WHERE c.dialect <= 1
@@ -81,7 +82,7 @@ CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(
 
 ${DERIVED_VIEWS_SQL}
 
-CREATE OR REPLACE VIEW llm_calls AS ${llmCallsOf('llm_call_rows')};
+CREATE OR REPLACE VIEW llm_calls AS WITH ${CALL_ROWS_CTES} SELECT * FROM (${llmCallsOf('call_rows')});
 
 CREATE OR REPLACE VIEW rewards AS
 SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value, is_primary FROM reward_rows;
