@@ -22,7 +22,6 @@ const RESOURCE_SPANS = 1;
 const SCOPE_SPANS = 2;
 const SPANS = 2;
 
-
 /** A span processor (placed before the batch processor) that encodes each span as it ends. */
 export class SpanEncoder implements SpanProcessor {
   private readonly spans = new WeakMap<ReadableSpan, Uint8Array>();

@@ -49,13 +49,12 @@ export function encodeSpanField(span: ReadableSpan, field: number): Uint8Array {
   w.tag(14, VARINT);
   w.varint(span.droppedLinksCount);
   writeStatus(w, span.status);
-  const flags = spanFlags(context.traceFlags, span.parentSpanContext?.isRemote);
-  if (flags) {
-    w.tag(16, FIXED32);
-    w.fixed32(flags);
-  }
+  w.tag(16, FIXED32);
+  w.fixed32(spanFlags(context.traceFlags, span.parentSpanContext?.isRemote));
   w.endLength(message);
-  return new Uint8Array(w.buf.subarray(0, w.pos));
+  const encoded = new Uint8Array(w.buf.subarray(0, w.pos));
+  w.shrink();
+  return encoded;
 }
 
 const VARINT = 0;
@@ -63,7 +62,8 @@ const FIXED64 = 1;
 const LEN = 2;
 const FIXED32 = 5;
 
-// OTLP's Span.flags: the W3C trace flags, and whether the parent (or link) is remote.
+// OTLP's Span.flags: the W3C trace flags, and whether the parent (or link) is remote. Never 0,
+// so always written.
 const HAS_IS_REMOTE = 0x100;
 const IS_REMOTE = 0x200;
 const spanFlags = (traceFlags: number, isRemote?: boolean) => (traceFlags & 0xff) | HAS_IS_REMOTE | (isRemote ? IS_REMOTE : 0);
@@ -97,11 +97,8 @@ function writeLink(w: Writer, link: Link): void {
   if (link.attributes) writeAttributes(w, link.attributes, 4);
   w.tag(5, VARINT);
   w.varint(link.droppedAttributesCount || 0);
-  const flags = spanFlags(context.traceFlags, context.isRemote);
-  if (flags) {
-    w.tag(6, FIXED32);
-    w.fixed32(flags);
-  }
+  w.tag(6, FIXED32);
+  w.fixed32(spanFlags(context.traceFlags, context.isRemote));
   w.endLength(start);
 }
 
@@ -166,6 +163,7 @@ function writeAnyValue(w: Writer, value: unknown): void {
   // The SDK keeps no other attribute values (it drops objects and byte arrays as they are set).
 }
 
+const WRITER_START = 64 * 1024;
 const HEX_DIGIT = (code: number) => (code <= 57 ? code - 48 : (code | 0x20) - 87);
 
 /**
@@ -173,8 +171,13 @@ const HEX_DIGIT = (code: number) => (code <= 57 ? code - 48 : (code | 0x20) - 87
  * length and moves its content when the length turns out longer, as the SDK's writer does.
  */
 class Writer {
-  buf = Buffer.allocUnsafe(64 * 1024);
+  buf = Buffer.allocUnsafe(WRITER_START);
   pos = 0;
+
+  /** Gives back what one very large span made the buffer grow to. */
+  shrink(): void {
+    if (this.buf.length > 16 * WRITER_START) this.buf = Buffer.allocUnsafe(WRITER_START);
+  }
 
   private reserve(bytes: number): void {
     if (this.pos + bytes <= this.buf.length) return;
