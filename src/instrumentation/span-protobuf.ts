@@ -1,4 +1,4 @@
-import type { Attributes, HrTime, Link, SpanStatus } from '@opentelemetry/api';
+import type { Attributes, HrTime, Link, SpanContext, SpanStatus } from '@opentelemetry/api';
 import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace';
 
 /**
@@ -15,15 +15,7 @@ export function encodeSpanField(span: ReadableSpan, field: number): Uint8Array {
   w.tag(field, LEN);
   const message = w.beginLength();
   const context = span.spanContext();
-  w.tag(1, LEN);
-  w.hex(context.traceId);
-  w.tag(2, LEN);
-  w.hex(context.spanId);
-  const traceState = context.traceState?.serialize();
-  if (traceState) {
-    w.tag(3, LEN);
-    w.string(traceState);
-  }
+  writeContext(w, context);
   if (span.parentSpanContext?.spanId) {
     w.tag(4, LEN);
     w.hex(span.parentSpanContext.spanId);
@@ -68,6 +60,19 @@ const HAS_IS_REMOTE = 0x100;
 const IS_REMOTE = 0x200;
 const spanFlags = (traceFlags: number, isRemote?: boolean) => (traceFlags & 0xff) | HAS_IS_REMOTE | (isRemote ? IS_REMOTE : 0);
 
+/** trace_id, span_id and trace_state: fields 1 to 3 of a Span and of a Span.Link alike. */
+function writeContext(w: Writer, context: SpanContext): void {
+  w.tag(1, LEN);
+  w.hex(context.traceId);
+  w.tag(2, LEN);
+  w.hex(context.spanId);
+  const traceState = context.traceState?.serialize();
+  if (traceState) {
+    w.tag(3, LEN);
+    w.string(traceState);
+  }
+}
+
 function writeEvent(w: Writer, event: TimedEvent): void {
   w.tag(11, LEN);
   const start = w.beginLength();
@@ -85,15 +90,7 @@ function writeLink(w: Writer, link: Link): void {
   w.tag(13, LEN);
   const start = w.beginLength();
   const { context } = link;
-  w.tag(1, LEN);
-  w.hex(context.traceId);
-  w.tag(2, LEN);
-  w.hex(context.spanId);
-  const traceState = context.traceState?.serialize();
-  if (traceState) {
-    w.tag(3, LEN);
-    w.string(traceState);
-  }
+  writeContext(w, context);
   if (link.attributes) writeAttributes(w, link.attributes, 4);
   w.tag(5, VARINT);
   w.varint(link.droppedAttributesCount || 0);
