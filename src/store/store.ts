@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
-import { selectRows, type ColumnarRows, type Int64Column } from './columns.js';
+import { selectRows, type Column, type ColumnarRows, type Int64Column } from './columns.js';
 import { exportQuery, runQuery, streamQuery, type ExportFormat, type QueryResult } from './query.js';
 import { deriveSpans } from './deriver.js';
 import { migrate } from './schema.js';
@@ -16,12 +16,15 @@ import { lastVersion, loadRolloutState } from './rollout-tables.js';
 /** Rows being built for `spans` or `logs`: one builder per column, in the table's column order. */
 export interface RowsBuilder {
   length: number;
+  /** The table's columns. */
+  readonly table: readonly Column[];
   readonly columns: ColumnBuilder[];
 }
 
-export const newSpanRows = (): RowsBuilder => ({ length: 0, columns: columnBuilders(SPAN_COLUMNS) });
-export const newLogRows = (): RowsBuilder => ({ length: 0, columns: columnBuilders(LOG_COLUMNS) });
-export const finishRows = (rows: RowsBuilder): ColumnarRows => ({ length: rows.length, columns: buildColumns(rows.columns) });
+export const newSpanRows = (): RowsBuilder => ({ length: 0, table: SPAN_COLUMNS, columns: columnBuilders(SPAN_COLUMNS) });
+export const newLogRows = (): RowsBuilder => ({ length: 0, table: LOG_COLUMNS, columns: columnBuilders(LOG_COLUMNS) });
+/** The rows built; the builder must not be used again. */
+export const finishRows = (rows: RowsBuilder): ColumnarRows => ({ length: rows.length, columns: buildColumns(rows.table, rows.columns) });
 
 /** WAL size above which the store checkpoints while idle. */
 const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
