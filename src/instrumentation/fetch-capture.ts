@@ -164,10 +164,10 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
     finishLlmSpan(span, status, body, streamed, failure, options.captureContent, endedAt);
   };
   openLlmSpans.add(endNow);
-  // Finished after the app has its answer: parsing and recording stay off its path.
-  // The span ends when the answer had fully arrived (rewards the app emits right after come
-  // later), though it is finished after the app has its answer.
-  const finish = (body: string | unknown, streamed: boolean, failure: unknown, endedAt: number) => setImmediate(() => endNow(body, streamed, failure, endedAt));
+  // Finished after the app has its answer and has sent its next request: parsing and recording
+  // stay off its path. The span ends when the answer had fully arrived (rewards the app emits
+  // right after come later), though it is finished later.
+  const finish = (body: string | unknown, streamed: boolean, failure: unknown, endedAt: number) => afterNextRequest(() => endNow(body, streamed, failure, endedAt));
   if (!response.body) finish('', false, undefined, now());
   else if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) {
     const assembler = new StreamAssembler(api);
@@ -179,6 +179,17 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
 }
 
 const now = () => performance.timeOrigin + performance.now();
+
+/**
+ * Runs `work` in the check phase after next. An app that calls again at once sends that request
+ * on the kept-alive connection from a setImmediate of undici's (it first checks that the server
+ * has not closed the socket): work queued with one setImmediate of its own ran before that and
+ * delayed the request (about 60 us of a 200 us overhead, measured in-process against the test
+ * server). Queued from inside the check phase, it runs after the request is on the wire.
+ */
+function afterNextRequest(work: () => void): void {
+  setImmediate(() => setImmediate(work));
+}
 
 /**
  * Reads a copy of a body to its end: resolves to the error that cut it short, if any, and the
