@@ -104,6 +104,14 @@ function failSpan(span: Span, error: unknown): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
 }
 
+function parsedJson(text: string | undefined): any {
+  try {
+    return text === undefined ? undefined : JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 async function requestText(input: FetchInput, init?: RequestInit): Promise<string | undefined> {
   const body = init?.body;
   if (typeof body === 'string') return body;
@@ -114,30 +122,33 @@ async function requestText(input: FetchInput, init?: RequestInit): Promise<strin
 
 async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmApi, url: URL, input: FetchInput, init?: RequestInit): Promise<Response> {
   let text = await requestText(input, init);
+  // The request is parsed after the call (its size is the conversation's), unless it must change.
   let body: any;
-  try {
-    body = text === undefined ? undefined : JSON.parse(text);
-  } catch {
-    body = undefined;
-  }
   let sentBody: string | undefined;
-  if (options.returnTokenIds && body && (api === 'chat' || api === 'text_completion') && body.return_token_ids === undefined) {
-    body.return_token_ids = true;
-    sentBody = text = JSON.stringify(body);
+  if (options.returnTokenIds && (api === 'chat' || api === 'text_completion')) {
+    body = parsedJson(text);
+    if (body && body.return_token_ids === undefined) {
+      body.return_token_ids = true;
+      sentBody = text = JSON.stringify(body);
+    }
   }
   const operation = api === 'responses' ? 'chat' : api;
   const parent = (api !== 'embeddings' ? options.llmParent?.() : undefined) ?? context.active();
-  const span = options.tracer.startSpan(typeof body?.model === 'string' ? `${operation} ${body.model}` : operation, {
+  const span = options.tracer.startSpan(operation, {
     kind: SpanKind.CLIENT,
     attributes: {
       ...urlAttributes('POST', url),
-      ...requestAttributes(api, body),
       'gen_ai.provider.name': url.hostname === 'api.openai.com' ? 'openai' : 'openai_compatible',
       [ATTR.llmApi]: api,
-      [ATTR.llmStreamed]: body?.stream === true,
       ...(options.captureContent && text !== undefined ? { [ATTR.llmRequest]: text } : {}),
     },
   }, parent);
+  /** Names the span by its model and adds the request's parameters. */
+  const describeRequest = () => {
+    body ??= parsedJson(text);
+    if (typeof body?.model === 'string') span.updateName(`${operation} ${body.model}`);
+    span.setAttributes({ ...requestAttributes(api, body), [ATTR.llmStreamed]: body?.stream === true });
+  };
   const ctx = trace.setSpan(parent, span);
   let sendInput = input;
   let sendInit = withTraceHeaders(ctx, input, init, sentBody);
@@ -149,18 +160,20 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
   try {
     response = await context.with(ctx, () => original(sendInput, sendInit));
   } catch (error) {
+    describeRequest();
     failSpan(span, error);
     span.end();
     throw error;
   }
   // The closures below hold `status`, never `response`: a response dropped unread must stay collectable.
   const status = response.status;
-  span.setAttribute('http.response.status_code', status);
   let finished = false;
   const endNow = (body: string | unknown = '', streamed = false, failure?: unknown, endedAt?: number) => {
     if (finished) return;
     finished = true;
     openLlmSpans.delete(endNow);
+    describeRequest();
+    span.setAttribute('http.response.status_code', status);
     finishLlmSpan(span, status, body, streamed, failure, options.captureContent, endedAt);
   };
   openLlmSpans.add(endNow);
