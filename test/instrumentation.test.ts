@@ -160,6 +160,9 @@ describe('attribution and delivery', () => {
     assert.equal(result.code, 5, result.stderr);
     const calls = await rows(`SELECT c.* FROM llm_calls c JOIN spans s USING (span_id) WHERE s.service_name = 'exit-now'`);
     assert.equal(calls.length, 1);
+    // Recorded whole: the answer the app had, not only the request.
+    assert.match(String(json(calls[0].output_messages)[0].content), /Echo: last call/);
+    assert.equal(calls[0].model, 'test-model');
     const rewards = await rows(`SELECT r.value FROM rewards r JOIN spans s USING (span_id) WHERE s.service_name = 'exit-now'`);
     assert.deepEqual(rewards, [{ value: 0.25 }]);
   });

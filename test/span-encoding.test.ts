@@ -3,14 +3,22 @@ import { test } from 'node:test';
 import { createTraceState, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { SpanEncoder } from '../src/instrumentation/span-encoding.js';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan, type SpanProcessor } from '@opentelemetry/sdk-trace';
+import { requestOf, SpanEncoder } from '../src/instrumentation/span-encoding.js';
 
 // agl/register's exporter joins spans encoded as each ended: the request must be the one the
 // SDK's own serializer makes of the same spans.
 
+/** What SpanEncoder hands on (to the export queue, in agl/register). */
+function queue(): { queued: ReadableSpan[]; processor: SpanProcessor } {
+  const queued: ReadableSpan[] = [];
+  const processor = { onStart() {}, onEnd: (span: ReadableSpan) => void queued.push(span), forceFlush: async () => {}, shutdown: async () => {} };
+  return { queued, processor };
+}
+
 test('a request joined from spans encoded as they ended is the SDK serializer\'s request, byte for byte', () => {
-  const encoder = new SpanEncoder();
+  const { queued, processor } = queue();
+  const encoder = new SpanEncoder([processor]);
   const exporter = new InMemorySpanExporter();
   const providers = ['agent', 'gateway'].map((service) => new TracerProvider({
     resource: resourceFromAttributes({ 'service.name': service, 'process.pid': 42 }),
@@ -29,16 +37,32 @@ test('a request joined from spans encoded as they ended is the SDK serializer\'s
   const spans = exporter.getFinishedSpans();
   assert.equal(spans.length, 12);
   const expected = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
-  assert.deepEqual(Buffer.from(encoder.request(spans)!), expected);
+  assert.equal(queued.length, 12);
+  assert.deepEqual(Buffer.from(requestOf(queued)), expected);
+  // The queue holds the encodings, not the spans with their attributes and events.
+  assert.ok(!('attributes' in queued[0]) && !('events' in queued[0]));
   // A span that did not pass the encoder (ended before it was installed) is encoded at export.
-  assert.deepEqual(Buffer.from(new SpanEncoder().request(spans)!), expected);
-  assert.deepEqual(Buffer.from(encoder.request(spans.slice(0, 1))!), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans.slice(0, 1))!));
+  assert.deepEqual(Buffer.from(requestOf(spans)), expected);
+  assert.deepEqual(Buffer.from(requestOf(queued.slice(0, 1))), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans.slice(0, 1))!));
+});
+
+test('a resource whose attributes were still pending when its spans ended is encoded with them', async () => {
+  const { queued, processor } = queue();
+  const exporter = new InMemorySpanExporter();
+  const resource = resourceFromAttributes({ 'service.name': 'agent', 'host.id': new Promise<string>((resolve) => setTimeout(() => resolve('h-1'), 10)) });
+  const provider = new TracerProvider({ resource, spanProcessors: [new SpanEncoder([processor]), new SimpleSpanProcessor({ exporter })] });
+  provider.getTracer('agl').startSpan('step').end();
+  assert.equal(resource.asyncAttributesPending, true);
+  await resource.waitForAsyncAttributes!();
+  const spans = exporter.getFinishedSpans();
+  assert.deepEqual(Buffer.from(requestOf(queued)), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!));
+  assert.match(Buffer.from(requestOf(queued)).toString('latin1'), /h-1/);
 });
 
 test('every kind of value and field is encoded as the SDK serializer encodes it', () => {
-  const encoder = new SpanEncoder();
+  const { queued, processor } = queue();
   const exporter = new InMemorySpanExporter();
-  const provider = new TracerProvider({ spanProcessors: [encoder, new SimpleSpanProcessor({ exporter })] });
+  const provider = new TracerProvider({ spanProcessors: [new SpanEncoder([processor]), new SimpleSpanProcessor({ exporter })] });
   const tracer = provider.getTracer('agl');
   const remote = trace.setSpanContext(ROOT_CONTEXT, {
     traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', traceFlags: 1, isRemote: true,
@@ -60,5 +84,5 @@ test('every kind of value and field is encoded as the SDK serializer encodes it'
   }
   const spans = exporter.getFinishedSpans();
   assert.equal(spans.length, 5);
-  assert.deepEqual(Buffer.from(encoder.request(spans)!), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!));
+  assert.deepEqual(Buffer.from(requestOf(queued)), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!));
 });

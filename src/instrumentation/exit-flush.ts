@@ -1,5 +1,4 @@
 import { Worker } from 'node:worker_threads';
-import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace';
 
 /**
@@ -56,10 +55,8 @@ fetch(workerData.url, { method: 'POST', headers: workerData.headers, body: worke
   .finally(() => { Atomics.store(done, 0, 1); Atomics.notify(done, 0); });
 `;
 
-/** Posts `spans` as one OTLP protobuf request and blocks until it is answered or `timeoutMs` passed. */
-export function sendBeforeExit(url: string, headers: Record<string, string>, spans: ReadableSpan[], timeoutMs: number): boolean {
-  const body = ProtobufTraceSerializer.serializeRequest(spans);
-  if (!body || spans.length === 0) return true;
+/** Posts `body` (an OTLP protobuf request) and blocks until it is answered or `timeoutMs` passed. */
+export function sendBeforeExit(url: string, headers: Record<string, string>, body: Uint8Array, timeoutMs: number): boolean {
   const done = new SharedArrayBuffer(4);
   const worker = new Worker(SENDER, {
     eval: true,

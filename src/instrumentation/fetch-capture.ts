@@ -35,12 +35,21 @@ export interface FetchCapture {
 /** The enders of LLM spans still waiting for their response body. */
 const openLlmSpans = new Set<() => void>();
 
+/** The finishing of LLM spans whose answer is complete, deferred off the app's path (afterNextRequest). */
+const answeredCalls = new Set<() => void>();
+
+/** Finishes now the LLM spans whose answers are complete: a rollout's spans are sent when it ends. */
+export function finishAnsweredCalls(): void {
+  for (const finish of [...answeredCalls]) finish();
+}
+
 /** Wraps `globalThis.fetch`. */
 export function installFetchCapture(options: FetchCaptureOptions): FetchCapture {
   const original = globalThis.fetch;
   const capture: Omit<FetchCapture, 'uninstall'> = {
     openCount: () => openLlmSpans.size,
     endOpen: () => {
+      finishAnsweredCalls();
       for (const end of [...openLlmSpans]) end();
     },
   };
@@ -180,7 +189,14 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
   // Finished after the app has its answer and has sent its next request: parsing and recording
   // stay off its path. The span ends when the answer had fully arrived (rewards the app emits
   // right after come later), though it is finished later.
-  const finish = (body: string | unknown, streamed: boolean, failure: unknown, endedAt: number) => afterNextRequest(() => endNow(body, streamed, failure, endedAt));
+  const finish = (body: string | unknown, streamed: boolean, failure: unknown, endedAt: number) => {
+    const finishNow = () => {
+      answeredCalls.delete(finishNow);
+      endNow(body, streamed, failure, endedAt);
+    };
+    answeredCalls.add(finishNow);
+    afterNextRequest(finishNow);
+  };
   if (!response.body) finish('', false, undefined, now());
   else if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) {
     const assembler = new StreamAssembler(api);

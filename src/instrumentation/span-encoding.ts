@@ -1,4 +1,4 @@
-import type { Context } from '@opentelemetry/api';
+import type { Context, SpanContext } from '@opentelemetry/api';
 import { ProtobufTraceSerializer, type IExportTraceServiceResponse, type ISerializer } from '@opentelemetry/otlp-transformer';
 import type { Resource } from '@opentelemetry/resources';
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
@@ -22,82 +22,118 @@ const RESOURCE_SPANS = 1;
 const SCOPE_SPANS = 2;
 const SPANS = 2;
 
-/** A span processor (placed before the batch processor) that encodes each span as it ends. */
-export class SpanEncoder implements SpanProcessor {
-  private readonly spans = new WeakMap<ReadableSpan, Uint8Array>();
-  private readonly resources = new WeakMap<Resource, Uint8Array>();
-  private readonly scopes = new Map<string, Uint8Array>();
+/**
+ * An ended span as the export queue holds it: its encoding and what a request groups it by, not
+ * the span. The queue holds spans for up to the batch delay; as SDK spans (attributes with the
+ * call's request and response bodies, events, times) they survived every young-generation GC
+ * meanwhile and made each one longer; as bytes they are a few small objects each.
+ *
+ * It stands in for the span where the SDK's batch processor and exporter only pass it on: they
+ * read `spanContext()` (sampled or not) and `resource` (attributes still pending), nothing else.
+ */
+class EncodedSpan {
+  constructor(
+    readonly resource: Resource,
+    readonly instrumentationScope: ReadableSpan['instrumentationScope'],
+    private readonly context: SpanContext,
+    /** The span as a `spans` field of ScopeSpans. */
+    readonly bytes: Uint8Array,
+    readonly scopeFields: Uint8Array,
+    /** The resource's fields, or the span itself while they cannot be encoded yet (attributes pending). */
+    readonly resourceFields: Uint8Array | ReadableSpan,
+  ) {}
 
-  onStart(_span: Span, _context: Context): void {}
+  spanContext(): SpanContext {
+    return this.context;
+  }
+}
+
+/**
+ * A span processor that encodes each span as it ends and hands `next` (the export queue, the
+ * exit flush) its encoding in the span's place.
+ */
+export class SpanEncoder implements SpanProcessor {
+  constructor(private readonly next: readonly SpanProcessor[]) {}
+
+  onStart(span: Span, context: Context): void {
+    for (const processor of this.next) processor.onStart(span, context);
+  }
 
   onEnd(span: ReadableSpan): void {
-    this.spans.set(span, encodeSpan(span));
+    const resourceFields = span.resource.asyncAttributesPending ? span : resourceFieldsOf(span.resource, span);
+    const encoded = new EncodedSpan(span.resource, span.instrumentationScope, span.spanContext(), encodeSpan(span), scopeFieldsOf(scopeKey(span), span), resourceFields);
+    for (const processor of this.next) processor.onEnd(encoded as unknown as ReadableSpan);
   }
 
-  forceFlush(): Promise<void> {
-    return Promise.resolve();
+  async forceFlush(): Promise<void> {
+    await Promise.all(this.next.map((processor) => processor.forceFlush()));
   }
 
-  shutdown(): Promise<void> {
-    return Promise.resolve();
+  async shutdown(): Promise<void> {
+    await Promise.all(this.next.map((processor) => processor.shutdown()));
   }
+}
 
-  /** The export request of `spans`, from their encodings (encoded now when a span has none). */
-  request(spans: ReadableSpan[]): Uint8Array {
-    const groups = new Map<Resource, Map<string, ReadableSpan[]>>();
-    for (const span of spans) {
-      let scopes = groups.get(span.resource);
-      if (!scopes) groups.set(span.resource, (scopes = new Map()));
-      const key = scopeKey(span);
-      const group = scopes.get(key);
-      if (group) group.push(span);
-      else scopes.set(key, [span]);
+/** The export request of `spans`: ended spans as SpanEncoder handed them on, or SDK spans (encoded now). */
+export function requestOf(spans: readonly ReadableSpan[]): Uint8Array {
+  const groups = new Map<Resource, Map<string, ReadableSpan[]>>();
+  for (const span of spans) {
+    let scopes = groups.get(span.resource);
+    if (!scopes) groups.set(span.resource, (scopes = new Map()));
+    const key = scopeKey(span);
+    const group = scopes.get(key);
+    if (group) group.push(span);
+    else scopes.set(key, [span]);
+  }
+  const out = new ByteList();
+  for (const [resource, scopes] of groups) {
+    const scopeSpans = new ByteList();
+    for (const [key, group] of scopes) {
+      const scope = new ByteList();
+      const first = group[0];
+      scope.push(first instanceof EncodedSpan ? first.scopeFields : scopeFieldsOf(key, first));
+      for (const span of group) scope.push(span instanceof EncodedSpan ? span.bytes : encodeSpan(span));
+      scopeSpans.field(SCOPE_SPANS, scope);
     }
-    const out = new ByteList();
-    for (const [resource, scopes] of groups) {
-      const scopeSpans = new ByteList();
-      for (const [key, group] of scopes) {
-        const scope = new ByteList();
-        scope.push(this.scopeFields(key, group[0]));
-        for (const span of group) scope.push(this.spans.get(span) ?? encodeSpan(span));
-        scopeSpans.field(SCOPE_SPANS, scope);
-      }
-      const resourceSpans = new ByteList();
-      resourceSpans.push(this.resourceFields(resource, scopes.values().next().value![0]));
-      resourceSpans.append(scopeSpans);
-      out.field(RESOURCE_SPANS, resourceSpans);
-    }
-    return out.join();
+    const first = scopes.values().next().value![0];
+    const fields = first instanceof EncodedSpan ? first.resourceFields : first;
+    const resourceSpans = new ByteList();
+    resourceSpans.push(fields instanceof Uint8Array ? fields : resourceFieldsOf(resource, fields));
+    resourceSpans.append(scopeSpans);
+    out.field(RESOURCE_SPANS, resourceSpans);
   }
+  return out.join();
+}
 
-  /** The exporter's serializer: requests from these encodings, responses as the SDK reads them. */
-  serializer(): ISerializer<ReadableSpan[], IExportTraceServiceResponse> {
-    return {
-      serializeRequest: (spans) => this.request(spans),
-      deserializeResponse: (data) => ProtobufTraceSerializer.deserializeResponse(data),
-    };
-  }
+/** The exporter's serializer: requests from the spans' encodings, responses as the SDK reads them. */
+export const spanSerializer: ISerializer<ReadableSpan[], IExportTraceServiceResponse> = {
+  serializeRequest: requestOf,
+  deserializeResponse: (data) => ProtobufTraceSerializer.deserializeResponse(data),
+};
 
-  /** ResourceSpans' fields but its scope_spans (resource, schema URL). */
-  private resourceFields(resource: Resource, span: ReadableSpan): Uint8Array {
-    let fields = this.resources.get(resource);
-    if (!fields) {
-      fields = splitField(resourceSpansOf(span), SCOPE_SPANS).rest;
-      // Attributes still to come from an asynchronous detector are encoded once they are there.
-      if (!resource.asyncAttributesPending) this.resources.set(resource, fields);
-    }
-    return fields;
-  }
+// A resource's and a scope's own fields, encoded once: the same for every span of them.
+const resources = new WeakMap<Resource, Uint8Array>();
+const scopes = new Map<string, Uint8Array>();
 
-  /** ScopeSpans' fields but its spans (scope, schema URL). */
-  private scopeFields(key: string, span: ReadableSpan): Uint8Array {
-    let fields = this.scopes.get(key);
-    if (!fields) {
-      fields = splitField(splitField(resourceSpansOf(span), SCOPE_SPANS).value, SPANS).rest;
-      this.scopes.set(key, fields);
-    }
-    return fields;
+/** ResourceSpans' fields but its scope_spans (resource, schema URL). */
+function resourceFieldsOf(resource: Resource, span: ReadableSpan): Uint8Array {
+  let fields = resources.get(resource);
+  if (!fields) {
+    fields = splitField(resourceSpansOf(span), SCOPE_SPANS).rest;
+    // Attributes still to come from an asynchronous detector are encoded once they are there.
+    if (!resource.asyncAttributesPending) resources.set(resource, fields);
   }
+  return fields;
+}
+
+/** ScopeSpans' fields but its spans (scope, schema URL). */
+function scopeFieldsOf(key: string, span: ReadableSpan): Uint8Array {
+  let fields = scopes.get(key);
+  if (!fields) {
+    fields = splitField(splitField(resourceSpansOf(span), SCOPE_SPANS).value, SPANS).rest;
+    scopes.set(key, fields);
+  }
+  return fields;
 }
 
 /** The key the SDK's serializer groups scopes by. */

@@ -12,7 +12,7 @@ import { installFetchCapture } from './fetch-capture.js';
 import { installLangChainCapture } from './langchain.js';
 import { sendBeforeExit, UnsentSpans } from './exit-flush.js';
 import { RolloutSpanProcessor } from './rollout-context.js';
-import { SpanEncoder } from './span-encoding.js';
+import { requestOf, SpanEncoder, spanSerializer } from './span-encoding.js';
 import { ATTR } from '../semconv.js';
 
 /** How long an exiting process waits for its last spans to be sent. */
@@ -106,8 +106,8 @@ function startSdk(config: RegisterConfig): Delivery {
   const queueSize = envNumber('OTEL_BSP_MAX_QUEUE_SIZE') ?? 2048;
   const unsent = new UnsentSpans(queueSize);
   // The SDK's OTLP/protobuf exporter (OTLPTraceExporter) with one change: requests are joined
-  // from spans encoded as they ended (span-encoding.ts), not encoded all at once at export.
-  const encoder = new SpanEncoder();
+  // from spans encoded as they ended (span-encoding.ts), not encoded all at once at export. The
+  // queues (export, exit flush) hold those encodings, not the spans.
   const exporterTo = (url: string): SpanExporter =>
     new OTLPExporterBase(createOtlpHttpExportDelegate(
       convertLegacyHttpOptions({
@@ -115,7 +115,7 @@ function startSdk(config: RegisterConfig): Delivery {
         timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
         ...(config.token ? { headers: { authorization: `Bearer ${config.token}` } } : {}),
       }, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }),
-      encoder.serializer(), 'otlp_http_span_exporter', TraceExporterMetricsHelper, undefined,
+      spanSerializer, 'otlp_http_span_exporter', TraceExporterMetricsHelper, undefined,
     ));
   // A bounded queue (OpenTelemetry's default size) that drops when full; at most 4 batches, under the
   // exporter's limit of 30 concurrent exports, so a flush of a full queue never overruns it.
@@ -134,7 +134,7 @@ function startSdk(config: RegisterConfig): Delivery {
       ...(config.rolloutId ? { [ATTR.rolloutId]: config.rolloutId } : {}),
       ...(config.attemptId ? { [ATTR.attemptId]: config.attemptId } : {}),
     }),
-    spanProcessors: [new RolloutSpanProcessor(), unsent, encoder, batches],
+    spanProcessors: [new RolloutSpanProcessor(), new SpanEncoder([unsent, batches])],
     instrumentations: config.instrumentations.has('http') ? [new HttpInstrumentation()] : [],
   });
   sdk.start();
@@ -142,7 +142,7 @@ function startSdk(config: RegisterConfig): Delivery {
     flush: () => batches.forceFlush(),
     hasUnsent: () => unsent.size > 0 && !reporting.down,
     sendNow: () => {
-      if (unsent.size > 0 && !reporting.down) sendBeforeExit(reporting.url, otlpHeaders(config), unsent.take(), EXIT_FLUSH_MS);
+      if (unsent.size > 0 && !reporting.down) sendBeforeExit(reporting.url, otlpHeaders(config), requestOf(unsent.take()), EXIT_FLUSH_MS);
     },
   };
 }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
 import { gatewayBaseUrl } from '../collector/gateway-url.js';
 import { emitException, emitReward } from '../instrumentation/emitters.js';
+import { finishAnsweredCalls } from '../instrumentation/fetch-capture.js';
 import { withRollout } from '../instrumentation/rollout-context.js';
 import type { LightningStore } from '../lightning-store.js';
 import { InvalidQueryError } from '../store/paginate.js';
@@ -66,7 +67,9 @@ class AbandonedError extends Error {
 
 /** Sends the spans of a finished rollout before it is reported done, so that whoever waits on it can read them. */
 export async function flushSpans(): Promise<void> {
-  await new Promise((resolve) => setImmediate(resolve)); // LLM spans are finished one turn after their answer
+  // A streamed answer's copy is read to its end in the turn after the app's: then its span is finished.
+  await new Promise((resolve) => setImmediate(resolve));
+  finishAnsweredCalls();
   const provider = trace.getTracerProvider() as { getDelegate?: () => unknown };
   const delegate = (provider.getDelegate?.() ?? provider) as { forceFlush?: () => Promise<void> };
   if (typeof delegate.forceFlush !== 'function') return;
