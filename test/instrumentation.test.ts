@@ -79,7 +79,9 @@ describe('openai apps under --import agl/register', () => {
     assert.equal(result.code, 0, result.stderr);
     assert.deepEqual(JSON.parse(result.stdout), { plain: ' Echo: one two', chunks: 6, failed: 503 });
     const calls = await rows(`SELECT c.* FROM llm_calls c JOIN spans s USING (span_id) WHERE s.service_name = 'raw-fetch' ORDER BY c.start_time`);
-    assert.equal(calls.length, 3);
+    assert.equal(calls.length, 5);
+    // Read by the app with arrayBuffer() and through body: recorded all the same.
+    assert.deepEqual(calls.slice(3).map((c) => json(c.output_messages)), [[{ role: 'assistant', content: ' Echo: five six' }], [{ role: 'assistant', content: ' Echo: seven eight' }]]);
     assert.deepEqual(json(calls[0].input_messages), [{ role: 'user', content: 'one two' }]);
     assert.deepEqual(json(calls[1].output_messages), [{ role: 'assistant', content: ' Echo: three four' }]);
     assert.deepEqual(calls[1].response_token_ids, testTokenIds(' Echo: three four'));
@@ -96,7 +98,7 @@ describe('openai apps under --import agl/register', () => {
   test('with content capture off, calls keep usage and ids but no messages', async () => {
     await run('fetch-completions.mjs', 'no-content', { AGL_CAPTURE_CONTENT: '0' });
     const calls = await rows(`SELECT c.* FROM llm_calls c JOIN spans s USING (span_id) WHERE s.service_name = 'no-content' ORDER BY c.start_time`);
-    assert.equal(calls.length, 3);
+    assert.equal(calls.length, 5);
     assert.equal(calls[0].input_messages, null);
     assert.equal(calls[0].output_messages, null);
     assert.equal(calls[0].output_tokens, testTokenIds(' Echo: one two').length);
