@@ -177,22 +177,22 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
   // The closures below hold `status`, never `response`: a response dropped unread must stay collectable.
   const status = response.status;
   let finished = false;
-  const endNow = (body: string | unknown = '', streamed = false, failure?: unknown, endedAt?: number) => {
+  const endNow = (answer: string | unknown = '', streamed = false, failure?: unknown, endedAt?: number) => {
     if (finished) return;
     finished = true;
     openLlmSpans.delete(endNow);
     describeRequest();
     span.setAttribute('http.response.status_code', status);
-    finishLlmSpan(span, status, body, streamed, failure, options.captureContent, endedAt);
+    finishLlmSpan(span, status, answer, streamed, failure, options.captureContent, endedAt);
   };
   openLlmSpans.add(endNow);
   // Finished after the app has its answer and has sent its next request: parsing and recording
   // stay off its path. The span ends when the answer had fully arrived (rewards the app emits
   // right after come later), though it is finished later.
-  const finish = (body: string | unknown, streamed: boolean, failure: unknown, endedAt: number) => {
+  const finish = (answer: string | unknown, streamed: boolean, failure: unknown, endedAt: number) => {
     const finishNow = () => {
       answeredCalls.delete(finishNow);
-      endNow(body, streamed, failure, endedAt);
+      endNow(answer, streamed, failure, endedAt);
     };
     answeredCalls.add(finishNow);
     afterNextRequest(finishNow);

@@ -241,11 +241,12 @@ type PackedBuilder = ByteColumnBuilder | Int64ColumnBuilder;
 
 /**
  * Builders of a table's columns, reused batch after batch: a batch's rows are decoded into
- * buffers grown once, then packed into one exactly sized buffer (`packColumns`). Fresh builders
+ * buffers grown once, then packed into one exactly sized buffer (`buildColumns`). Fresh builders
  * for every batch grew each column's buffers from empty, a dozen allocations and copies per
  * column, and moving a batch between threads listed some 60 buffers.
  */
-const pools = new WeakMap<readonly Column[], PackedBuilder[][]>();
+// Per table, sets of builders in column order (undefined where a column is a JS array).
+const pools = new WeakMap<readonly Column[], (PackedBuilder | undefined)[][]>();
 
 /** Builder sets holding more than this are dropped after use, not kept (a batch of huge spans). */
 const POOLED_BYTES_MAX = 8 * 2 ** 20;
@@ -253,7 +254,7 @@ const POOLED_BYTES_MAX = 8 * 2 ** 20;
 /** Builders for every column of a table, each in the form `ColumnData` describes. */
 export function columnBuilders(columns: readonly Column[]): ColumnBuilder[] {
   const pooled = pools.get(columns)?.pop();
-  if (pooled) return columns.map((c, i) => (isPacked(c) ? pooled[i] : []));
+  if (pooled) return columns.map((_, i) => pooled[i] ?? []);
   return columns.map((c) => (!isPacked(c) ? [] : c.type === 'TIMESTAMP_NS' ? new Int64ColumnBuilder() : new ByteColumnBuilder()));
 }
 
@@ -281,7 +282,7 @@ export function buildColumns(columns: readonly Column[], builders: readonly Colu
   if (capacity <= POOLED_BYTES_MAX) {
     const pool = pools.get(columns) ?? [];
     pools.set(columns, pool);
-    if (pool.length < 2) pool.push(builders.map((b) => (Array.isArray(b) ? (undefined as unknown as PackedBuilder) : (b as PackedBuilder))));
+    if (pool.length < 2) pool.push(builders.map((b) => (Array.isArray(b) ? undefined : (b as PackedBuilder))));
   }
   return built;
 }
