@@ -54,6 +54,7 @@ export function installFetchCapture(options: FetchCaptureOptions): FetchCapture 
     },
   };
   if (typeof original !== 'function') return { ...capture, uninstall: () => {} };
+  watchResponses();
   const captured: Fetch = (input, init) => {
     if (isTracingSuppressed(context.active())) return original(input, init);
     let url: URL;
@@ -239,13 +240,20 @@ async function readCopy(copy: Response, onText: (text: string) => void): Promise
   }
 }
 
-/** The JSON answers being watched: what to tell once the app has read each one. */
-const watched = new WeakMap<Response, (text: string, failure?: unknown) => void>();
+/** A JSON answer being watched: what to tell once the app has read it, and what ends its span if it never does. */
+interface Watch {
+  readonly done: (text: string, failure?: unknown) => void;
+  readonly ifUnread: () => void;
+}
 
-/** Answers not read yet, with when they came: an answer still unread after UNREAD_MS was dropped. */
+const watched = new WeakMap<Response, Watch>();
+
+/**
+ * What ends the span of each watched answer the app has not begun to read, with when it came:
+ * one still unread after UNREAD_MS was dropped.
+ */
 const unread = new Map<() => void, number>();
 const UNREAD_MS = 60_000;
-let sweeping: NodeJS.Timeout | undefined;
 
 /**
  * A JSON answer is seen as the app reads it, without copying the stream (a copy, `clone()`,
@@ -257,9 +265,17 @@ let sweeping: NodeJS.Timeout | undefined;
  * more than without them (same bench, 14 rounds).
  */
 function observeBody(response: Response, done: (text: string, failure?: unknown) => void, ifUnread: () => void): void {
-  watchResponses();
   unread.set(ifUnread, Date.now());
-  sweeping ??= setInterval(() => {
+  watched.set(response, { done, ifUnread });
+}
+
+let watching = false;
+
+/** Wraps Response's readers and starts the sweep of answers dropped unread; once per process. */
+function watchResponses(): void {
+  if (watching) return;
+  watching = true;
+  setInterval(() => {
     const cutoff = Date.now() - UNREAD_MS;
     for (const [end, since] of unread) {
       if (since >= cutoff) break; // in arrival order
@@ -267,25 +283,19 @@ function observeBody(response: Response, done: (text: string, failure?: unknown)
       end();
     }
   }, UNREAD_MS / 4).unref();
-  watched.set(response, (text, failure) => {
-    unread.delete(ifUnread);
-    done(text, failure);
-  });
-}
-
-let watching = false;
-
-function watchResponses(): void {
-  if (watching) return;
-  watching = true;
   const prototype = Response.prototype;
   const { text, json, arrayBuffer } = prototype;
   const body = Object.getOwnPropertyDescriptor(prototype, 'body')!;
-  /** The watcher of `response`, taken: its body is read once. */
+  /**
+   * What to tell once `response` is read, taken as the app begins to read it (its body is read
+   * once): from then on it is no longer unread, however long the reading takes.
+   */
   const take = (response: Response) => {
-    const settle = watched.get(response);
-    if (settle) watched.delete(response);
-    return settle;
+    const watch = watched.get(response);
+    if (!watch) return undefined;
+    watched.delete(response);
+    unread.delete(watch.ifUnread);
+    return watch.done;
   };
   Object.defineProperties(prototype, {
     text: {
@@ -322,8 +332,9 @@ function watchResponses(): void {
     body: {
       ...body,
       get(this: Response) {
-        const settle = take(this);
-        if (settle && !this.bodyUsed) {
+        // A body already used went through no reader of ours: the sweep ends its span.
+        const settle = watched.has(this) && !this.bodyUsed ? take(this) : undefined;
+        if (settle) {
           let copied = '';
           readCopy(prototype.clone.call(this), (piece) => (copied += piece)).then(({ failure }) => settle(copied, failure), () => {});
         }
