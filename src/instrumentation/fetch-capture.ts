@@ -24,8 +24,6 @@ type Fetch = typeof globalThis.fetch;
 type FetchInput = Parameters<Fetch>[0];
 
 export interface FetchCapture {
-  /** Restores the original `fetch`. */
-  uninstall(): void;
   /** LLM spans whose response has not been read to its end. */
   openCount(): number;
   /** Ends those spans with what is known (an exiting process sends them as they are). */
@@ -46,14 +44,14 @@ export function finishAnsweredCalls(): void {
 /** Wraps `globalThis.fetch`. */
 export function installFetchCapture(options: FetchCaptureOptions): FetchCapture {
   const original = globalThis.fetch;
-  const capture: Omit<FetchCapture, 'uninstall'> = {
+  const capture: FetchCapture = {
     openCount: () => openLlmSpans.size,
     endOpen: () => {
       finishAnsweredCalls();
       for (const end of [...openLlmSpans]) end();
     },
   };
-  if (typeof original !== 'function') return { ...capture, uninstall: () => {} };
+  if (typeof original !== 'function') return capture;
   watchResponses();
   const captured: Fetch = (input, init) => {
     if (isTracingSuppressed(context.active())) return original(input, init);
@@ -69,12 +67,7 @@ export function installFetchCapture(options: FetchCaptureOptions): FetchCapture 
     return api ? llmCall(original, options, api, url, input, init) : httpCall(original, options.tracer, method, url, input, init);
   };
   globalThis.fetch = captured;
-  return {
-    ...capture,
-    uninstall: () => {
-      if (globalThis.fetch === captured) globalThis.fetch = original;
-    },
-  };
+  return capture;
 }
 
 function urlAttributes(method: string, url: URL) {
@@ -255,6 +248,16 @@ const watched = new WeakMap<Response, Watch>();
 const unread = new Map<() => void, number>();
 const UNREAD_MS = 60_000;
 
+/** Ends the spans of the answers still unread UNREAD_MS before `now` (they were dropped). */
+export function endUnreadAnswers(now = Date.now()): void {
+  const cutoff = now - UNREAD_MS;
+  for (const [end, since] of unread) {
+    if (since >= cutoff) break; // in arrival order
+    unread.delete(end);
+    end();
+  }
+}
+
 /**
  * A JSON answer is seen as the app reads it, without copying the stream (a copy, `clone()`,
  * costs more than the rest of the capture together): `text()`, `json()` and `arrayBuffer()` of
@@ -275,14 +278,7 @@ let watching = false;
 function watchResponses(): void {
   if (watching) return;
   watching = true;
-  setInterval(() => {
-    const cutoff = Date.now() - UNREAD_MS;
-    for (const [end, since] of unread) {
-      if (since >= cutoff) break; // in arrival order
-      unread.delete(end);
-      end();
-    }
-  }, UNREAD_MS / 4).unref();
+  setInterval(endUnreadAnswers, UNREAD_MS / 4).unref();
   const prototype = Response.prototype;
   const { text, json, arrayBuffer } = prototype;
   const body = Object.getOwnPropertyDescriptor(prototype, 'body')!;
