@@ -435,8 +435,48 @@ function sameBytes(a: Buffer, b: Uint8Array, at: number): boolean {
 
 const EMPTY_KEY: Key = { bytes: Buffer.alloc(0), json: Buffer.from('"":'), text: '', role: null };
 
+/**
+ * A span attribute as it was last seen at one position, and its JSON. Most of a span's attributes
+ * repeat in every span an SDK sends (operation, system, model, settings, the attempt), in the
+ * same order: when the same bytes come at the same position, their JSON is copied instead of
+ * decoded again (decoding small spans: 7.0-8.0 -> 5.3-7.2 us a span, interleaved runs). An entry
+ * that has matched stays when an attribute that changes in every span (ids, counts) comes by; one
+ * that never matched is replaced after 64 tries, so a new layout takes over.
+ */
+interface SeenAttribute {
+  readonly bytes: Buffer;
+  readonly json: Buffer;
+  hits: number;
+  misses: number;
+}
+
+const attributeAtPosition: (SeenAttribute | undefined)[] = [];
+/** Longer attributes (texts) are rarely repeated whole: not compared. */
+const SEEN_ATTRIBUTE_BYTES = 128;
+
 /** Writes one KeyValue as `"key":value`, noting agl's attribution keys and service.name. */
 function writeKeyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder, found?: Found, position = 64): void {
+  const start = r.pos;
+  const remembered = position < 64 && end - start <= SEEN_ATTRIBUTE_BYTES;
+  const seen = remembered ? attributeAtPosition[position] : undefined;
+  if (seen !== undefined) {
+    if (seen.bytes.length === end - start && sameBytes(seen.bytes, r.buf, start)) {
+      seen.hits++;
+      out.writeBytes(seen.json);
+      r.pos = end;
+      return;
+    }
+    seen.misses++;
+  }
+  const jsonStart = out.size;
+  const key = writeKeyValueOnce(r, end, out, found, position);
+  // An attribution key is never remembered: its value must be noted in every span.
+  if (remembered && key.role === null && (seen === undefined || seen.hits > 0 || seen.misses > 64)) {
+    attributeAtPosition[position] = { bytes: Buffer.from(r.buf.subarray(start, end)), json: Buffer.from(out.data.subarray(jsonStart, out.size)), hits: 0, misses: 0 };
+  }
+}
+
+function writeKeyValueOnce(r: ProtobufReader, end: number, out: ByteColumnBuilder, found: Found | undefined, position: number): Key {
   let key = EMPTY_KEY; // proto3 leaves an empty key off the wire
   let valueStart = -1;
   let valueEnd = -1;
@@ -452,7 +492,7 @@ function writeKeyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder, f
   out.writeBytes(key.json);
   if (valueStart < 0) {
     out.writeAscii('null');
-    return;
+    return key;
   }
   r.pos = valueStart;
   writeAnyValue(r, valueEnd, out);
@@ -464,6 +504,7 @@ function writeKeyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder, f
     } else noteAttribution(found.attribution, key.text, value);
   }
   r.pos = end;
+  return key;
 }
 
 /** AnyValue as JSON: bytes as base64, int64 exact, NaN and infinities as strings. */

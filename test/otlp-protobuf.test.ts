@@ -1,0 +1,43 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { decodeOtlp } from '../src/collector/decode.js';
+import type { ByteColumn, ColumnValue } from '../src/store/columns.js';
+import { SPAN } from '../src/store/tables.js';
+
+// The protobuf decoder reuses the JSON of an attribute that comes again at the same position
+// with the same bytes (most of an SDK's attributes repeat in every span): what it reads must be
+// what the span holds all the same.
+
+function request(attributes: (i: number) => Record<string, string | number>, count: number): Buffer {
+  const exporter = new InMemorySpanExporter();
+  const tracer = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }).getTracer('test');
+  for (let i = 0; i < count; i++) tracer.startSpan(`span ${i}`, { attributes: attributes(i) }).end();
+  return Buffer.from(ProtobufTraceSerializer.serializeRequest(exporter.getFinishedSpans())!);
+}
+
+function decoded(body: Buffer): { attributes: unknown[]; rolloutIds: ColumnValue[] } {
+  const { rows } = decodeOtlp('traces', 'protobuf', body);
+  const column = rows.columns[SPAN.attributes] as ByteColumn;
+  const text = (i: number) => Buffer.from(column.data.subarray(column.slices[2 * i], column.slices[2 * i + 1])).toString('utf8');
+  return {
+    attributes: Array.from({ length: rows.length }, (_, i) => JSON.parse(text(i))),
+    rolloutIds: rows.columns[SPAN.rollout_id] as ColumnValue[],
+  };
+}
+
+test('attributes that repeat, change or move between spans are each read as the span holds them', () => {
+  const layouts: ((i: number) => Record<string, string | number>)[] = [
+    (i) => ({ 'gen_ai.system': 'openai', 'agentlightning.rollout_id': `ro-${i % 2}`, 'gen_ai.response.id': `id-${i}`, 'gen_ai.request.model': i < 40 ? 'small' : 'large' }),
+    // The same keys in another order, values that differ in one byte, a key at a new position.
+    (i) => ({ 'gen_ai.request.model': 'small', 'gen_ai.system': i % 3 ? 'openai' : 'openaj', tokens: i, 'agentlightning.rollout_id': 'ro-9' }),
+    (i) => ({ 'gen_ai.system': 'openai', 'agentlightning.rollout_id': `ro-${i % 2}`, 'gen_ai.response.id': `id-${i}`, 'gen_ai.request.model': 'é'.repeat(i % 3) }),
+  ];
+  for (const layout of [...layouts, ...layouts]) {
+    const count = 100;
+    const { attributes, rolloutIds } = decoded(request(layout, count));
+    assert.deepEqual(attributes, Array.from({ length: count }, (_, i) => layout(i)));
+    assert.deepEqual(rolloutIds, Array.from({ length: count }, (_, i) => layout(i)['agentlightning.rollout_id']), 'the rollout is read from every span');
+  }
+});
