@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { newTempDir, removeDir, startAgl, type InProcessAgl, queryRows, json } from './helpers.js';
 import { runApp } from './instrumented-app.js';
@@ -196,5 +198,25 @@ describe('attribution and delivery', () => {
     assert.equal(plain.code, 0, plain.stderr);
     assert.deepEqual(JSON.parse(plain.stdout), { toolCall: { name: 'get_weather', arguments: '{"city":"Paris"}' }, text: 'Echo: thanks' });
     assert.match(plain.stderr, /emitReward|agentlightning.annotation is not recorded/);
+  });
+
+  test('log records the app emits go where its spans go; its metrics go nowhere unless asked', async () => {
+    // The standard endpoint variable points elsewhere: the OpenTelemetry SDK's defaults sent both there.
+    const seen: string[] = [];
+    const elsewhere = createServer((request, response) => {
+      seen.push(`${request.method} ${request.url}`);
+      request.resume().on('end', () => response.end());
+    });
+    await new Promise<void>((resolve) => elsewhere.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = elsewhere.address() as AddressInfo;
+      const result = await run('otel-signals.mjs', 'otel-signals', { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_METRIC_EXPORT_INTERVAL: '100' });
+      assert.equal(result.code, 0, result.stderr);
+      const records = await rows(`SELECT event_name, body, attributes->>'app.turn' AS turn FROM logs WHERE service_name = 'otel-signals'`);
+      assert.deepEqual(records.map((r) => ({ ...r, body: json(r.body) })), [{ event_name: 'app.answer', body: { text: 'forty-two' }, turn: '1' }]);
+      assert.deepEqual(seen, [], 'nothing went to the standard endpoint');
+    } finally {
+      elsewhere.close();
+    }
   });
 });

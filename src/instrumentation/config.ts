@@ -6,6 +6,8 @@
 export interface RegisterConfig {
   /** Where spans go: the OTLP/HTTP traces URL. */
   readonly tracesUrl: string;
+  /** Where the app's OpenTelemetry log records go (GenAI events among them): the logs URL. */
+  readonly logsUrl: string;
   readonly captureContent: boolean;
   readonly returnTokenIds: boolean;
   readonly instrumentations: ReadonlySet<Instrumentation>;
@@ -32,18 +34,24 @@ function instrumentationList(variable: string, value: string): Instrumentation[]
   });
 }
 
-export function readConfig(env: NodeJS.ProcessEnv = process.env): RegisterConfig {
-  const base = env.AGL_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'http://127.0.0.1:4318';
-  const tracesUrl = env.AGL_ENDPOINT === undefined && env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-    ? env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-    : `${base.replace(/\/+$/, '')}/v1/traces`;
+function checkedUrl(url: string): string {
   let parsed: URL;
   try {
-    parsed = new URL(tracesUrl);
+    parsed = new URL(url);
   } catch {
-    throw new ConfigError(`the collector endpoint is not a URL: "${tracesUrl}" (from AGL_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT)`);
+    throw new ConfigError(`the collector endpoint is not a URL: "${url}" (from AGL_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT)`);
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new ConfigError(`the collector endpoint must be http or https: "${tracesUrl}"`);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new ConfigError(`the collector endpoint must be http or https: "${url}"`);
+  return url;
+}
+
+export function readConfig(env: NodeJS.ProcessEnv = process.env): RegisterConfig {
+  const base = (env.AGL_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'http://127.0.0.1:4318').replace(/\/+$/, '');
+  // AGL_ENDPOINT names agl's server, which takes both signals; the standard per-signal variables
+  // apply without it.
+  const signalUrl = (signal: 'traces' | 'logs', own: string | undefined) => checkedUrl(env.AGL_ENDPOINT === undefined && own ? own : `${base}/v1/${signal}`);
+  const tracesUrl = signalUrl('traces', env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+  const logsUrl = signalUrl('logs', env.OTEL_EXPORTER_OTLP_LOGS_ENDPOINT);
 
   let instrumentations = new Set<Instrumentation>(INSTRUMENTATIONS);
   if (env.OTEL_NODE_ENABLED_INSTRUMENTATIONS) instrumentations = new Set(instrumentationList('OTEL_NODE_ENABLED_INSTRUMENTATIONS', env.OTEL_NODE_ENABLED_INSTRUMENTATIONS));
@@ -53,6 +61,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): RegisterConfig
   const contentSetting = env.AGL_CAPTURE_CONTENT ?? env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT;
   return {
     tracesUrl,
+    logsUrl,
     captureContent: !off(contentSetting),
     returnTokenIds: on(env.AGL_RETURN_TOKEN_IDS),
     instrumentations,

@@ -1,11 +1,13 @@
 import { trace } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
+import { OTLPLogExporter } from '@opentelemetry/exporter-logs-otlp-proto';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
 import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentelemetry/otlp-exporter-base/node-http';
 import { TraceExporterMetricsHelper } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeSDK } from '@opentelemetry/sdk-node';
+import { BatchLogRecordProcessor, type LogRecordExporter, type LogRecordProcessor, type ReadableLogRecord } from '@opentelemetry/sdk-logs';
 import { BatchSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace';
 import { ConfigError, readConfig, type RegisterConfig } from './config.js';
 import { installFetchCapture } from './fetch-capture.js';
@@ -75,6 +77,44 @@ class ReportingExporter implements SpanExporter {
   }
 }
 
+/**
+ * The OTLP exporter of the app's log records, to where its spans go (also after `recordTo`). It
+ * counts the records emitted and not yet exported (its `counter` processor goes before the batch
+ * processor), so that an ending app waits for them as for its spans.
+ */
+class LogsExporter implements LogRecordExporter {
+  private inner: OTLPLogExporter;
+  pending = 0;
+  readonly counter: LogRecordProcessor = {
+    onEmit: () => void this.pending++,
+    forceFlush: async () => {},
+    shutdown: async () => {},
+  };
+
+  constructor(url: string, private readonly headers: Record<string, string> | undefined) {
+    this.inner = new OTLPLogExporter({ url, headers });
+  }
+
+  retarget(url: string): void {
+    this.inner = new OTLPLogExporter({ url, headers: this.headers });
+  }
+
+  export(records: ReadableLogRecord[], done: (result: ExportResult) => void): void {
+    this.inner.export(records, (result) => {
+      this.pending = Math.max(0, this.pending - records.length);
+      done(result);
+    });
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush();
+  }
+}
+
 const envNumber = (name: string) => {
   const value = Number(process.env[name]);
   return process.env[name] && Number.isFinite(value) ? value : undefined;
@@ -96,9 +136,9 @@ function otlpHeaders(config: RegisterConfig): Record<string, string> {
 interface Delivery {
   /** Sends what is queued (asynchronously). */
   flush(): Promise<void>;
-  /** Whether spans wait to be sent and the collector is worth trying. */
+  /** Whether spans wait to be sent and the collector is worth trying, or log records wait. */
   hasUnsent(): boolean;
-  /** Sends what is still unsent, blocking (the process is exiting). */
+  /** Sends the spans still unsent, blocking (the process is exiting; log records wait in vain). */
   sendNow(): void;
 }
 
@@ -120,7 +160,16 @@ function startSdk(config: RegisterConfig): Delivery {
   // A bounded queue (OpenTelemetry's default size) that drops when full; at most 4 batches, under the
   // exporter's limit of 30 concurrent exports, so a flush of a full queue never overruns it.
   const reporting = new ReportingExporter(exporterTo(config.tracesUrl), config.tracesUrl, unsent);
-  retarget = (url) => reporting.retarget(exporterTo(url), url);
+  // The SDK's defaults would send the app's log records and metrics to the default OTLP endpoint
+  // (localhost:4318), wherever AGL_ENDPOINT points: log records go where the spans go (agl keeps
+  // them: GenAI events are log records), and metrics, which agl does not keep, only where
+  // OTEL_METRICS_EXPORTER asks.
+  const logs = process.env.OTEL_LOGS_EXPORTER ? undefined : new LogsExporter(config.logsUrl, config.token ? { authorization: `Bearer ${config.token}` } : undefined);
+  const logRecords = logs && new BatchLogRecordProcessor({ exporter: logs });
+  retarget = (url) => {
+    reporting.retarget(exporterTo(url), url);
+    logs?.retarget(url.replace(/\/v1\/traces$/, '/v1/logs'));
+  };
   retargetUrl = () => reporting.url;
   const batches = new BatchSpanProcessor({
     exporter: reporting,
@@ -135,12 +184,16 @@ function startSdk(config: RegisterConfig): Delivery {
       ...(config.attemptId ? { [ATTR.attemptId]: config.attemptId } : {}),
     }),
     spanProcessors: [new RolloutSpanProcessor(), new SpanEncoder([unsent, batches])],
+    ...(logs && logRecords ? { logRecordProcessors: [logs.counter, logRecords] } : {}),
+    ...(process.env.OTEL_METRICS_EXPORTER ? {} : { metricReaders: [] }),
     instrumentations: config.instrumentations.has('http') ? [new HttpInstrumentation()] : [],
   });
   sdk.start();
   return {
-    flush: () => batches.forceFlush(),
-    hasUnsent: () => unsent.size > 0 && !reporting.down,
+    flush: async () => {
+      await Promise.all([batches.forceFlush(), logRecords?.forceFlush()]);
+    },
+    hasUnsent: () => (unsent.size > 0 && !reporting.down) || (logs?.pending ?? 0) > 0,
     sendNow: () => {
       if (unsent.size > 0 && !reporting.down) sendBeforeExit(reporting.url, otlpHeaders(config), requestOf(unsent.take()), EXIT_FLUSH_MS);
     },
