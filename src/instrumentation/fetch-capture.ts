@@ -137,20 +137,20 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
   }
   const operation = api === 'responses' ? 'chat' : api;
   const parent = (api !== 'embeddings' ? options.llmParent?.() : undefined) ?? context.active();
-  const span = options.tracer.startSpan(operation, {
-    kind: SpanKind.CLIENT,
-    attributes: {
+  // The span starts bare: its attributes are set when it is finished, off the call's path.
+  const span = options.tracer.startSpan(operation, { kind: SpanKind.CLIENT }, parent);
+  /** Names the span by its model and adds the request's attributes. */
+  const describeRequest = () => {
+    body ??= parsedJson(text);
+    if (typeof body?.model === 'string') span.updateName(`${operation} ${body.model}`);
+    span.setAttributes({
       ...urlAttributes('POST', url),
       'gen_ai.provider.name': url.hostname === 'api.openai.com' ? 'openai' : 'openai_compatible',
       [ATTR.llmApi]: api,
       ...(options.captureContent && text !== undefined ? { [ATTR.llmRequest]: text } : {}),
-    },
-  }, parent);
-  /** Names the span by its model and adds the request's parameters. */
-  const describeRequest = () => {
-    body ??= parsedJson(text);
-    if (typeof body?.model === 'string') span.updateName(`${operation} ${body.model}`);
-    span.setAttributes({ ...requestAttributes(api, body), [ATTR.llmStreamed]: body?.stream === true });
+      ...requestAttributes(api, body),
+      [ATTR.llmStreamed]: body?.stream === true,
+    });
   };
   const ctx = trace.setSpan(parent, span);
   let sendInput = input;
