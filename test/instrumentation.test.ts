@@ -188,6 +188,11 @@ describe('attribution and delivery', () => {
 
     const burst = await runApp('burst.mjs', { AGL_ENDPOINT: down });
     assert.equal(burst.code, 0, burst.stderr);
+
+    const logging = await runApp('otel-signals.mjs', { AGL_ENDPOINT: down });
+    assert.equal(logging.code, 0, logging.stderr);
+    assert.equal(logging.stdout.trim(), 'done');
+    assert.equal(logging.stderr.match(/agl: cannot send log records/g)?.length, 1, logging.stderr);
   });
 
   test('a bad endpoint is reported and the app runs unrecorded; without agl/register the app is unchanged', async () => {

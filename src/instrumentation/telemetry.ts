@@ -57,15 +57,17 @@ class ReportingExporter implements SpanExporter {
       if (result.code === ExportResultCode.SUCCESS) {
         this.reported = false;
         this.unsent.delivered(spans);
-      } else {
-        this.downUntil = Date.now() + DOWN_PAUSE_MS;
-        if (!this.reported) {
-          this.reported = true;
-          say(`cannot send spans to ${this.url} (${result.error?.message ?? 'export failed'}); spans are dropped until it answers`);
-        }
-      }
+      } else this.failed('spans', this.url, result.error);
       done(result);
     });
+  }
+
+  /** An export to the collector failed: nothing is sent to it for a few seconds, and agl says so once. */
+  failed(what: string, url: string, error: Error | undefined): void {
+    this.downUntil = Date.now() + DOWN_PAUSE_MS;
+    if (this.reported) return;
+    this.reported = true;
+    say(`cannot send ${what} to ${url} (${error?.message ?? 'export failed'}); ${what} are dropped until it answers`);
   }
 
   shutdown(): Promise<void> {
@@ -78,12 +80,14 @@ class ReportingExporter implements SpanExporter {
 }
 
 /**
- * The OTLP exporter of the app's log records, to where its spans go (also after `recordTo`). It
- * counts the records emitted and not yet exported (its `counter` processor goes before the batch
- * processor), so that an ending app waits for them as for its spans.
+ * The OTLP exporter of the app's log records, to where its spans go (also after `recordTo`), and
+ * like them dropped at once while the collector is down. It counts the records emitted and not
+ * yet exported (its `counter` processor goes before the batch processor), so that an ending app
+ * waits for them as for its spans.
  */
 class LogsExporter implements LogRecordExporter {
-  private inner: OTLPLogExporter;
+  private inner!: OTLPLogExporter;
+  private url!: string;
   pending = 0;
   readonly counter: LogRecordProcessor = {
     onEmit: () => void this.pending++,
@@ -91,18 +95,27 @@ class LogsExporter implements LogRecordExporter {
     shutdown: async () => {},
   };
 
-  constructor(url: string, private readonly headers: Record<string, string> | undefined) {
-    this.inner = new OTLPLogExporter({ url, headers });
+  constructor(url: string, private readonly options: { headers?: Record<string, string>; timeoutMillis: number }, private readonly collector: ReportingExporter) {
+    this.retarget(url);
   }
 
   retarget(url: string): void {
-    this.inner = new OTLPLogExporter({ url, headers: this.headers });
+    this.url = url;
+    this.inner = new OTLPLogExporter({ url, ...this.options });
   }
 
   export(records: ReadableLogRecord[], done: (result: ExportResult) => void): void {
-    this.inner.export(records, (result) => {
+    const settle = (result: ExportResult) => {
       this.pending = Math.max(0, this.pending - records.length);
       done(result);
+    };
+    if (this.collector.down) {
+      settle({ code: ExportResultCode.FAILED, error: new Error(`the collector at ${this.url} is unreachable`) });
+      return;
+    }
+    this.inner.export(records, (result) => {
+      if (result.code !== ExportResultCode.SUCCESS) this.collector.failed('log records', this.url, result.error);
+      settle(result);
     });
   }
 
@@ -148,29 +161,20 @@ function startSdk(config: RegisterConfig): Delivery {
   // The SDK's OTLP/protobuf exporter (OTLPTraceExporter) with one change: requests are joined
   // from spans encoded as they ended (span-encoding.ts), not encoded all at once at export. The
   // queues (export, exit flush) hold those encodings, not the spans.
+  // agl's token, for the spans' and the log records' exporters alike.
+  const auth = config.token ? { headers: { authorization: `Bearer ${config.token}` } } : {};
   const exporterTo = (url: string): SpanExporter =>
     new OTLPExporterBase(createOtlpHttpExportDelegate(
       convertLegacyHttpOptions({
         url,
         timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
-        ...(config.token ? { headers: { authorization: `Bearer ${config.token}` } } : {}),
+        ...auth,
       }, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }),
       spanSerializer, 'otlp_http_span_exporter', TraceExporterMetricsHelper, undefined,
     ));
   // A bounded queue (OpenTelemetry's default size) that drops when full; at most 4 batches, under the
   // exporter's limit of 30 concurrent exports, so a flush of a full queue never overruns it.
   const reporting = new ReportingExporter(exporterTo(config.tracesUrl), config.tracesUrl, unsent);
-  // The SDK's defaults would send the app's log records and metrics to the default OTLP endpoint
-  // (localhost:4318), wherever AGL_ENDPOINT points: log records go where the spans go (agl keeps
-  // them: GenAI events are log records), and metrics, which agl does not keep, only where
-  // OTEL_METRICS_EXPORTER asks.
-  const logs = process.env.OTEL_LOGS_EXPORTER ? undefined : new LogsExporter(config.logsUrl, config.token ? { authorization: `Bearer ${config.token}` } : undefined);
-  const logRecords = logs && new BatchLogRecordProcessor({ exporter: logs });
-  retarget = (url) => {
-    reporting.retarget(exporterTo(url), url);
-    logs?.retarget(url.replace(/\/v1\/traces$/, '/v1/logs'));
-  };
-  retargetUrl = () => reporting.url;
   const batches = new BatchSpanProcessor({
     exporter: reporting,
     maxQueueSize: queueSize,
@@ -178,6 +182,20 @@ function startSdk(config: RegisterConfig): Delivery {
     scheduledDelayMillis: envNumber('OTEL_BSP_SCHEDULE_DELAY') ?? 500,
     exportTimeoutMillis: envNumber('OTEL_BSP_EXPORT_TIMEOUT') ?? 10_000,
   });
+  // The SDK's defaults would send the app's log records and metrics to the default OTLP endpoint
+  // (localhost:4318), wherever AGL_ENDPOINT points: log records go where the spans go (agl keeps
+  // them: GenAI events are log records), and metrics, which agl does not keep, only where
+  // OTEL_METRICS_EXPORTER asks.
+  const logs = process.env.OTEL_LOGS_EXPORTER ? undefined : new LogsExporter(config.logsUrl, {
+    ...auth,
+    timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_LOGS_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
+  }, reporting);
+  const logRecords = logs && new BatchLogRecordProcessor({ exporter: logs });
+  retarget = (url) => {
+    reporting.retarget(exporterTo(url), url);
+    logs?.retarget(url.replace(/\/v1\/traces$/, '/v1/logs'));
+  };
+  retargetUrl = () => reporting.url;
   const sdk = new NodeSDK({
     resource: resourceFromAttributes({
       ...(config.rolloutId ? { [ATTR.rolloutId]: config.rolloutId } : {}),
@@ -193,7 +211,7 @@ function startSdk(config: RegisterConfig): Delivery {
     flush: async () => {
       await Promise.all([batches.forceFlush(), logRecords?.forceFlush()]);
     },
-    hasUnsent: () => (unsent.size > 0 && !reporting.down) || (logs?.pending ?? 0) > 0,
+    hasUnsent: () => (unsent.size > 0 || (logs?.pending ?? 0) > 0) && !reporting.down,
     sendNow: () => {
       if (unsent.size > 0 && !reporting.down) sendBeforeExit(reporting.url, otlpHeaders(config), requestOf(unsent.take()), EXIT_FLUSH_MS);
     },
