@@ -34,14 +34,15 @@ function instrumentationList(variable: string, value: string): Instrumentation[]
   });
 }
 
-function checkedUrl(url: string): string {
+/** `url` once it is an http(s) URL; `from` names the variable it came from. */
+function checkedUrl(url: string, from: string): string {
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new ConfigError(`the collector endpoint is not a URL: "${url}" (from AGL_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT)`);
+    throw new ConfigError(`the collector endpoint is not a URL: "${url}" (from ${from})`);
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new ConfigError(`the collector endpoint must be http or https: "${url}"`);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new ConfigError(`the collector endpoint must be http or https: "${url}" (from ${from})`);
   return url;
 }
 
@@ -49,9 +50,13 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): RegisterConfig
   const base = (env.AGL_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'http://127.0.0.1:4318').replace(/\/+$/, '');
   // AGL_ENDPOINT names agl's server, which takes both signals; the standard per-signal variables
   // apply without it.
-  const signalUrl = (signal: 'traces' | 'logs', own: string | undefined) => checkedUrl(env.AGL_ENDPOINT === undefined && own ? own : `${base}/v1/${signal}`);
-  const tracesUrl = signalUrl('traces', env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
-  const logsUrl = signalUrl('logs', env.OTEL_EXPORTER_OTLP_LOGS_ENDPOINT);
+  const baseFrom = env.AGL_ENDPOINT !== undefined ? 'AGL_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT';
+  const signalUrl = (signal: 'TRACES' | 'LOGS') => {
+    const own = `OTEL_EXPORTER_OTLP_${signal}_ENDPOINT`;
+    return env.AGL_ENDPOINT === undefined && env[own] ? checkedUrl(env[own], own) : checkedUrl(`${base}/v1/${signal.toLowerCase()}`, baseFrom);
+  };
+  const tracesUrl = signalUrl('TRACES');
+  const logsUrl = signalUrl('LOGS');
 
   let instrumentations = new Set<Instrumentation>(INSTRUMENTATIONS);
   if (env.OTEL_NODE_ENABLED_INSTRUMENTATIONS) instrumentations = new Set(instrumentationList('OTEL_NODE_ENABLED_INSTRUMENTATIONS', env.OTEL_NODE_ENABLED_INSTRUMENTATIONS));
