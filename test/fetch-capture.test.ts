@@ -1,19 +1,25 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { context, propagation } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { endUnreadAnswers, installFetchCapture } from '../src/instrumentation/fetch-capture.js';
 import { startOpenAITestServer, type OpenAITestServer } from './openai-server.js';
 
 // The fetch capture in this process (the child-process tests cover agl/register as a whole):
-// what happens to the span of an answer the app drops without reading it.
+// what happens to the span of an answer the app drops without reading it, and the trace context
+// each request carries.
 
 const exporter = new InMemorySpanExporter();
+const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
 let llm: OpenAITestServer;
 
 before(async () => {
   llm = await startOpenAITestServer();
-  const tracer = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }).getTracer('test');
-  installFetchCapture({ tracer, captureContent: true, returnTokenIds: false });
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  installFetchCapture({ tracer: provider.getTracer('test'), captureContent: true, returnTokenIds: false });
 });
 
 after(() => llm.close());
@@ -45,4 +51,48 @@ test('an answer dropped unread ends its span a minute later; one being read is l
   await new Promise((resolve) => setImmediate(() => setImmediate(resolve))); // the span is finished after the next request
   const read = exporter.getFinishedSpans().find((span) => span !== ended);
   assert.equal(read?.attributes['agl.llm.response'], JSON.stringify(answer), 'the answer being read is recorded whole');
+});
+
+test('each request carries the traceparent of its own span; the app\'s headers are left as they were', async () => {
+  exporter.reset();
+  llm.requests.length = 0;
+  const headers = new Headers({ 'content-type': 'application/json', authorization: 'Bearer app' });
+  const body = (content: string) => JSON.stringify({ model: 'test-model', messages: [{ role: 'user', content }] });
+  // Concurrent calls, an HTTP call among them, and a Request object: each gets its own span's id.
+  const answers = await Promise.all([
+    fetch(`${llm.baseURL}/chat/completions`, { method: 'POST', headers, body: body('first') }),
+    fetch(new Request(`${llm.baseURL}/chat/completions`, { method: 'POST', headers, body: body('second') })),
+    fetch(`${llm.baseURL}/files`, { method: 'POST', headers, body: '{}' }),
+  ]);
+  await Promise.all(answers.map((answer) => answer.text()));
+  await new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+  assert.deepEqual([...headers.keys()], ['authorization', 'content-type'], 'the app\'s Headers object gets no traceparent');
+
+  const spans = exporter.getFinishedSpans();
+  assert.equal(spans.length, 3);
+  const sent = llm.requests.map((request) => request.headers.traceparent);
+  for (const span of spans) {
+    const { traceId, spanId } = span.spanContext();
+    assert.equal(sent.filter((value) => value === `00-${traceId}-${spanId}-01`).length, 1, `one request carries ${span.name}'s context`);
+  }
+  assert.equal(new Set(sent).size, 3);
+
+  // Inside the app's own span, the call's span is its child, and the server sees the call's.
+  exporter.reset();
+  llm.requests.length = 0;
+  const step = await provider.getTracer('app').startActiveSpan('agent step', async (step) => {
+    await (await fetch(`${llm.baseURL}/chat/completions`, { method: 'POST', headers, body: body('third') })).text();
+    step.end();
+    return step;
+  });
+  await new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+  const call = exporter.getFinishedSpans().find((span) => span.name === 'chat test-model')!;
+  assert.equal(call.parentSpanContext?.spanId, step.spanContext().spanId);
+  assert.equal(llm.requests[0].headers.traceparent, `00-${step.spanContext().traceId}-${call.spanContext().spanId}-01`);
+
+  // A traceparent the app sets itself is sent as it is, once.
+  llm.requests.length = 0;
+  const own = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+  await (await fetch(`${llm.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: own }, body: body('fourth') })).text();
+  assert.equal(llm.requests[0].headers.traceparent, own);
 });
