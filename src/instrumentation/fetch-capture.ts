@@ -1,5 +1,5 @@
 import { subscribe } from 'node:diagnostics_channel';
-import { context, createContextKey, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { answerOutcome, llmApiOf, parsedUrl, requestAttributes, StreamAssembler, type LlmApi } from '../llm-exchange.js';
 import { ATTR } from '../semconv.js';
@@ -81,32 +81,46 @@ function urlAttributes(method: string, url: URL) {
   };
 }
 
-/** Marks the context a captured call runs the original `fetch` in: its requests get its trace context. */
-const SEND_TRACE_CONTEXT = createContextKey('agl: send trace context');
-
-/** The context to run a captured call's original `fetch` in: its span's, marked for injectTraceContext. */
-const sendingContext = (parent: Context, span: Span) => trace.setSpan(parent, span).setValue(SEND_TRACE_CONTEXT, true);
-
 /** What undici's `undici:request:create` channel hands over (Node's bundled undici publishes it for `fetch`). */
 interface UndiciRequestCreated {
   readonly request: { readonly headers: string[] | string; addHeader(name: string, value: string): unknown };
 }
 
+/** The trace context of the captured call whose original `fetch` is running now. */
+let sending: Context | undefined;
+
+/**
+ * Calls the original `fetch` so that the request it sends carries `ctx` (`traceparent`, and
+ * whatever else the propagators write): undici creates the request synchronously inside
+ * `fetch` (Node 22 and 24), and injectTraceContext adds the headers as it does. A redirect's
+ * request, created later, goes without. Running `fetch` inside the call's context instead (so
+ * that the channel would find it active) cost about 50 us of CPU a call, half of it in GC: every
+ * step of undici's asynchronous work carried it.
+ */
+function sendWithTraceContext(original: Fetch, ctx: Context, input: FetchInput, init: RequestInit | undefined): Promise<Response> {
+  sending = ctx;
+  try {
+    return original(input, init);
+  } finally {
+    sending = undefined;
+  }
+}
+
 let injecting = false;
 
 /**
- * Adds `traceparent` (and whatever else the propagators write) to each request a captured call
- * sends, as undici creates it: synchronously inside the original `fetch`, in the call's context.
- * Copying the app's headers into a new Headers object instead cost about 30 us a call on the
- * call's path (openai sends a dozen headers, each validated again), and so did its garbage. A
- * request that already has a `traceparent` keeps the app's.
+ * Adds the trace context to the request being sent by sendWithTraceContext. Copying the app's
+ * headers into a new Headers object instead cost about 30 us a call on the call's path (openai
+ * sends a dozen headers, each validated again), and so did its garbage. A request that already
+ * has a `traceparent` keeps the app's.
  */
 function injectTraceContext(): void {
   if (injecting) return;
   injecting = true;
   subscribe('undici:request:create', (message) => {
-    const ctx = context.active();
-    if (ctx.getValue(SEND_TRACE_CONTEXT) !== true) return;
+    const ctx = sending;
+    if (ctx === undefined) return;
+    sending = undefined;
     const { request } = message as UndiciRequestCreated;
     if (hasTraceparent(request.headers)) return;
     propagation.inject(ctx, request, { set: (carrier, key, value) => void carrier.addHeader(key, value) });
@@ -122,7 +136,7 @@ function hasTraceparent(headers: string[] | string): boolean {
 async function httpCall(original: Fetch, tracer: Tracer, method: string, url: URL, input: FetchInput, init?: RequestInit): Promise<Response> {
   const span = tracer.startSpan(method, { kind: SpanKind.CLIENT, attributes: urlAttributes(method, url) });
   try {
-    const response = await context.with(sendingContext(context.active(), span), () => original(input, init));
+    const response = await sendWithTraceContext(original, trace.setSpan(context.active(), span), input, init);
     span.setAttribute('http.response.status_code', response.status);
     if (response.status >= 400) span.setStatus({ code: SpanStatusCode.ERROR, message: `HTTP ${response.status}` });
     return response;
@@ -192,7 +206,7 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
   }
   let response: Response;
   try {
-    response = await context.with(sendingContext(parent, span), () => original(sendInput, sendInit));
+    response = await sendWithTraceContext(original, trace.setSpan(parent, span), sendInput, sendInit);
   } catch (error) {
     describeRequest();
     failSpan(span, error);
