@@ -44,7 +44,10 @@ export function encodeSpanField(span: ReadableSpan, field: number): Uint8Array {
   w.tag(16, FIXED32);
   w.fixed32(spanFlags(context.traceFlags, span.parentSpanContext?.isRemote));
   w.endLength(message);
-  const encoded = new Uint8Array(w.buf.subarray(0, w.pos));
+  // A copy of its exact size from Node's pool of small buffers: one allocation per 8 KB of spans
+  // rather than one per span, each of which the GC tracks and sweeps.
+  const encoded = Buffer.allocUnsafe(w.pos);
+  w.buf.copy(encoded, 0, 0, w.pos);
   w.shrink();
   return encoded;
 }
