@@ -11,6 +11,11 @@ export interface RegisterConfig {
   readonly captureContent: boolean;
   readonly returnTokenIds: boolean;
   readonly instrumentations: ReadonlySet<Instrumentation>;
+  /**
+   * Whether LLM call spans need the SDK's span machinery: a sampler other than the default, or
+   * attribute limits, are the SDK's to apply (call-span.ts applies neither).
+   */
+  readonly sdkCallSpans: boolean;
   readonly rolloutId?: string;
   readonly attemptId?: string;
   readonly token?: string;
@@ -63,6 +68,9 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): RegisterConfig
   if (env.OTEL_NODE_DISABLED_INSTRUMENTATIONS) {
     for (const name of instrumentationList('OTEL_NODE_DISABLED_INSTRUMENTATIONS', env.OTEL_NODE_DISABLED_INSTRUMENTATIONS)) instrumentations.delete(name);
   }
+  const sampler = env.OTEL_TRACES_SAMPLER?.trim();
+  const limits = ['OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT', 'OTEL_ATTRIBUTE_COUNT_LIMIT', 'OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT', 'OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT'];
+  const sdkCallSpans = (sampler !== undefined && sampler !== '' && sampler !== 'parentbased_always_on') || limits.some((name) => env[name]);
   const contentSetting = env.AGL_CAPTURE_CONTENT ?? env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT;
   return {
     tracesUrl,
@@ -70,6 +78,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): RegisterConfig
     captureContent: !off(contentSetting),
     returnTokenIds: on(env.AGL_RETURN_TOKEN_IDS),
     instrumentations,
+    sdkCallSpans,
     rolloutId: env.AGL_ROLLOUT_ID || undefined,
     attemptId: env.AGL_ATTEMPT_ID || undefined,
     token: env.AGL_TOKEN || undefined,

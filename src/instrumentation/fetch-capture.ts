@@ -3,6 +3,7 @@ import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, ty
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { answerOutcome, llmApiOf, parsedUrl, requestAttributes, StreamAssembler, type LlmApi } from '../llm-exchange.js';
 import { ATTR } from '../semconv.js';
+import type { CallSpanStarter } from './call-span.js';
 
 /**
  * LLM calls recorded at the HTTP boundary: the global `fetch` is wrapped before the app loads.
@@ -19,6 +20,8 @@ export interface FetchCaptureOptions {
   readonly returnTokenIds: boolean;
   /** The context an LLM span starts in when the active one is not the right parent. */
   readonly llmParent?: () => Context | undefined;
+  /** Starts LLM spans without the tracer's span machinery (call-span.ts), where agl/register may. */
+  readonly startLlmSpan?: CallSpanStarter;
 }
 
 type Fetch = typeof globalThis.fetch;
@@ -184,7 +187,7 @@ async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmAp
   const operation = api === 'responses' ? 'chat' : api;
   const parent = (api !== 'embeddings' ? options.llmParent?.() : undefined) ?? context.active();
   // The span starts bare: its attributes are set when it is finished, off the call's path.
-  const span = options.tracer.startSpan(operation, { kind: SpanKind.CLIENT }, parent);
+  const span = options.startLlmSpan?.(operation, parent) ?? options.tracer.startSpan(operation, { kind: SpanKind.CLIENT }, parent);
   /** Names the span by its model and adds the request's attributes. */
   const describeRequest = () => {
     body ??= parsedJson(text);

@@ -1,4 +1,4 @@
-import { trace } from '@opentelemetry/api';
+import { trace, type Tracer } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { OTLPLogExporter } from '@opentelemetry/exporter-logs-otlp-proto';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
@@ -8,7 +8,8 @@ import { TraceExporterMetricsHelper } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { BatchLogRecordProcessor, type LogRecordExporter, type LogRecordProcessor, type ReadableLogRecord } from '@opentelemetry/sdk-logs';
-import { BatchSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace';
+import { BatchSpanProcessor, type ReadableSpan, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
+import { callSpanStarter, type CallSpanTarget } from './call-span.js';
 import { ConfigError, readConfig, type RegisterConfig } from './config.js';
 import { installFetchCapture } from './fetch-capture.js';
 import { installLangChainCapture } from './langchain.js';
@@ -155,7 +156,8 @@ interface Delivery {
   sendNow(): void;
 }
 
-function startSdk(config: RegisterConfig): Delivery {
+/** Starts the SDK; what delivers its spans, and the export pipeline's first stage (ended spans go through it to the queue). */
+function startSdk(config: RegisterConfig): { delivery: Delivery; encoder: SpanProcessor } {
   const queueSize = envNumber('OTEL_BSP_MAX_QUEUE_SIZE') ?? 2048;
   const unsent = new UnsentSpans(queueSize);
   // The SDK's OTLP/protobuf exporter (OTLPTraceExporter) with one change: requests are joined
@@ -196,18 +198,19 @@ function startSdk(config: RegisterConfig): Delivery {
     logs?.retarget(url.replace(/\/v1\/traces$/, '/v1/logs'));
   };
   retargetUrl = () => reporting.url;
+  const encoder = new SpanEncoder([unsent, batches]);
   const sdk = new NodeSDK({
     resource: resourceFromAttributes({
       ...(config.rolloutId ? { [ATTR.rolloutId]: config.rolloutId } : {}),
       ...(config.attemptId ? { [ATTR.attemptId]: config.attemptId } : {}),
     }),
-    spanProcessors: [new RolloutSpanProcessor(), new SpanEncoder([unsent, batches])],
+    spanProcessors: [new RolloutSpanProcessor(), encoder],
     ...(logs && logRecords ? { logRecordProcessors: [logs.counter, logRecords] } : {}),
     ...(process.env.OTEL_METRICS_EXPORTER ? {} : { metricReaders: [] }),
     instrumentations: config.instrumentations.has('http') ? [new HttpInstrumentation()] : [],
   });
   sdk.start();
-  return {
+  const delivery: Delivery = {
     flush: async () => {
       await Promise.all([batches.forceFlush(), logRecords?.forceFlush()]);
     },
@@ -216,6 +219,7 @@ function startSdk(config: RegisterConfig): Delivery {
       if (unsent.size > 0 && !reporting.down) sendBeforeExit(reporting.url, otlpHeaders(config), requestOf(unsent.take()), EXIT_FLUSH_MS);
     },
   };
+  return { delivery, encoder };
 }
 
 /**
@@ -245,6 +249,16 @@ function flushOnExit(delivery: Delivery): void {
     };
     process.on(signal, onSignal);
   }
+}
+
+/**
+ * Where call-span.ts's spans go: through the export pipeline, under the resource and scope of the
+ * SDK's spans from this tracer (the resource NodeSDK put together from its detectors; a span
+ * started and never ended is the public way to it).
+ */
+function callSpanTarget(tracer: Tracer, processor: SpanProcessor): CallSpanTarget {
+  const probe = tracer.startSpan('agl: resource probe') as unknown as ReadableSpan;
+  return { resource: probe.resource, instrumentationScope: probe.instrumentationScope, processor };
 }
 
 let started = false;
@@ -284,11 +298,17 @@ export function startTelemetry(): void {
     return;
   }
   try {
-    const delivery = startSdk(config);
+    const { delivery, encoder } = startSdk(config);
     const tracer = trace.getTracer('agl');
     const langchain = config.instrumentations.has('langchain') ? installLangChainCapture(tracer, config.captureContent) : undefined;
     const fetchCapture = config.instrumentations.has('fetch')
-      ? installFetchCapture({ tracer, captureContent: config.captureContent, returnTokenIds: config.returnTokenIds, llmParent: langchain?.modelRunContext })
+      ? installFetchCapture({
+        tracer,
+        captureContent: config.captureContent,
+        returnTokenIds: config.returnTokenIds,
+        llmParent: langchain?.modelRunContext,
+        startLlmSpan: config.sdkCallSpans ? undefined : callSpanStarter(callSpanTarget(tracer, encoder)),
+      })
       : undefined;
     flushOnExit({
       flush: () => {

@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Span } from '@opentelemetry/api';
+import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { callSpanStarter } from '../src/instrumentation/call-span.js';
+import { readConfig } from '../src/instrumentation/config.js';
+import { requestOf, SpanEncoder } from '../src/instrumentation/span-encoding.js';
+import { withRollout } from '../src/index.js';
+
+// agl/register records LLM call spans without the SDK's span machinery (call-span.ts): what it
+// records must be what the SDK's span would have held, encoded the same way.
+
+const exporter = new InMemorySpanExporter();
+const provider = new TracerProvider({
+  resource: resourceFromAttributes({ 'service.name': 'agent' }),
+  spanProcessors: [new SimpleSpanProcessor({ exporter })],
+});
+const tracer = provider.getTracer('agl');
+const probe = tracer.startSpan('probe') as unknown as ReadableSpan;
+const start = callSpanStarter({ resource: probe.resource, instrumentationScope: probe.instrumentationScope, processor: new SimpleSpanProcessor({ exporter }) });
+
+/** What the fetch capture does to an LLM span, done to `span`. */
+function describeCall(span: Span, failure?: Error): void {
+  span.updateName('chat model-a');
+  span.setAttributes({ 'gen_ai.request.model': 'model-a', 'gen_ai.request.temperature': 0.5, 'gen_ai.response.finish_reasons': ['stop'], dropped: undefined });
+  span.setAttribute('http.response.status_code', failure ? 500 : 200);
+  if (failure) {
+    span.recordException(failure);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: failure.message });
+  }
+  span.end(Date.now() + 5);
+}
+
+test('a call span holds what the SDK\'s span holds for the same call, under the same resource and scope', () => {
+  exporter.reset();
+  const parent = tracer.startSpan('agent step');
+  const inStep = trace.setSpan(ROOT_CONTEXT, parent);
+  for (const failure of [undefined, Object.assign(new Error('upstream broke'), { code: 'ECONNRESET' })]) {
+    describeCall(tracer.startSpan('chat', { kind: SpanKind.CLIENT }, inStep), failure);
+    describeCall(start('chat', inStep), failure);
+  }
+  const spans = exporter.getFinishedSpans();
+  assert.equal(spans.length, 4);
+  for (const [sdk, ours] of [[spans[0], spans[1]], [spans[2], spans[3]]]) {
+    assert.equal(ours.name, sdk.name);
+    assert.equal(ours.kind, sdk.kind);
+    assert.deepEqual(ours.attributes, sdk.attributes);
+    assert.deepEqual(ours.status, sdk.status);
+    assert.deepEqual(ours.events.map((e) => [e.name, e.attributes]), sdk.events.map((e) => [e.name, e.attributes]));
+    assert.equal(ours.resource, sdk.resource);
+    assert.deepEqual(ours.instrumentationScope, sdk.instrumentationScope);
+    assert.equal(ours.spanContext().traceId, parent.spanContext().traceId);
+    assert.equal(ours.parentSpanContext?.spanId, parent.spanContext().spanId);
+    assert.equal(ours.spanContext().traceFlags, TraceFlags.SAMPLED);
+    assert.ok(ours.ended);
+    assert.ok(ours.duration[0] >= 0 && ours.duration[1] >= 0);
+    // agl's encoder writes it as the SDK's serializer does.
+    const queued: ReadableSpan[] = [];
+    new SpanEncoder([{ onStart() {}, onEnd: (span) => void queued.push(span), forceFlush: async () => {}, shutdown: async () => {} }]).onEnd(ours);
+    assert.deepEqual(Buffer.from(requestOf(queued)), Buffer.from(ProtobufTraceSerializer.serializeRequest([ours])!));
+  }
+  // Ended once; later changes are ignored, as the SDK ignores them.
+  const [, ours] = spans;
+  (ours as unknown as Span).setAttribute('late', 1);
+  (ours as unknown as Span).end();
+  assert.equal(exporter.getFinishedSpans().length, 4);
+  assert.equal(ours.attributes.late, undefined);
+});
+
+test('a call span starts a trace of its own at the root, and is not recorded under an unsampled parent', () => {
+  exporter.reset();
+  const root = start('chat', ROOT_CONTEXT);
+  root.end();
+  const [recorded] = exporter.getFinishedSpans();
+  assert.equal(recorded.parentSpanContext, undefined);
+  assert.match(recorded.spanContext().traceId, /^[0-9a-f]{32}$/);
+  assert.notEqual(recorded.spanContext().traceId, '0'.repeat(32));
+
+  const unsampled = trace.setSpanContext(ROOT_CONTEXT, { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', traceFlags: TraceFlags.NONE, isRemote: true });
+  const span = start('chat', unsampled);
+  assert.equal(span.isRecording(), false);
+  assert.equal(span.spanContext().traceId, '0af7651916cd43dd8448eb211c80319c', 'its request still carries the trace');
+  assert.notEqual(span.spanContext().spanId, 'b7ad6b7169203331');
+  span.end();
+  assert.equal(exporter.getFinishedSpans().length, 1);
+});
+
+test('a call span made inside withRollout belongs to that rollout', async () => {
+  exporter.reset();
+  await Promise.all(['a', 'b'].map((id) => withRollout({ rollout_id: `ro-${id}`, attempt_id: `at-${id}` }, async () => {
+    await new Promise((resolve) => setImmediate(resolve));
+    start('chat', ROOT_CONTEXT).end();
+  })));
+  const attribution = exporter.getFinishedSpans().map((span) => [span.attributes['agentlightning.rollout_id'], span.attributes['agentlightning.attempt_id']]);
+  assert.deepEqual(attribution.sort(), [['ro-a', 'at-a'], ['ro-b', 'at-b']]);
+});
+
+test('a sampler other than the default, or attribute limits, leave LLM call spans to the SDK', () => {
+  assert.equal(readConfig({}).sdkCallSpans, false);
+  assert.equal(readConfig({ OTEL_TRACES_SAMPLER: 'parentbased_always_on' }).sdkCallSpans, false);
+  assert.equal(readConfig({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' }).sdkCallSpans, true);
+  assert.equal(readConfig({ OTEL_TRACES_SAMPLER: 'always_off' }).sdkCallSpans, true);
+  assert.equal(readConfig({ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '1000' }).sdkCallSpans, true);
+  assert.equal(readConfig({ OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT: '16' }).sdkCallSpans, true);
+});
