@@ -20,14 +20,13 @@ const ids = new RandomIdGenerator();
 
 /**
  * LLM call spans made without the SDK's span machinery, for agl/register with the default
- * sampler and no attribute limits (telemetry.ts decides). An LLM call's span has no children, is
+ * sampler and no attribute limits (config.ts decides). An LLM call's span has no children, is
  * named, described and ended by the fetch capture alone, with attributes it builds itself, so the
  * SDK's work per span (sampler, span processors' onStart, checks of each attribute, end-of-span
- * bookkeeping) buys it nothing. That work cost an app about 180 us of CPU a call over its first
- * thousand calls (V8 has not optimized code run once a call by then), and its compiler threads
- * 0.1 ms more (bench app, 14 interleaved rounds; 2.3 us a span once warm). Sampling is the default
- * sampler's: a call under an unsampled parent is not recorded; its request still carries its
- * context.
+ * bookkeeping) buys it nothing, and it is dear while V8 has not yet optimized code that runs once
+ * a call (an app's first thousand calls): the start on the call's path took 23-29 us against
+ * 10-13 for a call span (medians, bench app). Sampling is the default sampler's: a call under an
+ * unsampled parent is not recorded; its request still carries its context.
  */
 export function callSpanStarter(target: CallSpanTarget): CallSpanStarter {
   return (name, parent) => {
