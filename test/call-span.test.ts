@@ -105,3 +105,14 @@ test('a sampler other than the default, or attribute limits, leave LLM call span
   assert.equal(readConfig({ OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '1000' }).sdkCallSpans, true);
   assert.equal(readConfig({ OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT: '16' }).sdkCallSpans, true);
 });
+
+test('a pipeline that fails to take a call span does not throw into the app', () => {
+  const failing = callSpanStarter({
+    resource: probe.resource,
+    instrumentationScope: probe.instrumentationScope,
+    processor: { onStart() {}, onEnd() { throw new Error('queue broke'); }, forceFlush: async () => {}, shutdown: async () => {} },
+  });
+  const span = failing('chat', ROOT_CONTEXT);
+  assert.doesNotThrow(() => span.end());
+  assert.equal(span.isRecording(), false);
+});

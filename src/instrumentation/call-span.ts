@@ -1,4 +1,4 @@
-import { isSpanContextValid, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type AttributeValue, type Context, type HrTime, type Link, type Span, type SpanContext, type SpanStatus, type TimeInput } from '@opentelemetry/api';
+import { diag, isSpanContextValid, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type AttributeValue, type Context, type HrTime, type Link, type Span, type SpanContext, type SpanStatus, type TimeInput } from '@opentelemetry/api';
 import { hrTime, hrTimeDuration, millisToHrTime } from '@opentelemetry/core';
 import type { Resource } from '@opentelemetry/resources';
 import { RandomIdGenerator, type ReadableSpan, type SpanProcessor, type TimedEvent } from '@opentelemetry/sdk-trace';
@@ -135,6 +135,10 @@ class CallSpan implements Span, ReadableSpan {
     if (this.ended) return;
     this.ended = true;
     this.endTime = typeof endTime === 'number' ? millisToHrTime(endTime) : hrTime();
-    this.target.processor.onEnd(this);
+    try {
+      this.target.processor.onEnd(this);
+    } catch (error) {
+      diag.error('agl: an LLM call span could not be recorded', error); // never thrown into the app
+    }
   }
 }

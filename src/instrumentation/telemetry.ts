@@ -254,10 +254,12 @@ function flushOnExit(delivery: Delivery): void {
 /**
  * Where call-span.ts's spans go: through the export pipeline, under the resource and scope of the
  * SDK's spans from this tracer (the resource NodeSDK put together from its detectors; a span
- * started and never ended is the public way to it).
+ * started and never ended is the public way to it). None when the tracer is not this SDK's (the
+ * app registered a tracer provider of its own first): LLM spans are then that provider's.
  */
-function callSpanTarget(tracer: Tracer, processor: SpanProcessor): CallSpanTarget {
-  const probe = tracer.startSpan('agl: resource probe') as unknown as ReadableSpan;
+function callSpanTarget(tracer: Tracer, processor: SpanProcessor): CallSpanTarget | undefined {
+  const probe = tracer.startSpan('agl: resource probe') as Partial<ReadableSpan>;
+  if (!probe.resource || !probe.instrumentationScope) return undefined;
   return { resource: probe.resource, instrumentationScope: probe.instrumentationScope, processor };
 }
 
@@ -300,6 +302,7 @@ export function startTelemetry(): void {
   try {
     const { delivery, encoder } = startSdk(config);
     const tracer = trace.getTracer('agl');
+    const callTarget = config.sdkCallSpans ? undefined : callSpanTarget(tracer, encoder);
     const langchain = config.instrumentations.has('langchain') ? installLangChainCapture(tracer, config.captureContent) : undefined;
     const fetchCapture = config.instrumentations.has('fetch')
       ? installFetchCapture({
@@ -307,7 +310,7 @@ export function startTelemetry(): void {
         captureContent: config.captureContent,
         returnTokenIds: config.returnTokenIds,
         llmParent: langchain?.modelRunContext,
-        startLlmSpan: config.sdkCallSpans ? undefined : callSpanStarter(callSpanTarget(tracer, encoder)),
+        startLlmSpan: callTarget && callSpanStarter(callTarget),
       })
       : undefined;
     flushOnExit({
