@@ -9,7 +9,10 @@ import { percentile, type Benchmark, type Figure } from './figures.js';
 const APPS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'apps');
 const APP = join(APPS, 'llm-calls.mjs');
 const CALLS = 1000;
-const ROUNDS = 8;
+// Each process's own median varies by about 0.15 ms (two runs of the same plain app, one after the
+// other: -0.32 to +0.25 ms apart), so the difference of pooled medians needs many processes: with
+// 16 rounds its standard error is about 0.05 ms (8 rounds: 0.075).
+const ROUNDS = 16;
 
 interface AppTimes {
   readonly times: number[];
