@@ -46,6 +46,12 @@ const stats = (times: number[]) => {
 };
 const round = (value: number, digits = 3) => Number(value.toFixed(digits));
 
+function standardError(values: number[]): number {
+  const mean = values.reduce((sum, value) => sum + value, 0) / values.length;
+  const variance = values.reduce((sum, value) => sum + (value - mean) ** 2, 0) / (values.length - 1);
+  return Math.sqrt(variance / values.length);
+}
+
 /**
  * The same app, calling the local OpenAI-compatible test server, without and with
  * `--import agl/register` (spans sent to a running `agl serve`), in one run; then with the
@@ -63,9 +69,13 @@ export const instrumentation: Benchmark = {
       // Alternate the two runs so that drift on the machine hits both alike.
       const plain: number[] = [];
       const recorded: number[] = [];
+      const roundDifferences: number[] = [];
       for (let round = 0; round < ROUNDS; round++) {
-        plain.push(...(await runApp(env, false)).times);
-        recorded.push(...(await runApp(env, true)).times);
+        const { times: plainTimes } = await runApp(env, false);
+        const { times: recordedTimes } = await runApp(env, true);
+        plain.push(...plainTimes);
+        recorded.push(...recordedTimes);
+        roundDifferences.push(stats(recordedTimes).median - stats(plainTimes).median);
       }
       const sameProcess = await runSameProcess(env);
       const downPlain = await runApp(env, false, 10_000);
@@ -76,6 +86,8 @@ export const instrumentation: Benchmark = {
         { name: 'llm call, plain: median', value: round(base.median), unit: 'ms', target: '' },
         { name: 'llm call, plain: p99', value: round(base.p99), unit: 'ms', target: '' },
         { name: 'added per llm call: median', value: round(withAgl.median - base.median), unit: 'ms', target: '< 0.3' },
+        // How far the median's difference can be trusted: the standard error of the rounds' own differences.
+        { name: 'added per llm call: median, standard error', value: round(standardError(roundDifferences)), unit: 'ms', target: '' },
         { name: 'added per llm call: p99', value: round(withAgl.p99 - base.p99), unit: 'ms', target: '< 2' },
         // The same difference with the machine's drift taken out (one process, alternating blocks).
         { name: 'added per llm call, same process: median', value: round(sameProcess.added), unit: 'ms', target: '' },
