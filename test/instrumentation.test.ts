@@ -205,6 +205,14 @@ describe('attribution and delivery', () => {
     assert.match(plain.stderr, /emitReward|agentlightning.annotation is not recorded/);
   });
 
+  test('an app that registered a tracer provider of its own first gets its LLM spans there, as the rest', async () => {
+    const preload = `--import=${new URL('../../test/apps/own-tracer-provider.mjs', import.meta.url).pathname}`;
+    const result = await run('own-provider-chat.mjs', 'own-provider', { NODE_OPTIONS: preload });
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(JSON.parse(result.stdout), ['chat test-model']);
+    assert.deepEqual(await rows(`SELECT name FROM spans WHERE service_name = 'own-provider'`), []);
+  });
+
   test('log records the app emits go where its spans go; its metrics go nowhere unless asked', async () => {
     // The standard endpoint variable points elsewhere: the OpenTelemetry SDK's defaults sent both there.
     const seen: string[] = [];

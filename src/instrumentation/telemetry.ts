@@ -156,8 +156,15 @@ interface Delivery {
   sendNow(): void;
 }
 
-/** Starts the SDK; what delivers its spans, and the export pipeline's first stage (ended spans go through it to the queue). */
-function startSdk(config: RegisterConfig): { delivery: Delivery; encoder: SpanProcessor } {
+/** The tracer provider the API hands tracers from (its proxy's delegate: a no-op one until an SDK registers). */
+const globalTracerProvider = () => (trace.getTracerProvider() as { getDelegate?: () => unknown }).getDelegate?.();
+
+/**
+ * Starts the SDK: what delivers its spans; the export pipeline's first stage (ended spans go
+ * through it to the queue); and whether the API's tracers are this SDK's (not when the app
+ * registered a tracer provider of its own first: the SDK then records nothing of its own).
+ */
+function startSdk(config: RegisterConfig): { delivery: Delivery; encoder: SpanProcessor; global: boolean } {
   const queueSize = envNumber('OTEL_BSP_MAX_QUEUE_SIZE') ?? 2048;
   const unsent = new UnsentSpans(queueSize);
   // The SDK's OTLP/protobuf exporter (OTLPTraceExporter) with one change: requests are joined
@@ -209,7 +216,9 @@ function startSdk(config: RegisterConfig): { delivery: Delivery; encoder: SpanPr
     ...(process.env.OTEL_METRICS_EXPORTER ? {} : { metricReaders: [] }),
     instrumentations: config.instrumentations.has('http') ? [new HttpInstrumentation()] : [],
   });
+  const before = globalTracerProvider();
   sdk.start();
+  const global = globalTracerProvider() !== before;
   const delivery: Delivery = {
     flush: async () => {
       await Promise.all([batches.forceFlush(), logRecords?.forceFlush()]);
@@ -219,7 +228,7 @@ function startSdk(config: RegisterConfig): { delivery: Delivery; encoder: SpanPr
       if (unsent.size > 0 && !reporting.down) sendBeforeExit(reporting.url, otlpHeaders(config), requestOf(unsent.take()), EXIT_FLUSH_MS);
     },
   };
-  return { delivery, encoder };
+  return { delivery, encoder, global };
 }
 
 /**
@@ -253,13 +262,11 @@ function flushOnExit(delivery: Delivery): void {
 
 /**
  * Where call-span.ts's spans go: through the export pipeline, under the resource and scope of the
- * SDK's spans from this tracer (the resource NodeSDK put together from its detectors; a span
- * started and never ended is the public way to it). None when the tracer is not this SDK's (the
- * app registered a tracer provider of its own first): LLM spans are then that provider's.
+ * SDK's spans from this tracer, one of agl's SDK (the resource NodeSDK put together from its
+ * detectors; a span started and never ended is the public way to it).
  */
-function callSpanTarget(tracer: Tracer, processor: SpanProcessor): CallSpanTarget | undefined {
-  const probe = tracer.startSpan('agl: resource probe') as Partial<ReadableSpan>;
-  if (!probe.resource || !probe.instrumentationScope) return undefined;
+function callSpanTarget(tracer: Tracer, processor: SpanProcessor): CallSpanTarget {
+  const probe = tracer.startSpan('agl: resource probe') as unknown as ReadableSpan;
   return { resource: probe.resource, instrumentationScope: probe.instrumentationScope, processor };
 }
 
@@ -300,9 +307,10 @@ export function startTelemetry(): void {
     return;
   }
   try {
-    const { delivery, encoder } = startSdk(config);
+    const { delivery, encoder, global } = startSdk(config);
     const tracer = trace.getTracer('agl');
-    const callTarget = config.sdkCallSpans ? undefined : callSpanTarget(tracer, encoder);
+    // Where the app's own provider records agl's spans, its LLM spans go there too, as the SDK's.
+    const callTarget = global && !config.sdkCallSpans ? callSpanTarget(tracer, encoder) : undefined;
     const langchain = config.instrumentations.has('langchain') ? installLangChainCapture(tracer, config.captureContent) : undefined;
     const fetchCapture = config.instrumentations.has('fetch')
       ? installFetchCapture({
