@@ -44,10 +44,18 @@ test('short and long strings side by side come back equal, compare equal and gro
     // Up to 12 bytes DuckDB keeps a string inside its 16-byte header, longer ones elsewhere:
     // lengths around that bound, empty, and multi-byte characters on both sides of it.
     const names = ['', 'a', 'chat', 'exactly-12by', 'thirteen-byte', 'éééééé', 'ééééééé', 'x'.repeat(40), '日本語の名前'];
-    const spans = Array.from({ length: 600 }, (_, i) => span({ name: names[i % names.length], start: i + 1, end: i + 2, trace: i + 1 }));
-    await store.writeSpans(spanRows(...spans), 1);
-    const { rows } = await store.query('SELECT name FROM spans ORDER BY start_time', { guard: false });
+    // Rollout ids are kept as JS strings (the store reads them): the same bounds, and nulls.
+    const rolloutIds = [null, 'ro-1', 'ro-exactly12', 'ro-thirteen-1', 'ro-ééééé', 'ro-日本語の名前-' + 'y'.repeat(30)];
+    const spans = Array.from({ length: 600 }, (_, i) =>
+      span({ name: names[i % names.length], rollout_id: rolloutIds[i % rolloutIds.length], start: i + 1, end: i + 2, trace: i + 1 }));
+    // Two requests in one group commit share a data chunk; one more in the next has chunks of its own.
+    await Promise.all([store.writeSpans(spanRows(...spans.slice(0, 7)), 1), store.writeSpans(spanRows(...spans.slice(7, 300)), 1)]);
+    await store.writeSpans(spanRows(...spans.slice(300)), 1);
+    const { rows } = await store.query('SELECT name, rollout_id FROM spans ORDER BY start_time', { guard: false });
     assert.deepEqual(rows.map((r) => r.name), spans.map((s) => s.name));
+    assert.deepEqual(rows.map((r) => r.rollout_id), spans.map((s) => s.rollout_id));
+    const byRollout = await store.query("SELECT rollout_id, count(*) AS n FROM spans WHERE rollout_id LIKE 'ro-%' GROUP BY rollout_id ORDER BY rollout_id", { guard: false });
+    assert.deepEqual(byRollout.rows.map((r) => [r.rollout_id, Number(r.n)]), rolloutIds.slice(1).sort().map((id) => [id, 100]));
     const groups = await store.query('SELECT name, count(*) AS n FROM spans GROUP BY name ORDER BY name', { guard: false });
     assert.deepEqual(groups.rows.map((r) => [r.name, Number(r.n)]), [...names].sort().map((name) => [name, spans.filter((s) => s.name === name).length]));
     for (const name of names) {
