@@ -81,15 +81,19 @@ const CHUNK_ROWS = duckdb.vector_size();
 /**
  * Appends rows to one table through DuckDB's appender, filling data chunks directly:
  * fixed-width values and strings are copied into the vectors a column at a time, the fastest path
- * the Node client offers (the per-value appender API is about 1.5x slower). One
- * appender per table lives as long as the writer, so a commit costs no appender set-up; each
- * `append` flushes into the connection's open transaction, and the caller's COMMIT makes the
- * rows durable.
+ * the Node client offers (the per-value appender API is about 1.5x slower). One appender per table
+ * lives as long as the writer, so a commit costs no appender set-up. Rows are added to the
+ * appender's buffer (`add`, which needs no transaction) and flushed into the connection's open
+ * transaction (`flush`); the caller's COMMIT makes them durable.
  */
 export class TableAppender {
   /** Per column: its validity bits for the chunk being filled, and whether any row is null. */
   private readonly validity: Uint8Array[];
   private readonly hasNulls: boolean[];
+  /** Rows in the chunk being filled. */
+  private filled = 0;
+  /** Rows added since the last flush. */
+  pendingRows = 0;
 
   private constructor(
     private readonly appender: DuckDBAppender,
@@ -106,55 +110,81 @@ export class TableAppender {
     return new TableAppender(appender, columns, chunk);
   }
 
-  /**
-   * Appends the batches and flushes them into the open transaction. Small batches (a request of
-   * two spans, one state change) share data chunks: a chunk costs about as much to fill and
-   * append as its rows. A large batch gets chunks of its own, where a value that repeats in
-   * every row (resource, scope, service) is stored once.
-   */
+  /** Adds the batches and flushes everything added into the open transaction. */
   append(batches: readonly ColumnarRows[]): void {
-    const { appender, columns, chunk } = this;
-    let filled = 0;
-    const appendChunk = () => {
-      if (filled === 0) return;
-      for (let c = 0; c < columns.length; c++) {
-        if (!this.hasNulls[c]) continue;
-        const vector = duckdb.data_chunk_get_vector(chunk.chunk, c);
-        duckdb.vector_ensure_validity_writable(vector);
-        duckdb.copy_data_to_vector_validity(vector, 0, this.validity[c].buffer as ArrayBuffer, 0, Math.ceil(filled / 64) * 8);
-        this.validity[c].fill(0xff);
-        this.hasNulls[c] = false;
-      }
-      chunk.rowCount = filled;
-      appender.appendDataChunk(chunk);
-      chunk.reset();
-      filled = 0;
-    };
+    this.add(batches);
+    this.flush();
+  }
+
+  /**
+   * Adds the batches to the appender's buffer. Small batches (a request of two spans, one state
+   * change) share data chunks, also across calls: a chunk costs about as much to fill and append
+   * as its rows. A large batch gets chunks of its own, where a value that repeats in every row
+   * (resource, scope, service) is stored once. On failure everything added since the last flush
+   * is dropped.
+   */
+  add(batches: readonly ColumnarRows[]): void {
+    const { columns, chunk } = this;
     try {
       for (const rows of batches) {
         const own = rows.length >= OWN_CHUNK_ROWS;
-        if (own) appendChunk();
+        if (own) this.appendChunk();
         for (let start = 0; start < rows.length; ) {
-          const count = Math.min(CHUNK_ROWS - filled, rows.length - start);
+          const count = Math.min(CHUNK_ROWS - this.filled, rows.length - start);
           for (let c = 0; c < columns.length; c++) {
             const vector = duckdb.data_chunk_get_vector(chunk.chunk, c);
-            if (fillVector(vector, columns[c].type, rows.columns[c], start, count, filled, this.validity[c], own)) this.hasNulls[c] = true;
+            if (fillVector(vector, columns[c].type, rows.columns[c], start, count, this.filled, this.validity[c], own)) this.hasNulls[c] = true;
           }
-          filled += count;
+          this.filled += count;
           start += count;
-          if (own || filled === CHUNK_ROWS) appendChunk();
+          if (own || this.filled === CHUNK_ROWS) this.appendChunk();
         }
+        this.pendingRows += rows.length;
       }
-      appendChunk();
-      appender.flushSync();
     } catch (error) {
-      // What a failed append left in the appender must not be flushed with the next one.
-      chunk.reset();
-      for (const bits of this.validity) bits.fill(0xff);
-      this.hasNulls.fill(false);
-      appender.clear();
+      this.clear();
       throw error;
     }
+  }
+
+  /** Flushes the rows added into the connection's open transaction. */
+  flush(): void {
+    if (this.pendingRows === 0) return;
+    try {
+      this.appendChunk();
+      this.appender.flushSync();
+      this.pendingRows = 0;
+    } catch (error) {
+      this.clear();
+      throw error;
+    }
+  }
+
+  /** Drops the rows added since the last flush. */
+  clear(): void {
+    this.chunk.reset();
+    for (const bits of this.validity) bits.fill(0xff);
+    this.hasNulls.fill(false);
+    this.filled = 0;
+    this.pendingRows = 0;
+    this.appender.clear();
+  }
+
+  private appendChunk(): void {
+    const { columns, chunk, filled } = this;
+    if (filled === 0) return;
+    for (let c = 0; c < columns.length; c++) {
+      if (!this.hasNulls[c]) continue;
+      const vector = duckdb.data_chunk_get_vector(chunk.chunk, c);
+      duckdb.vector_ensure_validity_writable(vector);
+      duckdb.copy_data_to_vector_validity(vector, 0, this.validity[c].buffer as ArrayBuffer, 0, Math.ceil(filled / 64) * 8);
+      this.validity[c].fill(0xff);
+      this.hasNulls[c] = false;
+    }
+    chunk.rowCount = filled;
+    this.appender.appendDataChunk(chunk);
+    chunk.reset();
+    this.filled = 0;
   }
 
   close(): void {
