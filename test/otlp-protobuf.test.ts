@@ -41,3 +41,30 @@ test('attributes that repeat, change or move between spans are each read as the 
     assert.deepEqual(rolloutIds, Array.from({ length: count }, (_, i) => layout(i)['agentlightning.rollout_id']), 'the rollout is read from every span');
   }
 });
+
+// Text values become JSON strings: long ones (prompts) are scanned four bytes at a time, so every
+// byte that needs an escape must be found wherever it falls in a word.
+test('text of every kind comes back exact from the attributes JSON, short or long, at any offset', () => {
+  const specials = [...Array.from({ length: 0x20 }, (_, b) => String.fromCharCode(b)), '"', '\\', '\x7f', 'é', '日本', '😀', '\u2028'];
+  const texts: string[] = ['', 'plain', specials.join('')];
+  for (const special of specials) {
+    for (const length of [63, 64, 65, 200]) {
+      for (const at of [0, 1, 2, 3, 31, length - 1]) texts.push('x'.repeat(at) + special + 'y'.repeat(Math.max(0, length - at)));
+    }
+  }
+  texts.push('You are a helpful agent.\nSay "hi" \\ then\tstop. '.repeat(100));
+  // Each text is the one attribute of a span, preceded by a key of varying length, so that the
+  // text starts at every alignment in the request's buffer.
+  const { attributes } = decoded(request((i) => ({ ['k'.repeat(1 + (i % 4))]: texts[i] }), texts.length));
+  assert.deepEqual(attributes, texts.map((text, i) => ({ ['k'.repeat(1 + (i % 4))]: text })));
+});
+
+test('a string that is not UTF-8 is refused with the reason, short or long', () => {
+  for (const length of [10, 300]) {
+    const marker = 'M'.repeat(length);
+    const body = request(() => ({ prompt: marker }), 3);
+    const at = body.indexOf(marker) + length - 2;
+    body[at] = 0xff; // a byte no UTF-8 text holds, in the first span's text
+    assert.throws(() => decodeOtlp('traces', 'protobuf', body), /not valid UTF-8/);
+  }
+});
