@@ -58,6 +58,8 @@ export interface GroupCommitWriterOptions {
  * write that comes while a group commits has its rows added to the appenders at once (staged):
  * its own group then only flushes them into its transaction. Filling the appenders was about 40%
  * of a group's time between BEGIN and COMMIT, and the next group could not start before it.
+ * Staged rows wait in the appenders' buffers, outside DuckDB's memory limit: the queue's bound
+ * (`maxQueuedBytes`) is theirs too.
  */
 export class GroupCommitWriter {
   private queue: Job[] = [];
