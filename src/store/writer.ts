@@ -130,8 +130,8 @@ export class GroupCommitWriter {
       targets.forEach((w, i) => appenders[i]!.add([w.rows]));
       job.staged = true;
     } catch {
-      // (Out of memory, most likely.) The staged rows are dropped: every waiting write is added
-      // again when its group commits, where a group that runs out of memory is retried.
+      // The staged rows are dropped: every waiting write is added again when its group commits,
+      // where a failure fails that group alone (or is retried, for memory).
       this.unstageAll();
     }
   }
