@@ -92,8 +92,7 @@ export class TableAppender {
   private readonly hasNulls: boolean[];
   /** Rows in the chunk being filled. */
   private filled = 0;
-  /** Rows added since the last flush. */
-  pendingRows = 0;
+  private pending = 0;
 
   private constructor(
     private readonly appender: DuckDBAppender,
@@ -108,6 +107,11 @@ export class TableAppender {
     const appender = await connection.createAppender(table);
     const chunk = DuckDBDataChunk.create(columns.map((_, i) => appender.columnType(i)));
     return new TableAppender(appender, columns, chunk);
+  }
+
+  /** Rows added since the last flush. */
+  get pendingRows(): number {
+    return this.pending;
   }
 
   /** Adds the batches and flushes everything added into the open transaction. */
@@ -139,7 +143,7 @@ export class TableAppender {
           start += count;
           if (own || this.filled === CHUNK_ROWS) this.appendChunk();
         }
-        this.pendingRows += rows.length;
+        this.pending += rows.length;
       }
     } catch (error) {
       this.clear();
@@ -149,11 +153,11 @@ export class TableAppender {
 
   /** Flushes the rows added into the connection's open transaction. */
   flush(): void {
-    if (this.pendingRows === 0) return;
+    if (this.pending === 0) return;
     try {
       this.appendChunk();
       this.appender.flushSync();
-      this.pendingRows = 0;
+      this.pending = 0;
     } catch (error) {
       this.clear();
       throw error;
@@ -166,7 +170,7 @@ export class TableAppender {
     for (const bits of this.validity) bits.fill(0xff);
     this.hasNulls.fill(false);
     this.filled = 0;
-    this.pendingRows = 0;
+    this.pending = 0;
     this.appender.clear();
   }
 
