@@ -30,6 +30,8 @@ interface Job {
  * the group's transaction.
  */
 const MAX_STAGED_ROWS = 100_000;
+/** Request bytes whose rows may be staged at once: a copy of them waits in the appenders' buffers. */
+const MAX_STAGED_BYTES = 32 * 2 ** 20;
 
 /** The write queue is over its bound: the caller should retry later (HTTP 503 + Retry-After). */
 export class StoreBusyError extends Error {
@@ -58,8 +60,8 @@ export interface GroupCommitWriterOptions {
  * write that comes while a group commits has its rows added to the appenders at once (staged):
  * its own group then only flushes them into its transaction. Filling the appenders was about 40%
  * of a group's time between BEGIN and COMMIT, and the next group could not start before it.
- * Staged rows wait in the appenders' buffers, outside DuckDB's memory limit: the queue's bound
- * (`maxQueuedBytes`) is theirs too.
+ * Staged rows wait in the appenders' buffers, outside DuckDB's memory limit, so they are bounded
+ * on their own (MAX_STAGED_BYTES).
  */
 export class GroupCommitWriter {
   private queue: Job[] = [];
@@ -68,6 +70,8 @@ export class GroupCommitWriter {
   private closed = false;
   /** No write is staged while a failed group is rolled back and retried. */
   private stagingPaused = false;
+  /** Request bytes of the staged writes. */
+  private stagedBytes = 0;
   private readonly creating = new Map<string, Promise<TableAppender>>();
   private readonly appenders = new Map<string, TableAppender>();
   // Prepared once: a commit then costs no parsing or planning of BEGIN and COMMIT.
@@ -119,16 +123,19 @@ export class GroupCommitWriter {
    * Adds a write's rows to the appenders now, if it can join the next group that way: the staged
    * writes are always the first of the queue (the next group takes them all, and its flush holds
    * exactly their rows), their tables' appenders exist, and each appender stays under
-   * MAX_STAGED_ROWS. Otherwise the rows are added when their group commits.
+   * MAX_STAGED_ROWS and all of them under MAX_STAGED_BYTES. Otherwise the rows are added when
+   * their group commits.
    */
   private stage(job: Job): void {
-    if (this.stagingPaused || (this.queue.length > 0 && !this.queue[this.queue.length - 1].staged)) return;
+    if (this.stagingPaused || this.stagedBytes + job.bytes > MAX_STAGED_BYTES) return;
+    if (this.queue.length > 0 && !this.queue[this.queue.length - 1].staged) return;
     const targets = job.writes.filter((w) => w.rows.length > 0);
     const appenders = targets.map((w) => this.appenders.get(w.table));
     if (appenders.some((a, i) => a === undefined || a.pendingRows + targets[i].rows.length > MAX_STAGED_ROWS)) return;
     try {
       targets.forEach((w, i) => appenders[i]!.add([w.rows]));
       job.staged = true;
+      this.stagedBytes += job.bytes;
     } catch {
       // The staged rows are dropped: every waiting write is added again when its group commits,
       // where a failure fails that group alone (or is retried, for memory).
@@ -140,6 +147,7 @@ export class GroupCommitWriter {
   private unstageAll(): void {
     for (const appender of this.appenders.values()) appender.clear();
     for (const job of this.queue) job.staged = false;
+    this.stagedBytes = 0;
   }
 
   private async drain(): Promise<void> {
@@ -195,6 +203,7 @@ export class GroupCommitWriter {
   private takeGroup(ready: (write: TableRows) => boolean): Job[] {
     let end = 0;
     while (end < this.queue.length && !this.queue[end].alone && this.queue[end].writes.every((w) => w.rows.length === 0 || ready(w))) end++;
+    this.stagedBytes = 0; // the staged writes are the queue's first: all of them are taken
     return this.queue.splice(0, end);
   }
 
