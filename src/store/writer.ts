@@ -160,6 +160,10 @@ export class GroupCommitWriter {
         if (first.alone) {
           group = this.queue.splice(0, 1);
           await first.alone(this.connection);
+        } else if (first.writes.every((w) => w.rows.length === 0)) {
+          // Nothing to commit (every span of the request was stored already): no transaction.
+          group = this.queue.splice(0, 1);
+          if (first.staged) this.stagedBytes -= first.bytes;
         } else {
           await this.begin();
           // From here to the COMMIT nothing awaits: a write that comes meanwhile waits for the next group.
