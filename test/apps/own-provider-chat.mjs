@@ -6,5 +6,8 @@ const answer = await fetch(`${process.env.OPENAI_BASE_URL}/chat/completions`, {
   body: JSON.stringify({ model: 'test-model', messages: [{ role: 'user', content: 'hello' }] }),
 });
 await answer.json();
-await new Promise((resolve) => setTimeout(resolve, 100)); // the call's span is finished after the app has its answer
+// The call's span is finished after the app has its answer: wait for it rather than for a fixed time.
+for (const deadline = Date.now() + 10_000; globalThis.ownSpans().length === 0 && Date.now() < deadline; ) {
+  await new Promise((resolve) => setImmediate(resolve));
+}
 console.log(JSON.stringify(globalThis.ownSpans().map((span) => span.name)));
