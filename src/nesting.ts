@@ -1,0 +1,25 @@
+/**
+ * How deep a stored JSON value may nest: OTLP attribute values and log bodies, and the JSON
+ * fields of REST bodies (rollout input, metadata, resources, span attributes ...). A deeper
+ * value is refused where it enters (400, or an OTLP item rejected through partial_success), so
+ * that no reader of the store (DuckDB's JSON functions, the views, JSON.stringify in exports)
+ * meets a value nested thousands deep. Agent data nests a handful of levels; 64 leaves room.
+ */
+export const MAX_NESTING_DEPTH = 64;
+
+/**
+ * The path of the first place in `value` nested deeper than `maxDepth` (objects and arrays
+ * count one level each, the value itself is level 1), or null when there is none. Iterative,
+ * so that a value nested far deeper than the stack allows is measured, not a crash.
+ */
+export function tooDeepAt(value: unknown, maxDepth = MAX_NESTING_DEPTH): string | null {
+  const stack: { value: unknown; depth: number; path: string }[] = [{ value, depth: 1, path: '' }];
+  while (stack.length > 0) {
+    const { value: item, depth, path } = stack.pop()!;
+    if (item === null || typeof item !== 'object') continue;
+    if (depth > maxDepth) return path;
+    if (Array.isArray(item)) item.forEach((child, i) => stack.push({ value: child, depth: depth + 1, path: `${path}[${i}]` }));
+    else for (const [key, child] of Object.entries(item)) stack.push({ value: child, depth: depth + 1, path: `${path}.${key}` });
+  }
+  return null;
+}
