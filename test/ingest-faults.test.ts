@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
@@ -105,6 +107,33 @@ test('a gzip bomb is a 413, not an out-of-memory crash', async () => {
 test('a body over the cap is a 413', async () => {
   const response = await post(`${agl.url}/v1/traces`, Buffer.alloc(MAX_BODY + 1), PROTOBUF);
   assert.equal(response.status, 413);
+  await assertUnharmed();
+});
+
+/** POSTs `body` in 64 KiB chunks (Transfer-Encoding: chunked); rejects when the connection is cut. */
+function postChunked(url: string, body: Buffer, headers: Record<string, string>): Promise<{ status: number; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(url, { method: 'POST', headers }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.once('end', () => resolve({ status: response.statusCode!, body: Buffer.concat(chunks) }));
+      response.once('error', reject);
+    });
+    request.once('error', reject);
+    for (let offset = 0; offset < body.length; offset += 64 * 1024) request.write(body.subarray(offset, offset + 64 * 1024));
+    request.end();
+  });
+}
+
+test('a chunked body over the cap is a 413 the client gets, plain or gzipped', async () => {
+  const noise = randomBytes(3 * MAX_BODY);
+  const plain = await postChunked(`${agl.url}/v1/traces`, noise, PROTOBUF);
+  assert.equal(plain.status, 413);
+  assert.match(rpcStatus(plain.body).message, /larger than 1048576 bytes/);
+  const gzipped = await postChunked(`${agl.url}/v1/traces`, gzipSync(noise), { ...PROTOBUF, 'content-encoding': 'gzip' });
+  assert.equal(gzipped.status, 413);
+  const store = await postChunked(`${agl.url}/v1/agl/query`, Buffer.alloc(3 * MAX_BODY, ' '), JSON_TYPE);
+  assert.equal(store.status, 413);
   await assertUnharmed();
 });
 

@@ -28,12 +28,17 @@ export async function readBody(request: IncomingMessage, maxBytes: number): Prom
   const { chunks, size } = await new Promise<{ chunks: Buffer[]; size: number }>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    let refused = false;
     request.on('data', (chunk: Buffer) => {
+      if (refused) return;
       size += chunk.length;
       if (size <= maxBytes) chunks.push(chunk);
       else {
+        // The 413 goes out now and the rest of the body is read and dropped: cutting the
+        // connection would reset it under the client, mostly before it read the answer.
+        refused = true;
+        chunks.length = 0;
         reject(tooLarge(maxBytes));
-        request.destroy(); // reading on would hold the bytes we refuse
       }
     });
     request.once('end', () => resolve({ chunks, size }));
