@@ -163,6 +163,22 @@ test('configured: logprobs asked for, the agent key passed on, unattributed call
   }
 });
 
+test('with --token and --pass-agent-key, the server token never reaches the upstream', async () => {
+  // Agents send agl's token as their API key: passing it on would hand it to the model server.
+  const guarded = await startAgl(`${dir}/gateway-token.duckdb`, {
+    token: 'agl-secret',
+    gateway: { upstream: upstream.baseURL, timeoutMs: 1_000, returnTokenIds: false, passAgentKey: true },
+  });
+  try {
+    const client = new OpenAI({ baseURL: `${guarded.url}/v1/gateway/v1`, apiKey: 'agl-secret' });
+    await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'keep my token' }] });
+    const call = upstream.requests.at(-1)!;
+    assert.deepEqual([call.body.messages[0].content, call.headers.authorization], ['keep my token', undefined]);
+  } finally {
+    await guarded.close();
+  }
+});
+
 describe('faults', () => {
   const errorSpan = async (rolloutId: string) => {
     const [span] = await eventually(agl.store, `SELECT status_code, status_message, attributes->>'error.type' AS type FROM spans WHERE rollout_id = '${rolloutId}'`, 1);

@@ -5,6 +5,7 @@ import { parsedUrl, StreamAssembler, type LlmApi } from '../llm-exchange.js';
 import type { DuckDBStore } from '../store/store.js';
 import type { LlmResource } from '../types.js';
 import { BodyError, readBody } from './body.js';
+import { bearerCheck } from './http.js';
 import { CallRecord, SpanBuffer, type Attribution } from './gateway-span.js';
 import { httpExchange, httpStream, type AnswerHeaders } from './http-client.js';
 import type { Route } from './store-routes.js';
@@ -31,6 +32,8 @@ export interface GatewayOptions {
   readonly returnLogprobs?: boolean;
   /** Send the agent's own Authorization on to an upstream that has no key of its own. */
   readonly passAgentKey?: boolean;
+  /** agl's own token (`--token`), which agents send as their key: never sent upstream. */
+  readonly serverToken?: string;
   readonly maxBodyBytes: number;
 }
 
@@ -76,6 +79,7 @@ export interface Gateway {
 
 export function gateway(store: DuckDBStore, options: GatewayOptions): Gateway {
   const spans = new SpanBuffer(store);
+  const agentKey = agentKeyOf(options);
   const routes: Route[] = [];
   const prefixes: [string, (request: IncomingMessage, params: string[]) => Attribution][] = [
     ['/v1/gateway/rollouts/{rollout_id}/attempts/{attempt_id}/v1', (_request, [rolloutId, attemptId]) => ({ rolloutId, attemptId })],
@@ -86,13 +90,13 @@ export function gateway(store: DuckDBStore, options: GatewayOptions): Gateway {
       routes.push({
         method: 'POST',
         path: `${prefix}/${path}`,
-        handle: (request, response, params) => forwardCall(store, spans, options, api, path, attribution(request, params), request, response),
+        handle: (request, response, params) => forwardCall(store, spans, options, api, path, attribution(request, params), agentKey(request), request, response),
       });
     }
     routes.push({
       method: 'GET',
       path: `${prefix}/models`,
-      handle: (request, response, params) => forwardModels(store, options, attribution(request, params), request, response),
+      handle: (request, response, params) => forwardModels(store, options, attribution(request, params), agentKey(request), response),
     });
   }
   return { routes, flush: () => spans.flush() };
@@ -131,13 +135,18 @@ function relayedHeaders(headers: AnswerHeaders): AnswerHeaders {
   return kept;
 }
 
-const agentKey = (options: GatewayOptions, request: IncomingMessage) => (options.passAgentKey ? request.headers.authorization : undefined);
+/** The agent's Authorization to pass on (--pass-agent-key), unless it is agl's own token. */
+function agentKeyOf(options: GatewayOptions): (request: IncomingMessage) => string | undefined {
+  if (!options.passAgentKey) return () => undefined;
+  const isServerToken = options.serverToken ? bearerCheck(options.serverToken) : () => false;
+  return ({ headers: { authorization } }) => (isServerToken(authorization) ? undefined : authorization);
+}
 
-async function forwardModels(store: DuckDBStore, options: GatewayOptions, ids: Attribution, request: IncomingMessage, response: ServerResponse): Promise<void> {
+async function forwardModels(store: DuckDBStore, options: GatewayOptions, ids: Attribution, agentKey: string | undefined, response: ServerResponse): Promise<void> {
   const signal = AbortSignal.timeout(options.timeoutMs);
   try {
     const upstream = await upstreamFor(store, options, ids);
-    const answer = await httpStream(upstreamUrl(upstream.base, 'models'), 'GET', upstreamHeaders(upstream, agentKey(options, request)), undefined, signal);
+    const answer = await httpStream(upstreamUrl(upstream.base, 'models'), 'GET', upstreamHeaders(upstream, agentKey), undefined, signal);
     response.writeHead(answer.status, relayedHeaders(answer.headers));
     for await (const chunk of answer.body) response.write(chunk);
     response.end();
@@ -177,7 +186,7 @@ function upstreamBody(api: LlmApi, body: Record<string, unknown>, upstream: Upst
   return sent;
 }
 
-async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: GatewayOptions, api: LlmApi, path: string, ids: Attribution, request: IncomingMessage, response: ServerResponse): Promise<void> {
+async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: GatewayOptions, api: LlmApi, path: string, ids: Attribution, agentKey: string | undefined, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const startTime = Date.now() / 1000;
   let bytes: Buffer;
   let raw: string;
@@ -210,7 +219,7 @@ async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: Gatew
     if (!response.writableFinished) abort.abort(new Error('the agent closed the connection'));
   });
   try {
-    await relay(url, upstreamHeaders(upstream, agentKey(options, request)), sentBytes, abort.signal, response, record, path);
+    await relay(url, upstreamHeaders(upstream, agentKey), sentBytes, abort.signal, response, record, path);
   } finally {
     clearTimeout(timer);
     spans.add(record.span());

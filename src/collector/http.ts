@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody } from './body.js';
 
@@ -34,4 +35,13 @@ export async function readJsonObject(request: IncomingMessage, maxBytes: number)
 /** The media type of a request without parameters, lowercased ("application/json"). */
 export function mediaType(request: IncomingMessage): string {
   return (request.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+}
+
+/** Whether an Authorization header holds `Bearer <token>`, compared in constant time (digests of equal length, whatever was sent). */
+export function bearerCheck(token: string): (header: string | undefined) => boolean {
+  const expected = createHash('sha256').update(token).digest();
+  return (header) => {
+    const sent = /^Bearer\s+(.+)$/i.exec(header ?? '')?.[1] ?? '';
+    return timingSafeEqual(createHash('sha256').update(sent).digest(), expected);
+  };
 }

@@ -1,4 +1,3 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
@@ -6,7 +5,7 @@ import type { DuckDBStore } from '../store/store.js';
 import { BodyError } from './body.js';
 import { gateway, type GatewayOptions } from './gateway.js';
 import { DecodePool } from './decode-pool.js';
-import { HttpError, sendJson } from './http.js';
+import { bearerCheck, HttpError, sendJson } from './http.js';
 import { handleOtlp, handleOtlpMetrics } from './otlp-routes.js';
 import { handleQuery } from './query-route.js';
 import { storeRoutes, type Route } from './store-routes.js';
@@ -21,7 +20,7 @@ export interface ServerOptions {
   /** When set, every route requires `Authorization: Bearer <token>`. */
   readonly token?: string;
   /** The LLM gateway under /v1/gateway/ (upstream, timeout, token ids). */
-  readonly gateway?: Partial<Omit<GatewayOptions, 'maxBodyBytes'>>;
+  readonly gateway?: Partial<Omit<GatewayOptions, 'maxBodyBytes' | 'serverToken'>>;
   /** Log a line per store and gateway request (OTLP ingest is not logged: it is the hot path). */
   readonly logRequests?: boolean;
 }
@@ -79,7 +78,7 @@ function compileRoutes(routes: Route[]): (path: string) => MatchedRoute[] {
 export async function startServer(store: DuckDBStore, options: ServerOptions = {}): Promise<RunningServer> {
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
   const decoder = new DecodePool(options.decodeThreads ?? Math.max(1, availableParallelism() - 1));
-  const llmGateway = gateway(store, { timeoutMs: 600_000, returnTokenIds: false, ...options.gateway, maxBodyBytes });
+  const llmGateway = gateway(store, { timeoutMs: 600_000, returnTokenIds: false, ...options.gateway, serverToken: options.token, maxBodyBytes });
   const matchRoutes = compileRoutes([
     { method: 'POST', path: '/v1/traces', handle: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes) },
     { method: 'POST', path: '/v1/logs', handle: (req, res) => handleOtlp('logs', req, res, store, decoder, maxBodyBytes) },
@@ -143,15 +142,6 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
         await llmGateway.flush();
         await decoder.close();
       }),
-  };
-}
-
-/** Compares the bearer token in constant time (digests of equal length, whatever was sent). */
-function bearerCheck(token: string): (header: string | undefined) => boolean {
-  const expected = createHash('sha256').update(token).digest();
-  return (header) => {
-    const sent = /^Bearer\s+(.+)$/i.exec(header ?? '')?.[1] ?? '';
-    return timingSafeEqual(createHash('sha256').update(sent).digest(), expected);
   };
 }
 
