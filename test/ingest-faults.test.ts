@@ -147,10 +147,12 @@ test('corrupt gzip and unknown encodings are 400s', async () => {
   await assertUnharmed();
 });
 
-test('an unsupported content type is a 400 that names the accepted ones', async () => {
-  const response = await post(`${agl.url}/v1/traces`, 'hello', { 'content-type': 'text/plain' });
-  assert.equal(response.status, 400);
-  assert.match(JSON.parse(response.body.toString()).message, /unsupported Content-Type "text\/plain".*application\/x-protobuf or application\/json/);
+test('an unsupported content type is a 415 that names the accepted ones', async () => {
+  for (const path of ['/v1/traces', '/v1/logs', '/v1/metrics']) {
+    const response = await post(`${agl.url}${path}`, 'hello', { 'content-type': 'text/plain' });
+    assert.equal(response.status, 415);
+    assert.match(JSON.parse(response.body.toString()).message, /unsupported Content-Type "text\/plain".*application\/x-protobuf, application\/protobuf or application\/json/);
+  }
   await assertUnharmed();
 });
 

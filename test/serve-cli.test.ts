@@ -22,6 +22,9 @@ test('agl serve names what is wrong with its arguments', async () => {
   const unknown = await runCli(['serve', '--prot', '1']);
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /Unknown option '--prot'/);
+  const badOrigin = await runCli(['serve', '--allow-origin', 'http://ok.example,file:///etc']);
+  assert.equal(badOrigin.code, 2);
+  assert.match(badOrigin.stderr, /--allow-origin must be a web page origin such as http:\/\/localhost:3000, not "file:\/\/\/etc"/);
   const command = await runCli(['srve']);
   assert.equal(command.code, 2);
   assert.match(command.stderr, /unknown command "srve"/);

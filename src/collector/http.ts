@@ -45,3 +45,15 @@ export function bearerCheck(token: string): (header: string | undefined) => bool
     return timingSafeEqual(createHash('sha256').update(sent).digest(), expected);
   };
 }
+
+/**
+ * Whether a request's body is declared JSON, or is empty with no Content-Type. A page can make
+ * a browser post text/plain or a form anywhere with no preflight: JSON takes one. An empty body
+ * passes: Agent Lightning's Python client (aiohttp, `json=None`) posts its defaults that way,
+ * there is nothing in it to smuggle, and a page's empty post still carries an Origin.
+ */
+export function isJsonOrEmpty(request: IncomingMessage): boolean {
+  const { 'content-type': type, 'content-length': length, 'transfer-encoding': chunked } = request.headers;
+  if (type === undefined) return chunked === undefined && (length === undefined || length === '0');
+  return mediaType(request) === 'application/json';
+}

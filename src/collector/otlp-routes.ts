@@ -15,9 +15,23 @@ const ENCODINGS: Record<string, Encoding> = {
 };
 
 /**
+ * The encoding of an OTLP request, or undefined once an unsupported content type got its 415
+ * (a text/plain or form post is what a web page can send anywhere without a preflight).
+ */
+function encodingOf(request: IncomingMessage, response: ServerResponse): Encoding | undefined {
+  const type = mediaType(request);
+  const encoding = ENCODINGS[type];
+  if (encoding === undefined) {
+    send(response, 415, statusResponse('json', RpcCode.INVALID_ARGUMENT,
+      `unsupported Content-Type "${type}": OTLP/HTTP takes application/x-protobuf, application/protobuf or application/json`));
+  }
+  return encoding;
+}
+
+/**
  * POST /v1/traces and /v1/logs (OTLP/HTTP): 200 once the data is committed, with
- * partial_success for rejected items; 400 for an undecodable body or an unsupported content
- * type; 413 above the size cap; 503 + Retry-After while the write queue is full.
+ * partial_success for rejected items; 400 for an undecodable body, 415 for an unsupported
+ * content type; 413 above the size cap; 503 + Retry-After while the write queue is full.
  */
 export async function handleOtlp(
   signal: Signal,
@@ -27,13 +41,8 @@ export async function handleOtlp(
   decoder: DecodePool,
   maxBodyBytes: number,
 ): Promise<void> {
-  const type = mediaType(request);
-  const encoding = ENCODINGS[type];
-  if (encoding === undefined) {
-    send(response, 400, statusResponse('json', RpcCode.INVALID_ARGUMENT,
-      `unsupported Content-Type "${type}": OTLP/HTTP takes application/x-protobuf or application/json`));
-    return;
-  }
+  const encoding = encodingOf(request, response);
+  if (encoding === undefined) return;
   if (store.busy) {
     busy(response, encoding, 1);
     return;
@@ -76,7 +85,8 @@ function send(response: ServerResponse, status: number, { contentType, body }: E
  * OTEL_EXPORTER_OTLP_ENDPOINT setting) does not log an error every export interval.
  */
 export async function handleOtlpMetrics(request: IncomingMessage, response: ServerResponse, maxBodyBytes: number): Promise<void> {
-  const encoding = ENCODINGS[mediaType(request)] ?? 'json';
+  const encoding = encodingOf(request, response);
+  if (encoding === undefined) return;
   try {
     await readBody(request, maxBodyBytes);
   } catch (error) {

@@ -5,10 +5,13 @@ import type { DuckDBStore } from '../store/store.js';
 import { BodyError } from './body.js';
 import { gateway, type GatewayOptions } from './gateway.js';
 import { DecodePool } from './decode-pool.js';
-import { bearerCheck, HttpError, sendJson } from './http.js';
+import { browserGuard } from './browser-guard.js';
+import { bearerCheck, HttpError, isJsonOrEmpty, sendJson } from './http.js';
 import { handleOtlp, handleOtlpMetrics } from './otlp-routes.js';
 import { handleQuery } from './query-route.js';
 import { storeRoutes, type Route } from './store-routes.js';
+
+const DEFAULT_HOST = '127.0.0.1';
 
 export interface ServerOptions {
   readonly host?: string;
@@ -21,6 +24,8 @@ export interface ServerOptions {
   readonly token?: string;
   /** The LLM gateway under /v1/gateway/ (upstream, timeout, token ids). */
   readonly gateway?: Partial<Omit<GatewayOptions, 'maxBodyBytes' | 'serverToken'>>;
+  /** Origins ("http://localhost:3000") whose web pages may call the server, with CORS; other pages are refused. */
+  readonly allowOrigins?: readonly string[];
   /** Log a line per store and gateway request (OTLP ingest is not logged: it is the hot path). */
   readonly logRequests?: boolean;
 }
@@ -77,12 +82,18 @@ function compileRoutes(routes: Route[]): (path: string) => MatchedRoute[] {
  */
 export async function startServer(store: DuckDBStore, options: ServerOptions = {}): Promise<RunningServer> {
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
+  const guard = browserGuard({ host: options.host ?? DEFAULT_HOST, allowOrigins: options.allowOrigins });
   const decoder = new DecodePool(options.decodeThreads ?? Math.max(1, availableParallelism() - 1));
   const llmGateway = gateway(store, { timeoutMs: 600_000, returnTokenIds: false, ...options.gateway, serverToken: options.token, maxBodyBytes });
-  const matchRoutes = compileRoutes([
+  // OTLP routes check their content types themselves, to answer in OTLP's encoding.
+  const otlpRoutes: Route[] = [
     { method: 'POST', path: '/v1/traces', handle: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes) },
     { method: 'POST', path: '/v1/logs', handle: (req, res) => handleOtlp('logs', req, res, store, decoder, maxBodyBytes) },
     { method: 'POST', path: '/v1/metrics', handle: (req, res) => handleOtlpMetrics(req, res, maxBodyBytes) },
+  ];
+  const otlp = new Set(otlpRoutes);
+  const matchRoutes = compileRoutes([
+    ...otlpRoutes,
     { method: 'GET', path: '/v1/agl/health', handle: async (_req, res) => sendJson(res, 200, { status: 'ok' }) },
     { method: 'POST', path: '/v1/agl/query', handle: (req, res) => handleQuery(req, res, store) },
     ...storeRoutes(store.lightning),
@@ -91,12 +102,13 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
 
   const authorized = options.token ? bearerCheck(options.token) : () => true;
   const server = createServer({ keepAliveTimeout: 65_000 }, (request, response) => {
+    const path = (request.url ?? '/').split('?')[0];
+    if (options.logRequests && (path.startsWith('/v1/agl/') || path.startsWith('/v1/gateway/'))) logRequest(request, response, path);
+    if (!guard(request, response)) return;
     if (!authorized(request.headers.authorization)) {
       sendJson(response, 401, { detail: 'this agl server needs Authorization: Bearer <token> (agl --token or AGL_TOKEN)' }, { 'www-authenticate': 'Bearer' });
       return;
     }
-    const path = (request.url ?? '/').split('?')[0];
-    if (options.logRequests && (path.startsWith('/v1/agl/') || path.startsWith('/v1/gateway/'))) logRequest(request, response, path);
     let matched: MatchedRoute[];
     try {
       matched = matchRoutes(path);
@@ -110,6 +122,12 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
       else sendJson(response, 404, { detail: `no route ${path}` });
       return;
     }
+    if (found.route.method !== 'GET' && !otlp.has(found.route) && !isJsonOrEmpty(request)) {
+      const sent = request.headers['content-type'];
+      const got = sent === undefined ? 'a body without one' : `not "${sent}"`;
+      sendJson(response, 415, { detail: `${request.method} ${path} takes Content-Type: application/json, ${got}` });
+      return;
+    }
     Promise.resolve()
       .then(() => found.route.handle(request, response, found.params))
       .catch((error: unknown) => answerError(response, error));
@@ -118,7 +136,7 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(options.port ?? 4318, options.host ?? '127.0.0.1', () => {
+      server.listen(options.port ?? 4318, options.host ?? DEFAULT_HOST, () => {
         server.off('error', reject);
         resolve();
       });

@@ -1,6 +1,7 @@
 import { rm, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
+import { parseOrigin } from '../collector/browser-guard.js';
 import { startServer, type RunningServer } from '../collector/server.js';
 import { DuckDBStore } from '../store/store.js';
 import { serverFileOf } from './query-command.js';
@@ -9,7 +10,7 @@ import type { StoreOptions } from '../store/store.js';
 
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
           [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 1GiB]
-          [--write-memory 64MiB] [--query-timeout 30] [--token T]
+          [--write-memory 64MiB] [--query-timeout 30] [--token T] [--allow-origin URL]
           [--upstream URL] [--upstream-key KEY] [--upstream-timeout 600] [--return-token-ids]
           [--return-logprobs] [--pass-agent-key] [--quiet]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
@@ -19,6 +20,8 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./a
   while writes run (at least 16MiB); the rest waits in the temporary folder beside the file.
   --query-timeout: seconds a query or an export through the server may run.
   --token (or AGL_TOKEN): every request must carry Authorization: Bearer <token>.
+  --allow-origin: a web page origin (http://localhost:3000) that may call the server, with
+  CORS (repeat it or separate origins with commas); requests from other pages are refused.
   --upstream: the model server (base URL with its /v1) for gateway calls whose rollout has no
   "llm" resource; --upstream-key (or AGL_UPSTREAM_KEY) is its API key.
   --upstream-timeout: seconds an upstream call may take, streaming included.
@@ -40,6 +43,7 @@ export async function serve(args: string[]): Promise<void> {
     'write-memory': { type: 'string' },
     'query-timeout': { type: 'string' },
     token: { type: 'string' },
+    'allow-origin': { type: 'string', multiple: true },
     upstream: { type: 'string' },
     'upstream-key': { type: 'string' },
     'upstream-timeout': { type: 'string' },
@@ -57,6 +61,7 @@ export async function serve(args: string[]): Promise<void> {
     maxBodyBytes: bytesArg('--max-body', values['max-body'], 64 * 1024 ** 2),
     decodeThreads: countArg('--decode-threads', values['decode-threads']),
     token: values.token ?? (process.env.AGL_TOKEN || undefined),
+    allowOrigins: originsArg(values['allow-origin']),
     logRequests: !values.quiet,
     gateway: {
       upstream: urlArg('--upstream', values.upstream),
@@ -107,6 +112,15 @@ export async function serve(args: string[]): Promise<void> {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+/** --allow-origin, repeated or comma-separated, as origins. */
+function originsArg(values: string[] | undefined): string[] {
+  return (values ?? []).flatMap((value) => value.split(',')).filter((value) => value.trim() !== '').map((value) => {
+    const origin = parseOrigin(value);
+    if (origin === undefined) throw new UsageError(`--allow-origin must be a web page origin such as http://localhost:3000, not "${value}"`);
+    return origin;
+  });
 }
 
 /**
