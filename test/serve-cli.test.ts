@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { readdir } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { post, runCli, spawnServe, tempDir } from './helpers.js';
@@ -105,4 +108,32 @@ test('agl serve logs a line per store and gateway request, none with --quiet', a
   assert.match(loud.output(), /agl: GET \/v1\/agl\/statistics 200 \d+\.\d ms/);
   assert.match(loud.output(), /agl: GET \/v1\/agl\/no-such-route 404/);
   assert.doesNotMatch(quiet.output(), /GET \/v1\/agl/);
+});
+
+test('a port in use fails before the database file is created', async (t) => {
+  const dir = await tempDir(t);
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => taken.close(() => resolve())));
+  const port = String((taken.address() as AddressInfo).port);
+  const failed = await runCli(['serve', '--db', join(dir, 'never.duckdb'), '--port', port]);
+  assert.equal(failed.code, 1);
+  assert.match(failed.stderr, new RegExp(`127\\.0\\.0\\.1:${port} is already in use`));
+  assert.deepEqual(await readdir(dir), []);
+});
+
+test('listening beyond loopback without --token warns of what anyone could do', async (t) => {
+  const dir = await tempDir(t);
+  const stopped = async (args: string[]) => {
+    const serve = await spawnServe(args);
+    serve.child.kill('SIGTERM');
+    await serve.exited;
+    return serve.output();
+  };
+  const open = await stopped(['--db', join(dir, 'open.duckdb'), '--host', '0.0.0.0']);
+  assert.match(open, /warning: listening on 0\.0\.0\.0 without --token: anyone who can reach this address can read all stored data, enqueue work and redirect agents' LLM calls; set --token/);
+  const guarded = await stopped(['--db', join(dir, 'guarded.duckdb'), '--host', '0.0.0.0', '--token', 's3cret']);
+  assert.doesNotMatch(guarded, /warning/);
+  const local = await stopped(['--db', join(dir, 'local.duckdb')]);
+  assert.doesNotMatch(local, /warning/);
 });

@@ -76,13 +76,34 @@ function compileRoutes(routes: Route[]): (path: string) => MatchedRoute[] {
 }
 
 /**
+ * Listens on host:port before anything else is opened, so that a port in use fails first;
+ * `startServer` then answers on it. Requests that come in between get a 503 (clients retry).
+ */
+export async function bindServer(options: Pick<ServerOptions, 'host' | 'port'> = {}): Promise<Server> {
+  const server = createServer({ keepAliveTimeout: 65_000 }, answerStarting);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 4318, options.host ?? DEFAULT_HOST, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server;
+}
+
+function answerStarting(_request: IncomingMessage, response: ServerResponse): void {
+  sendJson(response, 503, { detail: 'agl is opening its database; retry in a moment' }, { 'retry-after': '1' });
+}
+
+/**
  * The one HTTP server of `agl serve`: OTLP under /v1/traces and /v1/logs, the LightningStore
  * REST API and SQL queries under /v1/agl/, the LLM gateway under /v1/gateway/. Routes are listed here, explicitly; each handler
- * lives in its own module.
+ * lives in its own module. It listens on `bound` (from `bindServer`) when given.
  */
-export async function startServer(store: DuckDBStore, options: ServerOptions = {}): Promise<RunningServer> {
+export async function startServer(store: DuckDBStore, options: ServerOptions = {}, bound?: Server): Promise<RunningServer> {
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
   const guard = browserGuard({ host: options.host ?? DEFAULT_HOST, allowOrigins: options.allowOrigins });
+  const server = bound ?? (await bindServer(options));
   const decoder = new DecodePool(options.decodeThreads ?? Math.max(1, availableParallelism() - 1));
   const llmGateway = gateway(store, { timeoutMs: 600_000, returnTokenIds: false, ...options.gateway, serverToken: options.token, maxBodyBytes });
   // OTLP routes check their content types themselves, to answer in OTLP's encoding.
@@ -101,7 +122,8 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
   ]);
 
   const authorized = options.token ? bearerCheck(options.token) : () => true;
-  const server = createServer({ keepAliveTimeout: 65_000 }, (request, response) => {
+  server.off('request', answerStarting);
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     const path = (request.url ?? '/').split('?')[0];
     if (options.logRequests && (path.startsWith('/v1/agl/') || path.startsWith('/v1/gateway/'))) logRequest(request, response, path);
     if (!guard(request, response)) return;
@@ -133,18 +155,6 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
       .catch((error: unknown) => answerError(response, error));
   });
 
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(options.port ?? 4318, options.host ?? DEFAULT_HOST, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-  } catch (error) {
-    await decoder.close();
-    throw error;
-  }
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return {

@@ -1,8 +1,8 @@
 import { rm, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
-import { parseOrigin } from '../collector/browser-guard.js';
-import { startServer, type RunningServer } from '../collector/server.js';
+import { isLoopbackHost, parseOrigin } from '../collector/browser-guard.js';
+import { bindServer, startServer, type RunningServer } from '../collector/server.js';
 import { DuckDBStore } from '../store/store.js';
 import { serverFileOf } from './query-command.js';
 import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg, urlArg, UsageError } from './args.js';
@@ -82,15 +82,32 @@ export async function serve(args: string[]): Promise<void> {
   // live until their commit), which is most of a busy server's JS memory and bought no
   // throughput: keep it at the size it has by now. The flag is read whenever it would grow.
   setFlagsFromString('--semi-space-growth-factor=1');
-  const store = await openStoreOrExplain(path, storeOptions);
-  let server: RunningServer;
-  try {
-    server = await startServer(store, serverOptions);
-  } catch (error) {
-    await store.close();
+  if (!serverOptions.token && !isLoopbackHost(values.host)) {
+    console.error(
+      `agl: warning: listening on ${values.host} without --token: anyone who can reach this address can read ` +
+        "all stored data, enqueue work and redirect agents' LLM calls; set --token (or AGL_TOKEN)",
+    );
+  }
+  // The port first: one in use must fail before the database file is created.
+  const bound = await bindServer(serverOptions).catch((error: unknown) => {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new CommandError(`${values.host}:${port} is already in use: stop what listens there or pick another --port`);
     if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') throw new CommandError(`cannot listen on ${values.host}: no such local address`);
+    throw error;
+  });
+  let store: DuckDBStore;
+  let server: RunningServer;
+  try {
+    store = await openStoreOrExplain(path, storeOptions);
+  } catch (error) {
+    bound.close();
+    throw error;
+  }
+  try {
+    server = await startServer(store, serverOptions, bound);
+  } catch (error) {
+    bound.close();
+    await store.close();
     throw error;
   }
   const serverFile = serverFileOf(path);
