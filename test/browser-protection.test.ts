@@ -124,6 +124,7 @@ test('an allowed origin gets CORS: its preflight and then its OTLP export', asyn
   assert.match(preflight.headers['access-control-allow-methods']!, /POST/);
   assert.equal(preflight.headers['access-control-allow-headers'], 'content-type,x-custom');
   assert.equal(preflight.headers.vary, 'Origin');
+  assert.equal(preflight.headers['access-control-allow-credentials'], 'true', 'sendBeacon posts with credentials');
   assert.ok(Number(preflight.headers['access-control-max-age']) > 0);
   const plain = await send(agl.url, 'OPTIONS', '/v1/traces', { origin: APP, 'access-control-request-method': 'POST' });
   assert.match(plain.headers['access-control-allow-headers']!, /content-type.*authorization/);

@@ -87,6 +87,9 @@ function refuse(response: ServerResponse, what: string, flag: string): void {
 /** CORS for an allowed origin: its preflight is answered here, its requests go on. */
 function allowCors(request: IncomingMessage, response: ServerResponse, origin: string): boolean {
   response.setHeader('access-control-allow-origin', origin);
+  // The OTel browser exporter posts with sendBeacon when it has no headers to set, and a
+  // beacon always goes with credentials. agl reads no cookies: they give an allowed page nothing.
+  response.setHeader('access-control-allow-credentials', 'true');
   response.setHeader('vary', 'Origin');
   if (request.method !== 'OPTIONS' || request.headers['access-control-request-method'] === undefined) return true;
   // Preflights carry no Authorization (browsers never send it on them): answered before the token check.
