@@ -6,6 +6,7 @@ import { ATTEMPT_STATUSES, ROLLOUT_MODES, ROLLOUT_STATUSES, WORKER_STATUSES, typ
 import { readBody } from './body.js';
 import { HttpError, sendJson } from './http.js';
 import {
+  checkNesting,
   filterLogic,
   listOf,
   namedResources,
@@ -161,6 +162,7 @@ async function readOptionalJson(request: IncomingMessage): Promise<Obj> {
     throw new HttpError(400, `the body is not JSON: ${(error as Error).message}`);
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new HttpError(400, 'the body must be a JSON object');
+  checkNesting(value);
   return value as Obj;
 }
 

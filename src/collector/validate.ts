@@ -8,6 +8,7 @@ import {
   type Span,
   type SpanQuery,
 } from '../types.js';
+import { MAX_NESTING_DEPTH, tooDeepAt } from '../nesting.js';
 import { HttpError } from './http.js';
 
 /**
@@ -56,6 +57,18 @@ export function listOf<T extends string>(field: string, value: unknown, allowed?
     if (typeof item !== 'string') throw bad(`${field}[${i}]`, 'a string', item);
     return item as T;
   });
+}
+
+/**
+ * Refuses a body that nests deeper than MAX_NESTING_DEPTH (counted from the body itself), naming
+ * where: every JSON field of it (rollout input, metadata, span attributes ...) is stored and
+ * read back by readers that must not meet deeper values (nesting.ts).
+ */
+export function checkNesting(body: unknown): void {
+  const path = tooDeepAt(body);
+  if (path === null) return;
+  const shown = path.replace(/^\./, '');
+  throw new HttpError(400, `the body nests deeper than ${MAX_NESTING_DEPTH} levels at ${shown.length > 120 ? `${shown.slice(0, 120)}...` : shown}`);
 }
 
 /** A field that may be absent (unchanged) but not null (Agent Lightning's update rule for status and config). */
