@@ -6,6 +6,7 @@ import {
   type RolloutConfig,
   type RolloutRequest,
   type Span,
+  type SpanContext,
   type SpanQuery,
 } from '../types.js';
 import { MAX_NESTING_DEPTH, tooDeepAt } from '../nesting.js';
@@ -27,19 +28,22 @@ export function optionalString(body: Obj, field: string): string | null | undefi
   return value;
 }
 
-export function optionalObject(body: Obj, field: string): Obj | null | undefined {
+/** `label` names the field in the message when it is not `field` itself (a nested one). */
+export function optionalObject(body: Obj, field: string, label = field): Obj | null | undefined {
   const value = body[field];
   if (value === undefined || value === null) return value;
-  if (typeof value !== 'object' || Array.isArray(value)) throw bad(field, 'an object', value);
+  if (typeof value !== 'object' || Array.isArray(value)) throw bad(label, 'an object', value);
   return value as Obj;
 }
 
-export function optionalNumber(body: Obj, field: string, { integer = false, min = -Infinity } = {}): number | undefined {
+/** A number, or its decimal string; an integer must be a safe one (JSON's 1e300 is not). */
+export function optionalNumber(body: Obj, field: string, { integer = false, min = -Infinity, max = Infinity, label = field } = {}): number | undefined {
   const value = body[field];
   if (value === undefined || value === null) return undefined;
   const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
-  if (typeof n !== 'number' || !Number.isFinite(n) || (integer && !Number.isInteger(n)) || n < min) {
-    throw bad(field, `${integer ? 'an integer' : 'a number'}${min > -Infinity ? ` of at least ${min}` : ''}`, value);
+  if (typeof n !== 'number' || !Number.isFinite(n) || (integer && !Number.isSafeInteger(n)) || n < min || n > max) {
+    const range = [min > -Infinity ? `at least ${min}` : '', max < Infinity ? `at most ${max}` : ''].filter(Boolean).join(' and ');
+    throw bad(label, `${integer ? 'an integer' : 'a number'}${range ? ` of ${range}` : ''}`, value);
   }
   return n;
 }
@@ -148,17 +152,17 @@ export function spanBody(b: Obj): Span {
   };
   const parentId = b.parent_id === null || b.parent_id === undefined ? null : text('parent_id', HEX_16);
   const status = optionalObject(b, 'status') ?? {};
-  const seconds = (field: string) => (b[field] === null || b[field] === undefined ? null : optionalNumber(b, field, { min: 0 })!);
-  const list = (field: string) => {
+  const list = <T>(field: string, item: (value: unknown, field: string) => T): T[] => {
     const value = b[field] ?? [];
     if (!Array.isArray(value)) throw bad(field, 'a list', value);
-    return value as never[];
+    return value.map((v, i) => item(v, `${field}[${i}]`));
   };
   const resource = optionalObject(b, 'resource') ?? {};
   return {
     rollout_id: text('rollout_id'),
     attempt_id: text('attempt_id'),
-    sequence_id: optionalNumber(b, 'sequence_id', { integer: true, min: 1 }) as number,
+    // Any integer, as Agent Lightning's Span model takes (its counter keeps the highest).
+    sequence_id: optionalNumber(b, 'sequence_id', { integer: true }) as number,
     trace_id: text('trace_id', HEX_32),
     span_id: text('span_id', HEX_16),
     parent_id: parentId,
@@ -168,14 +172,44 @@ export function spanBody(b: Obj): Span {
       description: typeof status.description === 'string' ? status.description : null,
     },
     attributes: optionalObject(b, 'attributes') ?? {},
-    events: list('events'),
-    links: list('links'),
-    start_time: seconds('start_time'),
-    end_time: seconds('end_time'),
+    events: list('events', spanEvent),
+    links: list('links', spanLink),
+    start_time: spanTime(b, 'start_time'),
+    end_time: spanTime(b, 'end_time'),
     context: (optionalObject(b, 'context') as Span['context']) ?? null,
     parent: (optionalObject(b, 'parent') as Span['parent']) ?? null,
     resource: { attributes: (optionalObject(resource, 'attributes') as Obj) ?? {}, schema_url: typeof resource.schema_url === 'string' ? resource.schema_url : '' },
   };
+}
+
+/** The latest time a span may have: TIMESTAMP_NS (int64 nanoseconds) ends in 2262. */
+const MAX_SPAN_SECONDS = 9_223_372_036;
+
+/** A span's time in float seconds since the epoch, or null; `label` as for optionalObject. */
+function spanTime(body: Obj, field: string, label = field): number | null {
+  return body[field] === null || body[field] === undefined ? null : optionalNumber(body, field, { min: 0, max: MAX_SPAN_SECONDS, label })!;
+}
+
+function spanEvent(value: unknown, field: string): Span['events'][number] {
+  const event = objectAt(value, field);
+  if (typeof event.name !== 'string') throw bad(`${field}.name`, 'a string', event.name);
+  return {
+    name: event.name,
+    attributes: optionalObject(event, 'attributes', `${field}.attributes`) ?? {},
+    timestamp: spanTime(event, 'timestamp', `${field}.timestamp`),
+  };
+}
+
+function spanLink(value: unknown, field: string): Span['links'][number] {
+  const link = objectAt(value, field);
+  const context = objectAt(link.context, `${field}.context`);
+  for (const id of ['trace_id', 'span_id']) if (typeof context[id] !== 'string') throw bad(`${field}.context.${id}`, 'a string', context[id]);
+  return { context: context as unknown as SpanContext, attributes: optionalObject(link, 'attributes', `${field}.attributes`) ?? null };
+}
+
+function objectAt(value: unknown, field: string): Obj {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw bad(field, 'an object', value);
+  return value as Obj;
 }
 
 export function spanQuery(q: Obj): SpanQuery {
