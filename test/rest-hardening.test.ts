@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { startAgl, tempDir, type InProcessAgl } from './helpers.js';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { DuckDBStore } from '../src/store/store.js';
+import { queryRows, startAgl, tempDir, type InProcessAgl } from './helpers.js';
 
 // Bodies of the LightningStore REST API that once broke the server, and writes that fail.
 
@@ -59,6 +61,120 @@ test('a rollout input nested 2,000 deep is a 400 naming where; reads and dequeue
   assert.equal(deepStats.status, 400);
   assert.match(deepStats.json.detail, /at heartbeat_stats\.a/);
   assert.equal((await ok(agl, 'GET', '/rollouts')).items.length, 1);
+});
+
+/** Everything the GET routes tell about the store's state (uptime aside). */
+async function stateSeen(agl: InProcessAgl): Promise<unknown> {
+  const rollouts = (await ok(agl, 'GET', '/rollouts')).items as { rollout_id: string }[];
+  const perRollout = [];
+  for (const { rollout_id: id } of rollouts) {
+    perRollout.push({
+      rollout: await ok(agl, 'GET', `/rollouts/${id}`),
+      attempts: await ok(agl, 'GET', `/rollouts/${id}/attempts`),
+      latest: await ok(agl, 'GET', `/rollouts/${id}/attempts/latest`),
+      spans: await ok(agl, 'GET', `/spans?rollout_id=${id}`),
+    });
+  }
+  const { uptime: _, ...statistics } = await ok(agl, 'GET', '/statistics');
+  return {
+    rollouts,
+    perRollout,
+    searched: await ok(agl, 'POST', '/rollouts/search', { status_in: ['queuing', 'running'] }),
+    workers: await ok(agl, 'GET', '/workers'),
+    resources: await ok(agl, 'GET', '/resources'),
+    latestResources: await ok(agl, 'GET', '/resources/latest'),
+    statistics,
+  };
+}
+
+/**
+ * A database file whose writes fail for real: state_history refuses rows that name a marker, and
+ * attempt rows of one worker once they run (a span's heartbeat is what makes them run).
+ */
+async function failingDatabase(t: { after(fn: () => Promise<void>): void }): Promise<string> {
+  const path = join(await tempDir(t), 'failing.duckdb');
+  await (await DuckDBStore.open({ path })).close();
+  const instance = await DuckDBInstance.create(path);
+  const connection = await instance.connect();
+  await connection.run(`DROP TABLE state_history;
+    CREATE TABLE state_history (kind VARCHAR NOT NULL, key VARCHAR NOT NULL, version BIGINT NOT NULL, data JSON NOT NULL,
+      CHECK (NOT contains(data, 'fail-this-write') AND NOT (contains(data, 'fail-when-running') AND (data->>'status') = 'running')))`);
+  connection.closeSync();
+  instance.closeSync();
+  return path;
+}
+
+test('a write that fails leaves the rollout state as it was, for every REST write route', async (t) => {
+  const agl = await startAgl(await failingDatabase(t));
+  t.after(() => agl.close());
+
+  const llm = (endpoint: string) => ({ llm: { resource_type: 'llm', endpoint, model: 'm' } });
+  const resources = await ok(agl, 'POST', '/resources', llm('http://model'));
+  const [a, b, c] = await ok(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'a' }, { input: 'b' }, { input: 'c' }] });
+  const [taken] = await ok(agl, 'POST', '/queues/rollouts/dequeue', { worker_id: 'w1' });
+  assert.equal(taken.rollout_id, a.rollout_id);
+  const d = await ok(agl, 'POST', '/rollouts', { input: 'd', worker_id: 'fail-when-running' });
+  await ok(agl, 'POST', '/spans', spanOf(a.rollout_id, taken.attempt.attempt_id, '1'.repeat(16), { sequence_id: 1 }));
+  await ok(agl, 'POST', '/workers/w2', { heartbeat_stats: { gpu: 1 } });
+  const before = await stateSeen(agl);
+
+  const marked = { x: 'fail-this-write' };
+  const failing: [string, string, unknown][] = [
+    ['enqueue', '/queues/rollouts/enqueue', { rollouts: [{ input: 'e', metadata: marked }] }],
+    ['dequeue', '/queues/rollouts/dequeue', { worker_id: 'fail-this-write' }],
+    ['start a rollout', '/rollouts', { input: 'fail-this-write' }],
+    ['update a rollout', `/rollouts/${a.rollout_id}`, { status: 'succeeded', metadata: marked }],
+    ['start an attempt', `/rollouts/${b.rollout_id}/attempts`, { worker_id: 'fail-this-write' }],
+    ['update an attempt', `/rollouts/${a.rollout_id}/attempts/${taken.attempt.attempt_id}`, { status: 'succeeded', metadata: marked }],
+    ['add resources', '/resources', llm('fail-this-write')],
+    ['update resources', `/resources/${resources.resources_id}`, llm('fail-this-write')],
+    ['update a worker', '/workers/w2', { heartbeat_stats: marked }],
+    ['add a span (a heartbeat)', '/spans', spanOf(d.rollout_id, d.attempt.attempt_id, '2'.repeat(16), { sequence_id: 1 })],
+  ];
+  for (const [name, route, body] of failing) {
+    const { status } = await call(agl, 'POST', route, body);
+    assert.ok(status >= 500, `${name}: the write fails (${status})`);
+    assert.deepEqual(await stateSeen(agl), before, `${name}: the state is as it was`);
+  }
+
+  // Later writes succeed, on the state as it was: the queue kept its order.
+  const [next] = await ok(agl, 'POST', '/queues/rollouts/dequeue', { worker_id: 'w2' });
+  assert.equal(next.rollout_id, b.rollout_id);
+  assert.equal((await ok(agl, 'POST', '/queues/rollouts/dequeue', {}))[0].rollout_id, c.rollout_id);
+  await ok(agl, 'POST', `/rollouts/${a.rollout_id}/attempts/latest`, { status: 'succeeded' });
+  assert.equal((await ok(agl, 'GET', `/rollouts/${a.rollout_id}`)).status, 'succeeded');
+  // The version counter went back too: the history has no gap where the failed writes were.
+  const [history] = await queryRows(agl.store, 'SELECT count(*)::INTEGER AS n, max(version)::INTEGER AS last FROM state_history');
+  assert.equal(history.last, history.n);
+});
+
+test('after writes that fail among others in flight, the state is what the file holds', async (t) => {
+  const path = await failingDatabase(t);
+  let agl = await startAgl(path);
+  t.after(() => agl.close());
+  await ok(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 0 }, { input: 1 }] });
+
+  // Failing and good writes in overlapping waves: a good one may fail with a bad one in its group
+  // commit, and later ones build on changes whose writes are still in flight.
+  const calls = [];
+  for (let i = 0; i < 12; i++) {
+    const worker = i % 3 === 0 ? 'fail-this-write' : `w${i}`;
+    const wave = [
+      call(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: i, metadata: i % 4 === 0 ? { x: 'fail-this-write' } : {} }] }),
+      call(agl, 'POST', '/queues/rollouts/dequeue', { worker_id: worker }),
+      call(agl, 'POST', `/workers/${worker}`, { heartbeat_stats: { i } }),
+    ];
+    calls.push(...wave);
+    await wave[0];
+  }
+  const statuses = (await Promise.all(calls)).map((r) => r.status);
+  assert.ok(statuses.some((s) => s >= 500), statuses.join(' '));
+  await ok(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'after' }] });
+
+  const seen = await stateSeen(agl);
+  await agl.close();
+  agl = await startAgl(path);
+  assert.deepEqual(await stateSeen(agl), seen);
 });
 
 test('a span with sequence_id 0 is stored with 0, as Agent Lightning stores it', async (t) => {

@@ -17,7 +17,7 @@ import {
 } from '../types.js';
 import { checkFilterLogic, matches, paginate } from './paginate.js';
 import type { ColumnarRows } from './columns.js';
-import { noChanges, NotFoundError, RolloutState, type Changes } from './rollout-state.js';
+import { changedAnything, noChanges, NotFoundError, RolloutState, type Changes } from './rollout-state.js';
 import { SPAN_JSON_COLUMNS, spanFromRow, spanRows } from './span-json.js';
 import { sqlText } from './sql.js';
 import { historyRows } from './rollout-tables.js';
@@ -37,6 +37,11 @@ export interface LightningWriter {
   querySpanRows(sql: string): Promise<Record<string, unknown>[]>;
   spanCount(): Promise<number>;
   nextSequenceId(rolloutId: string): number;
+  /**
+   * Loads `state` again from the database once every write queued so far has settled (nothing
+   * else is written meanwhile); resolves to the highest version written.
+   */
+  reloadState(state: RolloutState): Promise<number>;
 }
 
 /** Watchdog scans run at most this often before a call (and on a timer in the server). */
@@ -46,6 +51,11 @@ const WATCHDOG_INTERVAL_SECONDS = 0.1;
  * The LightningStore of the embedded DuckDB store. State lives in memory (RolloutState) and
  * every change is written through to DuckDB before the call resolves, in the writer's group
  * commits. Long polls wait on events of the state, not on the database.
+ *
+ * A change counts only once its write succeeded. When a write fails (or an operation fails
+ * part-way), the state is loaded again from the database, where the failed change is not: an
+ * undo of the one change would not do, since later changes, applied while its write was in
+ * flight, may have built on it and been committed. Changes and reads wait for the reload.
  */
 export class EmbeddedLightningStore implements LightningStore {
   private readonly waiters = new Set<() => void>();
@@ -55,6 +65,10 @@ export class EmbeddedLightningStore implements LightningStore {
   private readonly startedAt = Date.now() / 1000;
   /** Version of the last history row written (continued from the database on open). */
   version = 0;
+  /** The reload of the state after a failed write, while it runs. */
+  private reloading: Promise<void> | null = null;
+  /** The last reload failed: the state may hold changes that the database does not. */
+  private stale = false;
 
   constructor(
     readonly state: RolloutState,
@@ -168,15 +182,18 @@ export class EmbeddedLightningStore implements LightningStore {
   }
 
   async getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
+    await this.watchdogIfDue();
     return structuredClone(this.state.resources.get(resourcesId) ?? null);
   }
 
   async getLatestResources(): Promise<ResourcesUpdate | null> {
+    await this.watchdogIfDue();
     const id = this.state.latestResourcesId();
     return id === null ? null : structuredClone(this.state.resources.get(id)!);
   }
 
   async queryResources(query: ResourcesQuery = {}): Promise<PaginatedResult<ResourcesUpdate>> {
+    await this.watchdogIfDue();
     const found = [...this.state.resources.values()].filter(
       (r) =>
         (query.resources_id === undefined || r.resources_id === query.resources_id) &&
@@ -233,6 +250,7 @@ export class EmbeddedLightningStore implements LightningStore {
   }
 
   async getWorkerById(workerId: string): Promise<Worker | null> {
+    await this.watchdogIfDue();
     return structuredClone(this.state.workers.get(workerId) ?? null);
   }
 
@@ -241,6 +259,7 @@ export class EmbeddedLightningStore implements LightningStore {
   }
 
   async statistics(): Promise<StoreStatistics> {
+    await this.watchdogIfDue();
     let attempts = 0;
     for (const list of this.state.attempts.values()) attempts += list.length;
     return {
@@ -273,24 +292,72 @@ export class EmbeddedLightningStore implements LightningStore {
   }
 
   /**
-   * Applies `operation` to the state (synchronously, so it is atomic), then resolves once its
-   * changes are committed. The watchdog runs first when due, so no call sees a stale status.
+   * Applies `operation` to the state, then resolves with a copy of its result once its changes
+   * are committed. The watchdog runs first when due, so no call sees a stale status.
    */
   private async change<T>(operation: (now: number, changes: Changes) => T): Promise<T> {
-    const now = Date.now() / 1000;
-    const changes = noChanges();
-    this.runWatchdog(now, changes);
-    // A copy: callers must not see (or make) later changes of the live state.
-    const result = structuredClone(operation(now, changes));
-    await this.writer.write(this.stateRows(changes));
-    return result;
+    const outcome = await this.apply((now, changes): { value: T } | { refused: NotFoundError } => {
+      this.runWatchdog(now, changes);
+      try {
+        // A copy: callers must not see (or make) later changes of the live state.
+        return { value: structuredClone(operation(now, changes)) };
+      } catch (error) {
+        // Refused before it changed anything: what the watchdog changed is still written.
+        if (error instanceof NotFoundError) return { refused: error };
+        throw error;
+      }
+    }, (rows) => this.writer.write(rows));
+    if ('refused' in outcome) throw outcome.refused;
+    return outcome.value;
   }
 
   private async watchdogIfDue(): Promise<void> {
+    await this.apply((now, changes) => this.runWatchdog(now, changes), (rows) => (rows.length > 0 ? this.writer.write(rows) : Promise.resolve()));
+  }
+
+  /**
+   * Applies `operation` to the state (synchronously, so it is atomic) and resolves with its
+   * result once `write` stored the rows of its changes. When the operation throws, or the write
+   * fails, after the state changed, the state is loaded again from the database before the
+   * error is passed on. The store's span writes come this way too: each span is a heartbeat.
+   */
+  async apply<T>(operation: (now: number, changes: Changes) => T, write: (rows: TableRows[]) => Promise<void>): Promise<T> {
+    // Checked again after each wait: a write that failed meanwhile may have started a reload.
+    while (this.reloading || this.stale) await this.reloaded();
     const changes = noChanges();
-    this.runWatchdog(Date.now() / 1000, changes);
-    const rows = this.stateRows(changes);
-    if (rows.length > 0) await this.writer.write(rows);
+    try {
+      const result = operation(Date.now() / 1000, changes);
+      await write(this.stateRows(changes));
+      return result;
+    } catch (error) {
+      if (changedAnything(changes)) await this.reload();
+      throw error;
+    }
+  }
+
+  /** Waits for a reload in progress; tries again after one that failed (and throws if it fails again). */
+  private async reloaded(): Promise<void> {
+    if (this.reloading) return this.reloading;
+    await this.reload();
+    if (this.stale) throw new Error('the store could not load its rollout state from the database after a failed write; retry later');
+  }
+
+  /** Loads the state from the database (once for all the failures that ask meanwhile). */
+  private reload(): Promise<void> {
+    this.reloading ??= this.writer.reloadState(this.state).then(
+      (version) => {
+        this.version = version;
+        this.stale = false;
+        // The watchdog's work of the failed change is undone too: it runs again at the next call.
+        this.lastWatchdog = 0;
+        this.wake();
+      },
+      (error) => {
+        this.stale = true;
+        console.error(`agl: loading the rollout state after a failed write failed (retried at the next call): ${(error as Error).message}`);
+      },
+    ).finally(() => (this.reloading = null));
+    return this.reloading;
   }
 
   private runWatchdog(now: number, changes: Changes): void {

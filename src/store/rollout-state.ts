@@ -31,9 +31,15 @@ export interface Changes {
   readonly attempts: Set<Attempt>;
   readonly resources: Set<ResourcesUpdate>;
   readonly workers: Set<Worker>;
+  /** Attempts whose heartbeat time changed but is not written this time (see `heartbeat`). */
+  readonly heartbeats: Set<Attempt>;
 }
 
-export const noChanges = (): Changes => ({ rollouts: new Set(), attempts: new Set(), resources: new Set(), workers: new Set() });
+export const noChanges = (): Changes => ({ rollouts: new Set(), attempts: new Set(), resources: new Set(), workers: new Set(), heartbeats: new Set() });
+
+/** Whether an operation changed the state at all. */
+export const changedAnything = (c: Changes): boolean =>
+  c.rollouts.size + c.attempts.size + c.resources.size + c.workers.size + c.heartbeats.size > 0;
 
 const QUEUED: readonly RolloutStatus[] = ['queuing', 'requeuing'];
 const HEARTBEAT_PERSIST_SECONDS = 5;
@@ -53,6 +59,7 @@ export function defaultConfig(config?: Partial<RolloutConfig> | null): RolloutCo
  * The rollout queue, attempts, resources and workers as they are now, with Agent Lightning's
  * status machine. Pure in-memory logic: every operation records what it changed in `changes`,
  * and the store writes those through to DuckDB in the same group commit as the request's data.
+ * An operation that throws NotFoundError has changed nothing.
  */
 export class RolloutState {
   readonly rollouts = new Map<string, Rollout>();
@@ -71,10 +78,23 @@ export class RolloutState {
   /** Called when a rollout joins the queue (wakes waiting dequeues). */
   onQueued: () => void = () => {};
 
-  /** Rebuilds the queue after loading rollouts from the database (oldest first). */
-  restoreQueue(): void {
-    const waiting = [...this.rollouts.values()].filter((r) => QUEUED.includes(r.status)).sort((a, b) => a.start_time - b.start_time);
-    for (const rollout of waiting) this.pushQueue(rollout.rollout_id);
+  /** Forgets everything, before the state is loaded again from the database. */
+  clear(): void {
+    this.rollouts.clear();
+    this.attempts.clear();
+    this.resources.clear();
+    this.workers.clear();
+    this.queue = [];
+    this.queueHead = 0;
+    this.queued.clear();
+  }
+
+  /** Rebuilds the queue after loading rollouts from the database, in the order they joined it. */
+  restoreQueue(rolloutIds: readonly string[]): void {
+    for (const id of rolloutIds) {
+      const rollout = this.rollouts.get(id);
+      if (rollout && QUEUED.includes(rollout.status)) this.pushQueue(id);
+    }
   }
 
   latestResourcesId(): string | null {
@@ -171,6 +191,8 @@ export class RolloutState {
     if (revived || now - persisted >= HEARTBEAT_PERSIST_SECONDS) {
       this.persistedHeartbeats.set(attempt, now);
       changes.attempts.add(attempt);
+    } else {
+      changes.heartbeats.add(attempt);
     }
   }
 

@@ -68,22 +68,30 @@ export function historyRows(changes: Changes, nextVersion: () => number): TableR
   return length === 0 ? [] : [{ table: 'state_history', columns: HISTORY_COLUMNS, rows: { length, columns: values } }];
 }
 
-/** The highest version written so far, to continue numbering after a restart. */
-export async function lastVersion(connection: DuckDBConnection): Promise<number> {
-  const reader = await connection.runAndReadAll('SELECT coalesce(max(version), 0) FROM state_history');
-  return Number(reader.getRows()[0][0]);
-}
-
-/** Loads the latest version of every entity into memory (on open). */
-export async function loadRolloutState(connection: DuckDBConnection, state: RolloutState): Promise<void> {
-  const reader = await connection.runAndReadAll(
-    `SELECT kind, data FROM state_history QUALIFY row_number() OVER (PARTITION BY kind, key ORDER BY version DESC) = 1 ORDER BY version`,
+/**
+ * Loads the latest version of every entity into `state`, replacing what it held (on open, and
+ * after a failed write: the file is the truth). Returns the highest version written so far, to
+ * continue numbering from.
+ */
+export async function loadRolloutState(connection: DuckDBConnection, state: RolloutState): Promise<number> {
+  // Each entity in the order it was first written: maps iterate in creation order, as before.
+  const entities = await connection.runAndReadAll(
+    `SELECT kind, data, min(version) OVER (PARTITION BY kind, key) AS created FROM state_history
+      QUALIFY row_number() OVER (PARTITION BY kind, key ORDER BY version DESC) = 1 ORDER BY created`,
   );
-  const rollouts: Rollout[] = [];
-  for (const [kind, data] of reader.getRows()) {
+  // The queue's order: when each queued rollout last entered a queuing status.
+  const queue = await connection.runAndReadAll(
+    `WITH r AS (SELECT key, version, data->>'status' IN ('queuing', 'requeuing') AS queued FROM state_history WHERE kind = 'rollout'),
+      latest AS (SELECT key, arg_max(queued, version) AS queued, coalesce(max(version) FILTER (WHERE NOT queued), 0) AS left_at FROM r GROUP BY key)
+    SELECT r.key FROM r JOIN latest USING (key) WHERE latest.queued AND r.version > latest.left_at GROUP BY r.key ORDER BY min(r.version)`,
+  );
+  const version = await connection.runAndReadAll('SELECT coalesce(max(version), 0) FROM state_history');
+  // From here on synchronous: nobody sees the state half loaded.
+  state.clear();
+  for (const [kind, data] of entities.getRows()) {
     const entity = JSON.parse(String(data));
     if (kind === 'rollout') {
-      rollouts.push({ ...(entity as Rollout), config: defaultConfig((entity as Rollout).config) });
+      state.rollouts.set((entity as Rollout).rollout_id, { ...(entity as Rollout), config: defaultConfig((entity as Rollout).config) });
     } else if (kind === 'attempt') {
       const attempt = entity as Attempt;
       const list = state.attempts.get(attempt.rollout_id) ?? [];
@@ -95,8 +103,7 @@ export async function loadRolloutState(connection: DuckDBConnection, state: Roll
       state.workers.set((entity as Worker).worker_id, entity as Worker);
     }
   }
-  // Queries without sort_by answer in creation order, as before the restart.
-  for (const rollout of rollouts.sort((a, b) => a.start_time - b.start_time)) state.rollouts.set(rollout.rollout_id, rollout);
   for (const list of state.attempts.values()) list.sort((a, b) => a.sequence_id - b.sequence_id);
-  state.restoreQueue();
+  state.restoreQueue(queue.getRows().map(([key]) => String(key)));
+  return Number(version.getRows()[0][0]);
 }

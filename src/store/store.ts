@@ -10,8 +10,8 @@ import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';
 import { GroupCommitWriter, StoreBusyError, type TableRows } from './writer.js';
 import { WriteBudget } from './write-budget.js';
 import { EmbeddedLightningStore } from './lightning.js';
-import { noChanges, RolloutState, type Changes } from './rollout-state.js';
-import { lastVersion, loadRolloutState } from './rollout-tables.js';
+import { RolloutState, type Changes } from './rollout-state.js';
+import { loadRolloutState } from './rollout-tables.js';
 
 /** Rows being built for `spans` or `logs`: one builder per column, in the table's column order. */
 export interface RowsBuilder {
@@ -118,6 +118,13 @@ export class DuckDBStore {
       querySpanRows: async (sql) => (await this.query(sql, { guard: false })).rows,
       spanCount: async () => Number((await this.query('SELECT count(*) AS n FROM spans', { guard: false })).rows[0].n),
       nextSequenceId: (rolloutId) => this.nextSequenceId(rolloutId),
+      reloadState: async (state) => {
+        let version = 0;
+        await this.writer.between(async (connection) => {
+          version = await this.read(() => loadRolloutState(connection, state));
+        });
+        return version;
+      },
     });
   }
 
@@ -136,8 +143,7 @@ export class DuckDBStore {
       if (!options.readOnly) {
         await migrate(connection);
         await store.loadHotState();
-        await loadRolloutState(connection, store.lightning.state);
-        store.lightning.version = await lastVersion(connection);
+        store.lightning.version = await loadRolloutState(connection, store.lightning.state);
         store.budget = await WriteBudget.open(await instance.connect(), options.writeMemoryBytes ?? 64 * 2 ** 20);
         // Attempts time out even when nobody asks (and restarts resolve attempts left running).
         store.watchdogTimer = setInterval(() => void store.lightning.watchdog().catch(() => {}), 1000);
@@ -183,10 +189,16 @@ export class DuckDBStore {
     const isNew = new Uint8Array(rows.length);
     try {
       const kept = await this.dropDuplicates(rows, isNew);
-      this.assignSequenceIds(kept);
-      const state = this.lightning.stateRows(this.heartbeats(kept));
-      this.lastSpanWrite = Date.now();
-      await this.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
+      // Every span is a heartbeat of its attempt, which counts only if the span is stored.
+      await this.lightning.apply((now, changes) => {
+        // Refused before the heartbeats, which the writer's refusal would have to undo (a reload).
+        if (bytes > 0 && this.writer.full) throw new StoreBusyError(1);
+        this.assignSequenceIds(kept);
+        this.heartbeats(kept, now, changes);
+      }, (state) => {
+        this.lastSpanWrite = Date.now();
+        return this.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
+      });
       // Counted once committed: a round whose snapshot missed them leaves them counted.
       this.spansSinceRound += kept.length;
       return { stored: kept.length, duplicates: rows.length - kept.length };
@@ -370,12 +382,10 @@ export class DuckDBStore {
   }
 
   /** Every span is a heartbeat of its attempt (once per attempt in a batch). */
-  private heartbeats(rows: ColumnarRows): Changes {
-    const changes = noChanges();
+  private heartbeats(rows: ColumnarRows, now: number, changes: Changes): void {
     const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
     const attempts = rows.columns[SPAN.attempt_id] as (string | null)[];
     const seen = new Set<string>();
-    const now = Date.now() / 1000;
     for (let i = 0; i < rows.length; i++) {
       const rollout = rollouts[i];
       const attempt = attempts[i];
@@ -385,7 +395,6 @@ export class DuckDBStore {
       seen.add(`${rollout}/${attempt}`);
       this.lightning.state.heartbeat(rollout, attempt, now, changes);
     }
-    return changes;
   }
 
   private assignSequenceIds(rows: ColumnarRows): void {
