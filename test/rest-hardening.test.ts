@@ -63,6 +63,23 @@ test('a rollout input nested 2,000 deep is a 400 naming where; reads and dequeue
   assert.equal((await ok(agl, 'GET', '/rollouts')).items.length, 1);
 });
 
+test('a lone surrogate in a REST body is stored as U+FFFD, and the views still read', async (t) => {
+  const agl = await startAgl(join(await tempDir(t), 'unicode.duckdb'));
+  t.after(() => agl.close());
+  const send = (path: string, text: string) => fetch(`${agl.url}/v1/agl${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
+
+  const enqueued = await send('/queues/rollouts/enqueue', '{"rollouts":[{"input":"a\\ud800","metadata":{"k\\udc00":"v"}}]}');
+  assert.equal(enqueued.status, 201);
+  const [rollout] = (await enqueued.json()) as { input: string; metadata: object }[];
+  assert.equal(rollout.input, 'a\ufffd');
+  assert.deepEqual(rollout.metadata, { 'k\ufffd': 'v' });
+  const started = await ok(agl, 'POST', '/rollouts', { input: 1 });
+  const span = JSON.stringify(spanOf(started.rollout_id, started.attempt.attempt_id, '1'.repeat(16), { attributes: { a: 'SURROGATE' } }));
+  assert.equal((await send('/spans', span.replace('SURROGATE', '\\ud800'))).status, 201);
+
+  for (const view of ['rollouts', 'spans', 'llm_calls']) await ok(agl, 'POST', '/query', { sql: `SELECT * FROM ${view}` });
+});
+
 /** Everything the GET routes tell about the store's state (uptime aside). */
 async function stateSeen(agl: InProcessAgl): Promise<unknown> {
   const rollouts = (await ok(agl, 'GET', '/rollouts')).items as { rollout_id: string }[];

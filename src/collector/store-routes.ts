@@ -3,6 +3,7 @@ import type { LightningStore } from '../lightning-store.js';
 import { InvalidQueryError } from '../store/paginate.js';
 import { NotFoundError } from '../store/rollout-state.js';
 import { ATTEMPT_STATUSES, ROLLOUT_MODES, ROLLOUT_STATUSES, WORKER_STATUSES, type AttemptUpdate, type RolloutUpdate } from '../types.js';
+import { replaceLoneSurrogates } from '../well-formed.js';
 import { readBody } from './body.js';
 import { HttpError, sendJson } from './http.js';
 import {
@@ -163,6 +164,8 @@ async function readOptionalJson(request: IncomingMessage): Promise<Obj> {
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new HttpError(400, 'the body must be a JSON object');
   checkNesting(value);
+  // What is stored must read back: lone surrogates (an escape such as \ud800) become U+FFFD.
+  replaceLoneSurrogates(text, value);
   return value as Obj;
 }
 
