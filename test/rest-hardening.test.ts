@@ -80,6 +80,29 @@ test('a lone surrogate in a REST body is stored as U+FFFD, and the views still r
   for (const view of ['rollouts', 'spans', 'llm_calls']) await ok(agl, 'POST', '/query', { sql: `SELECT * FROM ${view}` });
 });
 
+test('a stored rollout row that DuckDB cannot read as JSON does not stop the store from opening', async (t) => {
+  const path = join(await tempDir(t), 'legacy.duckdb');
+  await (await DuckDBStore.open({ path })).close();
+  // As an older agl stored it: the appender does not check JSON, and JSON.stringify writes a
+  // lone surrogate as an escape that DuckDB's JSON functions refuse.
+  const instance = await DuckDBInstance.create(path);
+  const connection = await instance.connect();
+  const appender = await connection.createAppender('state_history');
+  const rollout = { rollout_id: 'ro-legacy', input: 'a\ud800', start_time: 1, end_time: null, mode: null, resources_id: null, status: 'queuing', config: {}, metadata: {} };
+  for (const value of ['rollout', 'ro-legacy']) appender.appendVarchar(value);
+  appender.appendBigInt(1n);
+  appender.appendVarchar(JSON.stringify(rollout));
+  appender.endRow();
+  appender.closeSync();
+  connection.closeSync();
+  instance.closeSync();
+
+  const agl = await startAgl(path);
+  t.after(() => agl.close());
+  const [dequeued] = await ok(agl, 'POST', '/queues/rollouts/dequeue', {});
+  assert.equal(dequeued.rollout_id, 'ro-legacy');
+});
+
 /** Everything the GET routes tell about the store's state (uptime aside). */
 async function stateSeen(agl: InProcessAgl): Promise<unknown> {
   const rollouts = (await ok(agl, 'GET', '/rollouts')).items as { rollout_id: string }[];

@@ -89,9 +89,12 @@ export class RolloutState {
     this.queued.clear();
   }
 
-  /** Rebuilds the queue after loading rollouts from the database, in the order they joined it. */
+  /**
+   * Rebuilds the queue after loading rollouts from the database, in the order they joined it
+   * (`rolloutIds`); queued rollouts missing there follow in creation order.
+   */
   restoreQueue(rolloutIds: readonly string[]): void {
-    for (const id of rolloutIds) {
+    for (const id of [...rolloutIds, ...this.rollouts.keys()]) {
       const rollout = this.rollouts.get(id);
       if (rollout && QUEUED.includes(rollout.status)) this.pushQueue(id);
     }

@@ -79,9 +79,12 @@ export async function loadRolloutState(connection: DuckDBConnection, state: Roll
     `SELECT kind, data, min(version) OVER (PARTITION BY kind, key) AS created FROM state_history
       QUALIFY row_number() OVER (PARTITION BY kind, key ORDER BY version DESC) = 1 ORDER BY created`,
   );
-  // The queue's order: when each queued rollout last entered a queuing status.
+  // The queue's order: when each queued rollout last entered a queuing status. A row that
+  // DuckDB cannot read as JSON (a lone surrogate, stored by an older agl) does not stop the open:
+  // its rollout joins the queue after the others (restoreQueue).
   const queue = await connection.runAndReadAll(
-    `WITH r AS (SELECT key, version, data->>'status' IN ('queuing', 'requeuing') AS queued FROM state_history WHERE kind = 'rollout'),
+    `WITH r AS (SELECT key, version, CASE WHEN json_valid(data) THEN data->>'status' IN ('queuing', 'requeuing') END AS queued
+        FROM state_history WHERE kind = 'rollout'),
       latest AS (SELECT key, arg_max(queued, version) AS queued, coalesce(max(version) FILTER (WHERE NOT queued), 0) AS left_at FROM r GROUP BY key)
     SELECT r.key FROM r JOIN latest USING (key) WHERE latest.queued AND r.version > latest.left_at GROUP BY r.key ORDER BY min(r.version)`,
   );
