@@ -232,7 +232,7 @@ test('a span with sequence_id 0 is stored with 0, as Agent Lightning stores it',
   assert.deepEqual(stored.items.map((s: { sequence_id: number }) => s.sequence_id), [0]);
 });
 
-test('odd span bodies are 400s naming the field, not 500s or values stored wrong', async (t) => {
+test('odd span and resource bodies are 400s naming the field, not 500s or values stored wrong', async (t) => {
   const agl = await startAgl(join(await tempDir(t), 'odd.duckdb'));
   t.after(() => agl.close());
   const started = await ok(agl, 'POST', '/rollouts', { input: 1 });
@@ -255,5 +255,13 @@ test('odd span bodies are 400s naming the field, not 500s or values stored wrong
     assert.match(json.detail, message);
   }
   assert.equal((await ok(agl, 'GET', `/spans?rollout_id=${started.rollout_id}`)).total, 0);
+
+  // Agent Lightning's LLM resource: sampling_parameters a dict, api_key a string or null.
+  const llm = { resource_type: 'llm', endpoint: 'http://model', model: 'm' };
+  for (const [extra, message] of [[{ sampling_parameters: 5 }, /^main\.sampling_parameters must be an object/], [{ api_key: 7 }, /^main\.api_key must be a string/]] as const) {
+    const { status, json } = await call(agl, 'POST', '/resources', { main: { ...llm, ...extra } });
+    assert.equal(status, 400);
+    assert.match(json.detail, message);
+  }
   assert.deepEqual(await ok(agl, 'POST', '/spans/next', { rollout_id: started.rollout_id, attempt_id: started.attempt.attempt_id }), { sequence_id: 1 });
 });

@@ -21,14 +21,14 @@ type Obj = Record<string, unknown>;
 const bad = (field: string, expected: string, value: unknown) =>
   new HttpError(400, `${field} must be ${expected}, not ${JSON.stringify(value)?.slice(0, 80) ?? 'undefined'}`);
 
-export function optionalString(body: Obj, field: string): string | null | undefined {
+/** `label` names the field in messages when it is not `field` itself (a nested one). */
+export function optionalString(body: Obj, field: string, label = field): string | null | undefined {
   const value = body[field];
   if (value === undefined || value === null) return value;
-  if (typeof value !== 'string') throw bad(field, 'a string', value);
+  if (typeof value !== 'string') throw bad(label, 'a string', value);
   return value;
 }
 
-/** `label` names the field in the message when it is not `field` itself (a nested one). */
 export function optionalObject(body: Obj, field: string, label = field): Obj | null | undefined {
   const value = body[field];
   if (value === undefined || value === null) return value;
@@ -122,6 +122,10 @@ export function namedResources(value: unknown): NamedResources {
     const type = oneOf(`${name}.resource_type`, r.resource_type, Object.keys(RESOURCE_FIELDS));
     for (const required of RESOURCE_FIELDS[type]) if (typeof r[required] !== 'string') throw bad(`${name}.${required}`, 'a string', r[required]);
     if (type === 'prompt_template') oneOf(`${name}.engine`, r.engine, ['jinja', 'f-string', 'poml']);
+    else {
+      optionalString(r, 'api_key', `${name}.api_key`);
+      optionalObject(r, 'sampling_parameters', `${name}.sampling_parameters`);
+    }
     out[name] = type === 'prompt_template' ? r : { api_key: null, sampling_parameters: {}, ...r };
   }
   return out as NamedResources;
@@ -185,7 +189,7 @@ export function spanBody(b: Obj): Span {
 /** The latest time a span may have: TIMESTAMP_NS (int64 nanoseconds) ends in 2262. */
 const MAX_SPAN_SECONDS = 9_223_372_036;
 
-/** A span's time in float seconds since the epoch, or null; `label` as for optionalObject. */
+/** A span's time in float seconds since the epoch, or null; `label` as for optionalString. */
 function spanTime(body: Obj, field: string, label = field): number | null {
   return body[field] === null || body[field] === undefined ? null : optionalNumber(body, field, { min: 0, max: MAX_SPAN_SECONDS, label })!;
 }
