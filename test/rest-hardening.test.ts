@@ -256,6 +256,18 @@ test('odd span and resource bodies are 400s naming the field, not 500s or values
   }
   assert.equal((await ok(agl, 'GET', `/spans?rollout_id=${started.rollout_id}`)).total, 0);
 
+  // Messages quote what was sent, cut short: an id or a field name may be megabytes.
+  const long = 'x'.repeat(1_000_000);
+  for (const [path, body, status] of [
+    ['/spans', span({ rollout_id: long }), 404],
+    ['/rollouts/search', { sort_by: long }, 400],
+    ['/resources', { [long]: { resource_type: 'llm', endpoint: 'e', model: 5 } }, 400],
+  ] as const) {
+    const refused = await call(agl, 'POST', path, body);
+    assert.equal(refused.status, status);
+    assert.ok(refused.json.detail.length < 500, `${path}: ${refused.json.detail.length} characters`);
+  }
+
   // Agent Lightning's LLM resource: sampling_parameters a dict, api_key a string or null.
   const llm = { resource_type: 'llm', endpoint: 'http://model', model: 'm' };
   for (const [extra, message] of [[{ sampling_parameters: 5 }, /^main\.sampling_parameters must be an object/], [{ api_key: 7 }, /^main\.api_key must be a string/]] as const) {

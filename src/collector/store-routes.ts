@@ -8,6 +8,7 @@ import { readBody } from './body.js';
 import { HttpError, sendJson } from './http.js';
 import {
   checkNesting,
+  clip,
   filterLogic,
   listOf,
   namedResources,
@@ -48,8 +49,8 @@ export function storeRoutes(store: LightningStore): Route[] {
       try {
         sendJson(response, status, (await produce(body, query, params)) ?? null);
       } catch (error) {
-        if (error instanceof NotFoundError) throw new HttpError(404, error.message);
-        if (error instanceof InvalidQueryError) throw new HttpError(400, error.message);
+        if (error instanceof NotFoundError) throw new HttpError(404, clip(error.message, 300));
+        if (error instanceof InvalidQueryError) throw new HttpError(400, clip(error.message, 300));
         throw error;
       }
     };

@@ -18,8 +18,11 @@ import { HttpError } from './http.js';
  */
 type Obj = Record<string, unknown>;
 
+/** `text` cut to `max` characters: messages quote what clients sent, which may be megabytes. */
+export const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}...` : text);
+
 const bad = (field: string, expected: string, value: unknown) =>
-  new HttpError(400, `${field} must be ${expected}, not ${JSON.stringify(value)?.slice(0, 80) ?? 'undefined'}`);
+  new HttpError(400, `${clip(field, 120)} must be ${expected}, not ${clip(JSON.stringify(value) ?? 'undefined', 80)}`);
 
 /** `label` names the field in messages when it is not `field` itself (a nested one). */
 export function optionalString(body: Obj, field: string, label = field): string | null | undefined {
@@ -71,8 +74,7 @@ export function listOf<T extends string>(field: string, value: unknown, allowed?
 export function checkNesting(body: unknown): void {
   const path = tooDeepAt(body);
   if (path === null) return;
-  const shown = path.replace(/^\./, '');
-  throw new HttpError(400, `the body nests deeper than ${MAX_NESTING_DEPTH} levels at ${shown.length > 120 ? `${shown.slice(0, 120)}...` : shown}`);
+  throw new HttpError(400, `the body nests deeper than ${MAX_NESTING_DEPTH} levels at ${clip(path.replace(/^\./, ''), 120)}`);
 }
 
 /** A field that may be absent (unchanged) but not null (Agent Lightning's update rule for status and config). */
