@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { DuckDBInstance } from '@duckdb/node-api';
+import { columnsDdl } from '../src/store/columns.js';
 import { DuckDBStore } from '../src/store/store.js';
+import { SPAN_COLUMNS } from '../src/store/tables.js';
 import { queryRows, startAgl, tempDir, type InProcessAgl } from './helpers.js';
 
 // Bodies of the LightningStore REST API that once broke the server, and writes that fail.
@@ -129,7 +131,8 @@ async function stateSeen(agl: InProcessAgl): Promise<unknown> {
 
 /**
  * A database file whose writes fail for real: state_history refuses rows that name a marker, and
- * attempt rows of one worker once they run (a span's heartbeat is what makes them run).
+ * attempt rows of one worker once they run (a span's heartbeat is what makes them run); spans
+ * refuse the marker as a name.
  */
 async function failingDatabase(t: { after(fn: () => Promise<void>): void }): Promise<string> {
   const path = join(await tempDir(t), 'failing.duckdb');
@@ -138,7 +141,9 @@ async function failingDatabase(t: { after(fn: () => Promise<void>): void }): Pro
   const connection = await instance.connect();
   await connection.run(`DROP TABLE state_history;
     CREATE TABLE state_history (kind VARCHAR NOT NULL, key VARCHAR NOT NULL, version BIGINT NOT NULL, data JSON NOT NULL,
-      CHECK (NOT contains(data, 'fail-this-write') AND NOT (contains(data, 'fail-when-running') AND (data->>'status') = 'running')))`);
+      CHECK (NOT contains(data, 'fail-this-write') AND NOT (contains(data, 'fail-when-running') AND (data->>'status') = 'running')));
+    DROP TABLE spans;
+    ${columnsDdl('spans', SPAN_COLUMNS).replace(/\n\)$/, ",\n  CHECK (name <> 'fail-this-write'))")}`);
   connection.closeSync();
   instance.closeSync();
   return path;
@@ -170,6 +175,7 @@ test('a write that fails leaves the rollout state as it was, for every REST writ
     ['update resources', `/resources/${resources.resources_id}`, llm('fail-this-write')],
     ['update a worker', '/workers/w2', { heartbeat_stats: marked }],
     ['add a span (a heartbeat)', '/spans', spanOf(d.rollout_id, d.attempt.attempt_id, '2'.repeat(16), { sequence_id: 1 })],
+    ['add a span (a heartbeat written later)', '/spans', spanOf(a.rollout_id, taken.attempt.attempt_id, '3'.repeat(16), { name: 'fail-this-write' })],
   ];
   for (const [name, route, body] of failing) {
     const { status } = await call(agl, 'POST', route, body);

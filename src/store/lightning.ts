@@ -325,9 +325,11 @@ export class EmbeddedLightningStore implements LightningStore {
     // Checked again after each wait: a write that failed meanwhile may have started a reload.
     while (this.reloading || this.stale) await this.reloaded();
     const changes = noChanges();
+    const now = Date.now() / 1000;
     try {
-      const result = operation(Date.now() / 1000, changes);
+      const result = operation(now, changes);
       await write(this.stateRows(changes));
+      this.state.heartbeatsStored(changes, now);
       return result;
     } catch (error) {
       if (changedAnything(changes)) await this.reload();

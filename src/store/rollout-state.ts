@@ -31,15 +31,14 @@ export interface Changes {
   readonly attempts: Set<Attempt>;
   readonly resources: Set<ResourcesUpdate>;
   readonly workers: Set<Worker>;
-  /** Attempts whose heartbeat time changed but is not written this time (see `heartbeat`). */
+  /** Attempts whose heartbeat is not written: its time is set once its spans are (`heartbeat`). */
   readonly heartbeats: Set<Attempt>;
 }
 
 export const noChanges = (): Changes => ({ rollouts: new Set(), attempts: new Set(), resources: new Set(), workers: new Set(), heartbeats: new Set() });
 
-/** Whether an operation changed the state at all. */
-export const changedAnything = (c: Changes): boolean =>
-  c.rollouts.size + c.attempts.size + c.resources.size + c.workers.size + c.heartbeats.size > 0;
+/** Whether an operation changed the state (heartbeats not written wait for their write). */
+export const changedAnything = (c: Changes): boolean => c.rollouts.size + c.attempts.size + c.resources.size + c.workers.size > 0;
 
 const QUEUED: readonly RolloutStatus[] = ['queuing', 'requeuing'];
 const HEARTBEAT_PERSIST_SECONDS = 5;
@@ -186,17 +185,22 @@ export class RolloutState {
     const attempt = this.attempts.get(rolloutId)?.find((a) => a.attempt_id === attemptId);
     const rollout = this.rollouts.get(rolloutId);
     if (!attempt || !rollout) return;
-    attempt.last_heartbeat_time = now;
     const revived = this.revive(rollout, attempt, now, changes);
     // A heartbeat alone is written through at most every few seconds: spans arrive many times
     // a second, and after a restart a few seconds' older heartbeat changes nothing that matters.
     const persisted = this.persistedHeartbeats.get(attempt) ?? 0;
     if (revived || now - persisted >= HEARTBEAT_PERSIST_SECONDS) {
+      attempt.last_heartbeat_time = now;
       this.persistedHeartbeats.set(attempt, now);
       changes.attempts.add(attempt);
     } else {
       changes.heartbeats.add(attempt);
     }
+  }
+
+  /** Sets the time of the heartbeats of `changes` not written, once their spans are stored. */
+  heartbeatsStored(changes: Changes, now: number): void {
+    for (const attempt of changes.heartbeats) attempt.last_heartbeat_time = Math.max(attempt.last_heartbeat_time ?? 0, now);
   }
 
   /**
