@@ -1,0 +1,13 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { formatReport, runFuzz } from './fuzz/run.js';
+
+// A short fuzz run with a fixed seed (npm run fuzz runs longer, see test/fuzz/main.ts): mutated
+// OTLP protobuf and JSON, random REST bodies for every store route and random SQL for the query
+// route. Every answer is a 2xx or 4xx, and every view, query format and export still reads the
+// whole database.
+test('no fuzzed OTLP, REST or SQL request gets a 5xx or leaves the store unreadable', async () => {
+  const reports = await runFuzz({ runs: 300, seed: 20_2026, checkEvery: 10, maxShrinks: 50 });
+  const text = formatReport(reports);
+  assert.equal(reports.reduce((sum, r) => sum + r.broken, 0), 0, text);
+});

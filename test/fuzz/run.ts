@@ -1,0 +1,248 @@
+import fc from 'fast-check';
+import { jsonBytes } from './otlp-model.js';
+import { jsonRequests, loadSeeds, protobufRequests } from './otlp-cases.js';
+import { IdPool, restCases, restRequest, type RestCase } from './rest-cases.js';
+import { FuzzServer, InvariantBroken, type FuzzRequest } from './server.js';
+import { sqlCases, type SqlCase } from './sql-cases.js';
+
+export const TARGETS = ['otlp-protobuf', 'otlp-json', 'rest', 'sql'] as const;
+export type TargetName = (typeof TARGETS)[number];
+
+export interface FuzzOptions {
+  /** Cases in all, shared evenly by the targets. */
+  readonly runs: number;
+  readonly seed: number;
+  /** fast-check's path of a failure, to replay it (with the seed and one target). */
+  readonly path?: string;
+  readonly targets?: readonly TargetName[];
+  /**
+   * Cases between two full read checks (1: after each case). With more, a failed check
+   * replays the cases since the last good one, each on a fresh database, to find the one to blame.
+   */
+  readonly checkEvery?: number;
+  /** Cases tried while shrinking a failure before the smallest so far is reported. */
+  readonly maxShrinks?: number;
+  /**
+   * Go on after a failure (on a fresh database) and report each kind of failure once, with the
+   * smallest case seen; no shrinking. For surveying a store with known bugs.
+   */
+  readonly keepGoing?: boolean;
+}
+
+export interface Failure {
+  readonly message: string;
+  readonly example: string;
+  /** Whether the case fast-check reports is the one to blame (so that its path replays the failure). */
+  readonly replayable: boolean;
+}
+
+export interface TargetReport {
+  readonly target: TargetName;
+  /** Cases sent (shrinking not counted). */
+  tried: number;
+  /** Cases the server refused with a 4xx. */
+  rejected: number;
+  /** Cases that broke an invariant. */
+  broken: number;
+  seconds: number;
+  /** The (shrunk) counterexample and how to replay it; with keepGoing, one per kind of failure. */
+  failures: (Failure & { readonly seed: number; readonly path?: string; readonly runs: number })[];
+}
+
+interface Target<Case> {
+  readonly cases: fc.Arbitrary<Case>;
+  describe(testCase: Case): string;
+  /** Sends the case and checks what the answer itself must satisfy; returns the status. */
+  run(server: FuzzServer, testCase: Case): Promise<number>;
+}
+
+/** 2xx or 4xx: anything else (5xx, no answer) breaks the invariant. */
+function assertAnswered(request: FuzzRequest, status: number, text: string): void {
+  if (status >= 500 || status < 200 || (status >= 300 && status < 400)) {
+    throw new InvariantBroken(`${request.method} ${request.path} answered ${status}: ${text.slice(0, 500)}`);
+  }
+}
+
+function otlpTarget(cases: fc.Arbitrary<FuzzRequest & { describe(): string }>): Target<FuzzRequest & { describe(): string }> {
+  return {
+    cases,
+    describe: (request) => request.describe(),
+    run: async (server, request) => {
+      const answer = await server.send(request);
+      assertAnswered(request, answer.status, answer.text);
+      return answer.status;
+    },
+  };
+}
+
+function restTarget(ids: IdPool): Target<RestCase> {
+  return {
+    cases: restCases,
+    describe: (testCase) => describeValue(testCase),
+    run: async (server, testCase) => {
+      const request = restRequest(testCase, ids);
+      const before = await server.stateCounts();
+      const answer = await server.send(request);
+      assertAnswered(request, answer.status, answer.text);
+      ids.collect(answer.text);
+      if (answer.status >= 400) {
+        const after = await server.stateCounts();
+        if (after !== before) {
+          throw new InvariantBroken(`${request.method} ${request.path} was refused (${answer.status}: ${answer.text.slice(0, 300)}) yet changed the store: ${before} -> ${after}`);
+        }
+      }
+      return answer.status;
+    },
+  };
+}
+
+const sqlTarget: Target<SqlCase> = {
+  cases: sqlCases,
+  describe: (testCase) => describeValue(testCase),
+  run: async (server, { sql, format, forbidden }) => {
+    const request: FuzzRequest = { method: 'POST', path: '/v1/agl/query', headers: { 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify({ sql, format })) };
+    await server.derive(); // the deriver writes derived rows: done first, so that only the query could change the store
+    const before = await server.fingerprint();
+    const answer = await server.send(request);
+    assertAnswered(request, answer.status, answer.text);
+    if (forbidden && answer.status < 300) throw new InvariantBroken(`a statement that writes or reads outside the store was run (${answer.status})`);
+    if ((await server.fingerprint()) !== before) throw new InvariantBroken(`the query changed the store (answered ${answer.status}: ${answer.text.slice(0, 300)})`);
+    return answer.status;
+  },
+};
+
+/** Runs the targets one after the other against one in-process agl server; never throws for a broken invariant. */
+export async function runFuzz(options: FuzzOptions): Promise<TargetReport[]> {
+  const seeds = await loadSeeds();
+  const targets: Record<TargetName, () => Target<any>> = {
+    'otlp-protobuf': () => otlpTarget(protobufRequests(seeds)),
+    'otlp-json': () => otlpTarget(jsonRequests(seeds)),
+    rest: () => restTarget(new IdPool()),
+    sql: () => sqlTarget,
+  };
+  const names = options.targets ?? TARGETS;
+  const server = await FuzzServer.start();
+  const reports: TargetReport[] = [];
+  try {
+    for (const name of names) {
+      reports.push(await runTarget(name, targets[name](), server, { ...options, runs: Math.ceil(options.runs / names.length) }));
+    }
+  } finally {
+    await server.close();
+  }
+  return reports;
+}
+
+async function runTarget<Case>(name: TargetName, target: Target<Case>, server: FuzzServer, options: FuzzOptions): Promise<TargetReport> {
+  const checkEvery = options.path !== undefined ? 1 : Math.max(1, options.checkEvery ?? 1);
+  const maxShrinks = options.maxShrinks ?? 200;
+  const report: TargetReport = { target: name, tried: 0, rejected: 0, broken: 0, seconds: 0, failures: [] };
+  const kinds = new Map<string, Failure>();
+  let pending: Case[] = [];
+  let lastFailure: Failure | undefined;
+  let shrinkRuns = 0;
+  const started = Date.now();
+
+  /**
+   * The first of `cases` after which the store is broken, replayed in order on fresh databases
+   * (bisection: each round replays a prefix and checks once).
+   */
+  const blame = async (cases: Case[], error: InvariantBroken): Promise<Failure> => {
+    let failure: InvariantBroken | undefined;
+    const prefixBreaks = async (end: number) => {
+      await server.restart();
+      try {
+        for (const testCase of cases.slice(0, end + 1)) await target.run(server, testCase);
+        await server.checkReads();
+        return false;
+      } catch (caseError) {
+        if (!(caseError instanceof InvariantBroken)) throw caseError;
+        failure = caseError;
+        return true;
+      }
+    };
+    let low = 0;
+    let high = cases.length - 1;
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      if (await prefixBreaks(middle)) high = middle;
+      else low = middle + 1;
+    }
+    if (low === cases.length - 1 && !(await prefixBreaks(low))) {
+      return { message: `${error.message} (replayed on a fresh database, the last ${cases.length} cases break nothing)`, example: cases.map(target.describe).join('\n'), replayable: false };
+    }
+    const before = low > 0 ? ` (after ${low} earlier case(s) of the run)` : '';
+    return { message: `${failure!.message}${before}`, example: target.describe(cases[low]), replayable: low === cases.length - 1 };
+  };
+
+  const property = fc.asyncProperty(target.cases, async (testCase) => {
+    if (lastFailure !== undefined && ++shrinkRuns > maxShrinks) return;
+    const shrinking = lastFailure !== undefined;
+    if (!shrinking) report.tried++;
+    pending.push(testCase);
+    try {
+      const status = await target.run(server, testCase);
+      if (status >= 400 && !shrinking) report.rejected++;
+      if (shrinking || pending.length >= checkEvery || report.tried === options.runs) {
+        await server.checkReads();
+        pending = [];
+      }
+    } catch (error) {
+      if (!(error instanceof InvariantBroken)) throw error;
+      if (!shrinking) report.broken++;
+      const failure = pending.length > 1 ? await blame(pending, error) : { message: error.message, example: target.describe(testCase), replayable: true };
+      pending = [];
+      await server.restart();
+      if (options.keepGoing) {
+        const kind = failureKind(failure.message);
+        const known = kinds.get(kind);
+        if (!known || failure.example.length < known.example.length) kinds.set(kind, failure);
+        return;
+      }
+      lastFailure = failure;
+      throw error;
+    }
+  });
+
+  const result = await fc.check(property, { numRuns: options.runs, seed: options.seed, path: options.path, endOnFailure: maxShrinks === 0 });
+  if (result.errorInstance && !(result.errorInstance instanceof InvariantBroken)) throw result.errorInstance;
+  if (result.failed && lastFailure) report.failures.push({ ...lastFailure, seed: result.seed, path: result.counterexamplePath ?? undefined, runs: options.runs });
+  for (const failure of kinds.values()) report.failures.push({ ...failure, seed: options.seed, runs: options.runs });
+  report.seconds = (Date.now() - started) / 1000;
+  return report;
+}
+
+/** A failure message without its ids, numbers and quoted values: failures of one kind read alike. */
+function failureKind(message: string): string {
+  return message
+    .split('\n')[0]
+    .replace(/\/v1\/agl\/[^ ]*/g, (path) => path.replace(/\/[^/?]*[0-9a-f]{6,}[^/?]*|\?.*/g, '/ID'))
+    .replace(/"[^"]*"/g, '"…"')
+    .replace(/\d+/g, 'N')
+    .slice(0, 160);
+}
+
+/** JSON of a case, long strings cut, and only the start and end of a long text (deep values are long). */
+function describeValue(value: unknown): string {
+  const text = jsonBytes(value, (item) => {
+    if (typeof item === 'string' && item.length > 200) return `${item.slice(0, 20)}... (${item.length} chars)`;
+    if (item instanceof Uint8Array) return `bytes ${JSON.stringify(Buffer.from(item).subarray(0, 300).toString('latin1'))} (${item.length} bytes)`;
+    return item;
+  }).toString('utf8');
+  return text.length > 3000 ? `${text.slice(0, 2000)} ...(${text.length} chars in all)... ${text.slice(-500)}` : text;
+}
+
+/** The lines that tell what a run found and how to replay a failure. */
+export function formatReport(reports: readonly TargetReport[]): string {
+  const lines: string[] = [];
+  for (const r of reports) {
+    lines.push(`${r.target}: tried ${r.tried}, rejected (4xx) ${r.rejected}, broke an invariant ${r.broken} (${r.seconds.toFixed(1)} s, ${(r.tried / Math.max(r.seconds, 0.001)).toFixed(1)} cases/s)`);
+    for (const failure of r.failures) {
+      lines.push(`  FAILED: ${failure.message}`, `  case: ${failure.example}`);
+      lines.push(failure.replayable && failure.path !== undefined
+        ? `  replay: npm run fuzz -- --target ${r.target} --seed ${failure.seed} --path ${failure.path}`
+        : `  replay: npm run fuzz -- --target ${r.target} --seed ${failure.seed} --runs ${failure.runs} --check-every 1`);
+    }
+  }
+  return lines.join('\n');
+}
