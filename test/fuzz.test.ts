@@ -7,7 +7,7 @@ import { formatReport, runFuzz } from './fuzz/run.js';
 // route. Every answer is a 2xx or 4xx, and every view, query format and export still reads the
 // whole database.
 test('no fuzzed OTLP, REST or SQL request gets a 5xx or leaves the store unreadable', async () => {
-  const reports = await runFuzz({ runs: 300, seed: 20_2026, checkEvery: 10, maxShrinks: 50 });
+  const reports = await runFuzz({ runs: 200, seed: 20_2026, checkEvery: 20, maxShrinks: 20 });
   const text = formatReport(reports);
   assert.equal(reports.reduce((sum, r) => sum + r.broken, 0), 0, text);
 });

@@ -45,8 +45,8 @@ const reports = await runFuzz({
   checkEvery: count('check-every', values['check-every'], 1),
   maxShrinks: count('max-shrinks', values['max-shrinks'], 200),
   keepGoing: values['keep-going'],
+  onReport: (report) => console.log(formatReport([report])),
 });
-console.log(formatReport(reports));
 const broken = reports.reduce((sum, r) => sum + r.broken, 0);
 console.log(`${reports.reduce((sum, r) => sum + r.tried, 0)} case(s) in ${((Date.now() - started) / 1000).toFixed(1)} s; ${broken} broke an invariant`);
 process.exitCode = broken > 0 ? 1 : 0;

@@ -128,7 +128,8 @@ interface Encoded {
   readonly body: Buffer;
   readonly gzip: boolean;
   readonly contentType: string;
-  readonly label: string;
+  /** How the body was made, written when a report needs it. */
+  readonly label: () => string;
 }
 
 const toRequest = ({ signal, body, gzip, contentType }: Encoded): FuzzRequest => ({
@@ -146,8 +147,8 @@ export function protobufRequests(seeds: OtlpSeeds): fc.Arbitrary<FuzzRequest & {
   return signalArb.chain((signal) => {
     const bodies = seeds.protobuf[signal];
     const base = fc.oneof(
-      fc.nat({ max: bodies.length - 1 }).map((i) => ({ body: bodies[i], label: `seed ${signal}[${i}]` })),
-      modelArb(signal).map((model) => ({ body: requestProtobuf(model, signal), label: `generated ${JSON.stringify(model, replacer)}` })),
+      fc.nat({ max: bodies.length - 1 }).map((i) => ({ body: bodies[i], label: () => `seed ${signal}[${i}]` })),
+      modelArb(signal).map((model) => ({ body: requestProtobuf(model, signal), label: () => `generated ${show(model)}` })),
     );
     return fc.record({
       base,
@@ -157,7 +158,7 @@ export function protobufRequests(seeds: OtlpSeeds): fc.Arbitrary<FuzzRequest & {
       contentType: fc.constantFrom(...PROTOBUF_TYPES),
     }).map(({ base, mutations, gzip, contentType }) => {
       const body = mutations.reduce((body, mutation) => mutateBytes(body, mutation, bodies), base.body);
-      return describe({ signal, body, gzip, contentType, label: `${base.label}; mutations ${JSON.stringify(mutations, replacer)}` });
+      return describe({ signal, body, gzip, contentType, label: () => `${base.label()}; mutations ${show(mutations)}` });
     });
   });
 }
@@ -256,8 +257,8 @@ export function jsonRequests(seeds: OtlpSeeds): fc.Arbitrary<FuzzRequest & { des
   return signalArb.chain((signal) => {
     const bodies = seeds.json[signal];
     const base = fc.oneof(
-      fc.nat({ max: bodies.length - 1 }).map((i) => ({ json: bodies[i], label: `seed ${signal}[${i}]` })),
-      modelArb(signal).map((model) => ({ json: requestJson(model, signal), label: `generated ${JSON.stringify(model, replacer)}` })),
+      fc.nat({ max: bodies.length - 1 }).map((i) => ({ json: bodies[i], label: () => `seed ${signal}[${i}]` })),
+      modelArb(signal).map((model) => ({ json: requestJson(model, signal), label: () => `generated ${show(model)}` })),
     );
     return fc.record({
       base,
@@ -266,18 +267,21 @@ export function jsonRequests(seeds: OtlpSeeds): fc.Arbitrary<FuzzRequest & { des
       contentType: fc.constantFrom(...JSON_TYPES),
     }).map(({ base, mutations, gzip, contentType }) => describe({
       signal, body: mutateJson(base.json, mutations), gzip, contentType,
-      label: `${base.label}; mutations ${JSON.stringify(mutations, replacer)}`,
+      label: () => `${base.label()}; mutations ${show(mutations)}`,
     }));
   });
 }
 
-/** Writes bigints, bytes and long strings of a case so that a report stays readable. */
-function replacer(_key: string, value: unknown): unknown {
-  if (typeof value === 'bigint') return `${value}n`;
-  if (value instanceof Uint8Array) return `bytes(${Buffer.from(value).toString('hex')})`;
-  if (value instanceof RawJson) return `raw(${value.text})`;
-  if (typeof value === 'string' && value.length > 200) return `${JSON.stringify(value.slice(0, 20))}... (${value.length} chars)`;
-  return value;
+/** A case's parts as JSON with bigints, bytes and long strings written short, cut when long (deep values are). */
+function show(value: unknown): string {
+  const text = jsonBytes(value, (item) => {
+    if (typeof item === 'bigint') return `${item}n`;
+    if (item instanceof Uint8Array) return `bytes(${Buffer.from(item).toString('hex')})`;
+    if (item instanceof RawJson) return `raw(${item.text.length > 40 ? `${item.text.slice(0, 20)}... (${item.text.length} chars)` : item.text})`;
+    if (typeof item === 'string' && item.length > 200) return `${item.slice(0, 20)}... (${item.length} chars)`;
+    return item;
+  }).toString('utf8');
+  return text.length > 2500 ? `${text.slice(0, 2000)} ...(${text.length} chars in all)... ${text.slice(-400)}` : text;
 }
 
 /** A request whose fast-check report names how it was made and shows its body's start. */
@@ -286,7 +290,7 @@ function describe(encoded: Encoded): FuzzRequest & { describe(): string } {
   const text = () => {
     const head = encoded.body.subarray(0, 300);
     return `${request.method} ${request.path} ${JSON.stringify(request.headers)} body ${encoded.body.length} bytes ` +
-      `(${encoded.label.length > 2000 ? `${encoded.label.slice(0, 2000)}...` : encoded.label}); body starts ${JSON.stringify(head.toString('latin1'))}`;
+      `(${encoded.label()}); body starts ${JSON.stringify(head.toString('latin1'))}`;
   };
   return Object.assign(request, { describe: text, toString: text, [fc.toStringMethod]: text });
 }

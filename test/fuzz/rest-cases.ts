@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { ATTEMPT_STATUSES, ROLLOUT_MODES, ROLLOUT_STATUSES, WORKER_STATUSES } from '../../src/types.js';
-import { jsonBytes, RawBytes, RawJson } from './otlp-model.js';
+import { jsonBytes, RawBytes, RawJson, strBytes } from './otlp-model.js';
 import type { FuzzRequest } from './server.js';
 
 /**
@@ -211,12 +211,17 @@ function withIds(body: Buffer, ids: IdPool): Buffer {
   return Buffer.concat(parts);
 }
 
+/** A path segment, percent-encoded byte by byte (lone surrogates as the invalid UTF-8 a careless client sends). */
+function percentEncoded(text: string): string {
+  return [...strBytes([text])].map((byte) => (/[A-Za-z0-9\-._~]/.test(String.fromCharCode(byte)) ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`)).join('');
+}
+
 /** The HTTP request of a case, with known ids filled in. */
 export function restRequest(testCase: RestCase, ids: IdPool): FuzzRequest {
   let hole = 0;
   const path = testCase.path.replace(/\{\}/g, () => {
     const choice = testCase.ids[hole++];
-    return encodeURIComponent('known' in choice ? ids.pick(choice.known) : choice.text);
+    return percentEncoded('known' in choice ? ids.pick(choice.known) : choice.text);
   });
   const search = new URLSearchParams();
   for (const [key, value] of Object.entries(testCase.query)) {

@@ -27,6 +27,8 @@ export interface FuzzOptions {
    * smallest case seen; no shrinking. For surveying a store with known bugs.
    */
   readonly keepGoing?: boolean;
+  /** Told each target's report as soon as the target is done. */
+  readonly onReport?: (report: TargetReport) => void;
 }
 
 export interface Failure {
@@ -125,7 +127,9 @@ export async function runFuzz(options: FuzzOptions): Promise<TargetReport[]> {
   const reports: TargetReport[] = [];
   try {
     for (const name of names) {
-      reports.push(await runTarget(name, targets[name](), server, { ...options, runs: Math.ceil(options.runs / names.length) }));
+      const report = await runTarget(name, targets[name](), server, { ...options, runs: Math.ceil(options.runs / names.length) });
+      options.onReport?.(report);
+      reports.push(report);
     }
   } finally {
     await server.close();
