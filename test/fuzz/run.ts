@@ -153,10 +153,11 @@ async function runTarget<Case>(name: TargetName, target: Target<Case>, server: F
    */
   const blame = async (cases: Case[], error: InvariantBroken): Promise<Failure> => {
     let failure: InvariantBroken | undefined;
-    const prefixBreaks = async (end: number) => {
+    /** Whether `list`, replayed on a fresh database, breaks an invariant (remembered in `failure`). */
+    const breaks = async (list: Case[]) => {
       await server.restart();
       try {
-        for (const testCase of cases.slice(0, end + 1)) await target.run(server, testCase);
+        for (const testCase of list) await target.run(server, testCase);
         await server.checkReads();
         return false;
       } catch (caseError) {
@@ -169,14 +170,18 @@ async function runTarget<Case>(name: TargetName, target: Target<Case>, server: F
     let high = cases.length - 1;
     while (low < high) {
       const middle = (low + high) >> 1;
-      if (await prefixBreaks(middle)) high = middle;
+      if (await breaks(cases.slice(0, middle + 1))) high = middle;
       else low = middle + 1;
     }
-    if (low === cases.length - 1 && !(await prefixBreaks(low))) {
+    if (low === cases.length - 1 && !(await breaks(cases))) {
       return { message: `${error.message} (replayed on a fresh database, the last ${cases.length} cases break nothing)`, example: cases.map(target.describe).join('\n'), replayable: false };
     }
-    const before = low > 0 ? ` (after ${low} earlier case(s) of the run)` : '';
-    return { message: `${failure!.message}${before}`, example: target.describe(cases[low]), replayable: low === cases.length - 1 };
+    const culprit = cases[low];
+    const prefixFailure = failure!;
+    if (low > 0 && !(await breaks([culprit]))) {
+      return { message: `${prefixFailure.message} (only after the ${low} case(s) before it since the last good check)`, example: cases.slice(0, low + 1).map(target.describe).join('\n'), replayable: false };
+    }
+    return { message: failure!.message, example: target.describe(culprit), replayable: culprit === cases.at(-1) };
   };
 
   const property = fc.asyncProperty(target.cases, async (testCase) => {
