@@ -9,7 +9,7 @@ import { formatReport, runFuzz } from './fuzz/run.js';
 // failed check replays the cases on fresh databases to name the one to blame), which keeps the
 // run at about 30 s on two busy cores; npm run fuzz checks after each case.
 test('no fuzzed OTLP, REST or SQL request gets a 5xx or leaves the store unreadable', async () => {
-  const reports = await runFuzz({ runs: 200, seed: 20_2026, checkEvery: 50, maxShrinks: 20 });
+  const reports = await runFuzz({ runs: 200, seed: 20_2026, checkEvery: 50, maxShrinks: 10 });
   const text = formatReport(reports);
   assert.equal(reports.reduce((sum, r) => sum + r.broken, 0), 0, text);
 });
