@@ -23,3 +23,14 @@ export function tooDeepAt(value: unknown, maxDepth = MAX_NESTING_DEPTH): string 
   }
   return null;
 }
+
+/**
+ * A value nested deeper than MAX_NESTING_DEPTH met while decoding, naming the field (an
+ * attribute's key, a log body): the item holding it is refused, the rest of the request is not.
+ */
+export class TooDeepError extends Error {
+  constructor(readonly field: string) {
+    super(`${field} is nested deeper than ${MAX_NESTING_DEPTH} levels`);
+    this.name = 'TooDeepError';
+  }
+}

@@ -59,12 +59,30 @@ test('text of every kind comes back exact from the attributes JSON, short or lon
   assert.deepEqual(attributes, texts.map((text, i) => ({ ['k'.repeat(1 + (i % 4))]: text })));
 });
 
-test('a string that is not UTF-8 is refused with the reason, short or long', () => {
+test('a string that is not UTF-8 is stored with U+FFFD and counted, short or long, wherever it is', () => {
   for (const length of [10, 300]) {
     const marker = 'M'.repeat(length);
     const body = request(() => ({ prompt: marker }), 3);
     const at = body.indexOf(marker) + length - 2;
     body[at] = 0xff; // a byte no UTF-8 text holds, in the first span's text
-    assert.throws(() => decodeOtlp('traces', 'protobuf', body), /not valid UTF-8/);
+    const batch = decodeOtlp('traces', 'protobuf', body);
+    assert.equal(batch.replacedValues, 1);
+    const { attributes } = decoded(body);
+    assert.deepEqual(attributes, [{ prompt: `${'M'.repeat(length - 2)}\ufffdM` }, { prompt: marker }, { prompt: marker }]);
   }
+  // The span's name, its status message and its scope's name are copied byte for byte as well.
+  const exporter = new InMemorySpanExporter();
+  const tracer = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }).getTracer('scope-XQ');
+  const span = tracer.startSpan('name-XQ');
+  span.setStatus({ code: 2, message: 'status-XQ' });
+  span.end();
+  const body = Buffer.from(ProtobufTraceSerializer.serializeRequest(exporter.getFinishedSpans())!);
+  for (let at = body.indexOf('-XQ'); at >= 0; at = body.indexOf('-XQ', at + 1)) body[at] = 0xc3; // a lead byte cut short
+  const { rows, replacedValues } = decodeOtlp('traces', 'protobuf', body);
+  assert.equal(replacedValues, 3);
+  const text = (column: number) => {
+    const c = rows.columns[column] as ByteColumn;
+    return Buffer.from(c.data.subarray(c.slices[0], c.slices[1])).toString('utf8');
+  };
+  assert.deepEqual([text(SPAN.name), text(SPAN.status_message), text(SPAN.scope_name)], ['name\ufffdXQ', 'status\ufffdXQ', 'scope\ufffdXQ']);
 });

@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { replaceLoneSurrogates } from '../well-formed.js';
 import { readBody } from './body.js';
 
 /** A client error with its HTTP status; the message is sent to the client as is. */
@@ -21,14 +22,16 @@ export function sendJson(response: ServerResponse, status: number, value: unknow
 
 /** Reads a JSON object body (REST routes), naming what is wrong with it. */
 export async function readJsonObject(request: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
-  const body = await readBody(request, maxBytes);
+  const text = (await readBody(request, maxBytes)).toString('utf8');
   let value: unknown;
   try {
-    value = JSON.parse(body.toString('utf8'));
+    value = JSON.parse(text);
   } catch (error) {
     throw new HttpError(400, `the body is not JSON: ${(error as Error).message}`);
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new HttpError(400, 'the body must be a JSON object');
+  // What is stored must read back: lone surrogates (an escape such as \ud800) become U+FFFD.
+  replaceLoneSurrogates(text, value);
   return value as Record<string, unknown>;
 }
 

@@ -1,4 +1,6 @@
 import { integerText, parseJsonExact } from '../exact-json.js';
+import { MAX_NESTING_DEPTH, TooDeepError } from '../nesting.js';
+import { replaceLoneSurrogates } from '../well-formed.js';
 import {
   invalidLogIds,
   invalidSpanIds,
@@ -11,6 +13,7 @@ import {
   reject,
   timestampOrNull,
   type Attribution,
+  type BatchBuilder,
   finishBatch,
   type DecodedBatch,
   type ResourceContext,
@@ -24,6 +27,15 @@ export class OtlpJsonError extends Error {
   }
 }
 
+/** `json()`, with a TooDeepError from within it naming `field` (an attribute's key, the body). */
+function naming(field: string, json: () => string): string {
+  try {
+    return json();
+  } catch (error) {
+    throw error instanceof TooDeepError ? new TooDeepError(field) : error;
+  }
+}
+
 type Obj = Record<string, unknown>;
 
 /**
@@ -33,7 +45,7 @@ type Obj = Record<string, unknown>;
  */
 export function decodeTracesJson(text: string): DecodedBatch {
   const batch = newSpanBatch();
-  forEachItem(parseRequest(text), 'resourceSpans', 'scopeSpans', 'spans', (span, path, context) => {
+  forEachItem(parseRequest(text, batch), batch, 'resourceSpans', 'scopeSpans', 'spans', (span, path, context) => {
     const traceId = id(span, path, 'traceId', 'trace_id');
     const spanId = id(span, path, 'spanId', 'span_id');
     const parentId = id(span, path, 'parentSpanId', 'parent_span_id') || null;
@@ -45,7 +57,7 @@ export function decodeTracesJson(text: string): DecodedBatch {
     }
     const attribution = noAttribution();
     const status = obj(span, path, 'status');
-    pushSpan(
+    rejectTooDeep(batch, `span "${name}"`, () => pushSpan(
       batch.rows,
       {
         traceId,
@@ -71,51 +83,66 @@ export function decodeTracesJson(text: string): DecodedBatch {
         attribution,
       },
       context,
-    );
+    ));
   });
   return finishBatch(batch);
 }
 
 export function decodeLogsJson(text: string): DecodedBatch {
   const batch = newLogBatch();
-  forEachItem(parseRequest(text), 'resourceLogs', 'scopeLogs', 'logRecords', (record, path, context) => {
+  forEachItem(parseRequest(text, batch), batch, 'resourceLogs', 'scopeLogs', 'logRecords', (record, path, context) => {
     const attribution = noAttribution();
     const body = record.body;
-    const log = {
-      time: time(record, path, 'timeUnixNano', 'time_unix_nano'),
-      observedTime: time(record, path, 'observedTimeUnixNano', 'observed_time_unix_nano'),
-      traceId: id(record, path, 'traceId', 'trace_id') || null,
-      spanId: id(record, path, 'spanId', 'span_id') || null,
-      severityNumber: enumValue(record, path, ['severityNumber', 'severity_number'], SEVERITY_NAMES),
-      severityText: str(record, path, 'severityText', 'severity_text') || null,
-      eventName: str(record, path, 'eventName', 'event_name') || null,
-      bodyJson: body === undefined || body === null ? null : anyValueJson(body, `${path}.body`),
-      attributesJson: attributesJson(record, path, attribution),
-      flags: int(record, path, 'flags'),
-      attribution,
-    };
-    const invalid = invalidLogIds(log.traceId, log.spanId);
-    if (invalid) reject(batch, invalid);
-    else pushLog(batch.rows, log, context);
+    rejectTooDeep(batch, 'log record', () => {
+      const log = {
+        time: time(record, path, 'timeUnixNano', 'time_unix_nano'),
+        observedTime: time(record, path, 'observedTimeUnixNano', 'observed_time_unix_nano'),
+        traceId: id(record, path, 'traceId', 'trace_id') || null,
+        spanId: id(record, path, 'spanId', 'span_id') || null,
+        severityNumber: enumValue(record, path, ['severityNumber', 'severity_number'], SEVERITY_NAMES),
+        severityText: str(record, path, 'severityText', 'severity_text') || null,
+        eventName: str(record, path, 'eventName', 'event_name') || null,
+        bodyJson: body === undefined || body === null ? null : naming('body', () => anyValueJson(body, `${path}.body`, 1)),
+        attributesJson: attributesJson(record, path, attribution),
+        flags: int(record, path, 'flags'),
+        attribution,
+      };
+      const invalid = invalidLogIds(log.traceId, log.spanId);
+      if (invalid) reject(batch, invalid);
+      else pushLog(batch.rows, log, context);
+    });
   });
   return finishBatch(batch);
 }
 
-function parseRequest(text: string): Obj {
+/** Runs `push`; a value in it nested too deep rejects the item instead of the request. */
+function rejectTooDeep(batch: BatchBuilder, item: string, push: () => void): void {
+  try {
+    push();
+  } catch (error) {
+    if (!(error instanceof TooDeepError)) throw error;
+    reject(batch, `${item}: ${error.message}`);
+  }
+}
+
+function parseRequest(text: string, batch: BatchBuilder): Obj {
   let request: unknown;
   try {
     request = parseJsonExact(text);
   } catch (error) {
-    throw new OtlpJsonError(`the body is not JSON: ${(error as Error).message}`);
+    const reason = error instanceof RangeError ? 'it is nested too deeply to read' : (error as Error).message;
+    throw new OtlpJsonError(`the body is not JSON: ${reason}`);
   }
   if (request === null || typeof request !== 'object' || Array.isArray(request)) {
     throw new OtlpJsonError('the body must be a JSON object');
   }
+  batch.replacedValues += replaceLoneSurrogates(text, request);
   return request as Obj;
 }
 
 function forEachItem(
   request: Obj,
+  batch: BatchBuilder,
   groupsKey: string,
   scopesKey: string,
   itemsKey: string,
@@ -125,7 +152,14 @@ function forEachItem(
     const gPath = `${groupsKey}[${g}]`;
     const resource = obj(group, gPath, 'resource');
     const attribution = noAttribution();
-    const resourceJson = resource ? attributesJson(resource, `${gPath}.resource`, attribution) : '{}';
+    let resourceJson = '{}';
+    let tooDeep: TooDeepError | null = null;
+    try {
+      if (resource) resourceJson = attributesJson(resource, `${gPath}.resource`, attribution);
+    } catch (error) {
+      if (!(error instanceof TooDeepError)) throw error;
+      tooDeep = error;
+    }
     const serviceName = resource ? serviceNameOf(resource) : null;
     list(group, gPath, scopesKey, snake(scopesKey)).forEach((scopeGroup, s) => {
       const sPath = `${gPath}.${scopesKey}[${s}]`;
@@ -137,7 +171,11 @@ function forEachItem(
         scopeName: scope ? str(scope, `${sPath}.scope`, 'name') ?? null : null,
         scopeVersion: scope ? str(scope, `${sPath}.scope`, 'version') || null : null,
       };
-      list(scopeGroup, sPath, itemsKey, snake(itemsKey)).forEach((item, i) => visit(item, `${sPath}.${itemsKey}[${i}]`, context));
+      list(scopeGroup, sPath, itemsKey, snake(itemsKey)).forEach((item, i) => {
+        // Every item shares the resource: with a resource nested too deep, none can be stored.
+        if (tooDeep) reject(batch, `${itemsKey}[${i}]: ${tooDeep.message}`);
+        else visit(item, `${sPath}.${itemsKey}[${i}]`, context);
+      });
     });
   });
 }
@@ -228,7 +266,8 @@ function attributesJson(o: Obj, path: string, attribution?: Attribution): string
   return `{${parts.join(',')}}`;
 }
 
-function keyValueJson(kv: Obj, path: string, attribution?: Attribution): string {
+/** A KeyValue as `"key":value`; `depth` is the nesting level of its value (1 in an attribute list). */
+function keyValueJson(kv: Obj, path: string, attribution?: Attribution, depth = 1): string {
   const key = str(kv, path, 'key') ?? '';
   const value = kv.value;
   if (attribution && key.startsWith('agentlightning.') && value && typeof value === 'object') {
@@ -236,7 +275,9 @@ function keyValueJson(kv: Obj, path: string, attribution?: Attribution): string 
     const scalar = typeof v.stringValue === 'string' ? v.stringValue : integerText(v.intValue ?? v.int_value);
     noteAttribution(attribution, key, scalar === null ? null : typeof v.stringValue === 'string' ? scalar : Number(scalar));
   }
-  return `${JSON.stringify(key)}:${value === undefined || value === null ? 'null' : anyValueJson(value, `${path}.value`)}`;
+  if (value === undefined || value === null) return `${JSON.stringify(key)}:null`;
+  const valueJson = () => anyValueJson(value, `${path}.value`, depth);
+  return `${JSON.stringify(key)}:${depth === 1 ? naming(`attribute ${JSON.stringify(key)}`, valueJson) : valueJson()}`;
 }
 
 function serviceNameOf(resource: Obj): string | null {
@@ -247,7 +288,8 @@ function serviceNameOf(resource: Obj): string | null {
   return typeof value?.stringValue === 'string' ? value.stringValue : null;
 }
 
-function anyValueJson(value: unknown, path: string): string {
+/** An AnyValue as JSON; `depth` is its nesting level (objects and arrays count one each). */
+function anyValueJson(value: unknown, path: string, depth: number): string {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new OtlpJsonError(`${path}: expected an AnyValue object, got ${describe(value)}`);
   }
@@ -277,14 +319,15 @@ function anyValueJson(value: unknown, path: string): string {
     return Number.isFinite(n) ? String(n) : `"${n}"`;
   }
   const arr = field(v, ['arrayValue', 'array_value']);
+  const kvlist = field(v, ['kvlistValue', 'kvlist_value']);
+  if ((arr !== undefined || kvlist !== undefined) && depth > MAX_NESTING_DEPTH) throw new TooDeepError(path); // named by the caller
   if (arr !== undefined) {
     const items = list(arr as Obj, `${path}.arrayValue`, 'values');
-    return `[${items.map((item, k) => anyValueJson(item, `${path}.arrayValue.values[${k}]`)).join(',')}]`;
+    return `[${items.map((item, k) => anyValueJson(item, `${path}.arrayValue.values[${k}]`, depth + 1)).join(',')}]`;
   }
-  const kvlist = field(v, ['kvlistValue', 'kvlist_value']);
   if (kvlist !== undefined) {
     const items = list(kvlist as Obj, `${path}.kvlistValue`, 'values');
-    return `{${items.map((kv, k) => keyValueJson(kv, `${path}.kvlistValue.values[${k}]`)).join(',')}}`;
+    return `{${items.map((kv, k) => keyValueJson(kv, `${path}.kvlistValue.values[${k}]`, undefined, depth + 1)).join(',')}}`;
   }
   const bytes = field(v, ['bytesValue', 'bytes_value']);
   if (bytes !== undefined) {

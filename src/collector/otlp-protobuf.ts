@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { ByteColumnBuilder, type ColumnBuilder, type Int64ColumnBuilder } from '../store/column-builders.js';
+import { ByteColumnBuilder, withValidUtf8, type ColumnBuilder, type Int64ColumnBuilder } from '../store/column-builders.js';
 import type { ColumnValue } from '../store/columns.js';
 import { LOG, SPAN } from '../store/tables.js';
 import {
@@ -18,7 +18,8 @@ import {
   type BatchBuilder,
   type DecodedBatch,
 } from './otlp-rows.js';
-import { FIXED32, FIXED64, LEN, ProtobufError, ProtobufReader, VARINT } from './protobuf-reader.js';
+import { FIXED32, FIXED64, LEN, ProtobufReader, VARINT } from './protobuf-reader.js';
+import { MAX_NESTING_DEPTH, TooDeepError } from '../nesting.js';
 
 /**
  * Decodes OTLP protobuf requests (opentelemetry/proto/collector/{trace,logs}/v1) straight into
@@ -30,13 +31,13 @@ import { FIXED32, FIXED64, LEN, ProtobufError, ProtobufReader, VARINT } from './
 export function decodeTracesProtobuf(body: Buffer): DecodedBatch {
   const batch = newSpanBatch();
   forEachResourceGroup(new ProtobufReader(body), (r, end, group) => readSpan(r, end, group, batch));
-  return finishChecked(batch, 'spans');
+  return finishChecked(batch);
 }
 
 export function decodeLogsProtobuf(body: Buffer): DecodedBatch {
   const batch = newLogBatch();
   forEachResourceGroup(new ProtobufReader(body), (r, end, group) => readLogRecord(r, end, group, batch));
-  return finishChecked(batch, 'log records');
+  return finishChecked(batch);
 }
 
 /** The resource and scope that the spans or log records of one group share, as bytes. */
@@ -44,8 +45,11 @@ interface Group {
   readonly resourceJson: Buffer;
   readonly serviceName: string | null;
   readonly attribution: Attribution;
-  scopeName: string | null;
-  scopeVersion: string | null;
+  /** Why every item of the group is refused (its resource is nested too deep), or null. */
+  readonly rejection: string | null;
+  /** As bytes, checked for UTF-8 with the columns they are copied into. */
+  scopeName: Buffer | null;
+  scopeVersion: Buffer | null;
 }
 
 type ItemReader = (r: ProtobufReader, end: number, group: Group) => void;
@@ -64,7 +68,7 @@ function forEachResourceGroup(r: ProtobufReader, readItem: ItemReader): void {
     }
     const groupEnd = r.lengthDelimited();
     const groupStart = r.pos;
-    let group: Group = { resourceJson: EMPTY_OBJECT, serviceName: null, attribution: noAttribution(), scopeName: null, scopeVersion: null };
+    let group: Group = { resourceJson: EMPTY_OBJECT, serviceName: null, attribution: noAttribution(), rejection: null, scopeName: null, scopeVersion: null };
     while (r.pos < groupEnd) {
       const t = r.tag();
       if (t === ((1 << 3) | LEN)) group = readResource(r, r.lengthDelimited());
@@ -96,8 +100,8 @@ function readScopeGroup(r: ProtobufReader, end: number, group: Group, readItem: 
     const scopeEnd = r.lengthDelimited();
     while (r.pos < scopeEnd) {
       const st = r.tag();
-      if (st === ((1 << 3) | LEN)) group.scopeName = r.string();
-      else if (st === ((2 << 3) | LEN)) group.scopeVersion = r.string() || null;
+      if (st === ((1 << 3) | LEN)) group.scopeName = r.bytes();
+      else if (st === ((2 << 3) | LEN)) group.scopeVersion = r.bytes();
       else r.skip(st & 7);
     }
   }
@@ -120,18 +124,25 @@ function readResource(r: ProtobufReader, end: number): Group {
   const out = resourceScratch;
   const start = out.size;
   let count = 0;
-  while (r.pos < end) {
-    const t = r.tag();
-    if (t === ((1 << 3) | LEN)) {
-      out.writeByte(count++ === 0 ? 0x7b : 0x2c);
-      writeKeyValue(r, r.lengthDelimited(), out, found);
-    } else r.skip(t & 7);
+  try {
+    while (r.pos < end) {
+      const t = r.tag();
+      if (t === ((1 << 3) | LEN)) {
+        out.writeByte(count++ === 0 ? 0x7b : 0x2c);
+        writeKeyValue(r, r.lengthDelimited(), out, found);
+      } else r.skip(t & 7);
+    }
+  } catch (error) {
+    out.size = start;
+    if (!(error instanceof TooDeepError)) throw error;
+    r.pos = end;
+    return { resourceJson: EMPTY_OBJECT, serviceName: null, attribution: noAttribution(), rejection: `resource ${error.message}`, scopeName: null, scopeVersion: null };
   }
   if (count === 0) out.writeAscii('{');
   out.writeByte(0x7d);
   const resourceJson = Buffer.from(out.data.subarray(start, out.size));
   out.size = start;
-  return { resourceJson, serviceName: found.serviceName, attribution: found.attribution, scopeName: null, scopeVersion: null };
+  return { resourceJson, serviceName: found.serviceName, attribution: found.attribution, rejection: null, scopeName: null, scopeVersion: null };
 }
 
 const SPAN_KINDS = ['UNSPECIFIED', 'INTERNAL', 'SERVER', 'CLIENT', 'PRODUCER', 'CONSUMER'];
@@ -150,7 +161,7 @@ interface SpanFields {
   kind: number;
   flags: number | null;
   statusCode: number;
-  statusMessage: string | null;
+  statusMessage: number;
 }
 
 function readSpan(r: ProtobufReader, end: number, group: Group, batch: BatchBuilder): void {
@@ -159,43 +170,53 @@ function readSpan(r: ProtobufReader, end: number, group: Group, batch: BatchBuil
   const events = c[SPAN.events] as ByteColumnBuilder;
   const links = c[SPAN.links] as ByteColumnBuilder;
   // Positions of length-delimited fields are of their tag's value (r.pos after the tag); -1 = absent.
-  const f: SpanFields = { traceId: -1, spanId: -1, parent: -1, traceState: -1, name: -1, start: -1, end: -1, kind: 0, flags: null, statusCode: 0, statusMessage: null };
+  const f: SpanFields = { traceId: -1, spanId: -1, parent: -1, traceState: -1, name: -1, start: -1, end: -1, kind: 0, flags: null, statusCode: 0, statusMessage: -1 };
   const found: Found = { attribution: noAttribution(), serviceName: null };
   let attributeCount = 0;
   let eventCount = 0;
   let linkCount = 0;
-  while (r.pos < end) {
-    const t = r.tag();
-    switch (t) {
-      case (1 << 3) | LEN: f.traceId = r.pos; r.skip(LEN); break;
-      case (2 << 3) | LEN: f.spanId = r.pos; r.skip(LEN); break;
-      case (3 << 3) | LEN: f.traceState = r.pos; r.skip(LEN); break;
-      case (4 << 3) | LEN: f.parent = r.pos; r.skip(LEN); break;
-      case (5 << 3) | LEN: f.name = r.pos; r.skip(LEN); break;
-      case (6 << 3) | VARINT: f.kind = r.uint32(); break;
-      case (7 << 3) | FIXED64: f.start = r.pos; r.skip(FIXED64); break;
-      case (8 << 3) | FIXED64: f.end = r.pos; r.skip(FIXED64); break;
-      case (9 << 3) | LEN:
-        attributes.writeByte(attributeCount === 0 ? 0x7b : 0x2c);
-        writeKeyValue(r, r.lengthDelimited(), attributes, found, attributeCount++);
-        break;
-      case (11 << 3) | LEN:
-        events.writeByte(eventCount++ === 0 ? 0x5b : 0x2c);
-        writeEvent(r, r.lengthDelimited(), events);
-        break;
-      case (13 << 3) | LEN:
-        links.writeByte(linkCount++ === 0 ? 0x5b : 0x2c);
-        writeLink(r, r.lengthDelimited(), links);
-        break;
-      case (15 << 3) | LEN: readStatus(r, r.lengthDelimited(), f); break;
-      case (16 << 3) | FIXED32: f.flags = r.fixed32() | 0; break;
-      default: r.skip(t & 7);
+  let tooDeep: TooDeepError | null = null;
+  if (group.rejection !== null) {
+    reject(batch, `span: ${group.rejection}`);
+    return;
+  }
+  try {
+    while (r.pos < end) {
+      const t = r.tag();
+      switch (t) {
+        case (1 << 3) | LEN: f.traceId = r.pos; r.skip(LEN); break;
+        case (2 << 3) | LEN: f.spanId = r.pos; r.skip(LEN); break;
+        case (3 << 3) | LEN: f.traceState = r.pos; r.skip(LEN); break;
+        case (4 << 3) | LEN: f.parent = r.pos; r.skip(LEN); break;
+        case (5 << 3) | LEN: f.name = r.pos; r.skip(LEN); break;
+        case (6 << 3) | VARINT: f.kind = r.uint32(); break;
+        case (7 << 3) | FIXED64: f.start = r.pos; r.skip(FIXED64); break;
+        case (8 << 3) | FIXED64: f.end = r.pos; r.skip(FIXED64); break;
+        case (9 << 3) | LEN:
+          attributes.writeByte(attributeCount === 0 ? 0x7b : 0x2c);
+          writeKeyValue(r, r.lengthDelimited(), attributes, found, attributeCount++);
+          break;
+        case (11 << 3) | LEN:
+          events.writeByte(eventCount++ === 0 ? 0x5b : 0x2c);
+          writeEvent(r, r.lengthDelimited(), events);
+          break;
+        case (13 << 3) | LEN:
+          links.writeByte(linkCount++ === 0 ? 0x5b : 0x2c);
+          writeLink(r, r.lengthDelimited(), links);
+          break;
+        case (15 << 3) | LEN: readStatus(r, r.lengthDelimited(), f); break;
+        case (16 << 3) | FIXED32: f.flags = r.fixed32() | 0; break;
+        default: r.skip(t & 7);
+      }
     }
+  } catch (error) {
+    if (!(error instanceof TooDeepError)) throw error;
+    tooDeep = error;
   }
   const traceId = idAt(r, f.traceId);
   const spanId = idAt(r, f.spanId);
   const parentId = f.parent < 0 ? null : idAt(r, f.parent) || null;
-  const invalid = invalidSpanIds(traceId, spanId, parentId);
+  const invalid = tooDeep?.message ?? invalidSpanIds(traceId, spanId, parentId);
   if (invalid) {
     attributes.discardPartialRow();
     events.discardPartialRow();
@@ -223,10 +244,9 @@ function readSpan(r: ProtobufReader, end: number, group: Group, batch: BatchBuil
   pushFixed64At(r, c[SPAN.start_time], f.start);
   pushFixed64At(r, c[SPAN.end_time], f.end);
   c[SPAN.status_code].push(STATUS_CODES[f.statusCode] ?? 'UNSET');
-  c[SPAN.status_message].push(f.statusMessage);
+  pushBytesAt(r, c[SPAN.status_message], f.statusMessage, false, true);
   (c[SPAN.resource] as ByteColumnBuilder).pushBytes(group.resourceJson);
-  c[SPAN.scope_name].push(group.scopeName);
-  c[SPAN.scope_version].push(group.scopeVersion);
+  pushScope(c[SPAN.scope_name] as ByteColumnBuilder, c[SPAN.scope_version] as ByteColumnBuilder, group);
   c[SPAN.service_name].push(group.serviceName);
   pushBytesAt(r, c[SPAN.trace_state], f.traceState, false, true);
   c[SPAN.flags].push(f.flags);
@@ -236,7 +256,10 @@ function readSpan(r: ProtobufReader, end: number, group: Group, batch: BatchBuil
 function readStatus(r: ProtobufReader, end: number, f: SpanFields): void {
   while (r.pos < end) {
     const t = r.tag();
-    if (t === ((2 << 3) | LEN)) f.statusMessage = r.string() || null;
+    if (t === ((2 << 3) | LEN)) {
+      f.statusMessage = r.pos;
+      r.skip(LEN);
+    }
     else if (t === ((3 << 3) | VARINT)) f.statusCode = r.uint32();
     else r.skip(t & 7);
   }
@@ -319,32 +342,42 @@ function readLogRecord(r: ProtobufReader, end: number, group: Group, batch: Batc
   let flags: number | null = null;
   let hasBody = false;
   let attributeCount = 0;
-  while (r.pos < end) {
-    const t = r.tag();
-    switch (t) {
-      case (1 << 3) | FIXED64: time = r.pos; r.skip(FIXED64); break;
-      case (11 << 3) | FIXED64: observed = r.pos; r.skip(FIXED64); break;
-      case (2 << 3) | VARINT: severity = r.uint32() | 0; break;
-      case (3 << 3) | LEN: severityText = r.pos; r.skip(LEN); break;
-      case (5 << 3) | LEN:
-        body.discardPartialRow();
-        writeAnyValue(r, r.lengthDelimited(), body);
-        hasBody = true;
-        break;
-      case (6 << 3) | LEN:
-        attributes.writeByte(attributeCount++ === 0 ? 0x7b : 0x2c);
-        writeKeyValue(r, r.lengthDelimited(), attributes, found);
-        break;
-      case (8 << 3) | FIXED32: flags = r.fixed32() | 0; break;
-      case (9 << 3) | LEN: traceId = r.pos; r.skip(LEN); break;
-      case (10 << 3) | LEN: spanId = r.pos; r.skip(LEN); break;
-      case (12 << 3) | LEN: eventName = r.pos; r.skip(LEN); break;
-      default: r.skip(t & 7);
+  let tooDeep: TooDeepError | null = null;
+  if (group.rejection !== null) {
+    reject(batch, `log record: ${group.rejection}`);
+    return;
+  }
+  try {
+    while (r.pos < end) {
+      const t = r.tag();
+      switch (t) {
+        case (1 << 3) | FIXED64: time = r.pos; r.skip(FIXED64); break;
+        case (11 << 3) | FIXED64: observed = r.pos; r.skip(FIXED64); break;
+        case (2 << 3) | VARINT: severity = r.uint32() | 0; break;
+        case (3 << 3) | LEN: severityText = r.pos; r.skip(LEN); break;
+        case (5 << 3) | LEN:
+          body.discardPartialRow();
+          writeBody(r, r.lengthDelimited(), body);
+          hasBody = true;
+          break;
+        case (6 << 3) | LEN:
+          attributes.writeByte(attributeCount++ === 0 ? 0x7b : 0x2c);
+          writeKeyValue(r, r.lengthDelimited(), attributes, found);
+          break;
+        case (8 << 3) | FIXED32: flags = r.fixed32() | 0; break;
+        case (9 << 3) | LEN: traceId = r.pos; r.skip(LEN); break;
+        case (10 << 3) | LEN: spanId = r.pos; r.skip(LEN); break;
+        case (12 << 3) | LEN: eventName = r.pos; r.skip(LEN); break;
+        default: r.skip(t & 7);
+      }
     }
+  } catch (error) {
+    if (!(error instanceof TooDeepError)) throw error;
+    tooDeep = error;
   }
   const trace = traceId < 0 ? null : idAt(r, traceId) || null;
   const span = spanId < 0 ? null : idAt(r, spanId) || null;
-  const invalid = invalidLogIds(trace, span);
+  const invalid = tooDeep === null ? invalidLogIds(trace, span) : `log record: ${tooDeep.message}`;
   if (invalid) {
     attributes.discardPartialRow();
     body.discardPartialRow();
@@ -365,11 +398,19 @@ function readLogRecord(r: ProtobufReader, end: number, group: Group, batch: Batc
   pushBytesAt(r, c[LOG.severity_text], severityText, false, true);
   pushBytesAt(r, c[LOG.event_name], eventName, false, true);
   (c[LOG.resource] as ByteColumnBuilder).pushBytes(group.resourceJson);
-  c[LOG.scope_name].push(group.scopeName);
-  c[LOG.scope_version].push(group.scopeVersion);
+  pushScope(c[LOG.scope_name] as ByteColumnBuilder, c[LOG.scope_version] as ByteColumnBuilder, group);
   c[LOG.service_name].push(group.serviceName);
   c[LOG.flags].push(flags);
   batch.rows.length++;
+}
+
+/** A log record's body, a too deep one named as such. */
+function writeBody(r: ProtobufReader, end: number, out: ByteColumnBuilder): void {
+  try {
+    writeAnyValue(r, end, out, 1);
+  } catch (error) {
+    throw error instanceof TooDeepError ? new TooDeepError('body') : error;
+  }
 }
 
 /** What attribute lists of interest to agl say (attribution, service.name). */
@@ -415,8 +456,9 @@ function readKey(r: ProtobufReader, end: number, position: number): Key {
   const bucket = keyCache.get(h);
   let key = bucket?.find((k) => k.bytes.length === end - start && sameBytes(k.bytes, buf, start));
   if (key === undefined) {
-    const text = buf.toString('utf8', start, end);
-    key = { bytes: Buffer.from(buf.subarray(start, end)), json: Buffer.from(`${JSON.stringify(text)}:`), text, role: ROLES[text] ?? null };
+    const bytes = Buffer.from(buf.subarray(start, end));
+    const text = bytes.toString('utf8');
+    key = { bytes, json: keyJson(bytes), text, role: ROLES[text] ?? null };
     if (cachedKeys++ > 10_000) {
       keyCache.clear();
       cachedKeys = 0;
@@ -426,6 +468,17 @@ function readKey(r: ProtobufReader, end: number, position: number): Key {
   }
   if (position < 64) keyAtPosition[position] = key;
   return key;
+}
+
+/**
+ * `"key":` from the key's own bytes, so that a key with invalid UTF-8 reaches the column as it
+ * came and is replaced (and counted) there with the other strings.
+ */
+function keyJson(bytes: Buffer): Buffer {
+  const json = new ByteColumnBuilder();
+  json.writeJsonString(bytes, 0, bytes.length);
+  json.writeByte(0x3a);
+  return Buffer.from(json.data.subarray(0, json.size));
 }
 
 function sameBytes(a: Buffer, b: Uint8Array, at: number): boolean {
@@ -455,7 +508,7 @@ const attributeAtPosition: (SeenAttribute | undefined)[] = [];
 const SEEN_ATTRIBUTE_BYTES = 128;
 
 /** Writes one KeyValue as `"key":value`, noting agl's attribution keys and service.name. */
-function writeKeyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder, found?: Found, position = 64): void {
+function writeKeyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder, found?: Found, position = 64, depth = 1): void {
   const start = r.pos;
   const remembered = position < 64 && end - start <= SEEN_ATTRIBUTE_BYTES;
   const seen = remembered ? attributeAtPosition[position] : undefined;
@@ -469,14 +522,15 @@ function writeKeyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder, f
     seen.misses++;
   }
   const jsonStart = out.size;
-  const key = writeKeyValueOnce(r, end, out, found, position);
+  const key = writeKeyValueOnce(r, end, out, found, position, depth);
   // An attribution key is never remembered: its value must be noted in every span.
   if (remembered && key.role === null && (seen === undefined || seen.hits > 0 || seen.misses > 64)) {
     attributeAtPosition[position] = { bytes: Buffer.from(r.buf.subarray(start, end)), json: Buffer.from(out.data.subarray(jsonStart, out.size)), hits: 0, misses: 0 };
   }
 }
 
-function writeKeyValueOnce(r: ProtobufReader, end: number, out: ByteColumnBuilder, found: Found | undefined, position: number): Key {
+/** `depth` is the nesting level of the value: 1 in an attribute list. */
+function writeKeyValueOnce(r: ProtobufReader, end: number, out: ByteColumnBuilder, found: Found | undefined, position: number, depth: number): Key {
   let key = EMPTY_KEY; // proto3 leaves an empty key off the wire
   let valueStart = -1;
   let valueEnd = -1;
@@ -495,7 +549,11 @@ function writeKeyValueOnce(r: ProtobufReader, end: number, out: ByteColumnBuilde
     return key;
   }
   r.pos = valueStart;
-  writeAnyValue(r, valueEnd, out);
+  try {
+    writeAnyValue(r, valueEnd, out, depth);
+  } catch (error) {
+    throw depth === 1 && error instanceof TooDeepError ? new TooDeepError(`attribute ${JSON.stringify(key.text)}`) : error;
+  }
   if (found && key.role !== null) {
     r.pos = valueStart;
     const value = scalarValue(r, valueEnd);
@@ -507,8 +565,12 @@ function writeKeyValueOnce(r: ProtobufReader, end: number, out: ByteColumnBuilde
   return key;
 }
 
-/** AnyValue as JSON: bytes as base64, int64 exact, NaN and infinities as strings. */
-function writeAnyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder): void {
+/**
+ * AnyValue as JSON: bytes as base64, int64 exact, NaN and infinities as strings. `depth` is its
+ * nesting level; an array or kvlist past MAX_NESTING_DEPTH throws TooDeepError, which also
+ * bounds this recursion.
+ */
+function writeAnyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder, depth: number): void {
   let written = false;
   while (r.pos < end) {
     const t = r.tag();
@@ -533,6 +595,7 @@ function writeAnyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder): 
         break;
       }
       case (5 << 3) | LEN: {
+        if (depth > MAX_NESTING_DEPTH) throw new TooDeepError('a value');
         const listEnd = r.lengthDelimited();
         let count = 0;
         out.writeByte(0x5b);
@@ -540,13 +603,14 @@ function writeAnyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder): 
           const lt = r.tag();
           if (lt === ((1 << 3) | LEN)) {
             if (count++ > 0) out.writeByte(0x2c);
-            writeAnyValue(r, r.lengthDelimited(), out);
+            writeAnyValue(r, r.lengthDelimited(), out, depth + 1);
           } else r.skip(lt & 7);
         }
         out.writeByte(0x5d);
         break;
       }
       case (6 << 3) | LEN: {
+        if (depth > MAX_NESTING_DEPTH) throw new TooDeepError('a value');
         const listEnd = r.lengthDelimited();
         let count = 0;
         out.writeByte(0x7b);
@@ -554,7 +618,7 @@ function writeAnyValue(r: ProtobufReader, end: number, out: ByteColumnBuilder): 
           const lt = r.tag();
           if (lt === ((1 << 3) | LEN)) {
             if (count++ > 0) out.writeByte(0x2c);
-            writeKeyValue(r, r.lengthDelimited(), out);
+            writeKeyValue(r, r.lengthDelimited(), out, undefined, 64, depth + 1);
           } else r.skip(lt & 7);
         }
         out.writeByte(0x7d);
@@ -622,6 +686,14 @@ function pushBytesAt(r: ProtobufReader, column: ColumnBuilder, at: number, hex: 
   out.endRow();
 }
 
+/** The scope's name ("" when unnamed) and version (NULL when empty), as OTLP/JSON stores them. */
+function pushScope(name: ByteColumnBuilder, version: ByteColumnBuilder, group: Group): void {
+  if (group.scopeName === null) name.push(null);
+  else name.pushBytes(group.scopeName);
+  if (group.scopeVersion === null || group.scopeVersion.length === 0) version.push(null);
+  else version.pushBytes(group.scopeVersion);
+}
+
 function pushFixed64At(r: ProtobufReader, column: ColumnBuilder, at: number): void {
   if (at < 0) column.push(null as ColumnValue);
   else (column as Int64ColumnBuilder).pushFixed64(r.buf, at);
@@ -629,14 +701,17 @@ function pushFixed64At(r: ProtobufReader, column: ColumnBuilder, at: number): vo
 
 /**
  * Text copied byte for byte must be UTF-8 for DuckDB; protobuf requires it of strings, but a
- * broken exporter may send anything. One check per column keeps the common case cheap.
+ * broken exporter may send anything. Such strings are stored with U+FFFD, as OTLP/JSON bodies
+ * are; one check per column keeps the common case cheap.
  */
-function finishChecked(batch: BatchBuilder, what: string): DecodedBatch {
+function finishChecked(batch: BatchBuilder): DecodedBatch {
   const decoded = finishBatch(batch);
-  for (const column of decoded.rows.columns) {
-    if (!Array.isArray(column) && column.kind === 'bytes' && !isUtf8(column.data)) {
-      throw new ProtobufError(`a string field of the ${what} is not valid UTF-8`);
-    }
-  }
-  return decoded;
+  let replacedValues = 0;
+  const columns = decoded.rows.columns.map((column) => {
+    if (Array.isArray(column) || column.kind !== 'bytes' || isUtf8(column.data)) return column;
+    const repaired = withValidUtf8(column);
+    replacedValues += repaired.replaced;
+    return repaired.column;
+  });
+  return replacedValues === 0 ? decoded : { ...decoded, rows: { length: decoded.rows.length, columns }, replacedValues };
 }

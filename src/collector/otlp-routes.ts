@@ -51,6 +51,9 @@ export async function handleOtlp(
     const body = await readBody(request, maxBodyBytes);
     const bytes = body.length;
     const batch = await decoder.decode(signal, encoding, body);
+    if (batch.replacedValues > 0) {
+      console.warn(`agl: invalid Unicode replaced with U+FFFD in ${batch.replacedValues} value(s) of a ${signal} request (${encoding})`);
+    }
     if (signal === 'traces') await store.writeSpans(batch.rows, bytes);
     else await store.writeLogs(batch.rows, bytes);
     send(response, 200, exportResponse(encoding, signal, batch.rejected, rejectionMessage(batch, signal === 'traces' ? 'spans' : 'log records')));

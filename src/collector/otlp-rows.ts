@@ -12,6 +12,8 @@ export interface DecodedBatch {
   readonly rejected: number;
   /** The first rejection's reason, with the total count added by `rejectionMessage`. */
   readonly firstError: string | null;
+  /** Stored values (a string, or JSON text of strings) with U+FFFD put for invalid UTF-8 or lone surrogates. */
+  readonly replacedValues: number;
 }
 
 /** A DecodedBatch while a decoder fills it. */
@@ -19,11 +21,17 @@ export interface BatchBuilder {
   readonly rows: RowsBuilder;
   rejected: number;
   firstError: string | null;
+  replacedValues: number;
 }
 
-export const newSpanBatch = (): BatchBuilder => ({ rows: newSpanRows(), rejected: 0, firstError: null });
-export const newLogBatch = (): BatchBuilder => ({ rows: newLogRows(), rejected: 0, firstError: null });
-export const finishBatch = ({ rows, rejected, firstError }: BatchBuilder): DecodedBatch => ({ rows: finishRows(rows), rejected, firstError });
+export const newSpanBatch = (): BatchBuilder => ({ rows: newSpanRows(), rejected: 0, firstError: null, replacedValues: 0 });
+export const newLogBatch = (): BatchBuilder => ({ rows: newLogRows(), rejected: 0, firstError: null, replacedValues: 0 });
+export const finishBatch = ({ rows, rejected, firstError, replacedValues }: BatchBuilder): DecodedBatch => ({
+  rows: finishRows(rows),
+  rejected,
+  firstError,
+  replacedValues,
+});
 
 export function reject(batch: BatchBuilder, reason: string): void {
   batch.rejected++;

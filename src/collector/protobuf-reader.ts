@@ -141,6 +141,14 @@ export class ProtobufReader {
     return s;
   }
 
+  /** A copy of the field's bytes (text kept as sent, for a check of the whole column later). */
+  bytes(): Buffer {
+    const end = this.lengthDelimited();
+    const b = Buffer.from(this.buf.subarray(this.pos, end));
+    this.pos = end;
+    return b;
+  }
+
   /** Bytes as lowercase hex (trace and span ids). */
   hex(): string {
     const end = this.lengthDelimited();

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { ByteColumn, Column, ColumnData, ColumnValue, Int64Column } from './columns.js';
 
 /** Something a decoder pushes one value per row into. */
@@ -190,6 +191,38 @@ function wordNeedsEscape(word: number): number {
   const quote = word ^ 0x22222222;
   const backslash = word ^ 0x5c5c5c5c;
   return (((word - 0x20202020) & ~word) | ((quote - 0x01010101) & ~quote) | ((backslash - 0x01010101) & ~backslash)) & 0x80808080;
+}
+
+/**
+ * `column` with each value that is not valid UTF-8 decoded with U+FFFD in place of the invalid
+ * sequences (the WHATWG decoder never swallows an ASCII byte, so JSON text stays JSON), and how
+ * many values were replaced; a value repeated in consecutive rows is counted once.
+ */
+export function withValidUtf8(column: ByteColumn): { column: ByteColumn; replaced: number } {
+  const { data, slices, nulls } = column;
+  const out = new ByteColumnBuilder();
+  const repairedSlices = new Uint32Array(slices.length);
+  let replaced = 0;
+  for (let row = 0; row < nulls.length; row++) {
+    const start = slices[2 * row];
+    const end = slices[2 * row + 1];
+    if (row > 0 && start === slices[2 * row - 2] && end === slices[2 * row - 1]) {
+      repairedSlices.set(repairedSlices.subarray(2 * row - 2, 2 * row), 2 * row);
+      continue;
+    }
+    repairedSlices[2 * row] = out.size;
+    const value = data.subarray(start, end);
+    if (isUtf8(value)) out.writeBytes(value);
+    else {
+      out.writeBytes(Buffer.from(Buffer.from(value).toString('utf8')));
+      replaced++;
+    }
+    repairedSlices[2 * row + 1] = out.size;
+  }
+  // A buffer of its own: the column may be transferred to another thread.
+  const repairedData = new Uint8Array(out.size);
+  repairedData.set(out.data.subarray(0, out.size));
+  return { column: { kind: 'bytes', data: repairedData, slices: repairedSlices, nulls }, replaced };
 }
 
 export class Int64ColumnBuilder implements ColumnBuilder {
