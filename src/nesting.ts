@@ -34,3 +34,24 @@ export class TooDeepError extends Error {
     this.name = 'TooDeepError';
   }
 }
+
+/**
+ * Whether JSON `text` nests deeper than `maxDepth`, read from the text (no parse, no recursion):
+ * for a reader that would otherwise overflow its stack on it (JSON.parse's reviver, JSON.stringify).
+ */
+export function jsonTextTooDeep(text: string, maxDepth = MAX_NESTING_DEPTH): boolean {
+  if (text.length <= 2 * maxDepth) return false;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > maxDepth) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
+}

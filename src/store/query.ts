@@ -1,5 +1,6 @@
 import { DuckDBTypeId, type DuckDBConnection, type DuckDBInstance, type DuckDBResultReader } from '@duckdb/node-api';
 import { parseJsonExact } from '../exact-json.js';
+import { jsonTextTooDeep } from '../nesting.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
 import { sqlText } from './sql.js';
 
@@ -178,7 +179,8 @@ function needsNormalizing(type: TypeTree): boolean {
  */
 function normalize(value: unknown, type: TypeTree): unknown {
   if (value === null || value === undefined) return value;
-  if (type.alias === 'JSON') return typeof value === 'string' ? parseJsonExact(value) : value;
+  // A value nested past the limit stays text: parsed, it would overflow the stack of the JSON answer.
+  if (type.alias === 'JSON') return typeof value === 'string' && !jsonTextTooDeep(value) ? parseJsonExact(value) : value;
   if (WIDE_INTEGERS.has(type.typeId)) {
     return typeof value === 'string' && Number.isSafeInteger(Number(value)) ? Number(value) : value;
   }
