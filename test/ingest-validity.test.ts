@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { MAX_NESTING_DEPTH } from '../src/nesting.js';
+import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { post, queryRows, runCli, startAgl, tempDir, type InProcessAgl } from './helpers.js';
 
 // Issue 20: whatever the server acknowledges can be read back by every view, export and query
@@ -136,6 +137,16 @@ test(`an attribute nested deeper than ${MAX_NESTING_DEPTH} levels rejects its sp
   const names = (await queryRows(agl.store, 'SELECT name FROM spans ORDER BY name')).map((row) => row.name);
   assert.deepEqual(names, ['deepest allowed', 'span 0']);
   await assertEverythingReads(agl, dir);
+});
+
+test('a JSON value nested 5,000 deep that a query makes comes back as its text in the JSON format', async (t) => {
+  const dir = await tempDir(t);
+  const agl = await startAgl(join(dir, 'agl.duckdb'));
+  t.after(() => agl.close());
+  const text = `${'['.repeat(5000)}${']'.repeat(5000)}`;
+  const query = await runCli(['query', '--url', agl.url, `SELECT '${text}'::JSON AS deep, '[[1]]'::JSON AS shallow`, '--format', 'json']);
+  assert.equal(query.code, 0, query.stderr);
+  assert.deepEqual(JSON.parse(query.stdout), [{ deep: text, shallow: [[1]] }]);
 });
 
 test('a body nested 100,000 deep is a 400 or a rejection, never a crash', async (t) => {
@@ -275,4 +286,49 @@ test(`a log body nested deeper than ${MAX_NESTING_DEPTH} levels rejects its reco
   assert.deepEqual(rows.map((row) => JSON.parse(row.body)), ['cut \ufffd short']);
   const query = await runCli(['query', '--url', agl.url, 'SELECT * FROM logs', '--format', 'json']);
   assert.equal(query.code, 0, query.stderr);
+});
+
+/** A span as the REST route takes it; `attributes` go into the store as JSON.stringify writes them. */
+function restSpan(spanId: string, name: string, attributes: Record<string, unknown>): SpanInput {
+  return {
+    rollout_id: 'ro-poison', attempt_id: 'at-1', sequence_id: null, trace_id: 'c'.repeat(32), span_id: spanId, parent_id: null, name, kind: 'CLIENT',
+    status: { status_code: 'UNSET', description: null }, attributes, events: [], links: [], start_time: 1, end_time: 2,
+    context: null, parent: null, resource: { attributes: {}, schema_url: '' },
+  };
+}
+
+test('a stored span whose JSON cannot be read is skipped and named by the derive and every export; --strict fails', async (t) => {
+  const dir = await tempDir(t);
+  // No deriving while idle: the test derives when it chooses, to read both the live and the derived path.
+  const agl = await startAgl(join(dir, 'agl.duckdb'), { deriveWhenIdleMs: Infinity });
+  t.after(() => agl.close());
+  const request = { model: 'm', messages: [{ role: 'user', content: 'q' }] };
+  const response = { id: 'r-1', choices: [{ index: 0, message: { role: 'assistant', content: 'a' }, finish_reason: 'stop' }] };
+  const call = { 'agl.llm.api': 'chat', 'agl.llm.request': JSON.stringify(request), 'agl.llm.response': JSON.stringify(response) };
+  // Written to the store directly, past the decoders, as an older agl stored such a span: the
+  // lone surrogate becomes the escape \ud800, which DuckDB's JSON reader refuses.
+  const poisoned = 'd'.repeat(16);
+  await agl.store.writeSpans(spanRows(restSpan('e'.repeat(16), 'chat m', call), restSpan(poisoned, 'chat m', { ...call, note: 'x\ud800' })), 0);
+
+  const exportAll = async (label: string, ...flags: string[]) => {
+    for (const kind of ['triplets', 'messages', 'trajectories']) {
+      const result = await runCli(['export', kind, '--url', agl.url, '--out', join(dir, `${kind}.jsonl`), ...flags]);
+      assert.equal(result.code, flags.includes('--strict') ? 1 : 0, `${label}: agl export ${kind}: ${result.stderr}`);
+      assert.match(result.stderr, /skipped 1:/, `${label}: ${kind}`);
+      assert.match(result.stderr, new RegExp(`1 x span whose stored attributes are not readable JSON \\(e\\.g\\. rollout ro-poison, span ${poisoned}\\)`), `${label}: ${kind}`);
+    }
+  };
+  const calls = async () => (await queryRows(agl.store, 'SELECT span_id FROM llm_calls')).map((row) => row.span_id);
+  assert.deepEqual(await calls(), ['e'.repeat(16)], 'the views leave the span out before it is derived');
+  await exportAll('not derived yet');
+
+  const errors: string[] = [];
+  t.mock.method(console, 'error', (line: string) => errors.push(line));
+  assert.equal(await agl.store.deriveAll(), 2, 'the derive goes past the span');
+  t.mock.restoreAll();
+  assert.deepEqual(errors, [`agl: derived 2 span(s) but skipped 1 (${poisoned}), whose attributes are not readable JSON`]);
+  assert.deepEqual(await calls(), ['e'.repeat(16)]);
+  await queryRows(agl.store, 'SELECT * FROM rewards');
+  await exportAll('derived');
+  await exportAll('strict', '--strict');
 });

@@ -8,12 +8,14 @@ import { traceToMessages, type SkippedRecord } from '../adapters/messages.js';
 import { traceToTrajectories } from '../adapters/trajectories.js';
 import { isRolloutMode, sqlText } from '../store/sql.js';
 import { streamTriplets, tripletsQuery, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
+import { allRows } from '../adapters/source.js';
+import { readable, UNREADABLE_SPANS_SQL } from '../store/derived.js';
 import { progressLine } from './progress.js';
-import { choiceArg, countArg, parseCommandArgs, UsageError } from './args.js';
+import { choiceArg, CommandError, countArg, parseCommandArgs, UsageError } from './args.js';
 import { queryTarget, type QueryTarget } from './query-command.js';
 
 export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FILE.jsonl|.parquet|.arrow [--db ./agl.duckdb | --url URL]
-          [--token T] [--where "<SQL condition on rollout_id, attempt_id, trace_id, model ...
+          [--token T] [--strict] [--where "<SQL condition on rollout_id, attempt_id, trace_id, model ...
           and the rollout's input, mode, status, metadata>"] [--min-reward X] [--mode train|val]
           triplets, trajectories: [--agent-match REGEX] [--span-match REGEX] [--repair-flat]
                     [--reward-match first_occurrence|first_sibling] [--credit step|final|discounted] [--gamma 1]
@@ -23,7 +25,9 @@ export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FIL
   LLM call; records that fail validation are skipped and counted, with their reasons.
   triplets: one {prompt, response, reward, metadata} per LLM call of each attempt, in call order.
   trajectories: token-level rows (prompt_ids, response_ids, response_mask, response_logprobs,
-  reward, group_key) for RL trainers.`;
+  reward, group_key) for RL trainers.
+  Spans whose stored attributes cannot be read (written by an older agl) are left out and named;
+  --strict exits 1 when anything was skipped.`;
 
 const OUT_TYPES = ['.jsonl', '.ndjson', '.parquet', '.arrow'];
 const KINDS = ['messages', 'triplets', 'trajectories'] as const;
@@ -47,6 +51,7 @@ const OPTIONS = {
   'max-prompt-length': { type: 'string' },
   'max-response-length': { type: 'string' },
   overlong: { type: 'string' },
+  strict: { type: 'boolean' },
 } as const;
 
 type Values = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>['values'];
@@ -67,6 +72,7 @@ export async function exportDataset(args: string[]): Promise<void> {
   const progress = progressLine(`exporting ${kind}`);
   let written = 0;
   try {
+    report.skipped.push(...(await unreadableSpans(target)));
     if (kind === 'triplets' && type !== '.arrow') {
       // One query, written by DuckDB itself: no row passes through JS.
       written = await target.exportTo(await tripletsQuery(target, options.triplets), out, type === '.parquet' ? 'parquet' : 'ndjson', progress.fraction);
@@ -79,6 +85,25 @@ export async function exportDataset(args: string[]): Promise<void> {
     await target.close();
   }
   printSummary(written, values.out, report);
+  if (values.strict && report.skipped.length > 0) throw new CommandError(`--strict: ${report.skipped.length} skipped`);
+}
+
+const UNREADABLE = 'span whose stored attributes are not readable JSON';
+
+/**
+ * The spans no view reads because their attributes cannot be parsed (derived.ts): they are in no
+ * record, so the summary names them. A file that an older agl wrote, opened read-only, has no
+ * record of them yet: its spans are checked one by one.
+ */
+async function unreadableSpans(target: QueryTarget): Promise<SkippedRecord[]> {
+  let rows: Record<string, unknown>[];
+  try {
+    rows = await allRows(target, UNREADABLE_SPANS_SQL);
+  } catch (error) {
+    if (!/derived_skipped/.test((error as Error).message)) throw error;
+    rows = await allRows(target, `SELECT rollout_id, span_id FROM spans WHERE NOT ${readable()}`);
+  }
+  return rows.map((row) => ({ rollout_id: row.rollout_id as string | null, span_id: String(row.span_id), reason: UNREADABLE }));
 }
 
 async function* rowsOf(batches: AsyncIterable<object[]>): AsyncGenerator<object> {
@@ -177,6 +202,10 @@ function printSummary(written: number, out: string, { skipped, notes }: Report):
   for (const [reason, count] of reasons) {
     const example = skipped.find((s) => s.reason === reason)!;
     console.error(`  ${count} x ${reason} (e.g. rollout ${example.rollout_id ?? '-'}, span ${example.span_id})`);
+    if (reason === UNREADABLE && count > 1) {
+      const spans = skipped.filter((s) => s.reason === reason).map((s) => s.span_id);
+      console.error(`    spans: ${spans.slice(0, 10).join(', ')}${count > 10 ? ', ...' : ''}`);
+    }
   }
 }
 

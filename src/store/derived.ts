@@ -211,9 +211,24 @@ SELECT trace_id, span_id, agent_name FROM (
   SELECT trace_id, span_id, coalesce(a[1], a[2], CASE WHEN a[3] = 'AGENT' THEN name END, a[4], CASE WHEN a[5] = 'chain' THEN name END) AS agent_name FROM named
 ) WHERE agent_name IS NOT NULL`;
 
+/**
+ * The spans the deriver left out because their attributes are not JSON that DuckDB reads (a lone
+ * surrogate stored by an agl before 0.x checked its input): deriving one failed the whole round,
+ * and reading one failed every view and export. `agl export` names them.
+ */
+export const DERIVED_SKIPPED_DDL = `
+CREATE TABLE derived_skipped (rollout_id VARCHAR, trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL);`;
+
+/** Whether a span's attributes can be read (the derived rows and views parse nothing else of a span). */
+export const readable = (attributes = 'attributes') => `json_valid(${attributes})`;
+
 export const WATERMARK = "(SELECT CAST(value AS BIGINT) FROM agl_meta WHERE key = 'derived_through')";
-/** The stored spans not derived yet (DuckDB skips the row groups before the watermark). */
-const UNDERIVED = `(SELECT * FROM spans WHERE rowid > ${WATERMARK})`;
+/** The stored spans not derived yet (DuckDB skips the row groups before the watermark), but unreadable ones. */
+const UNDERIVED = `(SELECT * FROM spans WHERE rowid > ${WATERMARK} AND ${readable()})`;
+
+/** The spans left out of every derived row: those the deriver skipped, and unreadable ones not derived yet. */
+export const UNREADABLE_SPANS_SQL = `SELECT rollout_id, span_id FROM derived_skipped
+  UNION ALL SELECT rollout_id, span_id FROM spans WHERE rowid > ${WATERMARK} AND NOT ${readable()}`;
 
 /** The stored calls, then `fresh`: the calls of the spans after the watermark. */
 const callRows = (fresh: string) => `SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls UNION ALL SELECT * FROM ${fresh}`;
@@ -239,7 +254,7 @@ export async function checkDerivedVersion(connection: DuckDBConnection): Promise
   const reader = await connection.runAndReadAll("SELECT value FROM agl_meta WHERE key = 'derived_version'");
   if (reader.currentRowCount > 0 && String(reader.getRows()[0][0]) === DERIVED_VERSION) return;
   await connection.run(`BEGIN TRANSACTION;
-    DELETE FROM derived_calls; DELETE FROM derived_rewards; DELETE FROM derived_agents;
+    DELETE FROM derived_calls; DELETE FROM derived_rewards; DELETE FROM derived_agents; DELETE FROM derived_skipped;
     INSERT OR REPLACE INTO agl_meta VALUES ('derived_through', '-1'), ('derived_version', '${DERIVED_VERSION}');
     COMMIT;`);
 }

@@ -1,6 +1,6 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { creditedCallsSql, groupOf } from './credited-calls.js';
-import { agentsFrom, callsFrom, CREDIT_COLUMNS, DERIVED_VERSION, rewardsFrom, WATERMARK } from './derived.js';
+import { agentsFrom, callsFrom, CREDIT_COLUMNS, DERIVED_VERSION, readable, rewardsFrom, WATERMARK } from './derived.js';
 import { llmCallsOf } from './views.js';
 
 /**
@@ -35,7 +35,8 @@ export async function deriveSpans(connection: DuckDBConnection, maxSpans: number
       await connection.run('ROLLBACK');
       return 0;
     }
-    const spans = `(SELECT * FROM spans WHERE rowid > ${done} AND rowid <= ${through})`;
+    const skipped = await skipUnreadable(connection, `rowid > ${done} AND rowid <= ${through}`);
+    const spans = `(SELECT * FROM spans WHERE rowid > ${done} AND rowid <= ${through}${skipped ? ' AND rowid NOT IN (SELECT row FROM round_skipped)' : ''})`;
     const touched = '(SELECT group_id FROM round_groups)';
     await connection.run(`CREATE OR REPLACE TEMP TABLE round_calls AS SELECT *, ${groupOf('c')} AS group_id FROM (${callsFrom(spans)}) c;
       INSERT INTO derived_rewards ${rewardsFrom(spans)};
@@ -55,13 +56,33 @@ export async function deriveSpans(connection: DuckDBConnection, maxSpans: number
         FROM round_calls c LEFT JOIN round_credits m USING (trace_id, span_id)
         ORDER BY c.group_id, c.sequence_id NULLS LAST, c.start_time, c.span_id;
       UPDATE agl_meta SET value = '${through}' WHERE key = 'derived_through';
-      DROP TABLE round_calls; DROP TABLE round_groups; DROP TABLE round_credits;`);
+      DROP TABLE round_calls; DROP TABLE round_groups; DROP TABLE round_credits;${skipped ? ' DROP TABLE round_skipped;' : ''}`);
     await connection.run('COMMIT');
+    if (skipped) console.error(`agl: derived ${through - done} span(s) but ${skipped}, whose attributes are not readable JSON`);
     return through - done;
   } catch (error) {
     await connection.run('ROLLBACK').catch(() => {});
     throw error;
   }
+}
+
+/**
+ * Records the round's spans whose attributes DuckDB cannot parse in derived_skipped (and in the
+ * temp table round_skipped, to leave them out of the round): one such span used to fail every
+ * round, so that nothing after it was derived. Returns them for the log, as "N (ids...)", or
+ * null when there are none.
+ */
+async function skipUnreadable(connection: DuckDBConnection, round: string): Promise<string | null> {
+  const reader = await connection.runAndReadAll(`CREATE OR REPLACE TEMP TABLE round_skipped AS
+      SELECT rowid AS row, rollout_id, trace_id, span_id FROM spans WHERE ${round} AND NOT ${readable()};
+    INSERT INTO derived_skipped SELECT rollout_id, trace_id, span_id FROM round_skipped;
+    SELECT count(*)::INTEGER, list(span_id ORDER BY row)[1:5] FROM round_skipped;`);
+  const [count, first] = reader.getRows()[0] as [number, { items: string[] }];
+  if (count === 0) {
+    await connection.run('DROP TABLE round_skipped');
+    return null;
+  }
+  return `skipped ${count} (${first.items.join(', ')}${count > 5 ? ', ...' : ''})`;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { columnsDdl } from './columns.js';
-import { checkDerivedVersion, DERIVED_CREDITS_DDL, DERIVED_TABLES_DDL } from './derived.js';
+import { checkDerivedVersion, DERIVED_CREDITS_DDL, DERIVED_SKIPPED_DDL, DERIVED_TABLES_DDL } from './derived.js';
 import { ROLLOUT_TABLES_DDL } from './rollout-tables.js';
 import { LOG_COLUMNS, SPAN_COLUMNS } from './tables.js';
 import { VIEWS_SQL } from './views.js';
@@ -15,6 +15,7 @@ const MIGRATIONS: readonly string[] = [
   ROLLOUT_TABLES_DDL,
   DERIVED_TABLES_DDL,
   DERIVED_CREDITS_DDL,
+  DERIVED_SKIPPED_DDL,
 ];
 
 const SCHEMA_VERSION = MIGRATIONS.length;

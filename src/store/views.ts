@@ -1,4 +1,4 @@
-import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL } from './derived.js';
+import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable } from './derived.js';
 
 /**
  * The SQL views `llm_calls` and `rewards` (DESIGN.md, "SQL") over the tables derived from spans
@@ -25,7 +25,7 @@ const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_t
  */
 export const llmCallsOf = (rows: string, withEvents = true) => `WITH
 ${withEvents ? `events AS (
-  SELECT trace_id, span_id, coalesce(event_name, attributes->>'event.name') AS event, json(body) AS body, time
+  SELECT trace_id, span_id, coalesce(event_name, attributes->>'event.name') AS event, try(json(body)) AS body, time
   FROM logs WHERE coalesce(event_name, attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND span_id IS NOT NULL
 ),
 event_messages AS (
@@ -52,6 +52,7 @@ event_calls AS (
     coalesce(e.finish_reason, s.attributes->'gen_ai.response.finish_reasons'->>0) AS finish_reason,
     4 AS dialect
   FROM event_messages e JOIN spans s USING (trace_id, span_id)
+  WHERE ${readable('s.attributes')}
 ),
 ` : ''}others AS (SELECT * FROM ${rows} WHERE dialect > 1${withEvents ? ' UNION ALL SELECT * FROM event_calls' : ''})
 -- An instrumented agent calling through the gateway: the agent's capture (dialect 1) is the
