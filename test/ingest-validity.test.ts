@@ -134,6 +134,21 @@ test(`an attribute nested deeper than ${MAX_NESTING_DEPTH} levels rejects its sp
   assert.equal(response2.status, 200);
   assert.match(response2.body.toString('latin1'), /span "span 1": attribute "deep" is nested deeper than 64 levels/);
 
+  // A resource nested too deep: none of its spans can be stored.
+  const deepResource = withNested(JSON.stringify({
+    resourceSpans: [{ resource: { attributes: [{ key: 'host', value: 'NESTED' }] }, scopeSpans: [{ spans: [jsonSpan('a', []), jsonSpan('b', [])] }] }],
+  }), 100);
+  const response3 = await post(`${agl.url}/v1/traces`, deepResource, json);
+  assert.equal(response3.status, 200);
+  assert.deepEqual(JSON.parse(response3.body.toString()).partialSuccess, {
+    rejectedSpans: '2',
+    errorMessage: `rejected 2 spans; first: resource attribute "host" is nested deeper than ${MAX_NESTING_DEPTH} levels`,
+  });
+  const deepResourcePb = withDeepAttribute(protobufRequest({ a: '1' }, { b: '2' }), 'service.name', 100);
+  const response4 = await post(`${agl.url}/v1/traces`, deepResourcePb, protobuf);
+  assert.equal(response4.status, 200);
+  assert.match(response4.body.toString('latin1'), /rejected 2 spans; first: resource attribute "deep" is nested deeper than 64 levels/);
+
   const names = (await queryRows(agl.store, 'SELECT name FROM spans ORDER BY name')).map((row) => row.name);
   assert.deepEqual(names, ['deepest allowed', 'span 0']);
   await assertEverythingReads(agl, dir);

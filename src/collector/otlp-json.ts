@@ -173,7 +173,7 @@ function forEachItem(
       };
       list(scopeGroup, sPath, itemsKey, snake(itemsKey)).forEach((item, i) => {
         // Every item shares the resource: with a resource nested too deep, none can be stored.
-        if (tooDeep) reject(batch, `${itemsKey}[${i}]: ${tooDeep.message}`);
+        if (tooDeep) reject(batch, `resource ${tooDeep.message}`);
         else visit(item, `${sPath}.${itemsKey}[${i}]`, context);
       });
     });

@@ -177,7 +177,7 @@ function readSpan(r: ProtobufReader, end: number, group: Group, batch: BatchBuil
   let linkCount = 0;
   let tooDeep: TooDeepError | null = null;
   if (group.rejection !== null) {
-    reject(batch, `span: ${group.rejection}`);
+    reject(batch, group.rejection);
     return;
   }
   try {
@@ -344,7 +344,7 @@ function readLogRecord(r: ProtobufReader, end: number, group: Group, batch: Batc
   let attributeCount = 0;
   let tooDeep: TooDeepError | null = null;
   if (group.rejection !== null) {
-    reject(batch, `log record: ${group.rejection}`);
+    reject(batch, group.rejection);
     return;
   }
   try {
