@@ -27,15 +27,6 @@ export class OtlpJsonError extends Error {
   }
 }
 
-/** `json()`, with a TooDeepError from within it naming `field` (an attribute's key, the body). */
-function naming(field: string, json: () => string): string {
-  try {
-    return json();
-  } catch (error) {
-    throw error instanceof TooDeepError ? new TooDeepError(field) : error;
-  }
-}
-
 type Obj = Record<string, unknown>;
 
 /**
@@ -102,7 +93,7 @@ export function decodeLogsJson(text: string): DecodedBatch {
         severityNumber: enumValue(record, path, ['severityNumber', 'severity_number'], SEVERITY_NAMES),
         severityText: str(record, path, 'severityText', 'severity_text') || null,
         eventName: str(record, path, 'eventName', 'event_name') || null,
-        bodyJson: body === undefined || body === null ? null : naming('body', () => anyValueJson(body, `${path}.body`, 1)),
+        bodyJson: body === undefined || body === null ? null : bodyJson(body, `${path}.body`),
         attributesJson: attributesJson(record, path, attribution),
         flags: int(record, path, 'flags'),
         attribution,
@@ -276,8 +267,22 @@ function keyValueJson(kv: Obj, path: string, attribution?: Attribution, depth = 
     noteAttribution(attribution, key, scalar === null ? null : typeof v.stringValue === 'string' ? scalar : Number(scalar));
   }
   if (value === undefined || value === null) return `${JSON.stringify(key)}:null`;
-  const valueJson = () => anyValueJson(value, `${path}.value`, depth);
-  return `${JSON.stringify(key)}:${depth === 1 ? naming(`attribute ${JSON.stringify(key)}`, valueJson) : valueJson()}`;
+  let valueJson: string;
+  try {
+    valueJson = anyValueJson(value, `${path}.value`, depth);
+  } catch (error) {
+    throw depth === 1 && error instanceof TooDeepError ? new TooDeepError(`attribute ${JSON.stringify(key)}`) : error;
+  }
+  return `${JSON.stringify(key)}:${valueJson}`;
+}
+
+/** A log record's body, a too deep one named as such. */
+function bodyJson(body: unknown, path: string): string {
+  try {
+    return anyValueJson(body, path, 1);
+  } catch (error) {
+    throw error instanceof TooDeepError ? new TooDeepError('body') : error;
+  }
 }
 
 function serviceNameOf(resource: Obj): string | null {

@@ -18,8 +18,8 @@ import {
   type BatchBuilder,
   type DecodedBatch,
 } from './otlp-rows.js';
-import { FIXED32, FIXED64, LEN, ProtobufReader, VARINT } from './protobuf-reader.js';
 import { MAX_NESTING_DEPTH, TooDeepError } from '../nesting.js';
+import { FIXED32, FIXED64, LEN, ProtobufReader, VARINT } from './protobuf-reader.js';
 
 /**
  * Decodes OTLP protobuf requests (opentelemetry/proto/collector/{trace,logs}/v1) straight into
@@ -165,6 +165,10 @@ interface SpanFields {
 }
 
 function readSpan(r: ProtobufReader, end: number, group: Group, batch: BatchBuilder): void {
+  if (group.rejection !== null) {
+    reject(batch, group.rejection);
+    return;
+  }
   const c = batch.rows.columns;
   const attributes = c[SPAN.attributes] as ByteColumnBuilder;
   const events = c[SPAN.events] as ByteColumnBuilder;
@@ -176,10 +180,6 @@ function readSpan(r: ProtobufReader, end: number, group: Group, batch: BatchBuil
   let eventCount = 0;
   let linkCount = 0;
   let tooDeep: TooDeepError | null = null;
-  if (group.rejection !== null) {
-    reject(batch, group.rejection);
-    return;
-  }
   try {
     while (r.pos < end) {
       const t = r.tag();
@@ -259,8 +259,7 @@ function readStatus(r: ProtobufReader, end: number, f: SpanFields): void {
     if (t === ((2 << 3) | LEN)) {
       f.statusMessage = r.pos;
       r.skip(LEN);
-    }
-    else if (t === ((3 << 3) | VARINT)) f.statusCode = r.uint32();
+    } else if (t === ((3 << 3) | VARINT)) f.statusCode = r.uint32();
     else r.skip(t & 7);
   }
 }
@@ -328,6 +327,10 @@ function writeLink(r: ProtobufReader, end: number, out: ByteColumnBuilder): void
 }
 
 function readLogRecord(r: ProtobufReader, end: number, group: Group, batch: BatchBuilder): void {
+  if (group.rejection !== null) {
+    reject(batch, group.rejection);
+    return;
+  }
   const c = batch.rows.columns;
   const attributes = c[LOG.attributes] as ByteColumnBuilder;
   const body = c[LOG.body] as ByteColumnBuilder;
@@ -343,10 +346,6 @@ function readLogRecord(r: ProtobufReader, end: number, group: Group, batch: Batc
   let hasBody = false;
   let attributeCount = 0;
   let tooDeep: TooDeepError | null = null;
-  if (group.rejection !== null) {
-    reject(batch, group.rejection);
-    return;
-  }
   try {
     while (r.pos < end) {
       const t = r.tag();
