@@ -116,3 +116,21 @@ test('a pipeline that fails to take a call span does not throw into the app', ()
   assert.doesNotThrow(() => span.end());
   assert.equal(span.isRecording(), false);
 });
+
+test('a call span keeps the wall clock the SDK spans keep, when the monotonic clock has drifted from it', (t) => {
+  // In a long-lived process the monotonic clock (performance.now() from timeOrigin) drifts from
+  // Date.now(); here it runs a second ahead. The SDK's spans start from the wall clock.
+  const realNow = performance.now.bind(performance);
+  t.mock.method(performance, 'now', () => realNow() + 1000);
+  exporter.reset();
+  const before = Date.now();
+  describeCall(tracer.startSpan('chat', { kind: SpanKind.CLIENT }), undefined);
+  describeCall(start('chat', ROOT_CONTEXT), undefined);
+  const ended = start('chat', ROOT_CONTEXT);
+  ended.end();
+  const [sdk, ours, plain] = exporter.getFinishedSpans();
+  const millis = ([s, ns]: [number, number]) => s * 1000 + ns / 1e6;
+  for (const span of [sdk, ours, plain]) assert.ok(millis(span.duration) >= 0, `${millis(span.duration)} ms`);
+  assert.ok(Math.abs(millis(ours.startTime) - millis(sdk.startTime)) < 500, 'starts on the same clock as the SDK span');
+  assert.ok(millis(plain.startTime) - before < 500);
+});

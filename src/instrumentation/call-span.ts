@@ -1,5 +1,5 @@
 import { diag, isSpanContextValid, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type AttributeValue, type Context, type HrTime, type Link, type Span, type SpanContext, type SpanStatus, type TimeInput } from '@opentelemetry/api';
-import { hrTime, hrTimeDuration, millisToHrTime } from '@opentelemetry/core';
+import { addHrTimes, hrTimeDuration, millisToHrTime } from '@opentelemetry/core';
 import type { Resource } from '@opentelemetry/resources';
 import { RandomIdGenerator, type ReadableSpan, type SpanProcessor, type TimedEvent } from '@opentelemetry/sdk-trace';
 import { ATTR } from '../semconv.js';
@@ -49,7 +49,15 @@ class CallSpan implements Span, ReadableSpan {
   readonly attributes: Attributes = {};
   readonly links: Link[] = [];
   readonly events: TimedEvent[] = [];
-  readonly startTime: HrTime = hrTime();
+  /**
+   * Times as the SDK's spans take them: the start from the wall clock, later times as the start
+   * plus the monotonic clock's progress. Started from the monotonic clock's origin instead, a
+   * span's start and an end given in epoch milliseconds (as the fetch capture gives it) came
+   * from two clocks that drift apart in a long-lived process: a call's duration could come out
+   * negative, and its place among the SDK's spans (a reward's match to its call) shifted.
+   */
+  readonly startTime: HrTime = millisToHrTime(Date.now());
+  private readonly startedAt = performance.now();
   endTime: HrTime = [0, 0];
   status: SpanStatus = { code: SpanStatusCode.UNSET };
   ended = false;
@@ -68,6 +76,10 @@ class CallSpan implements Span, ReadableSpan {
       this.attributes[ATTR.rolloutId] = rollout.rollout_id;
       if (rollout.attempt_id !== undefined) this.attributes[ATTR.attemptId] = rollout.attempt_id;
     }
+  }
+
+  private now(): HrTime {
+    return addHrTimes(this.startTime, millisToHrTime(performance.now() - this.startedAt));
   }
 
   get duration(): HrTime {
@@ -118,7 +130,7 @@ class CallSpan implements Span, ReadableSpan {
   }
 
   addEvent(name: string, attributes?: Attributes, time?: TimeInput): this {
-    if (!this.ended) this.events.push({ name, attributes, time: typeof time === 'number' ? millisToHrTime(time) : hrTime(), droppedAttributesCount: 0 });
+    if (!this.ended) this.events.push({ name, attributes, time: typeof time === 'number' ? millisToHrTime(time) : this.now(), droppedAttributesCount: 0 });
     return this;
   }
 
@@ -134,7 +146,7 @@ class CallSpan implements Span, ReadableSpan {
   end(endTime?: TimeInput): void {
     if (this.ended) return;
     this.ended = true;
-    this.endTime = typeof endTime === 'number' ? millisToHrTime(endTime) : hrTime();
+    this.endTime = typeof endTime === 'number' ? millisToHrTime(endTime) : this.now();
     try {
       this.target.processor.onEnd(this);
     } catch (error) {
