@@ -105,6 +105,13 @@ export async function exportQuery(
   });
 }
 
+/**
+ * Runs `work` on a fresh connection inside a READ ONLY transaction. At the time limit the
+ * statement is interrupted and the caller gets QueryTimeoutError at once: DuckDB checks its
+ * interrupt flag between vectors, not inside one scalar function, so a single long call
+ * (`repeat('x', 3000000000)`, a large `levenshtein`) would run on for as long as it takes. Such a
+ * statement finishes on its own connection, which is closed then.
+ */
 async function withReadOnlyConnection<T>(
   instance: DuckDBInstance,
   sql: string,
@@ -112,30 +119,34 @@ async function withReadOnlyConnection<T>(
   work: (connection: DuckDBConnection) => Promise<T>,
 ): Promise<T> {
   const connection = await instance.connect();
-  let timedOut = false;
-  // Infinity: no limit (the CLI on the user's own file).
-  const timer = Number.isFinite(options.timeoutMs)
-    ? setTimeout(() => {
-        timedOut = true;
-        connection.interrupt();
-      }, options.timeoutMs)
-    : undefined;
-  try {
+  const running = (async () => {
     if (options.guard) await assertReadOnlyQuery(connection, sql);
     await connection.run('BEGIN TRANSACTION READ ONLY');
     try {
       return await work(connection);
     } finally {
+      // Fails only when the transaction is gone already (an interrupted or failed statement).
       await connection.run('ROLLBACK').catch(() => {});
     }
-  } catch (error) {
-    if (timedOut) throw new QueryTimeoutError(options.timeoutMs);
-    throw error;
+  })();
+  void running.then(noop, noop).then(() => connection.closeSync());
+  // Infinity: no limit (the CLI on the user's own file).
+  if (!Number.isFinite(options.timeoutMs)) return running;
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      connection.interrupt();
+      reject(new QueryTimeoutError(options.timeoutMs));
+    }, options.timeoutMs);
+  });
+  try {
+    return await Promise.race([running, limit]);
   } finally {
     clearTimeout(timer);
-    connection.closeSync();
   }
 }
+
+const noop = () => {};
 
 function toQueryResult(reader: DuckDBResultReader): QueryResult {
   const names = reader.deduplicatedColumnNames();
