@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
 import { StoreClient } from '../src/collector/store-client.js';
 import { Runner } from '../src/runtime/runner.js';
 import { loadAgent } from '../src/runtime/runner-command.js';
@@ -10,7 +12,8 @@ import { CLI, newTempDir, removeDir, spawnServe, until } from './helpers.js';
 import { APPS } from './instrumented-app.js';
 
 // Runners under faults: a hanging agent, a runner killed mid-rollout, the server killed and
-// restarted while runners work, several runner processes (--workers).
+// restarted while runners work, several runner processes (--workers), a store that answers
+// errors (a 500 fails the rollout at once; a 503 is waited for).
 
 let dir: string;
 const runners = new Set<ChildProcess>();
@@ -119,6 +122,81 @@ test('--workers 2: two runner processes share the queue; Ctrl-C stops both', asy
   assert.deepEqual([...workers].sort(), ['pair-1', 'pair-2']);
   runner.child.kill('SIGINT');
   assert.equal(await runner.exited, 0, runner.output());
+  server.child.kill('SIGTERM');
+  await server.exited;
+});
+
+/**
+ * A proxy in front of `upstream` that answers `fault`'s status (with a JSON detail) instead of
+ * passing a request on, for the requests `fault` picks.
+ */
+async function faultyProxy(t: TestContext, upstream: string, fault: (method: string, path: string, body: string) => number | undefined): Promise<string> {
+  const proxy = createServer((request, response) => void relay(request, response).catch((error: Error) => response.destroy(error)));
+  async function relay(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const body = Buffer.concat(chunks);
+    const status = fault(request.method!, request.url!, body.toString());
+    if (status !== undefined) {
+      response.writeHead(status, { 'content-type': 'application/json', 'retry-after': '0' }).end(JSON.stringify({ detail: `injected ${status}` }));
+      return;
+    }
+    const headers: Record<string, string> = {};
+    for (const name of ['content-type', 'content-encoding', 'authorization']) if (request.headers[name]) headers[name] = request.headers[name] as string;
+    const answer = await fetch(`${upstream}${request.url}`, { method: request.method, headers, body: chunks.length ? body : undefined });
+    response.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' }).end(Buffer.from(await answer.arrayBuffer()));
+  }
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    proxy.close();
+    proxy.closeAllConnections();
+  });
+  return `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+}
+
+const ATTEMPT_UPDATE = /^\/v1\/agl\/rollouts\/[^/]+\/attempts\/[^/]+$/;
+
+test('a store answering 500 while the runner marks an attempt running: the rollout fails at once with that error', async (t) => {
+  const { server, store } = await serve('answer-500');
+  const proxy = await faultyProxy(t, server.url, (method, path, body) => (ATTEMPT_UPDATE.test(path) && body.includes('"running"') ? 500 : undefined));
+  const [rollout] = await store.enqueueManyRollouts([{ input: { ms: 10 }, config: { unresponsive_seconds: 60 } }]);
+  const runner = startRunner(proxy, ['--max-rollouts', '1']);
+  assert.equal(await runner.exited, 0, runner.output());
+  const attempt = await store.getLatestAttempt(rollout.rollout_id);
+  assert.equal(attempt?.status, 'failed');
+  assert.match(String(attempt?.metadata?.error), /answered 500 .*injected 500/);
+  assert.match(runner.output(), /rollout \S+ failed before its agent ran: .*answered 500/);
+  assert.doesNotMatch(runner.output(), /the store is away|sleepy-agent:/, 'neither retried nor run');
+  const spans = (await store.querySpans({ rollout_id: rollout.rollout_id })).items;
+  const exception = spans.find((span) => span.name === 'agentlightning.exception');
+  assert.match(String(exception?.attributes['exception.message']), /answered 500/);
+  server.child.kill('SIGTERM');
+  await server.exited;
+});
+
+test('a store answering 500 to an attempt\'s outcome: said on stderr at once, not retried as a store away', async (t) => {
+  const { server, store } = await serve('outcome-500');
+  const proxy = await faultyProxy(t, server.url, (method, path, body) => (ATTEMPT_UPDATE.test(path) && body.includes('"succeeded"') ? 500 : undefined));
+  // On the old runner this retried for unresponsive_seconds.
+  await store.enqueueManyRollouts([{ input: { ms: 10 }, config: { unresponsive_seconds: 120 } }]);
+  const runner = startRunner(proxy, ['--max-rollouts', '1']);
+  assert.equal(await runner.exited, 0, runner.output());
+  assert.match(runner.output(), /could not report attempt \S+ of \S+: agl store answered 500/);
+  assert.doesNotMatch(runner.output(), /the store is away/);
+  server.child.kill('SIGTERM');
+  await server.exited;
+});
+
+test('a store answering 503 to dequeues is waited for: the rollout runs once it answers again', async (t) => {
+  const { server, store } = await serve('dequeue-503');
+  let refused = 0;
+  // The client does not retry a dequeue (it could hand out a rollout twice): the runner does.
+  const proxy = await faultyProxy(t, server.url, (method, path) => (path.endsWith('/dequeue') && refused++ < 3 ? 503 : undefined));
+  const [rollout] = await store.enqueueManyRollouts([{ input: { ms: 10 } }]);
+  const runner = startRunner(proxy, ['--max-rollouts', '1']);
+  assert.equal(await runner.exited, 0, runner.output());
+  assert.equal((await store.getRolloutById(rollout.rollout_id))?.status, 'succeeded');
+  assert.match(runner.output(), /the store is away \(agl store answered 503[^]*the store answers again/);
   server.child.kill('SIGTERM');
   await server.exited;
 });

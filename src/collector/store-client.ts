@@ -33,13 +33,36 @@ interface RequestOptions {
   readonly timeoutSeconds?: number;
 }
 
+/**
+ * The store did not answer (refused, reset, timed out), or a proxy or the store itself said it
+ * is unavailable for now (502, 503, 504): the same call may succeed later.
+ */
+export class StoreUnreachableError extends Error {
+  constructor(message: string, readonly status?: number, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'StoreUnreachableError';
+  }
+}
+
+/** The store answered with an error that retrying will not fix (a 500, a 401, ...). */
+export class StoreAnswerError extends Error {
+  constructor(message: string, readonly status: number) {
+    super(message);
+    this.name = 'StoreAnswerError';
+  }
+}
+
+/** Answers that say the store (or the way to it) is away for now, not that the call is wrong. */
+const UNAVAILABLE_STATUSES = new Set([502, 503, 504]);
+
 /** The server's own cap on one long poll; longer waits are several requests. */
 const LONG_POLL_SECONDS = 60;
 
 /**
  * The LightningStore of a remote `agl serve` (or any Agent Lightning v0.x store server), over
  * its REST API. Errors come back as the embedded store raises them: NotFoundError for unknown
- * ids, InvalidQueryError for requests the server refused as bad.
+ * ids, InvalidQueryError for requests the server refused as bad; StoreUnreachableError when
+ * the store is away, StoreAnswerError for its other error answers.
  */
 export class StoreClient implements LightningStore {
   private readonly base: string;
@@ -205,7 +228,7 @@ export class StoreClient implements LightningStore {
         // lost after the server acted would otherwise create it twice.
         const unsent = (error as NodeJS.ErrnoException).code === 'ECONNREFUSED';
         if (attempt >= delays.length || (retry === 'unsent' && !unsent)) {
-          throw new Error(`agl store at ${this.base} did not answer ${method} ${path}: ${(error as Error).message}`, { cause: error });
+          throw new StoreUnreachableError(`agl store at ${this.base} did not answer ${method} ${path}: ${(error as Error).message}`, undefined, { cause: error });
         }
         await new Promise((resolve) => setTimeout(resolve, delays[attempt] * 1000));
         continue;
@@ -219,7 +242,9 @@ export class StoreClient implements LightningStore {
         await new Promise((resolve) => setTimeout(resolve, Number(response.headers['retry-after'] ?? delays[attempt]) * 1000));
         continue;
       }
-      throw new Error(`agl store answered ${response.status} to ${method} ${path}: ${detail}`);
+      const message = `agl store answered ${response.status} to ${method} ${path}: ${detail}`;
+      if (UNAVAILABLE_STATUSES.has(response.status)) throw new StoreUnreachableError(message, response.status);
+      throw new StoreAnswerError(message, response.status);
     }
   }
 }

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
 import { gatewayBaseUrl } from '../collector/gateway-url.js';
+import { StoreUnreachableError } from '../collector/store-client.js';
 import { emitException, emitReward } from '../instrumentation/emitters.js';
 import { finishAnsweredCalls } from '../instrumentation/fetch-capture.js';
 import { withRollout } from '../instrumentation/rollout-context.js';
 import type { LightningStore } from '../lightning-store.js';
-import { InvalidQueryError } from '../store/paginate.js';
-import { NotFoundError } from '../store/rollout-state.js';
+import { StoreBusyError, StoreUnavailableError } from '../store/writer.js';
 import type { AttemptedRollout, NamedResources, Rollout, Span } from '../types.js';
 import { rolloutContext, type Agent } from './agent.js';
 
@@ -93,11 +93,22 @@ export class Runner<T = unknown> {
     this.workerId = options.workerId ?? `runner-${process.pid}-${randomBytes(3).toString('hex')}`;
   }
 
-  /** Runs rollouts until `maxRollouts` were started and finished, or `signal` aborts (in-flight rollouts finish first). */
+  /**
+   * Runs rollouts until `maxRollouts` were started and finished, or `signal` aborts (in-flight
+   * rollouts finish first). Rejects when the store fails in a way retrying will not fix (a 500
+   * to a dequeue), once the other slots stopped as for an abort.
+   */
   async run(signal?: AbortSignal): Promise<{ rollouts: number }> {
-    const heartbeat = setInterval(() => void this.options.store.updateWorker(this.workerId, { started: this.started }).catch(() => {}), this.heartbeatMs());
+    const heartbeat = setInterval(() => void this.options.store.updateWorker(this.workerId, { started: this.started }).catch((error) => this.heartbeatFailed(error)), this.heartbeatMs());
+    const halt = new AbortController();
+    const stop = signal ? AbortSignal.any([signal, halt.signal]) : halt.signal;
     try {
-      await Promise.all(Array.from({ length: this.options.concurrency ?? 1 }, () => this.slot(signal)));
+      const slots = await Promise.allSettled(Array.from({ length: this.options.concurrency ?? 1 }, () => this.slot(stop).catch((error) => {
+        halt.abort(error);
+        throw error;
+      })));
+      const failed = slots.find((slot) => slot.status === 'rejected');
+      if (failed) throw failed.reason;
     } finally {
       clearInterval(heartbeat);
     }
@@ -117,6 +128,18 @@ export class Runner<T = unknown> {
 
   /** Consecutive failed store calls (0 while the store answers). */
   private failures = 0;
+  /** A heartbeat failed for a reason other than the store being away (said once). */
+  private heartbeatErrorShown = false;
+
+  /**
+   * A failed heartbeat is retried by the next one; while the store is away that is all there is
+   * to do. Any other failure is a fault (the store answering 500, a bug) and is said once.
+   */
+  private heartbeatFailed(error: unknown): void {
+    if (isTransient(error) || this.heartbeatErrorShown) return;
+    this.heartbeatErrorShown = true;
+    console.error(`agl: runner ${this.workerId}: a heartbeat failed (${(error as Error).message}); further heartbeat errors are not shown`);
+  }
 
   private async storeIsAway(error: unknown, signal?: AbortSignal): Promise<void> {
     if (this.failures === 0) console.error(`agl: runner ${this.workerId}: the store is away (${(error as Error).message}); retrying with backoff`);
@@ -141,7 +164,7 @@ export class Runner<T = unknown> {
         this.storeIsBack();
         return result;
       } catch (error) {
-        if (Date.now() >= deadline || !isUnreachable(error)) throw error;
+        if (Date.now() >= deadline || !isTransient(error)) throw error;
         await this.storeIsAway(error);
       }
     }
@@ -161,6 +184,7 @@ export class Runner<T = unknown> {
         this.storeIsBack();
       } catch (error) {
         this.started--;
+        if (!isTransient(error)) throw error;
         await this.storeIsAway(error, signal);
         continue;
       }
@@ -182,7 +206,7 @@ export class Runner<T = unknown> {
     stop?.addEventListener('abort', onStop, { once: true });
     // Often enough that the store never takes a live attempt for unresponsive.
     const unresponsiveMs = 1000 * (attempted.config?.unresponsive_seconds ?? Infinity);
-    const heartbeat = setInterval(() => void store.updateAttempt(rolloutId, attemptId, { last_heartbeat_time: Date.now() / 1000 }).catch(() => {}), Math.min(this.heartbeatMs(), unresponsiveMs / 3));
+    const heartbeat = setInterval(() => void store.updateAttempt(rolloutId, attemptId, { last_heartbeat_time: Date.now() / 1000 }).catch((error) => this.heartbeatFailed(error)), Math.min(this.heartbeatMs(), unresponsiveMs / 3));
     // The rollout's timeout counts from the attempt's start; an agent that hangs past it is
     // abandoned (its signal aborted) and its slot freed.
     const timeoutSeconds = attempted.config?.timeout_seconds ?? null;
@@ -205,11 +229,17 @@ export class Runner<T = unknown> {
       }));
     }
     // A cutoff may come before the race below listens (a stop while the attempt is marked running).
+    // The race hears the rejection; this only keeps it from being reported as unhandled.
     for (const cutoff of cutoffs) cutoff.catch(() => {});
     let outcome: AttemptOutcome;
+    /** From here on a failure is the agent's (or its timeout), which the attempt's status tells. */
+    let agentStarted = false;
     try {
-      // Running from now on; the heartbeats keep it so.
-      await store.updateAttempt(rolloutId, attemptId, { status: 'running', last_heartbeat_time: Date.now() / 1000 }).catch(() => {});
+      // Running from now on; the heartbeats keep it so (and say so once the store is back, if it
+      // is away now). Any other failure fails the attempt.
+      await store.updateAttempt(rolloutId, attemptId, { status: 'running', last_heartbeat_time: Date.now() / 1000 }).catch((error) => {
+        if (!isTransient(error)) throw error;
+      });
       await hooks?.onRolloutStart?.(attempted);
       const resources = attempted.resources_id ? (await store.getResourcesById(attempted.resources_id))?.resources ?? {} : {};
       const context = rolloutContext({ rolloutId, attemptId, mode: attempted.mode ?? null }, resources, abort.signal, gatewayUrl ? () => gatewayBaseUrl(gatewayUrl, rolloutId, attemptId) : undefined);
@@ -222,6 +252,7 @@ export class Runner<T = unknown> {
         }
       });
       running.catch(() => {}); // an abandoned agent's late failure is nobody's to hear
+      agentStarted = true;
       const result = await (cutoffs.length ? Promise.race([running, ...cutoffs]) : running);
       if (result !== undefined && (typeof result !== 'number' || !Number.isFinite(result))) {
         throw new TypeError(`the agent returned ${typeof result === 'number' ? result : typeof result}; it returns its reward as a finite number, or nothing`);
@@ -230,6 +261,7 @@ export class Runner<T = unknown> {
       outcome = { status: 'succeeded', reward: typeof result === 'number' ? result : null };
     } catch (error) {
       withRollout(scope, () => emitException(error instanceof Error ? error : new Error(String(error))));
+      if (!agentStarted) console.error(`agl: runner ${this.workerId}: rollout ${rolloutId} failed before its agent ran: ${(error as Error)?.message ?? String(error)}`);
       outcome = { status: error instanceof AttemptTimeoutError ? 'timeout' : 'failed', reward: null, error };
     } finally {
       clearTimeout(timer);
@@ -251,7 +283,11 @@ export class Runner<T = unknown> {
   }
 }
 
-/** A store call that failed because the store did not answer (not because it refused). */
-function isUnreachable(error: unknown): boolean {
-  return !(error instanceof NotFoundError || error instanceof InvalidQueryError);
+/**
+ * A store call that failed for now and may succeed later: the store did not answer, or said it
+ * is unavailable (502/503/504), busy or unable to write. Anything else (a 500, a refusal, a bug
+ * in the runner's own plumbing) retrying would only hide.
+ */
+function isTransient(error: unknown): boolean {
+  return error instanceof StoreUnreachableError || error instanceof StoreBusyError || error instanceof StoreUnavailableError;
 }

@@ -41,6 +41,17 @@ export class StoreBusyError extends Error {
   }
 }
 
+/**
+ * The database cannot write now (its disk is full, an I/O error): the caller should retry later
+ * (HTTP 503 + Retry-After); nothing of the failed write was stored.
+ */
+export class StoreUnavailableError extends Error {
+  constructor(readonly reason: string, readonly retryAfterSeconds = 5) {
+    super(`the store cannot write now (${reason}); retry in ${retryAfterSeconds} s`);
+    this.name = 'StoreUnavailableError';
+  }
+}
+
 export interface GroupCommitWriterOptions {
   /** Bytes (as the caller estimates them) that may wait for a commit before writes are refused. */
   readonly maxQueuedBytes: number;
