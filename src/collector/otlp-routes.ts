@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DuckDBStore } from '../store/store.js';
-import { StoreBusyError } from '../store/writer.js';
+import { StoreBusyError, StoreUnavailableError } from '../store/writer.js';
 import { BodyError, readBody } from './body.js';
 import { mediaType } from './http.js';
 import { isDecodeError, type Signal } from './decode.js';
@@ -31,7 +31,8 @@ function encodingOf(request: IncomingMessage, response: ServerResponse): Encodin
 /**
  * POST /v1/traces and /v1/logs (OTLP/HTTP): 200 once the data is committed, with
  * partial_success for rejected items; 400 for an undecodable body, 415 for an unsupported
- * content type; 413 above the size cap; 503 + Retry-After while the write queue is full.
+ * content type; 413 above the size cap; 503 + Retry-After while the write queue is full or the
+ * store cannot write (disk full): OTLP exporters retry a 503, and drop the data of a 500.
  */
 export async function handleOtlp(
   signal: Signal,
@@ -65,6 +66,8 @@ export async function handleOtlp(
       send(response, 400, statusResponse(encoding, RpcCode.INVALID_ARGUMENT, `the body is not a valid ${what}: ${error.message}`));
     } else if (error instanceof StoreBusyError) {
       busy(response, encoding, error.retryAfterSeconds);
+    } else if (error instanceof StoreUnavailableError) {
+      send(response, 503, statusResponse(encoding, RpcCode.UNAVAILABLE, error.message), { 'retry-after': String(error.retryAfterSeconds) });
     } else {
       throw error;
     }

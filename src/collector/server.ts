@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { DuckDBStore } from '../store/store.js';
+import { StoreBusyError, StoreUnavailableError } from '../store/writer.js';
 import { BodyError } from './body.js';
 import { gateway, type GatewayOptions } from './gateway.js';
 import { DecodePool } from './decode-pool.js';
@@ -115,7 +116,10 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
   const otlp = new Set(otlpRoutes);
   const matchRoutes = compileRoutes([
     ...otlpRoutes,
-    { method: 'GET', path: '/v1/agl/health', handle: async (_req, res) => sendJson(res, 200, { status: 'ok' }) },
+    // 200 also while degraded (disk full): reads still work and writes answer 503 + Retry-After
+    // by themselves, while a 503 here would make a load balancer route away (or Kubernetes
+    // restart the server) and stop the very retries that find the disk has room again.
+    { method: 'GET', path: '/v1/agl/health', handle: async (_req, res) => sendJson(res, 200, store.health) },
     { method: 'POST', path: '/v1/agl/query', handle: (req, res) => handleQuery(req, res, store) },
     ...storeRoutes(store.lightning),
     ...llmGateway.routes,
@@ -180,6 +184,10 @@ function answerError(response: ServerResponse, error: unknown): void {
   }
   if (error instanceof HttpError || error instanceof BodyError) {
     sendJson(response, error.status, { detail: error.message });
+    return;
+  }
+  if (error instanceof StoreBusyError || error instanceof StoreUnavailableError) {
+    sendJson(response, 503, { detail: error.message }, { 'retry-after': String(error.retryAfterSeconds) });
     return;
   }
   console.error('agl: request failed:', error);

@@ -7,7 +7,7 @@ import { deriveSpans } from './deriver.js';
 import { migrate } from './schema.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
 import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';
-import { GroupCommitWriter, StoreBusyError, type TableRows } from './writer.js';
+import { GroupCommitWriter, StoreBusyError, StoreUnavailableError, writeError, type TableRows } from './writer.js';
 import { WriteBudget } from './write-budget.js';
 import { EmbeddedLightningStore } from './lightning.js';
 import { RolloutState, type Changes } from './rollout-state.js';
@@ -33,6 +33,9 @@ const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
 const DERIVE_ROUND_SPANS = 20_000;
 /** The longest a few spans wait for the deriver while the store is idle. */
 const DERIVE_EVERY_MS = 5_000;
+
+/** What GET /v1/agl/health answers. */
+export type StoreHealth = { status: 'ok' } | { status: 'degraded'; reason: string };
 
 export interface WriteResult {
   /** Rows now durable in the database. */
@@ -82,7 +85,12 @@ export class DuckDBStore {
   private readonly spanKeys = new SpanKeyIndex();
   /** Span rows accepted but not yet committed. */
   private readonly pendingSpans = new Set<ColumnarRows>();
-  private readonly writer: GroupCommitWriter;
+  private writer: GroupCommitWriter;
+  /** Why the last write failed for the disk's or the file's sake (null: the last write succeeded). */
+  private writeFailure: string | null = null;
+  /** DuckDB invalidated the database: the next write opens it again first (see `reopen`). */
+  private invalidated = false;
+  private reopening: Promise<void> | null = null;
   /** The rollout queue, attempts, resources and workers (Agent Lightning's LightningStore). */
   readonly lightning: EmbeddedLightningStore;
   private watchdogTimer: NodeJS.Timeout | undefined;
@@ -104,14 +112,11 @@ export class DuckDBStore {
 
   private constructor(
     readonly path: string,
-    private readonly instance: DuckDBInstance,
-    private readonly connection: DuckDBConnection,
+    private instance: DuckDBInstance,
+    private connection: DuckDBConnection,
     private readonly options: StoreOptions,
   ) {
-    this.writer = new GroupCommitWriter(connection, {
-      maxQueuedBytes: options.maxQueuedBytes ?? 64 * 1024 * 1024,
-      withMoreMemory: (work) => this.read(work),
-    });
+    this.writer = this.newWriter();
     this.lightning = new EmbeddedLightningStore(new RolloutState(), {
       write: (writes) => this.write(writes, 0),
       writeSpans: (rows) => this.writeSpans(rows, 0),
@@ -128,15 +133,15 @@ export class DuckDBStore {
     });
   }
 
+  private newWriter(): GroupCommitWriter {
+    return new GroupCommitWriter(this.connection, {
+      maxQueuedBytes: this.options.maxQueuedBytes ?? 64 * 1024 * 1024,
+      withMoreMemory: (work) => this.read(work),
+    });
+  }
+
   static async open(options: StoreOptions): Promise<DuckDBStore> {
-    // A checkpoint compresses what the WAL holds into the file and stalls the commits behind it:
-    // at DuckDB's default 16 MB, ingest spends most of its time there (64 MB: 42,500 small spans/s
-    // in process, 7,700 LLM-sized; no checkpoint: 60,500 and 15,200). So the store checkpoints
-    // while idle, and DuckDB's own threshold is the bound under sustained ingest.
-    const settings: Record<string, string> = options.readOnly
-      ? { access_mode: 'READ_ONLY' }
-      : { checkpoint_threshold: options.checkpointThreshold ?? '1GB' };
-    const instance = await DuckDBInstance.create(options.path, settings);
+    const instance = await DuckDBInstance.create(options.path, instanceSettings(options));
     try {
       const connection = await instance.connect();
       const store = new DuckDBStore(options.path, instance, connection, options);
@@ -146,7 +151,7 @@ export class DuckDBStore {
         store.lightning.version = await loadRolloutState(connection, store.lightning.state);
         store.budget = await WriteBudget.open(await instance.connect(), options.writeMemoryBytes ?? 64 * 2 ** 20);
         // Attempts time out even when nobody asks (and restarts resolve attempts left running).
-        store.watchdogTimer = setInterval(() => void store.lightning.watchdog().catch(() => {}), 1000);
+        store.watchdogTimer = setInterval(() => void store.lightning.watchdog().catch((error) => store.watchdogFailed(error)), 1000);
         store.watchdogTimer.unref();
         // While no span has been written for a moment, the WAL is checkpointed into the file
         // (which frees the memory the WAL's rows hold) and the spans derived (derived.ts), so
@@ -171,6 +176,15 @@ export class DuckDBStore {
       instance.closeSync();
       throw error;
     }
+  }
+
+  /**
+   * 'degraded' while writes fail for the disk's or the file's sake (disk full, I/O error), with
+   * DuckDB's reason; 'ok' again once a write succeeds (clients retry after the 503's
+   * Retry-After, and each retry tries the disk again).
+   */
+  get health(): StoreHealth {
+    return this.writeFailure === null ? { status: 'ok' } : { status: 'degraded', reason: this.writeFailure };
   }
 
   /** True while the write queue is full: new writes would get StoreBusyError. */
@@ -245,10 +259,67 @@ export class DuckDBStore {
   }
 
   /** Hands rows to the writer, under the write budget (write-budget.ts). */
-  private write(writes: readonly TableRows[], bytes: number): Promise<void> {
+  private async write(writes: readonly TableRows[], bytes: number): Promise<void> {
+    if (this.invalidated) {
+      if (!this.closing) this.reopening ??= this.reopen().finally(() => (this.reopening = null));
+      await this.reopening;
+      if (this.invalidated) throw new StoreUnavailableError(this.writeFailure ?? 'the database could not be opened again', true);
+    }
     this.budget?.noteWrite();
-    return this.writer.write(writes, bytes);
+    try {
+      await this.writer.write(writes, bytes);
+      this.writeFailure = null;
+    } catch (error) {
+      if (error instanceof StoreUnavailableError) this.writeFailed(error.reason, error.invalidated);
+      throw error;
+    }
   }
+
+  /** Notes why the disk or the file failed, once per failure spell; opens an invalidated database again. */
+  private writeFailed(reason: string, invalidated: boolean): void {
+    if (this.writeFailure === null) console.error(`agl: the store cannot write (${reason}); writes get 503 until it can again`);
+    this.writeFailure = reason;
+    this.invalidated ||= invalidated;
+  }
+
+  /**
+   * Opens the database again after DuckDB invalidated it (a checkpoint that could not write): every
+   * statement of the old instance fails from then on. What was committed is in the file or its
+   * WAL, which the new instance replays; the state in memory (span keys, sequence ids, rollouts)
+   * holds exactly the committed writes, so it stays. Should the opening fail too (the disk still
+   * full), the next write tries again.
+   */
+  private async reopen(): Promise<void> {
+    // Waits for the writes in flight: they fail with the instance, each with its 503.
+    await this.writer.close();
+    await this.deriving?.catch(() => {}); // fails with the instance too; derived again later
+    await this.idleStep;
+    this.deriveConnection?.closeSync();
+    this.deriveConnection = undefined;
+    await this.budget?.close();
+    this.budget = undefined;
+    this.connection.closeSync();
+    this.instance.closeSync();
+    try {
+      this.instance = await DuckDBInstance.create(this.path, instanceSettings(this.options));
+      this.connection = await this.instance.connect();
+      this.budget = await WriteBudget.open(await this.instance.connect(), this.options.writeMemoryBytes ?? 64 * 2 ** 20);
+      this.writer = this.newWriter();
+      this.invalidated = false;
+      console.error('agl: the store opened its database again after a fatal write error');
+    } catch (error) {
+      this.writeFailure = `the database could not be opened again: ${(error as Error).message.split('\n')[0]}`;
+    }
+  }
+
+  /** The watchdog runs every second: a failure is said once, not every second. */
+  private watchdogFailed(error: unknown): void {
+    if (error instanceof StoreUnavailableError || this.watchdogErrorShown) return; // said by writeFailed
+    this.watchdogErrorShown = true;
+    console.error(`agl: the attempts' watchdog failed (${(error as Error).message}); further failures are not shown`);
+  }
+
+  private watchdogErrorShown = false;
 
   /** Runs a read (or a checkpoint) with the write budget lifted (write-budget.ts). */
   private read<T>(work: () => Promise<T>): Promise<T> {
@@ -297,6 +368,7 @@ export class DuckDBStore {
       return derived;
     });
     this.deriving = round;
+    // The round's failure goes to its caller through `round`; this copy of it is nobody's.
     void round.finally(() => {
       if (this.deriving === round) this.deriving = null;
     }).catch(() => {});
@@ -308,11 +380,17 @@ export class DuckDBStore {
     clearInterval(this.watchdogTimer);
     clearInterval(this.idleTimer);
     this.closing = true;
-    await this.deriving?.catch(() => {});
+    await this.reopening;
+    await this.deriving?.catch(() => {}); // its failure was reported to whoever started the round
     await this.idleStep;
     this.deriveConnection?.closeSync();
     await this.writer.close();
-    if (!this.options.readOnly) await this.read(() => this.connection.run('CHECKPOINT')).catch(() => {});
+    if (!this.options.readOnly) {
+      await this.read(() => this.connection.run('CHECKPOINT')).catch((error: unknown) => {
+        // Nothing is lost: the next open replays the WAL. But the user should know why it is large.
+        console.error(`agl: the closing checkpoint failed, the WAL stays for the next open: ${(error as Error).message}`);
+      });
+    }
     await this.budget?.close();
     this.connection.closeSync();
     this.instance.closeSync();
@@ -326,7 +404,11 @@ export class DuckDBStore {
   private async checkpointIfLarge(): Promise<boolean> {
     const wal = await stat(`${this.path}.wal`).catch(() => null);
     if (!wal || wal.size < IDLE_CHECKPOINT_BYTES) return false;
-    return this.writer.between((connection) => this.read(() => connection.run('CHECKPOINT')).then(() => {})).then(() => true, () => false);
+    return this.writer.between((connection) => this.read(() => connection.run('CHECKPOINT')).then(() => {})).then(() => true, (error) => {
+      const failed = writeError(error);
+      if (failed instanceof StoreUnavailableError) this.writeFailed(failed.reason, failed.invalidated);
+      return false;
+    });
   }
 
   private async loadHotState(): Promise<void> {
@@ -415,6 +497,14 @@ export class DuckDBStore {
 }
 
 export { LOG, SPAN };
+
+function instanceSettings(options: StoreOptions): Record<string, string> {
+  // A checkpoint compresses what the WAL holds into the file and stalls the commits behind it:
+  // at DuckDB's default 16 MB, ingest spends most of its time there (64 MB: 42,500 small spans/s
+  // in process, 7,700 LLM-sized; no checkpoint: 60,500 and 15,200). So the store checkpoints
+  // while idle, and DuckDB's own threshold is the bound under sustained ingest.
+  return options.readOnly ? { access_mode: 'READ_ONLY' } : { checkpoint_threshold: options.checkpointThreshold ?? '1GB' };
+}
 
 function exactKeys(rows: ColumnarRows): string[] {
   const c = rows.columns as (string | null)[][];

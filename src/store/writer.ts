@@ -13,6 +13,22 @@ export interface TableRows {
 // messages for these suggest raising memory_limit.
 const OUT_OF_MEMORY = /out of memory|could not allocate|failed to allocate|failed to pin|memory_limit/i;
 
+// DuckDB could not write the file or its WAL: "Could not write file ...: No space left on device"
+// (a failed COMMIT leaves the database as it was), or a FATAL error (a failed checkpoint), after
+// which every statement says the database "has been invalidated" until it is opened again.
+const WRITE_FAILURE = /no space left|disk is full|quota exceeded|could not (write|open|create|truncate|sync|fsync)|IO Error|invalidated|FATAL/i;
+/** A FATAL error: DuckDB refuses every statement of this instance from now on. */
+const INVALIDATED = /invalidated|FATAL/i;
+
+/** The error to answer for a failed write: StoreUnavailableError when the disk or file failed. */
+export function writeError(error: unknown): unknown {
+  if (error instanceof StoreUnavailableError) return error;
+  const message = String((error as Error)?.message ?? error);
+  if (!WRITE_FAILURE.test(message)) return error;
+  // DuckDB's message holds the path; the first line says what happened.
+  return new StoreUnavailableError(message.split('\n')[0].replace(/^[\w ]*Error: /, ''), INVALIDATED.test(message));
+}
+
 interface Job {
   readonly writes: readonly TableRows[];
   readonly bytes: number;
@@ -46,7 +62,12 @@ export class StoreBusyError extends Error {
  * (HTTP 503 + Retry-After); nothing of the failed write was stored.
  */
 export class StoreUnavailableError extends Error {
-  constructor(readonly reason: string, readonly retryAfterSeconds = 5) {
+  constructor(
+    readonly reason: string,
+    /** DuckDB invalidated the database: it must be opened again before it writes. */
+    readonly invalidated = false,
+    readonly retryAfterSeconds = 5,
+  ) {
     super(`the store cannot write now (${reason}); retry in ${retryAfterSeconds} s`);
     this.name = 'StoreUnavailableError';
   }
@@ -186,7 +207,8 @@ export class GroupCommitWriter {
         this.unstageAll();
         // A failure before the group was taken (an appender, BEGIN) fails the writes it was for.
         group ??= this.takeGroup(() => true);
-        for (const job of group) job.reject(error);
+        const answer = writeError(error);
+        for (const job of group) job.reject(answer);
       }
       for (const job of group) this.queuedBytes -= job.bytes;
     }
@@ -231,6 +253,7 @@ export class GroupCommitWriter {
     this.stagingPaused = true;
     this.unstageAll();
     try {
+      // A COMMIT that failed ended its transaction already: nothing is left to roll back then.
       await this.connection.run('ROLLBACK').catch(() => {});
       const { withMoreMemory } = this.options;
       if (!withMoreMemory || !OUT_OF_MEMORY.test(String((error as Error).message))) throw error;
@@ -242,6 +265,7 @@ export class GroupCommitWriter {
           await commit.run();
         } catch (again) {
           this.unstageAll();
+          // As above: the failed statement may have ended the transaction itself.
           await this.connection.run('ROLLBACK').catch(() => {});
           throw again;
         }
