@@ -51,6 +51,7 @@ const { workerData } = require('node:worker_threads');
 const done = new Int32Array(workerData.done);
 fetch(workerData.url, { method: 'POST', headers: workerData.headers, body: workerData.body })
   .then((answer) => answer.arrayBuffer())
+  // The process is exiting, and the main thread hears the outcome from hasUnsent: nothing to add.
   .catch(() => {})
   .finally(() => { Atomics.store(done, 0, 1); Atomics.notify(done, 0); });
 `;

@@ -238,6 +238,7 @@ function startSdk(config: RegisterConfig): { delivery: Delivery; encoder: SpanPr
  */
 function flushOnExit(delivery: Delivery): void {
   const flush = delivery.flush;
+  // An export that failed was reported by the ReportingExporter; the process is ending anyway.
   const bounded = () =>
     Promise.race([flush().catch(() => {}), new Promise<void>((resolve) => setTimeout(resolve, EXIT_FLUSH_MS).unref())]);
   let tries = 0;

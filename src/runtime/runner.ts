@@ -73,6 +73,7 @@ export async function flushSpans(): Promise<void> {
   const provider = trace.getTracerProvider() as { getDelegate?: () => unknown };
   const delegate = (provider.getDelegate?.() ?? provider) as { forceFlush?: () => Promise<void> };
   if (typeof delegate.forceFlush !== 'function') return;
+  // An export that failed was reported by the exporter itself (telemetry.ts: ReportingExporter).
   await Promise.race([delegate.forceFlush().catch(() => {}), new Promise((resolve) => setTimeout(resolve, FLUSH_MS).unref())]);
 }
 

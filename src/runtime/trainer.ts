@@ -199,7 +199,12 @@ function watchProgress(store: LightningStore, total: number): { stop(): Promise<
     const rate = finished.length / Math.max(0.001, (Date.now() - started) / 1000);
     line.text(`${finished.length}/${total} rollouts, ${finished.length ? Math.round((100 * succeeded) / finished.length) : 0}% succeeded, mean reward ${mean}, ${rate.toFixed(1)}/s`);
   };
-  const timer = setInterval(() => (polling = polling.then(poll).catch(() => {})), 1000);
+  let pollFailed = false;
+  const timer = setInterval(() => (polling = polling.then(poll).catch((error: unknown) => {
+    // Only the progress line goes stale (the fit itself waits on its own calls); said once, not every second.
+    if (!pollFailed) console.error(`agl: the progress line stopped updating: ${(error as Error)?.message ?? String(error)}`);
+    pollFailed = true;
+  })), 1000);
   return {
     stop: async () => {
       clearInterval(timer);

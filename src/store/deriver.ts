@@ -61,6 +61,7 @@ export async function deriveSpans(connection: DuckDBConnection, maxSpans: number
     if (skipped) console.error(`agl: derived ${through - done} span(s) but ${skipped}, whose attributes are not readable JSON`);
     return through - done;
   } catch (error) {
+    // The round's own error is what matters (thrown on); a failed statement may have ended the transaction.
     await connection.run('ROLLBACK').catch(() => {});
     throw error;
   }

@@ -129,6 +129,7 @@ async function withReadOnlyConnection<T>(
       await connection.run('ROLLBACK').catch(() => {});
     }
   })();
+  // Its outcome goes to the caller below (or is past the limit, and nobody's).
   void running.then(noop, noop).then(() => connection.closeSync());
   // Infinity: no limit (the CLI on the user's own file).
   if (!Number.isFinite(options.timeoutMs)) return running;
