@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { QueryTimeoutError, type ExportFormat } from '../store/query.js';
+import { QueryBusyError, QueryTimeoutError, type ExportFormat } from '../store/query.js';
 import { QueryRefusedError } from '../store/read-only-sql.js';
 import type { DuckDBStore } from '../store/store.js';
 import { HttpError, readJsonObject, sendJson } from './http.js';
@@ -45,6 +45,7 @@ export async function handleQuery(request: IncomingMessage, response: ServerResp
   } catch (error) {
     if (error instanceof QueryRefusedError) throw new HttpError(400, error.message);
     if (error instanceof QueryTimeoutError) throw new HttpError(408, `${error.message} (the server's limit: agl serve --query-timeout)`);
+    if (error instanceof QueryBusyError) throw new HttpError(503, error.message);
     // Errors DuckDB raises for the query itself (unknown column, bad cast, ...) are the
     // client's to fix; they never concern the store's state.
     if (error instanceof Error && /(Error|Exception):/.test(error.message)) throw new HttpError(400, error.message);

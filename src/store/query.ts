@@ -31,6 +31,22 @@ export class QueryTimeoutError extends Error {
   }
 }
 
+/** A statement past its time limit still runs (see withReadOnlyConnection): retry later (503). */
+export class QueryBusyError extends Error {
+  constructor() {
+    super('a query stopped at its time limit is still finishing; retry in a few seconds');
+    this.name = 'QueryBusyError';
+  }
+}
+
+/**
+ * Statements past their time limit, until they end. One that DuckDB could not interrupt holds
+ * one of the process's four libuv threads, on which every DuckDB call and file access runs: a
+ * user's query waits a moment for them (an interrupted one ends within milliseconds), and is
+ * refused while one still runs, so that such queries cannot take all four.
+ */
+const overrunning = new Set<Promise<void>>();
+
 /**
  * Runs one read-only query on a fresh connection inside a READ ONLY transaction, so a query
  * can never change the store, even one the guard let through.
@@ -118,6 +134,10 @@ async function withReadOnlyConnection<T>(
   options: QueryOptions,
   work: (connection: DuckDBConnection) => Promise<T>,
 ): Promise<T> {
+  if (options.guard && overrunning.size > 0) {
+    await Promise.race([Promise.all(overrunning), new Promise((resolve) => setTimeout(resolve, 1000))]);
+    if (overrunning.size > 0) throw new QueryBusyError();
+  }
   const connection = await instance.connect();
   const running = (async () => {
     if (options.guard) await assertReadOnlyQuery(connection, sql);
@@ -130,13 +150,17 @@ async function withReadOnlyConnection<T>(
     }
   })();
   // Its outcome goes to the caller below (or is past the limit, and nobody's).
-  void running.then(noop, noop).then(() => connection.closeSync());
+  const ended = running.then(noop, noop).then(() => {
+    connection.closeSync();
+    overrunning.delete(ended);
+  });
   // Infinity: no limit (the CLI on the user's own file).
   if (!Number.isFinite(options.timeoutMs)) return running;
   let timer: NodeJS.Timeout | undefined;
   const limit = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       connection.interrupt();
+      overrunning.add(ended);
       reject(new QueryTimeoutError(options.timeoutMs));
     }, options.timeoutMs);
   });
