@@ -91,6 +91,8 @@ export class DuckDBStore {
   /** DuckDB invalidated the database: the next write opens it again first (see `reopen`). */
   private invalidated = false;
   private reopening: Promise<void> | null = null;
+  /** The watchdog's failure was said (it runs every second: said once). */
+  private watchdogErrorShown = false;
   /** The rollout queue, attempts, resources and workers (Agent Lightning's LightningStore). */
   readonly lightning: EmbeddedLightningStore;
   private watchdogTimer: NodeJS.Timeout | undefined;
@@ -312,14 +314,11 @@ export class DuckDBStore {
     }
   }
 
-  /** The watchdog runs every second: a failure is said once, not every second. */
   private watchdogFailed(error: unknown): void {
     if (error instanceof StoreUnavailableError || this.watchdogErrorShown) return; // said by writeFailed
     this.watchdogErrorShown = true;
     console.error(`agl: the attempts' watchdog failed (${(error as Error).message}); further failures are not shown`);
   }
-
-  private watchdogErrorShown = false;
 
   /** Runs a read (or a checkpoint) with the write budget lifted (write-budget.ts). */
   private read<T>(work: () => Promise<T>): Promise<T> {
