@@ -3,7 +3,7 @@
 export { emitAnnotation, emitException, emitMessage, emitObject, emitReward, operation, type RewardOptions } from './instrumentation/emitters.js';
 export { withRollout, currentRollout, type RolloutScope } from './instrumentation/rollout-context.js';
 export { findFinalReward, findRewardSpans, getRewardValue, getRewards } from './instrumentation/reward-spans.js';
-export { StoreClient, type StoreClientOptions } from './collector/store-client.js';
+export { StoreAnswerError, StoreClient, StoreUnreachableError, type StoreClientOptions } from './collector/store-client.js';
 export { gatewayBaseUrl, gatewayEnv } from './collector/gateway-url.js';
 export { rollout, formatTemplate, type Agent, type RolloutContext } from './runtime/agent.js';
 export { Runner, type RunnerOptions, type RunnerHooks } from './runtime/runner.js';

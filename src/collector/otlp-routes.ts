@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DuckDBStore } from '../store/store.js';
-import { StoreBusyError, StoreUnavailableError } from '../store/writer.js';
+import { StoreBusyError, StoreUnavailableError } from '../store/errors.js';
 import { BodyError, readBody } from './body.js';
 import { mediaType } from './http.js';
 import { isDecodeError, type Signal } from './decode.js';

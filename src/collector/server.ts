@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { DuckDBStore } from '../store/store.js';
-import { StoreBusyError, StoreUnavailableError } from '../store/writer.js';
+import { StoreBusyError, StoreUnavailableError } from '../store/errors.js';
 import { BodyError } from './body.js';
 import { gateway, type GatewayOptions } from './gateway.js';
 import { DecodePool } from './decode-pool.js';

@@ -6,7 +6,7 @@ import { emitException, emitReward } from '../instrumentation/emitters.js';
 import { finishAnsweredCalls } from '../instrumentation/fetch-capture.js';
 import { withRollout } from '../instrumentation/rollout-context.js';
 import type { LightningStore } from '../lightning-store.js';
-import { StoreBusyError, StoreUnavailableError } from '../store/writer.js';
+import { StoreBusyError, StoreUnavailableError } from '../store/errors.js';
 import type { AttemptedRollout, NamedResources, Rollout, Span } from '../types.js';
 import { rolloutContext, type Agent } from './agent.js';
 

@@ -1,5 +1,6 @@
 import type { DuckDBConnection, DuckDBPreparedStatement } from '@duckdb/node-api';
 import { TableAppender, type Column, type ColumnarRows } from './columns.js';
+import { StoreBusyError, StoreUnavailableError } from './errors.js';
 
 /** Rows for one table, as handed to the writer. */
 export interface TableRows {
@@ -48,30 +49,6 @@ interface Job {
 const MAX_STAGED_ROWS = 100_000;
 /** Request bytes whose rows may be staged at once: a copy of them waits in the appenders' buffers. */
 const MAX_STAGED_BYTES = 32 * 2 ** 20;
-
-/** The write queue is over its bound: the caller should retry later (HTTP 503 + Retry-After). */
-export class StoreBusyError extends Error {
-  constructor(readonly retryAfterSeconds: number) {
-    super(`the store's write queue is full; retry in ${retryAfterSeconds} s`);
-    this.name = 'StoreBusyError';
-  }
-}
-
-/**
- * The database cannot write now (its disk is full, an I/O error): the caller should retry later
- * (HTTP 503 + Retry-After); nothing of the failed write was stored.
- */
-export class StoreUnavailableError extends Error {
-  constructor(
-    readonly reason: string,
-    /** DuckDB invalidated the database: it must be opened again before it writes. */
-    readonly invalidated = false,
-    readonly retryAfterSeconds = 5,
-  ) {
-    super(`the store cannot write now (${reason}); retry in ${retryAfterSeconds} s`);
-    this.name = 'StoreUnavailableError';
-  }
-}
 
 export interface GroupCommitWriterOptions {
   /** Bytes (as the caller estimates them) that may wait for a commit before writes are refused. */
