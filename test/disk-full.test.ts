@@ -118,6 +118,12 @@ test('disk full at commit: 503 + Retry-After, health degraded; with room again i
   const degraded = (await health(agl)) as { status: string; reason: string };
   assert.equal(degraded.status, 'degraded');
   assert.match(degraded.reason, /No space left on device/);
+  // Larger than what is left of the WAL's last page (a few bytes may still fit there).
+  const input = { task: 'x'.repeat(100_000) };
+  const enqueue = await post(`${agl.url}/v1/agl/queues/rollouts/enqueue`, JSON.stringify({ rollouts: [{ input }] }), { 'content-type': 'application/json' });
+  assert.equal(enqueue.status, 503, 'a REST write too');
+  assert.ok(Number(enqueue.headers.get('retry-after')) > 0);
+  assert.match(JSON.parse(enqueue.body.toString()).detail, /cannot write now/);
 
   await rm(filler);
   // What an exporter does with the 503: sends the same request again.
