@@ -101,8 +101,11 @@ test('50 rollouts at once: every LLM call and reward lands in its own rollout', 
 
 test('onStop abandon: a stop reports the rollouts in flight failed at once, their signals aborted', async () => {
   let aborted = false;
+  let listening!: () => void;
+  const agentListens = new Promise<void>((resolve) => (listening = resolve));
   const slow = rollout(async (_task, ctx) => {
     ctx.signal.addEventListener('abort', () => (aborted = true));
+    listening();
     await new Promise((resolve) => setTimeout(resolve, 60_000).unref());
     return 1;
   });
@@ -110,7 +113,9 @@ test('onStop abandon: a stop reports the rollouts in flight failed at once, thei
   const stop = new AbortController();
   const runner = new Runner({ store: agl.store.lightning, agent: slow, onStop: 'abandon' });
   const running = runner.run(stop.signal);
-  for (let i = 0; i < 100 && (await agl.store.lightning.getLatestAttempt(queued.rollout_id))?.status !== 'running'; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  // The agent's own word, not the attempt's 'running' status: that can show a moment before the
+  // agent runs (under load, a stop then came before it listened, and the test failed).
+  await agentListens;
   stop.abort();
   await running;
   assert.ok(aborted);
