@@ -158,11 +158,16 @@ test('disk full at a checkpoint (DuckDB invalidates the database): 503s, then th
   const filler = await fill(where);
   await until(async () => assert.equal(((await health(agl)) as { status: string }).status, 'degraded'), 20_000);
   const refused = await postUntilRefused(agl, template, serial, acked);
+  // A state change that fails now has its state loaded again from the database, which must
+  // itself be opened again first: neither may leave the store refusing every later write.
+  const enqueue = () => post(`${agl.url}/v1/agl/queues/rollouts/enqueue`, JSON.stringify({ rollouts: [{ input: 'x'.repeat(100_000) }] }), { 'content-type': 'application/json' });
+  assert.equal((await enqueue()).status, 503);
 
   await rm(filler);
   const retried = await post(`${agl.url}/v1/traces`, refused, PROTOBUF);
   assert.equal(retried.status, 200, retried.body.toString());
   acked.spans += template.spanCount;
+  assert.equal((await enqueue()).status, 201);
   assert.deepEqual(await health(agl), { status: 'ok' });
   assert.equal(Number((await agl.store.query('SELECT count(*) AS n FROM spans')).rows[0].n), acked.spans, 'reads see every span');
 

@@ -21,6 +21,7 @@ import { changedAnything, noChanges, NotFoundError, RolloutState, type Changes }
 import { SPAN_JSON_COLUMNS, spanFromRow, spanRows } from './span-json.js';
 import { sqlText } from './sql.js';
 import { historyRows } from './rollout-tables.js';
+import { StoreUnavailableError } from './errors.js';
 import type { TableRows } from './writer.js';
 
 const ROLLOUT_FIELDS = ['rollout_id', 'input', 'start_time', 'end_time', 'mode', 'resources_id', 'status', 'config', 'metadata'];
@@ -341,7 +342,7 @@ export class EmbeddedLightningStore implements LightningStore {
   private async reloaded(): Promise<void> {
     if (this.reloading) return this.reloading;
     await this.reload();
-    if (this.stale) throw new Error('the store could not load its rollout state from the database after a failed write; retry later');
+    if (this.stale) throw new StoreUnavailableError('it could not load its rollout state from the database after a failed write');
   }
 
   /** Loads the state from the database (once for all the failures that ask meanwhile). */

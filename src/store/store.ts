@@ -127,6 +127,9 @@ export class DuckDBStore {
       spanCount: async () => Number((await this.query('SELECT count(*) AS n FROM spans', { guard: false })).rows[0].n),
       nextSequenceId: (rolloutId) => this.nextSequenceId(rolloutId),
       reloadState: async (state) => {
+        // After DuckDB invalidated the database, the reload is what opens it again: the writes
+        // that would do so wait for the reload.
+        await this.ensureOpen();
         let version = 0;
         await this.writer.between(async (connection) => {
           version = await this.read(() => loadRolloutState(connection, state));
@@ -263,11 +266,7 @@ export class DuckDBStore {
 
   /** Hands rows to the writer, under the write budget (write-budget.ts). */
   private async write(writes: readonly TableRows[], bytes: number): Promise<void> {
-    if (this.invalidated) {
-      if (!this.closing) this.reopening ??= this.reopen().finally(() => (this.reopening = null));
-      await this.reopening;
-      if (this.invalidated) throw new StoreUnavailableError(this.writeFailure ?? 'the database could not be opened again', true);
-    }
+    await this.ensureOpen();
     this.budget?.noteWrite();
     try {
       await this.writer.write(writes, bytes);
@@ -276,6 +275,14 @@ export class DuckDBStore {
       if (error instanceof StoreUnavailableError) this.writeFailed(error.reason, error.invalidated);
       throw error;
     }
+  }
+
+  /** Opens the database again when DuckDB invalidated it; StoreUnavailableError while it cannot. */
+  private async ensureOpen(): Promise<void> {
+    if (!this.invalidated) return;
+    if (!this.closing) this.reopening ??= this.reopen().finally(() => (this.reopening = null));
+    await this.reopening;
+    if (this.invalidated) throw new StoreUnavailableError(this.writeFailure ?? 'the database could not be opened again', true);
   }
 
   /** Notes why the disk or the file failed, once per failure spell; opens an invalidated database again. */
