@@ -47,9 +47,9 @@ test('a group commit larger than the write budget is written with the default li
   t.after(() => store.close());
   const template = await makeBatch(500, { promptBytes: 4096 });
   // Groups of eight 2.3 MB requests: appending fits the budget, but from the second group on,
-  // DuckDB's COMMIT cannot hold the group's rows under it ("failed to pin block"). Two more
-  // requests come while a group commits: their rows, added to the appender meanwhile, must be
-  // dropped there when the group is retried, and stored once, by their own group.
+  // DuckDB's COMMIT cannot hold the group's rows under it ("failed to pin block"), so it runs
+  // with more memory. Two more requests come while a group commits: their rows, added to the
+  // appender meanwhile, must be stored once, by their own group.
   let serial = 1;
   const write = (body: Buffer) => store.writeSpans(decodeOtlp('traces', 'protobuf', body).rows, body.length);
   for (let group = 0; group < 3; group++) {
@@ -62,6 +62,28 @@ test('a group commit larger than the write budget is written with the default li
     assert.deepEqual(results.flat().map((r) => r.stored), Array(10).fill(500));
   }
   assert.deepEqual(await queryRows(store, 'SELECT count(*) AS n, count(DISTINCT (trace_id, span_id)) AS spans FROM spans'), [{ n: 15000, spans: 15000 }]);
+});
+
+test('a group whose COMMIT needs more than the write budget keeps every span whole', async (t) => {
+  const path = join(await tempDir(t), 'commit.duckdb');
+  const store = await DuckDBStore.open({ path, writeMemoryBytes: 16 * 2 ** 20, deriveWhenIdleMs: Infinity });
+  t.after(() => store.close());
+  const template = await makeBatch(500, { promptBytes: 4096 });
+  // Ten 2.3 MB requests at once are one group; from the second on, its COMMIT cannot run under
+  // the budget. DuckDB did not undo such a COMMIT in full: the span ids of its first 2,048 rows
+  // stayed in the table, and every later row got the ids of the row 2,048 before it.
+  let serial = 1;
+  for (let group = 0; group < 3; group++) {
+    const bodies = Array.from({ length: 10 }, () => freshCopy(template, serial++));
+    const results = await Promise.all(bodies.map((body) => store.writeSpans(decodeOtlp('traces', 'protobuf', body).rows, body.length)));
+    assert.deepEqual(results.map((r) => r.stored), Array(10).fill(500));
+  }
+  // A span's attributes name its place in its request (gen_ai.response.id chatcmpl-<i>): each
+  // stored span must have the trace id and start time of the span at that place.
+  assert.deepEqual(await queryRows(store, `WITH stored AS (
+      SELECT trace_id, span_id, start_time, regexp_extract(attributes, 'chatcmpl-([0-9]+)', 1) AS place FROM spans)
+    SELECT count(*) AS n, count(DISTINCT (trace_id, span_id)) AS spans, count(DISTINCT (place, right(trace_id, 16), start_time)) AS places
+    FROM stored`), [{ n: 15000, spans: 15000, places: 500 }]);
 });
 
 test('the write budget holds for writes and is lifted while a read runs', async () => {

@@ -30,6 +30,9 @@ export const finishRows = (rows: RowsBuilder): ColumnarRows => ({ length: rows.l
 /** WAL size above which the store checkpoints while idle. */
 const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
 
+/** The write budget when the options give none (write-budget.ts). */
+const DEFAULT_WRITE_MEMORY_BYTES = 64 * 2 ** 20;
+
 /** Spans one round of the deriver covers. */
 const DERIVE_ROUND_SPANS = 20_000;
 /** The longest a few spans wait for the deriver while the store is idle. */
@@ -143,6 +146,8 @@ export class DuckDBStore {
     return new GroupCommitWriter(this.connection, {
       maxQueuedBytes: this.options.maxQueuedBytes ?? 64 * 1024 * 1024,
       withMoreMemory: (work) => this.read(work),
+      // A quarter of the budget: a COMMIT under the budget failed for memory from 70% of it.
+      commitWithMoreMemoryBytes: (this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES) / 4,
     });
   }
 
@@ -155,7 +160,7 @@ export class DuckDBStore {
         await migrate(connection);
         await store.loadHotState();
         store.lightning.version = await loadRolloutState(connection, store.lightning.state);
-        store.budget = await WriteBudget.open(await instance.connect(), options.writeMemoryBytes ?? 64 * 2 ** 20);
+        store.budget = await WriteBudget.open(await instance.connect(), options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES);
         // Attempts time out even when nobody asks (and restarts resolve attempts left running).
         store.watchdogTimer = setInterval(() => void store.lightning.watchdog().catch((error) => store.watchdogFailed(error)), 1000);
         store.watchdogTimer.unref();
@@ -313,7 +318,7 @@ export class DuckDBStore {
     try {
       this.instance = await DuckDBInstance.create(this.path, instanceSettings(this.options));
       this.connection = await this.instance.connect();
-      this.budget = await WriteBudget.open(await this.instance.connect(), this.options.writeMemoryBytes ?? 64 * 2 ** 20);
+      this.budget = await WriteBudget.open(await this.instance.connect(), this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES);
       this.writer = this.newWriter();
       this.invalidated = false;
       console.error('agl: the store opened its database again after a fatal write error');
