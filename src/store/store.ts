@@ -75,6 +75,11 @@ export interface StoreOptions {
    * write-budget.ts). Reads run with DuckDB's default limit.
    */
   readonly writeMemoryBytes?: number;
+  /**
+   * Request bytes from which a group's COMMIT runs with DuckDB's default memory limit rather than
+   * under the write budget (default: a quarter of writeMemoryBytes; see the writer's option).
+   */
+  readonly commitWithMoreMemoryBytes?: number;
   /** Open for queries only (another process may not hold the file for writing meanwhile). */
   readonly readOnly?: boolean;
 }
@@ -147,7 +152,7 @@ export class DuckDBStore {
       maxQueuedBytes: this.options.maxQueuedBytes ?? 64 * 1024 * 1024,
       withMoreMemory: (work) => this.read(work),
       // A quarter of the budget: a COMMIT under the budget failed for memory from 70% of it.
-      commitWithMoreMemoryBytes: (this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES) / 4,
+      commitWithMoreMemoryBytes: this.options.commitWithMoreMemoryBytes ?? (this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES) / 4,
     });
   }
 

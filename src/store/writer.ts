@@ -246,6 +246,7 @@ export class GroupCommitWriter {
       await this.connection.run('ROLLBACK').catch(() => {});
       const { withMoreMemory } = this.options;
       if (!withMoreMemory || !OUT_OF_MEMORY.test(String((error as Error).message))) throw error;
+      await withMoreMemory(() => this.checkTables());
       const { begin, commit } = this.statements!;
       await withMoreMemory(async () => {
         await begin.run();
@@ -261,6 +262,22 @@ export class GroupCommitWriter {
       });
     } finally {
       this.stagingPaused = false;
+    }
+  }
+
+  /**
+   * After a COMMIT that ran out of memory: DuckDB (1.5.6) may have left it half undone, a column
+   * one vector longer than its row group (see `commitWithMoreMemoryBytes`), and rows committed
+   * after it would be stored misaligned. A checkpoint checks the tables: on such damage it fails
+   * FATAL, the group fails with it (StoreUnavailableError, a 503) and the store opens the file
+   * again, whose WAL holds only what was committed. Any other failure (a long query's
+   * transaction keeps the checkpoint from running) leaves the check undone, as before it existed.
+   */
+  private async checkTables(): Promise<void> {
+    try {
+      await this.connection.run('CHECKPOINT');
+    } catch (error) {
+      if (INVALIDATED.test(String((error as Error).message))) throw error;
     }
   }
 
