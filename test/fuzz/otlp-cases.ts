@@ -241,6 +241,7 @@ function mutateJson(json: unknown, mutations: readonly JsonMutation[]): Buffer {
       continue;
     }
     const all = slots(root);
+    if (all.length === 0) break; // an earlier mutation deleted the whole request
     const { parent, key } = all[mutation.at % all.length];
     const old = (parent as Record<string | number, unknown>)[key];
     if (mutation.op === 'replace') (parent as Record<string | number, unknown>)[key] = mutation.value;
