@@ -20,9 +20,13 @@ export function sendJson(response: ServerResponse, status: number, value: unknow
   response.end(body);
 }
 
-/** Reads a JSON object body (REST routes), naming what is wrong with it. */
-export async function readJsonObject(request: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
+/**
+ * Reads a JSON object body (REST routes), naming what is wrong with it. With `orEmpty`, an empty
+ * body or `null` is {} (Agent Lightning's clients send those for defaults).
+ */
+export async function readJsonObject(request: IncomingMessage, maxBytes: number, { orEmpty = false } = {}): Promise<Record<string, unknown>> {
   const text = (await readBody(request, maxBytes)).toString('utf8');
+  if (orEmpty && /^\s*(null\s*)?$/.test(text)) return {};
   let value: unknown;
   try {
     value = JSON.parse(text);

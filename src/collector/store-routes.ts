@@ -3,9 +3,7 @@ import type { LightningStore } from '../lightning-store.js';
 import { InvalidQueryError } from '../store/paginate.js';
 import { NotFoundError } from '../store/rollout-state.js';
 import { ATTEMPT_STATUSES, ROLLOUT_MODES, ROLLOUT_STATUSES, WORKER_STATUSES, type AttemptUpdate, type RolloutUpdate } from '../types.js';
-import { replaceLoneSurrogates } from '../well-formed.js';
-import { readBody } from './body.js';
-import { HttpError, sendJson } from './http.js';
+import { HttpError, readJsonObject, sendJson } from './http.js';
 import {
   checkNesting,
   clip,
@@ -42,9 +40,9 @@ const MAX_WAIT_SECONDS = 60;
  * updates, 400 naming the field of a bad body or query).
  */
 export function storeRoutes(store: LightningStore): Route[] {
-  const json = (status: number, produce: (body: Obj, query: Obj, params: string[]) => Promise<unknown>, readBody = true) =>
+  const json = (status: number, produce: (body: Obj, query: Obj, params: string[]) => Promise<unknown>) =>
     async (request: IncomingMessage, response: ServerResponse, params: string[]) => {
-      const body = readBody && request.method === 'POST' ? await readOptionalJson(request) : {};
+      const body = request.method === 'POST' ? await readOptionalJson(request) : {};
       const query = queryObject(request);
       try {
         sendJson(response, status, (await produce(body, query, params)) ?? null);
@@ -153,21 +151,11 @@ function attemptUpdate(b: Obj): AttemptUpdate {
   return update;
 }
 
-/** A JSON object body that may be missing or null (Agent Lightning's clients send those for defaults). */
+/** A JSON object body that may be missing or null, nested at most MAX_NESTING_DEPTH deep. */
 async function readOptionalJson(request: IncomingMessage): Promise<Obj> {
-  const text = (await readBody(request, BODY_LIMIT)).toString('utf8').trim();
-  if (text === '' || text === 'null') return {};
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw new HttpError(400, `the body is not JSON: ${(error as Error).message}`);
-  }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new HttpError(400, 'the body must be a JSON object');
+  const value = await readJsonObject(request, BODY_LIMIT, { orEmpty: true });
   checkNesting(value);
-  // What is stored must read back: lone surrogates (an escape such as \ud800) become U+FFFD.
-  replaceLoneSurrogates(text, value);
-  return value as Obj;
+  return value;
 }
 
 /** Query parameters; repeated ones (status_in=a&status_in=b) become lists. */
