@@ -283,3 +283,17 @@ test('odd span and resource bodies are 400s naming the field, not 500s or values
   }
   assert.deepEqual(await ok(agl, 'POST', '/spans/next', { rollout_id: started.rollout_id, attempt_id: started.attempt.attempt_id }), { sequence_id: 1 });
 });
+
+test('span searches with a NUL character or quotes in a filter answer, and match exactly', async (t) => {
+  const agl = await startAgl(join(await tempDir(t), 'search.duckdb'));
+  t.after(() => agl.close());
+  const started = await ok(agl, 'POST', '/rollouts', { input: 1 });
+  const ids = [started.rollout_id, started.attempt.attempt_id] as const;
+  await ok(agl, 'POST', '/spans', spanOf(...ids, '2'.repeat(16), { name: "a\u0000b'c" }));
+  await ok(agl, 'POST', '/spans', spanOf(...ids, '3'.repeat(16), { name: 'ab' }));
+  // DuckDB's parser ends a statement at a NUL: the filter was a 500 ("unterminated quoted string").
+  const found = await ok(agl, 'POST', '/spans/search', { rollout_id: ids[0], name_contains: "\u0000b'" });
+  assert.deepEqual(found.items.map((s: { name: string }) => s.name), ["a\u0000b'c"]);
+  assert.equal((await ok(agl, 'POST', '/spans/search', { rollout_id: `${ids[0]}\u0000` })).items.length, 0);
+  assert.equal((await ok(agl, 'GET', `/spans?rollout_id=${ids[0]}&name=ab`)).items.length, 1);
+});

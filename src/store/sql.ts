@@ -1,5 +1,11 @@
-/** A string as a SQL literal. */
-export const sqlText = (value: string) => `'${value.replaceAll("'", "''")}'`;
+/**
+ * A string as a SQL literal. DuckDB's parser ends a statement at a NUL character, so one inside
+ * the string is written as chr(0) (a literal holding it was an "unterminated quoted string").
+ */
+export const sqlText = (value: string): string => {
+  const quoted = `'${value.replaceAll("'", "''")}'`;
+  return value.includes('\0') ? `(${quoted.replaceAll('\0', "' || chr(0) || '")})` : quoted;
+};
 
 /** Whether `mode` can be a rollout mode (train, val, test, or a word of the user's): safe as a SQL literal. */
 export const isRolloutMode = (mode: string): boolean => /^[\w-]+$/.test(mode);
