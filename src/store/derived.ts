@@ -213,7 +213,7 @@ SELECT trace_id, span_id, agent_name FROM (
 
 /**
  * The spans the deriver left out because their attributes are not JSON that DuckDB reads (a lone
- * surrogate stored by an agl before 0.x checked its input): deriving one failed the whole round,
+ * surrogate stored before agl made strings valid where they enter): deriving one failed the whole round,
  * and reading one failed every view and export. `agl export` names them.
  */
 export const DERIVED_SKIPPED_DDL = `
