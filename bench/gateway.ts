@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { httpRequest } from '../src/collector/http-client.js';
+import { httpRequest } from '../src/client/http-request.js';
 import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
 import { percentile, type Benchmark, type Figure } from './figures.js';
 

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { availableParallelism } from 'node:os';
 import { DecodePool } from '../src/collector/decode-pool.js';
-import { httpRequest } from '../src/collector/http-client.js';
+import { httpRequest } from '../src/client/http-request.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
 import { freshCopy, makeBatch, type BatchTemplate } from '../test/otlp-batches.js';

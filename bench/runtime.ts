@@ -1,6 +1,6 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Baseline } from '../src/runtime/algorithm.js';
+import { Baseline } from '../src/algorithms/baseline.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { newTempDir, removeDir } from '../test/helpers.js';
 import type { Benchmark, Figure } from './figures.js';

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
-import { httpRequest } from '../src/collector/http-client.js';
-import { StoreClient } from '../src/collector/store-client.js';
+import { httpRequest } from '../src/client/http-request.js';
+import { StoreClient } from '../src/client/store-client.js';
 import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
 import type { Benchmark, Figure } from './figures.js';
 

@@ -6,7 +6,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { callSpanStarter } from '../src/instrumentation/call-span.js';
 import { readConfig } from '../src/instrumentation/config.js';
-import { requestOf, SpanEncoder } from '../src/instrumentation/span-encoding.js';
+import { requestOf, SpanEncoder } from '../src/otlp/span-encoding.js';
 import { withRollout } from '../src/index.js';
 
 // agl/register records LLM call spans without the SDK's span machinery (call-span.ts): what it

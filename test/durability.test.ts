@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { StoreClient } from '../src/collector/store-client.js';
+import { StoreClient } from '../src/client/store-client.js';
 import { post, runCli, spawnServe, startAgl, tempDir, until } from './helpers.js';
 import { freshCopy, makeBatch } from './otlp-batches.js';
 

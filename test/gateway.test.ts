@@ -5,7 +5,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { gatewayBaseUrl, gatewayEnv } from '../src/collector/gateway-url.js';
+import { gatewayBaseUrl, gatewayEnv } from '../src/client/gateway-url.js';
 import { newTempDir, removeDir, startAgl, type InProcessAgl, queryRows, eventually, json } from './helpers.js';
 import { runApp } from './instrumented-app.js';
 import { startOpenAITestServer, testTokenIds, type OpenAITestServer } from './openai-server.js';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { MAX_NESTING_DEPTH } from '../src/nesting.js';
+import { MAX_NESTING_DEPTH } from '../src/otlp/nesting.js';
 import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { post, queryRows, runCli, startAgl, tempDir, type InProcessAgl } from './helpers.js';
 

@@ -2,12 +2,11 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { InvalidQueryError } from '../src/store/paginate.js';
-import { NotFoundError } from '../src/store/rollout-state.js';
+import { InvalidQueryError, NotFoundError } from '../src/api/errors.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { startAgl, tempDir } from './helpers.js';
-import { StoreClient } from '../src/collector/store-client.js';
-import type { LightningStore } from '../src/lightning-store.js';
+import { StoreClient } from '../src/client/store-client.js';
+import type { LightningStore } from '../src/api/lightning-store.js';
 
 async function openStore(t: { after(fn: () => Promise<void>): void }, path?: string): Promise<DuckDBStore> {
   const store = await DuckDBStore.open({ path: path ?? join(await tempDir(t), 'lightning.duckdb') });

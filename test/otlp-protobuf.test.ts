@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { decodeOtlp } from '../src/collector/decode.js';
-import type { ByteColumn, ColumnValue } from '../src/store/columns.js';
-import { SPAN } from '../src/store/tables.js';
+import { decodeOtlp } from '../src/otlp/decode.js';
+import type { ByteColumn, ColumnValue } from '../src/otlp/columns.js';
+import { SPAN } from '../src/otlp/span-columns.js';
 
 // The protobuf decoder reuses the JSON of an attribute that comes again at the same position
 // with the same bytes (most of an SDK's attributes repeat in every span): what it reads must be

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { columnsDdl } from '../src/store/columns.js';
+import { columnsDdl } from '../src/store/appender.js';
 import { DuckDBStore } from '../src/store/store.js';
-import { SPAN_COLUMNS } from '../src/store/tables.js';
+import { SPAN_COLUMNS } from '../src/otlp/span-columns.js';
 import { queryRows, startAgl, tempDir, type InProcessAgl } from './helpers.js';
 
 // Bodies of the LightningStore REST API that once broke the server, and writes that fail.

@@ -4,10 +4,10 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
-import { StoreClient } from '../src/collector/store-client.js';
+import { StoreClient } from '../src/client/store-client.js';
 import { Runner } from '../src/runtime/runner.js';
 import { loadAgent } from '../src/runtime/runner-command.js';
-import type { Rollout } from '../src/types.js';
+import type { Rollout } from '../src/api/types.js';
 import { CLI, newTempDir, removeDir, spawnServe, until } from './helpers.js';
 import { APPS } from './instrumented-app.js';
 

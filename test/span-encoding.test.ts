@@ -4,7 +4,7 @@ import { createTraceState, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from 
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan, type SpanProcessor } from '@opentelemetry/sdk-trace';
-import { requestOf, SpanEncoder } from '../src/instrumentation/span-encoding.js';
+import { requestOf, SpanEncoder } from '../src/otlp/span-encoding.js';
 
 // agl/register's exporter joins spans encoded as each ended: the request must be the one the
 // SDK's own serializer makes of the same spans.

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
-import { StoreClient } from '../src/collector/store-client.js';
+import { StoreClient } from '../src/client/store-client.js';
 
 // StoreClient retries requests the server did not answer, but a call that creates something
 // (enqueue, a new attempt, resources) only when it never reached the server: an answer lost

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
-import { Baseline } from '../src/runtime/algorithm.js';
+import { Baseline } from '../src/algorithms/baseline.js';
 import { rollout } from '../src/runtime/agent.js';
 import { loadDataset } from '../src/runtime/dataset.js';
 import { Trainer } from '../src/runtime/trainer.js';

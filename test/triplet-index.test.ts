@@ -4,8 +4,9 @@ import { after, before, test } from 'node:test';
 import { allRows } from '../src/adapters/source.js';
 import { traceToTriplets, tripletsQuery, tripletsSql, type Triplet } from '../src/adapters/triplets.js';
 import { spanRows, type SpanInput } from '../src/store/span-json.js';
-import { DuckDBStore, finishRows, newLogRows } from '../src/store/store.js';
-import { LOG } from '../src/store/tables.js';
+import { finishRows, newLogRows } from '../src/otlp/batch.js';
+import { DuckDBStore } from '../src/store/store.js';
+import { LOG } from '../src/otlp/span-columns.js';
 import { newTempDir, removeDir } from './helpers.js';
 import { call, reward, span } from './span-fixtures.js';
 

@@ -6,7 +6,9 @@
 // Offline it uses agl's example model server (not a language model); with OPENAI_API_KEY set,
 // and OPENAI_BASE_URL / AGL_DEMO_MODEL if needed, a real model.
 import OpenAI from 'openai';
-import { EXAMPLE_MODEL, Runner, StoreClient, findFinalReward, rollout, startExampleModel } from 'agl';
+import { Runner, findFinalReward, rollout } from 'agl';
+import { StoreClient } from 'agl/client';
+import { EXAMPLE_MODEL, startExampleModel } from 'agl/server';
 
 const storeUrl = process.argv.includes('--store') ? process.argv[process.argv.indexOf('--store') + 1] : 'http://127.0.0.1:4318';
 const store = new StoreClient(storeUrl);

@@ -1,8 +1,8 @@
 import { Worker } from 'node:worker_threads';
-import { decodeErrorFromName, decodeOtlp, type Signal } from './decode.js';
+import { decodeErrorFromName, decodeOtlp, type Signal } from '../otlp/decode.js';
 import type { DecodeRequest } from './decode-worker.js';
-import type { Encoding } from './otlp-responses.js';
-import type { DecodedBatch } from './otlp-rows.js';
+import type { Encoding } from '../otlp/responses.js';
+import type { DecodedBatch } from '../otlp/batch.js';
 
 interface Pending {
   readonly resolve: (batch: DecodedBatch) => void;

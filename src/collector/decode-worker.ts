@@ -1,7 +1,7 @@
 import { parentPort } from 'node:worker_threads';
-import { transferables } from '../store/columns.js';
-import { decodeOtlp, type Signal } from './decode.js';
-import type { Encoding } from './otlp-responses.js';
+import { transferables } from '../otlp/columns.js';
+import { decodeOtlp, type Signal } from '../otlp/decode.js';
+import type { Encoding } from '../otlp/responses.js';
 
 /** A decode thread of DecodePool: request bodies in, column buffers out (transferred, not copied). */
 export interface DecodeRequest {

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { answerOutcome, requestAttributes, type LlmApi } from '../llm-exchange.js';
-import { ATTR } from '../semconv.js';
+import { answerOutcome, requestAttributes, type LlmApi } from '../otlp/llm-exchange.js';
+import { ATTR } from '../api/semconv.js';
 import { spanRows, type SpanInput } from '../store/span-json.js';
-import type { DuckDBStore } from '../store/store.js';
+import type { BatchSink } from '../otlp/batch.js';
 
 /** Which rollout and attempt a gateway call belongs to (null: none said). */
 export interface Attribution {
@@ -18,7 +18,7 @@ export class SpanBuffer {
   private spans: SpanInput[] = [];
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly store: DuckDBStore, private readonly delayMs = 100, private readonly maxSpans = 1024) {}
+  constructor(private readonly sink: BatchSink, private readonly delayMs = 100, private readonly maxSpans = 1024) {}
 
   add(span: SpanInput): void {
     this.spans.push(span);
@@ -33,7 +33,7 @@ export class SpanBuffer {
     this.spans = [];
     if (spans.length === 0) return;
     try {
-      await this.store.writeSpans(spanRows(...spans), 0);
+      await this.sink.writeSpans(spanRows(...spans), 0);
     } catch (error) {
       console.error(`agl: ${spans.length} gateway span(s) not stored:`, error);
     }

@@ -1,14 +1,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Transform } from 'node:stream';
 import { createBrotliDecompress, createUnzip } from 'node:zlib';
-import { parsedUrl, StreamAssembler, type LlmApi } from '../llm-exchange.js';
-import type { DuckDBStore } from '../store/store.js';
-import type { LlmResource } from '../types.js';
+import { parsedUrl, StreamAssembler, type LlmApi } from '../otlp/llm-exchange.js';
+import type { LightningStore } from '../api/lightning-store.js';
+import type { BatchSink } from '../otlp/batch.js';
+import type { LlmResource } from '../api/types.js';
 import { BodyError, readBody } from './body.js';
 import { bearerCheck } from './http.js';
 import { CallRecord, SpanBuffer, type Attribution } from './gateway-span.js';
-import { httpExchange, httpStream, type AnswerHeaders } from './http-client.js';
-import type { Route } from './store-routes.js';
+import { httpExchange, httpStream, type AnswerHeaders } from './upstream-http.js';
+import type { Route } from './http.js';
 
 /**
  * The LLM gateway: an OpenAI-compatible endpoint that forwards each call to the real model
@@ -77,8 +78,9 @@ export interface Gateway {
   flush(): Promise<void>;
 }
 
-export function gateway(store: DuckDBStore, options: GatewayOptions): Gateway {
-  const spans = new SpanBuffer(store);
+/** The gateway's routes: calls are forwarded upstream, their spans go to `sink`. */
+export function gateway(store: LightningStore, sink: BatchSink, options: GatewayOptions): Gateway {
+  const spans = new SpanBuffer(sink);
   const agentKey = agentKeyOf(options);
   const routes: Route[] = [];
   const prefixes: [string, (request: IncomingMessage, params: string[]) => Attribution][] = [
@@ -103,17 +105,17 @@ export function gateway(store: DuckDBStore, options: GatewayOptions): Gateway {
 }
 
 /** Where a call goes: the rollout's `llm` resource (its current version), else `--upstream`. */
-async function upstreamFor(store: DuckDBStore, options: GatewayOptions, ids: Attribution): Promise<Upstream> {
+async function upstreamFor(store: LightningStore, options: GatewayOptions, ids: Attribution): Promise<Upstream> {
   if (ids.rolloutId !== null) {
-    const rollout = await store.lightning.getRolloutById(ids.rolloutId);
+    const rollout = await store.getRolloutById(ids.rolloutId);
     if (!rollout) throw new GatewayError(404, `agl gateway: no rollout "${ids.rolloutId}"`, 'invalid_request_error');
-    if (ids.attemptId !== null && (await store.lightning.getLatestAttempt(ids.rolloutId))?.attempt_id !== ids.attemptId) {
-      const { items } = await store.lightning.queryAttempts(ids.rolloutId);
+    if (ids.attemptId !== null && (await store.getLatestAttempt(ids.rolloutId))?.attempt_id !== ids.attemptId) {
+      const { items } = await store.queryAttempts(ids.rolloutId);
       if (!items.some((attempt) => attempt.attempt_id === ids.attemptId)) {
         throw new GatewayError(404, `agl gateway: rollout "${ids.rolloutId}" has no attempt "${ids.attemptId}"`, 'invalid_request_error');
       }
     }
-    const resources = rollout.resources_id ? await store.lightning.getResourcesById(rollout.resources_id) : await store.lightning.getLatestResources();
+    const resources = rollout.resources_id ? await store.getResourcesById(rollout.resources_id) : await store.getLatestResources();
     const llm = Object.values(resources?.resources ?? {}).find((r): r is LlmResource => r.resource_type === 'llm' || r.resource_type === 'proxy_llm');
     if (llm) return { base: llm.endpoint, apiKey: llm.api_key ?? undefined, model: llm.model || undefined, sampling: llm.sampling_parameters ?? {} };
   }
@@ -142,7 +144,7 @@ function agentKeyOf(options: GatewayOptions): (request: IncomingMessage) => stri
   return ({ headers: { authorization } }) => (isServerToken(authorization) ? undefined : authorization);
 }
 
-async function forwardModels(store: DuckDBStore, options: GatewayOptions, ids: Attribution, agentKey: string | undefined, response: ServerResponse): Promise<void> {
+async function forwardModels(store: LightningStore, options: GatewayOptions, ids: Attribution, agentKey: string | undefined, response: ServerResponse): Promise<void> {
   const signal = AbortSignal.timeout(options.timeoutMs);
   try {
     const upstream = await upstreamFor(store, options, ids);
@@ -186,7 +188,7 @@ function upstreamBody(api: LlmApi, body: Record<string, unknown>, upstream: Upst
   return sent;
 }
 
-async function forwardCall(store: DuckDBStore, spans: SpanBuffer, options: GatewayOptions, api: LlmApi, path: string, ids: Attribution, agentKey: string | undefined, request: IncomingMessage, response: ServerResponse): Promise<void> {
+async function forwardCall(store: LightningStore, spans: SpanBuffer, options: GatewayOptions, api: LlmApi, path: string, ids: Attribution, agentKey: string | undefined, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const startTime = Date.now() / 1000;
   let bytes: Buffer;
   let raw: string;

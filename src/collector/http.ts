@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { replaceLoneSurrogates } from '../well-formed.js';
+import { replaceLoneSurrogates } from '../otlp/well-formed.js';
 import { readBody } from './body.js';
 
 /** A client error with its HTTP status; the message is sent to the client as is. */
@@ -63,4 +63,11 @@ export function isJsonOrEmpty(request: IncomingMessage): boolean {
   const { 'content-type': type, 'content-length': length, 'transfer-encoding': chunked } = request.headers;
   if (type === undefined) return chunked === undefined && (length === undefined || length === '0');
   return mediaType(request) === 'application/json';
+}
+
+/** One REST route: a method, a path with {param} segments, and what answers it. */
+export interface Route {
+  readonly method: string;
+  readonly path: string;
+  readonly handle: (request: IncomingMessage, response: ServerResponse, params: string[]) => Promise<void>;
 }

@@ -1,12 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { DuckDBStore } from '../store/store.js';
-import { StoreBusyError, StoreUnavailableError } from '../store/errors.js';
+import { StoreBusyError, StoreUnavailableError } from '../api/errors.js';
 import { BodyError, readBody } from './body.js';
 import { mediaType } from './http.js';
-import { isDecodeError, type Signal } from './decode.js';
+import { isDecodeError, type Signal } from '../otlp/decode.js';
 import type { DecodePool } from './decode-pool.js';
-import { exportResponse, RpcCode, statusResponse, type EncodedBody, type Encoding } from './otlp-responses.js';
-import { rejectionMessage } from './otlp-rows.js';
+import { exportResponse, RpcCode, statusResponse, type EncodedBody, type Encoding } from '../otlp/responses.js';
+import { rejectionMessage, type BatchSink } from '../otlp/batch.js';
 
 const ENCODINGS: Record<string, Encoding> = {
   'application/x-protobuf': 'protobuf',
@@ -38,13 +37,13 @@ export async function handleOtlp(
   signal: Signal,
   request: IncomingMessage,
   response: ServerResponse,
-  store: DuckDBStore,
+  sink: BatchSink,
   decoder: DecodePool,
   maxBodyBytes: number,
 ): Promise<void> {
   const encoding = encodingOf(request, response);
   if (encoding === undefined) return;
-  if (store.busy) {
+  if (sink.busy) {
     busy(response, encoding, 1);
     return;
   }
@@ -55,8 +54,8 @@ export async function handleOtlp(
     if (batch.replacedValues > 0) {
       console.warn(`agl: invalid Unicode replaced with U+FFFD in ${batch.replacedValues} value(s) of a ${signal} request (${encoding})`);
     }
-    if (signal === 'traces') await store.writeSpans(batch.rows, bytes);
-    else await store.writeLogs(batch.rows, bytes);
+    if (signal === 'traces') await sink.writeSpans(batch.rows, bytes);
+    else await sink.writeLogs(batch.rows, bytes);
     send(response, 200, exportResponse(encoding, signal, batch.rejected, rejectionMessage(batch, signal === 'traces' ? 'spans' : 'log records')));
   } catch (error) {
     if (error instanceof BodyError) {

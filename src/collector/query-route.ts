@@ -20,7 +20,7 @@ const FILE_FORMATS: Record<string, { format: ExportFormat; contentType: string }
  * query. JSON answers {columns: [{name, type}], rows: [row objects]}; the others answer the file
  * DuckDB's COPY wrote, so exports keep their types and have no row limit.
  */
-export async function handleQuery(request: IncomingMessage, response: ServerResponse, store: DuckDBStore): Promise<void> {
+export async function handleQuery(request: IncomingMessage, response: ServerResponse, store: Pick<DuckDBStore, 'query' | 'exportQuery'>): Promise<void> {
   const body = await readJsonObject(request, 1024 * 1024);
   const { sql, format = 'json' } = body;
   if (typeof sql !== 'string') throw new HttpError(400, 'the body needs "sql": a string with one read-only query');

@@ -2,15 +2,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { DuckDBStore } from '../store/store.js';
-import { StoreBusyError, StoreUnavailableError } from '../store/errors.js';
+import { StoreBusyError, StoreUnavailableError } from '../api/errors.js';
 import { BodyError } from './body.js';
 import { gateway, type GatewayOptions } from './gateway.js';
 import { DecodePool } from './decode-pool.js';
 import { browserGuard } from './browser-guard.js';
-import { bearerCheck, HttpError, isJsonOrEmpty, sendJson } from './http.js';
+import { bearerCheck, HttpError, isJsonOrEmpty, sendJson, type Route } from './http.js';
 import { handleOtlp, handleOtlpMetrics } from './otlp-routes.js';
 import { handleQuery } from './query-route.js';
-import { storeRoutes, type Route } from './store-routes.js';
+import { storeRoutes } from './store-routes.js';
 
 const DEFAULT_HOST = '127.0.0.1';
 
@@ -106,7 +106,7 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
   const guard = browserGuard({ host: options.host ?? DEFAULT_HOST, allowOrigins: options.allowOrigins });
   const server = bound ?? (await bindServer(options));
   const decoder = new DecodePool(options.decodeThreads ?? Math.max(1, availableParallelism() - 1));
-  const llmGateway = gateway(store, { timeoutMs: 600_000, returnTokenIds: false, ...options.gateway, serverToken: options.token, maxBodyBytes });
+  const llmGateway = gateway(store.lightning, store, { timeoutMs: 600_000, returnTokenIds: false, ...options.gateway, serverToken: options.token, maxBodyBytes });
   // OTLP routes check their content types themselves, to answer in OTLP's encoding.
   const otlpRoutes: Route[] = [
     { method: 'POST', path: '/v1/traces', handle: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes) },

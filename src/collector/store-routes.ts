@@ -1,9 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { LightningStore } from '../lightning-store.js';
-import { InvalidQueryError } from '../store/paginate.js';
-import { NotFoundError } from '../store/rollout-state.js';
-import { ATTEMPT_STATUSES, ROLLOUT_MODES, ROLLOUT_STATUSES, WORKER_STATUSES, type AttemptUpdate, type RolloutUpdate } from '../types.js';
-import { HttpError, readJsonObject, sendJson } from './http.js';
+import type { LightningStore } from '../api/lightning-store.js';
+import { InvalidQueryError, NotFoundError } from '../api/errors.js';
+import { ATTEMPT_STATUSES, ROLLOUT_MODES, ROLLOUT_STATUSES, WORKER_STATUSES, type AttemptUpdate, type RolloutUpdate } from '../api/types.js';
+import { HttpError, readJsonObject, sendJson, type Route } from './http.js';
 import {
   checkNesting,
   clip,
@@ -23,13 +22,6 @@ import {
 } from './validate.js';
 
 type Obj = Record<string, unknown>;
-
-/** One REST route: a method, a path with {param} segments, and what answers it. */
-export interface Route {
-  readonly method: string;
-  readonly path: string;
-  readonly handle: (request: IncomingMessage, response: ServerResponse, params: string[]) => Promise<void>;
-}
 
 const BODY_LIMIT = 16 * 1024 * 1024;
 const MAX_WAIT_SECONDS = 60;

@@ -8,8 +8,8 @@ import {
   type Span,
   type SpanContext,
   type SpanQuery,
-} from '../types.js';
-import { MAX_NESTING_DEPTH, tooDeepAt } from '../nesting.js';
+} from '../api/types.js';
+import { MAX_NESTING_DEPTH, tooDeepAt } from '../otlp/nesting.js';
 import { HttpError } from './http.js';
 
 /**

@@ -2,7 +2,7 @@ import { diag, isSpanContextValid, SpanKind, SpanStatusCode, trace, TraceFlags, 
 import { addHrTimes, hrTimeDuration, millisToHrTime } from '@opentelemetry/core';
 import type { Resource } from '@opentelemetry/resources';
 import { RandomIdGenerator, type ReadableSpan, type SpanProcessor, type TimedEvent } from '@opentelemetry/sdk-trace';
-import { ATTR } from '../semconv.js';
+import { ATTR } from '../api/semconv.js';
 import { currentRollout } from './rollout-context.js';
 
 /** Starts the span of one captured LLM call. */

@@ -1,5 +1,5 @@
 import { context, SpanStatusCode, trace, type Attributes, type AttributeValue, type Span } from '@opentelemetry/api';
-import { AGL, ATTR } from '../semconv.js';
+import { AGL, ATTR } from '../api/semconv.js';
 
 /**
  * Rewards, annotations, messages, objects, exceptions and operations as spans, with Agent

@@ -1,8 +1,8 @@
 import { subscribe } from 'node:diagnostics_channel';
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
-import { answerOutcome, llmApiOf, parsedUrl, requestAttributes, StreamAssembler, type LlmApi } from '../llm-exchange.js';
-import { ATTR } from '../semconv.js';
+import { answerOutcome, llmApiOf, parsedUrl, requestAttributes, StreamAssembler, type LlmApi } from '../otlp/llm-exchange.js';
+import { ATTR } from '../api/semconv.js';
 import type { CallSpanStarter } from './call-span.js';
 
 /**

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Context } from '@opentelemetry/api';
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { ATTR } from '../semconv.js';
+import { ATTR } from '../api/semconv.js';
 
 /** The rollout and attempt that spans created in a scope belong to. */
 export interface RolloutScope {

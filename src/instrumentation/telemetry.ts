@@ -15,8 +15,8 @@ import { installFetchCapture } from './fetch-capture.js';
 import { installLangChainCapture } from './langchain.js';
 import { sendBeforeExit, UnsentSpans } from './exit-flush.js';
 import { RolloutSpanProcessor } from './rollout-context.js';
-import { requestOf, SpanEncoder, spanSerializer } from './span-encoding.js';
-import { ATTR } from '../semconv.js';
+import { requestOf, SpanEncoder, spanSerializer } from '../otlp/span-encoding.js';
+import { ATTR } from '../api/semconv.js';
 
 /** How long an exiting process waits for its last spans to be sent. */
 const EXIT_FLUSH_MS = 3_000;

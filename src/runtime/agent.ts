@@ -1,4 +1,4 @@
-import type { LlmResource, NamedResources, PromptTemplateResource, RolloutMode } from '../types.js';
+import type { LlmResource, NamedResources, PromptTemplateResource, RolloutMode } from '../api/types.js';
 
 /** What an agent gets for one rollout, besides its task. */
 export interface RolloutContext {

@@ -1,9 +1,9 @@
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DuckDBStore } from '../store/store.js';
-import { Baseline } from './algorithm.js';
+import { Baseline } from '../algorithms/baseline.js';
 import { parseCommandArgs } from './args.js';
-import { EXAMPLE_MODEL, startExampleModel } from './example-model.js';
+import { EXAMPLE_MODEL, startExampleModel } from '../collector/example-model.js';
 import { loadAgent } from './runner-command.js';
 import { Trainer } from './trainer.js';
 

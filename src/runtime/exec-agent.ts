@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { gatewayBaseUrl } from '../collector/gateway-url.js';
+import { gatewayBaseUrl } from '../client/gateway-url.js';
 import { rollout, type Agent } from './agent.js';
 
 /**

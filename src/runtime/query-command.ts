@@ -5,7 +5,7 @@ import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { QuerySource } from '../adapters/source.js';
-import { parseJsonExact } from '../exact-json.js';
+import { parseJsonExact } from '../otlp/exact-json.js';
 import type { ExportFormat, QueryResult } from '../store/query.js';
 import { DuckDBStore } from '../store/store.js';
 import { choiceArg, parseCommandArgs, UsageError } from './args.js';

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { StoreClient } from '../collector/store-client.js';
+import { StoreClient } from '../client/store-client.js';
 import { startTelemetry } from '../instrumentation/telemetry.js';
 import type { Agent } from './agent.js';
 import { choiceArg, countArg, parseCommandArgs, UsageError, urlArg } from './args.js';

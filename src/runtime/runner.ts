@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
-import { gatewayBaseUrl } from '../collector/gateway-url.js';
-import { StoreUnreachableError } from '../collector/store-client.js';
+import { gatewayBaseUrl } from '../client/gateway-url.js';
+import { StoreUnreachableError } from '../client/store-client.js';
 import { emitException, emitReward } from '../instrumentation/emitters.js';
 import { finishAnsweredCalls } from '../instrumentation/fetch-capture.js';
 import { withRollout } from '../instrumentation/rollout-context.js';
-import type { LightningStore } from '../lightning-store.js';
-import { StoreBusyError, StoreUnavailableError } from '../store/errors.js';
-import type { AttemptedRollout, NamedResources, Rollout, Span } from '../types.js';
+import type { LightningStore } from '../api/lightning-store.js';
+import { StoreBusyError, StoreUnavailableError } from '../api/errors.js';
+import type { AttemptedRollout, NamedResources, Rollout, Span } from '../api/types.js';
 import { rolloutContext, type Agent } from './agent.js';
 
 /** How an attempt ended, as the runner reports it. */

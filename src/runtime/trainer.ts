@@ -1,13 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { StoreClient } from '../collector/store-client.js';
+import { StoreClient } from '../client/store-client.js';
 import { startServer } from '../collector/server.js';
 import { recordTo } from '../instrumentation/telemetry.js';
-import type { LightningStore } from '../lightning-store.js';
+import type { LightningStore } from '../api/lightning-store.js';
 import { DuckDBStore } from '../store/store.js';
-import { FINISHED_ROLLOUT_STATUSES, type NamedResources, type Span } from '../types.js';
+import { FINISHED_ROLLOUT_STATUSES, type NamedResources, type Span } from '../api/types.js';
 import type { Agent } from './agent.js';
-import { Baseline, finalRewards, type Algorithm, type BaselineResult } from './algorithm.js';
+import { finalRewards, type Algorithm } from '../algorithms/algorithm.js';
+import { Baseline, type BaselineResult } from '../algorithms/baseline.js';
 import { loadDataset, type Dataset } from './dataset.js';
 import { progressLine } from './progress.js';
 import { flushSpans, Runner } from './runner.js';

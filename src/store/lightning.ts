@@ -1,4 +1,4 @@
-import { addSpansInOrder, type LightningStore, type ResourcesQuery, type RolloutQuery, type StoreStatistics, type WorkerQuery } from '../lightning-store.js';
+import { addSpansInOrder, type LightningStore, type ResourcesQuery, type RolloutQuery, type StoreStatistics, type WorkerQuery } from '../api/lightning-store.js';
 import {
   FINISHED_ROLLOUT_STATUSES,
   type Attempt,
@@ -14,14 +14,15 @@ import {
   type Span,
   type SpanQuery,
   type Worker,
-} from '../types.js';
+} from '../api/types.js';
 import { checkFilterLogic, matches, paginate } from './paginate.js';
-import type { ColumnarRows } from './columns.js';
-import { changedAnything, noChanges, NotFoundError, RolloutState, type Changes } from './rollout-state.js';
+import type { ColumnarRows } from '../otlp/columns.js';
+import { NotFoundError } from '../api/errors.js';
+import { changedAnything, noChanges, RolloutState, type Changes } from './rollout-state.js';
 import { SPAN_JSON_COLUMNS, spanFromRow, spanRows } from './span-json.js';
 import { sqlText } from './sql.js';
 import { historyRows } from './rollout-tables.js';
-import { StoreUnavailableError } from './errors.js';
+import { StoreUnavailableError } from '../api/errors.js';
 import type { TableRows } from './writer.js';
 
 const ROLLOUT_FIELDS = ['rollout_id', 'input', 'start_time', 'end_time', 'mode', 'resources_id', 'status', 'config', 'metadata'];
@@ -64,15 +65,15 @@ export class EmbeddedLightningStore implements LightningStore {
   private events = 0;
   private lastWatchdog = 0;
   private readonly startedAt = Date.now() / 1000;
-  /** Version of the last history row written (continued from the database on open). */
-  version = 0;
+  /** Version of the last history row written (continued from the database on load). */
+  private version = 0;
   /** The reload of the state after a failed write, while it runs. */
   private reloading: Promise<void> | null = null;
   /** The last reload failed: the state may hold changes that the database does not. */
   private stale = false;
 
   constructor(
-    readonly state: RolloutState,
+    private readonly state: RolloutState,
     private readonly writer: LightningWriter,
   ) {
     state.onFinished = () => this.wake();
@@ -322,13 +323,13 @@ export class EmbeddedLightningStore implements LightningStore {
    * fails, after the state changed, the state is loaded again from the database before the
    * error is passed on. The store's span writes come this way too: each span is a heartbeat.
    */
-  async apply<T>(operation: (now: number, changes: Changes) => T, write: (rows: TableRows[]) => Promise<void>): Promise<T> {
+  async apply<T>(operation: (now: number, changes: Changes, state: RolloutState) => T, write: (rows: TableRows[]) => Promise<void>): Promise<T> {
     // Checked again after each wait: a write that failed meanwhile may have started a reload.
     while (this.reloading || this.stale) await this.reloaded();
     const changes = noChanges();
     const now = Date.now() / 1000;
     try {
-      const result = operation(now, changes);
+      const result = operation(now, changes, this.state);
       await write(this.stateRows(changes));
       this.state.heartbeatsStored(changes, now);
       return result;
@@ -336,6 +337,11 @@ export class EmbeddedLightningStore implements LightningStore {
       if (changedAnything(changes)) await this.reload();
       throw error;
     }
+  }
+
+  /** Loads the state from the database (when the store opens). */
+  async load(): Promise<void> {
+    this.version = await this.writer.reloadState(this.state);
   }
 
   /** Waits for a reload in progress; tries again after one that failed (and throws if it fails again). */

@@ -1,12 +1,5 @@
-import type { PaginatedResult, Pagination } from '../types.js';
-
-/** A query parameter the caller got wrong; the message names it (REST: 400). */
-export class InvalidQueryError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'InvalidQueryError';
-  }
-}
+import { InvalidQueryError } from '../api/errors.js';
+import type { PaginatedResult, Pagination } from '../api/types.js';
 
 /**
  * Sorts and pages `items` as Agent Lightning's stores do: no sort_by keeps insertion order,

@@ -1,6 +1,6 @@
 import { DuckDBTypeId, type DuckDBConnection, type DuckDBInstance, type DuckDBResultReader } from '@duckdb/node-api';
-import { parseJsonExact } from '../exact-json.js';
-import { jsonTextTooDeep } from '../nesting.js';
+import { parseJsonExact } from '../otlp/exact-json.js';
+import { jsonTextTooDeep } from '../otlp/nesting.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
 import { sqlText } from './sql.js';
 

@@ -13,15 +13,8 @@ import {
   type RolloutStatus,
   type RolloutUpdate,
   type Worker,
-} from '../types.js';
-
-/** An id, rollout or attempt, that the store does not know (REST: 404). */
-export class NotFoundError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'NotFoundError';
-  }
-}
+} from '../api/types.js';
+import { NotFoundError } from '../api/errors.js';
 
 const newId = (prefix: string, hexDigits: number) => `${prefix}${randomBytes(Math.ceil(hexDigits / 2)).toString('hex').slice(0, hexDigits)}`;
 

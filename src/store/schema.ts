@@ -1,8 +1,8 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
-import { columnsDdl } from './columns.js';
+import { columnsDdl } from './appender.js';
 import { checkDerivedVersion, DERIVED_CREDITS_DDL, DERIVED_SKIPPED_DDL, DERIVED_TABLES_DDL } from './derived.js';
 import { ROLLOUT_TABLES_DDL } from './rollout-tables.js';
-import { LOG_COLUMNS, SPAN_COLUMNS } from './tables.js';
+import { LOG_COLUMNS, SPAN_COLUMNS } from '../otlp/span-columns.js';
 import { VIEWS_SQL } from './views.js';
 
 /**

@@ -1,12 +1,11 @@
-import type { Span, SpanContext } from '../types.js';
-import type { ColumnarRows } from './columns.js';
-import { finishRows, newSpanRows } from './store.js';
-import { SPAN } from './tables.js';
+import type { Span, SpanContext } from '../api/types.js';
+import type { ColumnarRows } from '../otlp/columns.js';
+import { finishRows, newSpanRows } from '../otlp/batch.js';
+import { SPAN } from '../otlp/span-columns.js';
 
-/**
- * Agent Lightning's Span JSON (REST) to and from rows of `spans`. Times on the wire are float
- * seconds; in the table they are TIMESTAMP_NS. Events and links keep agl's stored shape.
- */
+// Agent Lightning's Span JSON (REST) to and from rows of `spans`. Times on the wire are float
+// seconds; in the table they are TIMESTAMP_NS. Events and links keep agl's stored shape.
+
 /** A span to store: Agent Lightning's Span, or one of no rollout yet (ids null) with its kind. */
 export type SpanInput = Omit<Span, 'rollout_id' | 'attempt_id' | 'sequence_id'> & {
   rollout_id: string | null;

@@ -1,31 +1,18 @@
 import { stat } from 'node:fs/promises';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
-import { selectRows, type Column, type ColumnarRows, type Int64Column } from './columns.js';
+import type { BatchSink } from '../otlp/batch.js';
+import { selectRows, type ColumnarRows, type Int64Column } from '../otlp/columns.js';
 import { exportQuery, runQuery, streamQuery, type ExportFormat, type QueryResult } from './query.js';
 import { deriveSpans } from './deriver.js';
 import { migrate } from './schema.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
-import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './tables.js';
-import { StoreBusyError, StoreUnavailableError } from './errors.js';
+import { LOG_COLUMNS, SPAN, SPAN_COLUMNS } from '../otlp/span-columns.js';
+import { StoreBusyError, StoreUnavailableError } from '../api/errors.js';
 import { GroupCommitWriter, writeError, type TableRows } from './writer.js';
 import { WriteBudget } from './write-budget.js';
 import { EmbeddedLightningStore } from './lightning.js';
 import { RolloutState, type Changes } from './rollout-state.js';
 import { loadRolloutState } from './rollout-tables.js';
-
-/** Rows being built for `spans` or `logs`: one builder per column, in the table's column order. */
-export interface RowsBuilder {
-  length: number;
-  /** The table's columns. */
-  readonly table: readonly Column[];
-  readonly columns: ColumnBuilder[];
-}
-
-export const newSpanRows = (): RowsBuilder => ({ length: 0, table: SPAN_COLUMNS, columns: columnBuilders(SPAN_COLUMNS) });
-export const newLogRows = (): RowsBuilder => ({ length: 0, table: LOG_COLUMNS, columns: columnBuilders(LOG_COLUMNS) });
-/** The rows built; the builder must not be used again. */
-export const finishRows = (rows: RowsBuilder): ColumnarRows => ({ length: rows.length, columns: buildColumns(rows.table, rows.columns) });
 
 /** WAL size above which the store checkpoints while idle. */
 const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
@@ -89,7 +76,7 @@ export interface StoreOptions {
  * connection per read. Hot state (span identities for de-duplication, per-rollout sequence
  * counters) lives in memory and is rebuilt from the file on open.
  */
-export class DuckDBStore {
+export class DuckDBStore implements BatchSink {
   private readonly sequences = new Map<string, number>();
   private readonly spanKeys = new SpanKeyIndex();
   /** Span rows accepted but not yet committed. */
@@ -164,7 +151,7 @@ export class DuckDBStore {
       if (!options.readOnly) {
         await migrate(connection);
         await store.loadHotState();
-        store.lightning.version = await loadRolloutState(connection, store.lightning.state);
+        await store.lightning.load();
         store.budget = await WriteBudget.open(await instance.connect(), options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES);
         // Attempts time out even when nobody asks (and restarts resolve attempts left running).
         store.watchdogTimer = setInterval(() => void store.lightning.watchdog().catch((error) => store.watchdogFailed(error)), 1000);
@@ -220,11 +207,11 @@ export class DuckDBStore {
     try {
       const kept = await this.dropDuplicates(rows, isNew);
       // Every span is a heartbeat of its attempt, which counts only if the span is stored.
-      await this.lightning.apply((now, changes) => {
+      await this.lightning.apply((now, changes, state) => {
         // Refused before the heartbeats, which the writer's refusal would have to undo (a reload).
         if (bytes > 0 && this.writer.full) throw new StoreBusyError(1);
         this.assignSequenceIds(kept);
-        this.heartbeats(kept, now, changes);
+        this.heartbeats(kept, state, now, changes);
       }, (state) => {
         this.lastSpanWrite = Date.now();
         return this.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
@@ -481,7 +468,7 @@ export class DuckDBStore {
   }
 
   /** Every span is a heartbeat of its attempt (once per attempt in a batch). */
-  private heartbeats(rows: ColumnarRows, now: number, changes: Changes): void {
+  private heartbeats(rows: ColumnarRows, state: RolloutState, now: number, changes: Changes): void {
     const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
     const attempts = rows.columns[SPAN.attempt_id] as (string | null)[];
     const seen = new Set<string>();
@@ -492,7 +479,7 @@ export class DuckDBStore {
       if (rollout === null || attempt === null || (rollout === rollouts[i - 1] && attempt === attempts[i - 1])) continue;
       if (seen.has(`${rollout}/${attempt}`)) continue;
       seen.add(`${rollout}/${attempt}`);
-      this.lightning.state.heartbeat(rollout, attempt, now, changes);
+      state.heartbeat(rollout, attempt, now, changes);
     }
   }
 
@@ -513,7 +500,6 @@ export class DuckDBStore {
   }
 }
 
-export { LOG, SPAN };
 
 function instanceSettings(options: StoreOptions): Record<string, string> {
   // A checkpoint compresses what the WAL holds into the file and stalls the commits behind it:

@@ -1,6 +1,7 @@
 import type { DuckDBConnection, DuckDBPreparedStatement } from '@duckdb/node-api';
-import { TableAppender, type Column, type ColumnarRows } from './columns.js';
-import { StoreBusyError, StoreUnavailableError } from './errors.js';
+import { TableAppender } from './appender.js';
+import { type Column, type ColumnarRows } from '../otlp/columns.js';
+import { StoreBusyError, StoreUnavailableError } from '../api/errors.js';
 
 /** Rows for one table, as handed to the writer. */
 export interface TableRows {

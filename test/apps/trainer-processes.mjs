@@ -1,6 +1,5 @@
 // A Trainer with the processes strategy, as a user's script: node trainer-processes.mjs DB AGENT TASKS.jsonl
-import { Baseline } from 'agl';
-import { Trainer } from 'agl/store';
+import { Baseline, Trainer } from 'agl/algorithms';
 
 const [db, agent, tasks] = process.argv.slice(2);
 const trainer = new Trainer({ algorithm: new Baseline(), strategy: 'processes', nRunners: 2, db, graceSeconds: 2 });

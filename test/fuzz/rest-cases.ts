@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { ATTEMPT_STATUSES, ROLLOUT_MODES, ROLLOUT_STATUSES, WORKER_STATUSES } from '../../src/types.js';
+import { ATTEMPT_STATUSES, ROLLOUT_MODES, ROLLOUT_STATUSES, WORKER_STATUSES } from '../../src/api/types.js';
 import { jsonBytes, RawBytes, RawJson, strBytes } from './otlp-model.js';
 import type { FuzzRequest } from './server.js';
 

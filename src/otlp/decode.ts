@@ -1,7 +1,7 @@
-import { decodeLogsJson, decodeTracesJson, OtlpJsonError } from './otlp-json.js';
-import { decodeLogsProtobuf, decodeTracesProtobuf } from './otlp-protobuf.js';
-import type { Encoding } from './otlp-responses.js';
-import type { DecodedBatch } from './otlp-rows.js';
+import { decodeLogsJson, decodeTracesJson, OtlpJsonError } from './json-decoder.js';
+import { decodeLogsProtobuf, decodeTracesProtobuf } from './protobuf-decoder.js';
+import type { Encoding } from './responses.js';
+import type { DecodedBatch } from './batch.js';
 import { ProtobufError } from './protobuf-reader.js';
 
 export type Signal = 'traces' | 'logs';

@@ -1,5 +1,22 @@
-// The store's errors that callers act on (a 503 + Retry-After), in a module of their own: the
-// runner tells them apart without loading the database.
+// The errors of the LightningStore contract. Every store (embedded, REST client) throws these, the
+// REST routes map them to status codes, and callers tell them apart without loading a database.
+
+/** An id, rollout or attempt, that the store does not know (REST: 404). */
+export class NotFoundError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotFoundError';
+  }
+}
+
+/** A query parameter the caller got wrong; the message names it (REST: 400). */
+export class InvalidQueryError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidQueryError';
+  }
+}
+
 
 /** The write queue is over its bound: the caller should retry later (HTTP 503 + Retry-After). */
 export class StoreBusyError extends Error {

@@ -3,12 +3,6 @@ import { Agent, request, type Dispatcher } from 'undici';
 
 export type AnswerHeaders = Record<string, string | string[] | undefined>;
 
-export interface HttpAnswer {
-  readonly status: number;
-  readonly headers: AnswerHeaders;
-  readonly body: string;
-}
-
 /** An answer whose body is read as it arrives (the gateway relays it chunk by chunk). */
 export interface HttpStreamAnswer {
   readonly status: number;
@@ -16,9 +10,9 @@ export interface HttpStreamAnswer {
   readonly body: Readable;
 }
 
-// One keep-alive pool per process, on undici (which `openai` also uses): runners and the gateway
-// make many small requests to one server, and undici costs less CPU per request than node:http
-// (the gateway went from 0.60 to 0.51 ms of CPU per call; fetch costs more than either).
+// The gateway's keep-alive pool to upstream model servers, on undici (which `openai` also uses):
+// undici costs less CPU per request than node:http (the gateway went from 0.60 to 0.51 ms of CPU
+// per call; fetch costs more than either).
 const dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
 
 /**
@@ -28,18 +22,6 @@ const dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
 export async function httpStream(url: string, method: string, headers: Record<string, string>, body: string | Buffer | undefined, signal?: AbortSignal): Promise<HttpStreamAnswer> {
   const answer = await request(url, { method: method as 'GET', headers, body, signal, dispatcher });
   return { status: answer.statusCode, headers: answer.headers, body: answer.body };
-}
-
-/** One request with a text body; rejects on network errors and after `timeoutMs`. */
-export async function httpRequest(url: string, method: string, headers: Record<string, string>, body: string | Buffer | undefined, timeoutMs: number): Promise<HttpAnswer> {
-  const signal = AbortSignal.timeout(timeoutMs);
-  try {
-    const answer = await request(url, { method: method as 'GET', headers, body, signal, dispatcher });
-    return { status: answer.statusCode, headers: answer.headers, body: await answer.body.text() };
-  } catch (error) {
-    if (signal.aborted) throw new Error(`no answer within ${timeoutMs / 1000} s`);
-    throw error;
-  }
 }
 
 /** Receives an answer chunk by chunk, as undici hands it over. */

@@ -1,7 +1,6 @@
-import { addSpansInOrder, type LightningStore, type ResourcesQuery, type RolloutQuery, type StoreStatistics, type WorkerQuery } from '../lightning-store.js';
-import { InvalidQueryError } from '../store/paginate.js';
-import { httpRequest, type HttpAnswer } from './http-client.js';
-import { NotFoundError } from '../store/rollout-state.js';
+import { addSpansInOrder, type LightningStore, type ResourcesQuery, type RolloutQuery, type StoreStatistics, type WorkerQuery } from '../api/lightning-store.js';
+import { httpRequest, type HttpAnswer } from './http-request.js';
+import { InvalidQueryError, NotFoundError } from '../api/errors.js';
 import type {
   Attempt,
   AttemptedRollout,
@@ -16,7 +15,7 @@ import type {
   Span,
   SpanQuery,
   Worker,
-} from '../types.js';
+} from '../api/types.js';
 
 export interface StoreClientOptions {
   /** Sent as `Authorization: Bearer <token>` (agl serve --token). */

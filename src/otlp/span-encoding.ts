@@ -2,7 +2,7 @@ import type { Context, SpanContext } from '@opentelemetry/api';
 import { ProtobufTraceSerializer, type IExportTraceServiceResponse, type ISerializer } from '@opentelemetry/otlp-transformer';
 import type { Resource } from '@opentelemetry/resources';
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { encodeSpanField } from './span-protobuf.js';
+import { encodeSpanField } from './protobuf-encoder.js';
 
 /**
  * OTLP protobuf requests put together from spans encoded as each one ended. The SDK's serializer
@@ -12,7 +12,7 @@ import { encodeSpanField } from './span-protobuf.js';
  * then only joins bytes. The request is the one the SDK's serializer makes of the same spans,
  * byte for byte: the same grouping by resource (object) and scope (name, version, schema URL).
  *
- * A span's message is written by span-protobuf.ts. A resource's and a scope's own fields, which
+ * A span's message is written by protobuf-encoder.ts. A resource's and a scope's own fields, which
  * are the same for many spans, are cut out of the SDK serializer's request of one of their
  * spans, once.
  */

@@ -1,5 +1,19 @@
-import type { ColumnarRows } from '../store/columns.js';
-import { finishRows, LOG, newLogRows, newSpanRows, SPAN, type RowsBuilder } from '../store/store.js';
+import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
+import type { Column, ColumnarRows } from './columns.js';
+import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './span-columns.js';
+
+/** Rows being built for `spans` or `logs`: one builder per column, in the table's column order. */
+export interface RowsBuilder {
+  length: number;
+  /** The table's columns. */
+  readonly table: readonly Column[];
+  readonly columns: ColumnBuilder[];
+}
+
+export const newSpanRows = (): RowsBuilder => ({ length: 0, table: SPAN_COLUMNS, columns: columnBuilders(SPAN_COLUMNS) });
+export const newLogRows = (): RowsBuilder => ({ length: 0, table: LOG_COLUMNS, columns: columnBuilders(LOG_COLUMNS) });
+/** The rows built; the builder must not be used again. */
+export const finishRows = (rows: RowsBuilder): ColumnarRows => ({ length: rows.length, columns: buildColumns(rows.table, rows.columns) });
 
 /**
  * What both OTLP decoders (protobuf and JSON) produce: rows for the store plus the count and
@@ -186,4 +200,16 @@ export function invalidLogIds(traceId: string | null, spanId: string | null): st
   if (traceId !== null && traceId.length !== 32) return 'invalid trace_id (must be empty or 16 bytes)';
   if (spanId !== null && spanId.length !== 16) return 'invalid span_id (must be empty or 8 bytes)';
   return null;
+}
+
+/**
+ * Where receivers hand decoded batches, as the OpenTelemetry Collector's receivers hand data to a
+ * consumer: the OTLP routes and the gateway know this interface, not the store behind it.
+ */
+export interface BatchSink {
+  /** True while the sink sheds load: a receiver answers 503 + Retry-After before reading a body. */
+  readonly busy: boolean;
+  /** Resolves once the rows are durable; `bytes` (the request's size) counts against the write budget. */
+  writeSpans(rows: ColumnarRows, bytes: number): Promise<unknown>;
+  writeLogs(rows: ColumnarRows, bytes: number): Promise<unknown>;
 }

@@ -1,27 +1,5 @@
-import { findFinalReward } from '../instrumentation/reward-spans.js';
-import type { LightningStore } from '../lightning-store.js';
-import type { NamedResources, RolloutMode, RolloutStatus } from '../types.js';
-
-/** What an algorithm gets from the Trainer: the store its runners work from, and the tasks. */
-export interface AlgorithmContext<T> {
-  readonly store: LightningStore;
-  readonly train: readonly T[];
-  readonly val: readonly T[];
-  readonly signal: AbortSignal;
-}
-
-/** An algorithm drives training through the store: it publishes resources, enqueues rollouts and reads what they recorded. */
-export interface Algorithm<T = unknown, R = unknown> {
-  run(context: AlgorithmContext<T>): Promise<R>;
-}
-
-export interface RolloutOutcome {
-  readonly rollout_id: string;
-  readonly mode: RolloutMode | null;
-  readonly status: RolloutStatus;
-  /** The rollout's final reward (the last one its spans carry), else null. */
-  readonly reward: number | null;
-}
+import type { NamedResources, RolloutMode, RolloutStatus } from '../api/types.js';
+import { finalRewards, type Algorithm, type AlgorithmContext, type RolloutOutcome } from './algorithm.js';
 
 export interface BaselineResult {
   readonly rollouts: RolloutOutcome[];
@@ -30,16 +8,6 @@ export interface BaselineResult {
   readonly failed: number;
   /** Mean of the rewards that exist, null when none does. */
   readonly meanReward: number | null;
-}
-
-/** The final rewards of rollouts, read from their spans in sequence order. */
-export async function finalRewards(store: LightningStore, rolloutIds: readonly string[]): Promise<Map<string, number | null>> {
-  const rewards = new Map<string, number | null>();
-  for (const rolloutId of rolloutIds) {
-    const { items } = await store.querySpans({ rollout_id: rolloutId, sort_by: 'sequence_id', sort_order: 'asc' });
-    rewards.set(rolloutId, findFinalReward(items));
-  }
-  return rewards;
 }
 
 /**

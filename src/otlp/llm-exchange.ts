@@ -1,5 +1,5 @@
 import type { Attributes } from '@opentelemetry/api';
-import { ATTR } from './semconv.js';
+import { ATTR } from '../api/semconv.js';
 
 /**
  * What an OpenAI-style HTTP exchange says about an LLM call: which API it used, the request's

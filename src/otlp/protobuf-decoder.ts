@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
-import { ByteColumnBuilder, withValidUtf8, type ColumnBuilder, type Int64ColumnBuilder } from '../store/column-builders.js';
-import type { ColumnValue } from '../store/columns.js';
-import { LOG, SPAN } from '../store/tables.js';
+import { ByteColumnBuilder, withValidUtf8, type ColumnBuilder, type Int64ColumnBuilder } from './column-builders.js';
+import type { ColumnValue } from './columns.js';
+import { LOG, SPAN } from './span-columns.js';
 import {
   finishBatch,
   invalidLogIds,
@@ -17,8 +17,8 @@ import {
   type Attribution,
   type BatchBuilder,
   type DecodedBatch,
-} from './otlp-rows.js';
-import { MAX_NESTING_DEPTH, TooDeepError } from '../nesting.js';
+} from './batch.js';
+import { MAX_NESTING_DEPTH, TooDeepError } from './nesting.js';
 import { FIXED32, FIXED64, LEN, ProtobufReader, VARINT } from './protobuf-reader.js';
 
 /**

@@ -1,4 +1,4 @@
-import { AGL, ATTR } from '../semconv.js';
+import { AGL, ATTR } from '../api/semconv.js';
 
 /** A span as the store answers it (Agent Lightning's Span JSON), as far as reading rewards goes. */
 interface SpanLike {

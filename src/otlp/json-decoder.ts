@@ -1,6 +1,6 @@
-import { integerText, parseJsonExact } from '../exact-json.js';
-import { MAX_NESTING_DEPTH, TooDeepError } from '../nesting.js';
-import { replaceLoneSurrogates } from '../well-formed.js';
+import { integerText, parseJsonExact } from './exact-json.js';
+import { MAX_NESTING_DEPTH, TooDeepError } from './nesting.js';
+import { replaceLoneSurrogates } from './well-formed.js';
 import {
   invalidLogIds,
   invalidSpanIds,
@@ -17,7 +17,7 @@ import {
   finishBatch,
   type DecodedBatch,
   type ResourceContext,
-} from './otlp-rows.js';
+} from './batch.js';
 
 /** A JSON body that is not an OTLP request; the message names the field at fault. */
 export class OtlpJsonError extends Error {

@@ -1,0 +1,34 @@
+import { findFinalReward } from '../adapters/rewards.js';
+import type { LightningStore } from '../api/lightning-store.js';
+import type { RolloutMode, RolloutStatus } from '../api/types.js';
+
+/** What an algorithm gets from the Trainer: the store its runners work from, and the tasks. */
+export interface AlgorithmContext<T> {
+  readonly store: LightningStore;
+  readonly train: readonly T[];
+  readonly val: readonly T[];
+  readonly signal: AbortSignal;
+}
+
+/** An algorithm drives training through the store: it publishes resources, enqueues rollouts and reads what they recorded. */
+export interface Algorithm<T = unknown, R = unknown> {
+  run(context: AlgorithmContext<T>): Promise<R>;
+}
+
+export interface RolloutOutcome {
+  readonly rollout_id: string;
+  readonly mode: RolloutMode | null;
+  readonly status: RolloutStatus;
+  /** The rollout's final reward (the last one its spans carry), else null. */
+  readonly reward: number | null;
+}
+
+/** The final rewards of rollouts, read from their spans in sequence order. */
+export async function finalRewards(store: LightningStore, rolloutIds: readonly string[]): Promise<Map<string, number | null>> {
+  const rewards = new Map<string, number | null>();
+  for (const rolloutId of rolloutIds) {
+    const { items } = await store.querySpans({ rollout_id: rolloutId, sort_by: 'sequence_id', sort_order: 'asc' });
+    rewards.set(rolloutId, findFinalReward(items));
+  }
+  return rewards;
+}
