@@ -89,12 +89,14 @@ export function invalidReason(record: ChatRecord): string | null {
   return null;
 }
 
-/** The record of one `llm_calls` row: its input, then the first choice of its output. */
+/** The record of one `llm_calls` row. */
 function recordOf(row: Record<string, unknown>): ChatRecord {
-  const input = json(row.input_messages) as Record<string, unknown>[];
-  const output = json(row.output_messages) as Record<string, unknown>[];
+  return chatRecordOf(json(row.input_messages), json(row.output_messages), json(row.tools));
+}
+
+/** The record of one call: its input messages, then the first choice of its output (validate it with `invalidReason`). */
+export function chatRecordOf(input: unknown, output: unknown, tools: unknown): ChatRecord {
   const messages = [...(Array.isArray(input) ? input : []), ...(Array.isArray(output) ? output.slice(0, 1) : [])];
-  const tools = json(row.tools) as unknown[] | null;
   const record: ChatRecord = { messages };
   if (Array.isArray(tools) && tools.length > 0) {
     record.tools = tools;

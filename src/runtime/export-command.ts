@@ -3,12 +3,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { extname, join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
-import { DuckDBInstance } from '@duckdb/node-api';
 import { traceToMessages, type SkippedRecord } from '../adapters/messages.js';
 import { traceToTrajectories } from '../adapters/trajectories.js';
-import { isRolloutMode, sqlText } from '../store/sql.js';
+import { isRolloutMode } from '../store/sql.js';
 import { streamTriplets, tripletsQuery, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
 import { allRows } from '../adapters/source.js';
+import { jsonlToParquet, PARQUET_COLUMNS } from '../adapters/parquet.js';
 import { readable, UNREADABLE_SPANS_SQL } from '../store/derived.js';
 import { progressLine } from './progress.js';
 import { choiceArg, CommandError, countArg, parseCommandArgs, UsageError } from './args.js';
@@ -209,28 +209,8 @@ function printSummary(written: number, out: string, { skipped, notes }: Report):
   }
 }
 
-/** Parquet columns: nested values stay JSON, so that every record fits one schema; token ids are lists. */
-const PARQUET_COLUMNS: Record<string, string> = {
-  messages: `{messages: 'JSON', tools: 'JSON', parallel_tool_calls: 'BOOLEAN'}`,
-  trajectories: `{rollout_id: 'VARCHAR', attempt_id: 'VARCHAR', group_key: 'VARCHAR', prompt_ids: 'INTEGER[]', response_ids: 'INTEGER[]',
-    response_mask: 'TINYINT[]', response_logprobs: 'DOUBLE[]', reward: 'DOUBLE', calls: 'INTEGER'}`,
-};
-
 function positive(name: string, value: string | undefined): number | undefined {
   const n = countArg(name, value);
   if (n === 0) throw new UsageError(`${name} must be above 0`);
   return n;
-}
-
-/** Parquet through DuckDB, from the JSONL just written. */
-async function jsonlToParquet(lines: string, out: string, columns: string): Promise<void> {
-  const instance = await DuckDBInstance.create(':memory:');
-  const connection = await instance.connect();
-  try {
-    await connection.run(`COPY (SELECT * FROM read_json(${sqlText(lines)}, format = 'newline_delimited', columns = ${columns}))
-      TO ${sqlText(out)} (FORMAT PARQUET)`);
-  } finally {
-    connection.closeSync();
-    instance.closeSync();
-  }
 }

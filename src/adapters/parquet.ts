@@ -1,0 +1,22 @@
+import { DuckDBInstance } from '@duckdb/node-api';
+import { sqlText } from '../store/sql.js';
+
+/** Parquet columns per record kind: nested values stay JSON, so that every record fits one schema; token ids are lists. */
+export const PARQUET_COLUMNS: Record<string, string> = {
+  messages: `{messages: 'JSON', tools: 'JSON', parallel_tool_calls: 'BOOLEAN'}`,
+  trajectories: `{rollout_id: 'VARCHAR', attempt_id: 'VARCHAR', group_key: 'VARCHAR', prompt_ids: 'INTEGER[]', response_ids: 'INTEGER[]',
+    response_mask: 'TINYINT[]', response_logprobs: 'DOUBLE[]', reward: 'DOUBLE', calls: 'INTEGER'}`,
+};
+
+/** Writes the records of a JSONL file as Parquet with `columns` (one of PARQUET_COLUMNS), through an in-memory DuckDB. */
+export async function jsonlToParquet(lines: string, out: string, columns: string): Promise<void> {
+  const instance = await DuckDBInstance.create(':memory:');
+  const connection = await instance.connect();
+  try {
+    await connection.run(`COPY (SELECT * FROM read_json(${sqlText(lines)}, format = 'newline_delimited', columns = ${columns}))
+      TO ${sqlText(out)} (FORMAT PARQUET)`);
+  } finally {
+    connection.closeSync();
+    instance.closeSync();
+  }
+}
