@@ -36,3 +36,34 @@ export const ATTR = {
   llmApi: 'agl.llm.api',
   llmStreamed: 'agl.llm.streamed',
 } as const;
+
+/**
+ * The span the SFT algorithm records per iteration, on its run's own rollout (the `sft_iterations`
+ * view reads it): what the iteration selected, exported, ran and published.
+ */
+export const SFT = {
+  iterationSpan: 'agl.sft.iteration',
+  iteration: 'agl.sft.iteration',
+  status: 'agl.sft.status',
+  usedResourcesId: 'agl.sft.used_resources_id',
+  rollouts: 'agl.sft.rollouts',
+  succeeded: 'agl.sft.succeeded',
+  meanReward: 'agl.sft.mean_reward',
+  valMeanReward: 'agl.sft.val_mean_reward',
+  keptRollouts: 'agl.sft.kept_rollouts',
+  keptRolloutIds: 'agl.sft.kept_rollout_ids',
+  dataset: 'agl.sft.dataset',
+  format: 'agl.sft.format',
+  records: 'agl.sft.records',
+  duplicates: 'agl.sft.duplicates',
+  skipped: 'agl.sft.skipped',
+  command: 'agl.sft.command',
+  exitCode: 'agl.sft.exit_code',
+  exitSignal: 'agl.sft.exit_signal',
+  outputTail: 'agl.sft.output_tail',
+  log: 'agl.sft.log',
+  resourcesId: 'agl.sft.resources_id',
+  model: 'agl.sft.model',
+  endpoint: 'agl.sft.endpoint',
+  error: 'agl.sft.error',
+} as const;

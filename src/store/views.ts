@@ -1,3 +1,4 @@
+import { SFT } from '../api/semconv.js';
 import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable } from './derived.js';
 
 /**
@@ -69,6 +70,39 @@ WHERE NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.trace_id = 
   AND NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.response_id = o.response_id)
 QUALIFY row_number() OVER (PARTITION BY o.trace_id, o.span_id ORDER BY o.dialect) = 1`;
 
+/** The columns of `sft_iterations`: [name, attribute of the iteration span, SQL type]. */
+const SFT_COLUMNS: [string, string, string][] = [
+  ['iteration', SFT.iteration, 'INTEGER'],
+  ['status', SFT.status, 'VARCHAR'],
+  ['used_resources_id', SFT.usedResourcesId, 'VARCHAR'],
+  ['rollouts', SFT.rollouts, 'INTEGER'],
+  ['succeeded', SFT.succeeded, 'INTEGER'],
+  ['mean_reward', SFT.meanReward, 'DOUBLE'],
+  ['val_mean_reward', SFT.valMeanReward, 'DOUBLE'],
+  ['kept_rollouts', SFT.keptRollouts, 'INTEGER'],
+  ['kept_rollout_ids', SFT.keptRolloutIds, 'JSON'],
+  ['dataset', SFT.dataset, 'VARCHAR'],
+  ['format', SFT.format, 'VARCHAR'],
+  ['records', SFT.records, 'INTEGER'],
+  ['duplicates', SFT.duplicates, 'INTEGER'],
+  ['skipped', SFT.skipped, 'INTEGER'],
+  ['command', SFT.command, 'VARCHAR'],
+  ['exit_code', SFT.exitCode, 'INTEGER'],
+  ['exit_signal', SFT.exitSignal, 'VARCHAR'],
+  ['output_tail', SFT.outputTail, 'VARCHAR'],
+  ['log', SFT.log, 'VARCHAR'],
+  ['resources_id', SFT.resourcesId, 'VARCHAR'],
+  ['model', SFT.model, 'VARCHAR'],
+  ['endpoint', SFT.endpoint, 'VARCHAR'],
+  ['error', SFT.error, 'VARCHAR'],
+];
+
+/** One row per iteration of an SFT run, from the span the algorithm records for it (algorithms/sft-record.ts). */
+const SFT_ITERATIONS_SQL = `CREATE OR REPLACE VIEW sft_iterations AS
+SELECT rollout_id AS run_id, ${SFT_COLUMNS.map(([name, key, type]) => `${type === 'JSON' ? `attributes->'${key}'` : `TRY_CAST(attributes->>'${key}' AS ${type})`} AS ${name}`).join(',\n  ')},
+  start_time, end_time
+FROM spans WHERE name = '${SFT.iterationSpan}' AND ${readable()}`;
+
 export const VIEWS_SQL = `
 CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(
   json_object('role', m->>'role', 'content', coalesce(
@@ -87,4 +121,6 @@ CREATE OR REPLACE VIEW llm_calls AS WITH ${CALL_ROWS_CTES} SELECT * FROM (${llmC
 
 CREATE OR REPLACE VIEW rewards AS
 SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value, is_primary FROM reward_rows;
+
+${SFT_ITERATIONS_SQL};
 `;
