@@ -1,0 +1,112 @@
+import { z } from 'zod';
+
+/**
+ * The options of the SFT algorithm, as TypeScript, a config file or a command line gives them:
+ * one schema checks them all and fills in the defaults. docs/algorithms.md ("SFT") explains each.
+ */
+
+/** The placeholders of `trainCmd`, `endpointTemplate` and `modelTemplate`. */
+export const SFT_PLACEHOLDERS = ['dataset', 'output', 'iteration', 'model', 'endpoint', 'records', 'format'] as const;
+export type SftPlaceholder = (typeof SFT_PLACEHOLDERS)[number];
+
+const startModel = z.strictObject({
+  endpoint: z.url().describe('OpenAI-compatible base URL of the starting model, with its /v1'),
+  model: z.string().min(1).describe('the starting model name'),
+  apiKey: z.string().nullable().default(null).describe('API key sent to the endpoint (default none)'),
+  samplingParameters: z
+    .record(z.string(), z.unknown())
+    .default({})
+    .describe('request defaults the gateway adds to every call (temperature ...)'),
+});
+
+export const sftOptionsSchema = z
+  .strictObject({
+    trainCmd: z
+      .string()
+      .min(1)
+      .describe(
+        'the training command, run by /bin/sh; {dataset} {output} {iteration} {model} {endpoint} {records} {format} are substituted, shell-quoted',
+      ),
+    iterations: z
+      .number()
+      .int()
+      .min(1)
+      .default(2)
+      .describe('rounds of rollouts, selection, training and publishing (default 2)'),
+    samplesPerTask: z
+      .number()
+      .int()
+      .min(1)
+      .default(4)
+      .describe('rollouts of each training task per iteration: the n of best-of-n (default 4)'),
+    topFraction: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.25)
+      .describe(
+        "keep each task's best rollouts: this fraction of its samples, rounded up (default 0.25: the best of 4)",
+      ),
+    threshold: z
+      .number()
+      .optional()
+      .describe('keep only rollouts whose final reward is at least this (default: no floor)'),
+    format: z
+      .enum(['jsonl', 'parquet'])
+      .default('jsonl')
+      .describe('jsonl: OpenAI chat records; parquet: token-level rows (default jsonl)'),
+    outDir: z
+      .string()
+      .min(1)
+      .default('sft')
+      .describe('where iteration-N/ folders (dataset, training log, {output}) go (default ./sft)'),
+    llm: startModel
+      .optional()
+      .describe("the starting model (default: the `llm` resource of the store's latest resources)"),
+    endpointTemplate: z
+      .string()
+      .min(1)
+      .default('{endpoint}')
+      .describe(
+        'endpoint of the trained model when the command prints no AGL_MODEL_ENDPOINT= line (default {endpoint}: the same server)',
+      ),
+    modelTemplate: z
+      .string()
+      .min(1)
+      .default('{output}')
+      .describe(
+        'name of the trained model when the command prints no AGL_MODEL_NAME= line (default {output}, the name vLLM serves a model folder under)',
+      ),
+    rolloutTimeoutSeconds: z
+      .number()
+      .positive()
+      .optional()
+      .describe('each rollout times out after this (default: no limit)'),
+    trainTimeoutSeconds: z
+      .number()
+      .positive()
+      .optional()
+      .describe('the training command is stopped after this, and the loop with it (default: no limit)'),
+    killGraceSeconds: z
+      .number()
+      .min(0)
+      .default(10)
+      .describe('seconds between SIGTERM and SIGKILL when the command is stopped (default 10)'),
+    quiet: z
+      .boolean()
+      .default(false)
+      .describe("do not echo the training command's output and progress lines to stderr"),
+  })
+  .describe('SFT: rejection-sampling fine-tuning');
+
+/** The options as given (defaults may be left out). */
+export type SftOptionsInput = z.input<typeof sftOptionsSchema>;
+/** The options checked, defaults filled in. */
+export type SftOptions = z.output<typeof sftOptionsSchema>;
+
+/** Checks `options` and fills in the defaults; a TypeError names every option that is wrong. */
+export function parseSftOptions(options: unknown): SftOptions {
+  const parsed = sftOptionsSchema.safeParse(options);
+  if (!parsed.success) throw new TypeError(`SFT options:\n${z.prettifyError(parsed.error)}`);
+  return parsed.data;
+}

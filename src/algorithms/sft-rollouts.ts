@@ -1,0 +1,58 @@
+import { llmCallsOfSpans, type SpanLlmCall } from '../adapters/llm-spans.js';
+import { findFinalReward } from '../adapters/rewards.js';
+import type { LightningStore } from '../api/lightning-store.js';
+import type { Rollout, RolloutMode, RolloutRequest, RolloutStatus } from '../api/types.js';
+
+/** A finished rollout, with what its latest attempt recorded. */
+export interface RolloutRecord {
+  readonly rolloutId: string;
+  readonly mode: RolloutMode | null;
+  readonly metadata: Record<string, unknown> | null;
+  readonly status: RolloutStatus;
+  readonly reward: number | null;
+  readonly calls: SpanLlmCall[];
+}
+
+/**
+ * Enqueues `requests` and waits until every rollout finished or `signal` stops the wait; answers
+ * the finished ones, in the order of the requests.
+ */
+export async function runRollouts(
+  store: LightningStore,
+  requests: RolloutRequest[],
+  signal: AbortSignal,
+): Promise<RolloutRecord[]> {
+  const ids = requests.length ? (await store.enqueueManyRollouts(requests)).map((r) => r.rollout_id) : [];
+  const done = new Map<string, Rollout>();
+  while (done.size < ids.length && !signal.aborted) {
+    for (const rollout of await store.waitForRollouts(
+      ids.filter((id) => !done.has(id)),
+      1,
+    ))
+      done.set(rollout.rollout_id, rollout);
+  }
+  const records: RolloutRecord[] = [];
+  for (const id of ids) {
+    const rollout = done.get(id);
+    if (rollout) records.push(await readRollout(store, rollout));
+  }
+  return records;
+}
+
+/** The final reward and LLM calls of a rollout's latest attempt (the one its status is from). */
+async function readRollout(store: LightningStore, rollout: Rollout): Promise<RolloutRecord> {
+  const { items } = await store.querySpans({
+    rollout_id: rollout.rollout_id,
+    attempt_id: 'latest',
+    sort_by: 'sequence_id',
+    sort_order: 'asc',
+  });
+  const { rollout_id: rolloutId, mode, metadata, status } = rollout;
+  return { rolloutId, mode, metadata, status, reward: findFinalReward(items), calls: llmCallsOfSpans(items) };
+}
+
+/** The mean of the rewards that exist, null when none does. */
+export function meanReward(records: readonly { reward: number | null }[]): number | null {
+  const values = records.map((r) => r.reward).filter((r): r is number => r !== null);
+  return values.length ? values.reduce((a, b) => a + b, 0) / values.length : null;
+}
