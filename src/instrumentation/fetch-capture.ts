@@ -1,4 +1,4 @@
-import { subscribe } from 'node:diagnostics_channel';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { answerOutcome, llmApiOf, parsedUrl, requestAttributes, StreamAssembler, type LlmApi } from '../otlp/llm-exchange.js';
@@ -27,52 +27,400 @@ export interface FetchCaptureOptions {
 type Fetch = typeof globalThis.fetch;
 type FetchInput = Parameters<Fetch>[0];
 
-export interface FetchCapture {
+/** A request's JSON body, where it is an object. */
+type RequestBody = Record<string, unknown>;
+
+/** Undici's channel of created requests (Node's bundled undici publishes it for `fetch`). */
+const REQUEST_CREATED = 'undici:request:create';
+
+/** What REQUEST_CREATED hands over. */
+interface UndiciRequestCreated {
+  readonly request: { readonly headers: string[] | string; addHeader(name: string, value: string): unknown };
+}
+
+/** The readers of Response that see a watched answer as the app reads it (FetchCapture.observeBody). */
+const READERS = ['text', 'json', 'arrayBuffer', 'body'] as const;
+type Readers = Record<(typeof READERS)[number], PropertyDescriptor>;
+
+/** A watched answer still unread this long after it came was dropped: its span ends. */
+const UNREAD_MS = 60_000;
+
+/** What enable() changed, kept so that disable() puts each thing back as it was. */
+interface Patches {
+  /** globalThis's own `fetch` property before, and with, the capture's. */
+  readonly fetchBefore: PropertyDescriptor | undefined;
+  readonly fetchOurs: PropertyDescriptor | undefined;
+  /** Response.prototype's readers before, and the capture's. */
+  readonly readersBefore: Readers;
+  readonly readersOurs: Readers;
+  /** The sweep of answers dropped unread. */
+  readonly sweep: NodeJS.Timeout;
+}
+
+/**
+ * The fetch capture of a process, switched on by enable() and off by disable(), which puts
+ * `globalThis.fetch` and Response's readers back as they were, unsubscribes from undici's channel
+ * and stops the sweep. All its state is its own: each LLM call's in LlmCall objects, the
+ * answers being watched in a WeakMap by their response.
+ */
+export class FetchCapture {
+  /** The LLM calls whose span waits for its response body. */
+  private readonly open = new Set<LlmCall>();
+  /** The finishing of LLM spans whose answer is complete, deferred off the app's path (afterNextRequest). */
+  private readonly answeredCalls = new Set<() => void>();
+  /** The JSON answers being watched, and the call whose span waits for each. */
+  private watched = new WeakMap<Response, LlmCall>();
+  /** The calls whose JSON answer the app has not begun to read, with when it came (in that order). */
+  private readonly unread = new Map<LlmCall, number>();
+  /** The trace context of the captured call whose original `fetch` is running now. */
+  private sending: Context | undefined;
+  private patches: Patches | undefined;
+
+  constructor(private readonly options: FetchCaptureOptions) {}
+
+  /** Wraps `globalThis.fetch` and Response's readers, and listens to undici's requests (once, however often called). */
+  enable(): void {
+    const original = globalThis.fetch;
+    if (this.patches || typeof original !== 'function') return;
+    const fetchBefore = Object.getOwnPropertyDescriptor(globalThis, 'fetch');
+    const readersBefore = ownReaders(Response.prototype);
+    const readersOurs = this.readers(readersBefore);
+    Object.defineProperties(Response.prototype, readersOurs);
+    subscribe(REQUEST_CREATED, this.onRequestCreated);
+    globalThis.fetch = this.captured(original);
+    const sweep = setInterval(() => this.endUnreadAnswers(), UNREAD_MS / 4).unref();
+    this.patches = { fetchBefore, fetchOurs: Object.getOwnPropertyDescriptor(globalThis, 'fetch'), readersBefore, readersOurs, sweep };
+  }
+
+  /**
+   * Ends the spans still open with what is known (nothing would end them later), then undoes
+   * enable(): what it replaced is put back, unless something replaced the capture's since (the
+   * capture's then passes each call through).
+   */
+  disable(): void {
+    const patches = this.patches;
+    if (!patches) return;
+    this.patches = undefined;
+    this.endOpen();
+    clearInterval(patches.sweep);
+    unsubscribe(REQUEST_CREATED, this.onRequestCreated);
+    this.sending = undefined;
+    restore(globalThis, 'fetch', patches.fetchOurs, patches.fetchBefore);
+    for (const name of READERS) restore(Response.prototype, name, patches.readersOurs[name], patches.readersBefore[name]);
+    this.watched = new WeakMap();
+    this.unread.clear();
+  }
+
   /** LLM spans whose response has not been read to its end. */
-  openCount(): number;
+  openCount(): number {
+    return this.open.size;
+  }
+
   /** Ends those spans with what is known (an exiting process sends them as they are). */
-  endOpen(): void;
-}
+  endOpen(): void {
+    this.finishAnsweredCalls();
+    for (const call of [...this.open]) this.endCall(call);
+  }
 
-/** The enders of LLM spans still waiting for their response body. */
-const openLlmSpans = new Set<() => void>();
+  /** Finishes now the LLM spans whose answers are complete: a rollout's spans are sent when it ends. */
+  finishAnsweredCalls(): void {
+    for (const finish of [...this.answeredCalls]) finish();
+  }
 
-/** The finishing of LLM spans whose answer is complete, deferred off the app's path (afterNextRequest). */
-const answeredCalls = new Set<() => void>();
-
-/** Finishes now the LLM spans whose answers are complete: a rollout's spans are sent when it ends. */
-export function finishAnsweredCalls(): void {
-  for (const finish of [...answeredCalls]) finish();
-}
-
-/** Wraps `globalThis.fetch`. */
-export function installFetchCapture(options: FetchCaptureOptions): FetchCapture {
-  const original = globalThis.fetch;
-  const capture: FetchCapture = {
-    openCount: () => openLlmSpans.size,
-    endOpen: () => {
-      finishAnsweredCalls();
-      for (const end of [...openLlmSpans]) end();
-    },
-  };
-  if (typeof original !== 'function') return capture;
-  watchResponses();
-  injectTraceContext();
-  const captured: Fetch = (input, init) => {
-    if (isTracingSuppressed(context.active())) return original(input, init);
-    let url: URL;
-    let method: string;
-    try {
-      url = parsedUrl(input instanceof Request ? input.url : String(input));
-      method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
-    } catch {
-      return original(input, init); // fetch itself reports the bad URL
+  /** Ends the spans of the answers still unread UNREAD_MS before `now` (they were dropped). */
+  endUnreadAnswers(now = Date.now()): void {
+    const cutoff = now - UNREAD_MS;
+    for (const [call, since] of this.unread) {
+      if (since >= cutoff) break; // in arrival order
+      this.unread.delete(call);
+      this.endCall(call);
     }
-    const api = method === 'POST' ? llmApiOf(url.pathname) : undefined;
-    return api ? llmCall(original, options, api, url, input, init) : httpCall(original, options.tracer, method, url, input, init);
+  }
+
+  /** The `fetch` that records: each call to it while the capture is enabled gets a span. */
+  private captured(original: Fetch): Fetch {
+    return (input, init) => {
+      if (!this.patches || isTracingSuppressed(context.active())) return original(input, init);
+      let url: URL;
+      let method: string;
+      try {
+        url = parsedUrl(input instanceof Request ? input.url : String(input));
+        method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
+      } catch {
+        return original(input, init); // fetch itself reports the bad URL
+      }
+      const api = method === 'POST' ? llmApiOf(url.pathname) : undefined;
+      return api ? this.llmCall(original, api, url, input, init) : this.httpCall(original, method, url, input, init);
+    };
+  }
+
+  /**
+   * Calls the original `fetch` so that the request it sends carries `ctx` (`traceparent`, and
+   * whatever else the propagators write): undici creates the request synchronously inside
+   * `fetch` (Node 22 and 24), and onRequestCreated adds the headers as it does. A redirect's
+   * request, created later, goes without. Running `fetch` inside the call's context instead (so
+   * that the channel would find it active) cost about 50 us of CPU a call, half of it in GC: every
+   * step of undici's asynchronous work carried it.
+   */
+  private send(original: Fetch, ctx: Context, input: FetchInput, init: RequestInit | undefined): Promise<Response> {
+    this.sending = ctx;
+    try {
+      return original(input, init);
+    } finally {
+      this.sending = undefined;
+    }
+  }
+
+  /**
+   * Adds the trace context to the request being sent by send(). Copying the app's headers into a
+   * new Headers object instead cost about 30 us a call on the call's path (openai sends a dozen
+   * headers, each validated again), and so did its garbage. A request that already has a
+   * `traceparent` keeps the app's.
+   */
+  private readonly onRequestCreated = (message: unknown): void => {
+    const ctx = this.sending;
+    if (ctx === undefined) return;
+    this.sending = undefined;
+    const { request } = message as UndiciRequestCreated;
+    if (hasTraceparent(request.headers)) return;
+    propagation.inject(ctx, request, { set: (carrier, key, value) => void carrier.addHeader(key, value) });
   };
-  globalThis.fetch = captured;
-  return capture;
+
+  private async httpCall(original: Fetch, method: string, url: URL, input: FetchInput, init?: RequestInit): Promise<Response> {
+    const span = this.options.tracer.startSpan(method, { kind: SpanKind.CLIENT, attributes: urlAttributes(method, url) });
+    try {
+      const response = await this.send(original, trace.setSpan(context.active(), span), input, init);
+      span.setAttribute('http.response.status_code', response.status);
+      if (response.status >= 400) span.setStatus({ code: SpanStatusCode.ERROR, message: `HTTP ${response.status}` });
+      return response;
+    } catch (error) {
+      failSpan(span, error);
+      throw error;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async llmCall(original: Fetch, api: LlmApi, url: URL, input: FetchInput, init?: RequestInit): Promise<Response> {
+    const { options } = this;
+    const request = await outgoingRequest(api, options.returnTokenIds, input, init);
+    const operation = api === 'responses' ? 'chat' : api;
+    const parent = (api !== 'embeddings' ? options.llmParent?.() : undefined) ?? context.active();
+    // The span starts bare: its attributes are set when it is finished, off the call's path.
+    const span = options.startLlmSpan?.(operation, parent) ?? options.tracer.startSpan(operation, { kind: SpanKind.CLIENT }, parent);
+    const call = new LlmCall(span, operation, api, url, request.text, request.body, options.captureContent);
+    let response: Response;
+    try {
+      response = await this.send(original, trace.setSpan(parent, span), request.input, request.init);
+    } catch (error) {
+      call.fail(error);
+      throw error;
+    }
+    call.status = response.status;
+    this.open.add(call);
+    this.watchAnswer(call, api, response);
+    return response;
+  }
+
+  /** Finishes the call's span once its answer is complete: a stream read from a copy, a JSON answer as the app reads it. */
+  private watchAnswer(call: LlmCall, api: LlmApi, response: Response): void {
+    if (!response.body) this.answered(call, '', false, undefined, now());
+    else if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) {
+      const assembler = new StreamAssembler(api);
+      readCopy(response.clone(), (text) => assembler.feed(text)).then(({ failure, endedAt }) => this.answered(call, assembler.result(), true, failure, endedAt), () => {});
+    } else {
+      this.observeBody(response, call);
+    }
+  }
+
+  /**
+   * Finishes the call's span after the app has its answer and has sent its next request: parsing
+   * and recording stay off its path. The span ends when the answer had fully arrived (rewards the
+   * app emits right after come later), though it is finished later.
+   */
+  private answered(call: LlmCall, answer: string | unknown, streamed: boolean, failure: unknown, endedAt: number): void {
+    const finish = () => {
+      this.answeredCalls.delete(finish);
+      this.endCall(call, answer, streamed, failure, endedAt);
+    };
+    this.answeredCalls.add(finish);
+    afterNextRequest(finish);
+  }
+
+  private endCall(call: LlmCall, answer?: string | unknown, streamed?: boolean, failure?: unknown, endedAt?: number): void {
+    this.open.delete(call);
+    call.end(answer, streamed, failure, endedAt);
+  }
+
+  /**
+   * A JSON answer is seen as the app reads it, without copying the stream (a copy, `clone()`,
+   * costs more than the rest of the capture together): `text()`, `json()` and `arrayBuffer()` of
+   * Response are wrapped once, by enable(), and report what a watched response's reader got.
+   * An app that reads `body` itself gets a copy made then. The span of an answer the app drops
+   * unread ends a minute later (or at exit). Wrapping each response's own methods, and ending
+   * dropped ones through a FinalizationRegistry, cost the app's GC: its p99 call grew by 1.5-2 ms
+   * more than without them (same bench, 14 rounds).
+   */
+  private observeBody(response: Response, call: LlmCall): void {
+    this.unread.set(call, Date.now());
+    this.watched.set(response, call);
+  }
+
+  /**
+   * The call waiting for `response`, taken as the app begins to read it (its body is read once):
+   * from then on it is no longer unread, however long the reading takes.
+   */
+  private take(response: Response): LlmCall | undefined {
+    const call = this.watched.get(response);
+    if (!call) return undefined;
+    this.watched.delete(response);
+    this.unread.delete(call);
+    return call;
+  }
+
+  /** Response's readers as enable() sets them: each tells the capture what the app read of a watched answer. */
+  private readers(before: Readers): Readers {
+    const capture = this;
+    const text: () => Promise<string> = before.text.value;
+    const json: () => Promise<unknown> = before.json.value;
+    const arrayBuffer: () => Promise<ArrayBuffer> = before.arrayBuffer.value;
+    const body = before.body.get as () => ReadableStream<Uint8Array> | null;
+    const clone: () => Response = Response.prototype.clone;
+    return {
+      text: {
+        ...before.text,
+        value: async function (this: Response) {
+          const call = capture.take(this);
+          if (!call) return text.call(this);
+          try {
+            const result = await text.call(this);
+            capture.answered(call, result, false, undefined, now());
+            return result;
+          } catch (error) {
+            capture.answered(call, '', false, error, now());
+            throw error;
+          }
+        },
+      },
+      json: {
+        ...before.json,
+        value: function (this: Response) {
+          return capture.watched.has(this) ? this.text().then((result) => JSON.parse(result)) : json.call(this);
+        },
+      },
+      arrayBuffer: {
+        ...before.arrayBuffer,
+        value: async function (this: Response) {
+          const call = capture.take(this);
+          if (!call) return arrayBuffer.call(this);
+          const buffer = await arrayBuffer.call(this);
+          capture.answered(call, new TextDecoder().decode(buffer), false, undefined, now());
+          return buffer;
+        },
+      },
+      body: {
+        ...before.body,
+        get(this: Response) {
+          // A body already used went through no reader of ours: the sweep ends its span.
+          const call = capture.watched.has(this) && !this.bodyUsed ? capture.take(this) : undefined;
+          if (call) {
+            let copied = '';
+            readCopy(clone.call(this), (piece) => (copied += piece)).then(({ failure }) => capture.answered(call, copied, false, failure, now()), () => {});
+          }
+          return body.call(this);
+        },
+      },
+    };
+  }
+}
+
+/**
+ * One LLM call's span, from its request to its end. It holds the answer's status, never the
+ * response: a response dropped unread must stay collectable.
+ */
+class LlmCall {
+  status = 0;
+  private ended = false;
+
+  constructor(
+    private readonly span: Span,
+    private readonly operation: string,
+    private readonly api: LlmApi,
+    private readonly url: URL,
+    private readonly text: string | undefined,
+    /** The request parsed, once needed: after the call (its size is the conversation's), unless it had to change. */
+    private body: RequestBody | undefined,
+    private readonly captureContent: boolean,
+  ) {}
+
+  /** The request failed: the span ends with its error. */
+  fail(error: unknown): void {
+    this.describeRequest();
+    failSpan(this.span, error);
+    this.span.end();
+  }
+
+  /** Ends the span (once) with the answer: a JSON text or a stream's assembled result; none when it was never read. */
+  end(answer: string | unknown = '', streamed = false, failure?: unknown, endedAt?: number): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.describeRequest();
+    this.span.setAttribute('http.response.status_code', this.status);
+    finishLlmSpan(this.span, this.status, answer, streamed, failure, this.captureContent, endedAt);
+  }
+
+  /** Names the span by its model and adds the request's attributes. */
+  private describeRequest(): void {
+    const { span, url, api, text } = this;
+    this.body ??= parsedRequest(text);
+    const body = this.body;
+    if (typeof body?.model === 'string') span.updateName(`${this.operation} ${body.model}`);
+    span.setAttributes({
+      ...urlAttributes('POST', url),
+      'gen_ai.provider.name': url.hostname === 'api.openai.com' ? 'openai' : 'openai_compatible',
+      [ATTR.llmApi]: api,
+      ...(this.captureContent && text !== undefined ? { [ATTR.llmRequest]: text } : {}),
+      ...requestAttributes(api, body),
+      [ATTR.llmStreamed]: body?.stream === true,
+    });
+  }
+}
+
+/** What an LLM call sends: the app's request as it is, or a copy that asks for token ids. */
+interface OutgoingRequest {
+  readonly text: string | undefined;
+  readonly body: RequestBody | undefined;
+  readonly input: FetchInput;
+  readonly init: RequestInit | undefined;
+}
+
+/** The request is parsed here only where it must change: to ask for token ids. */
+async function outgoingRequest(api: LlmApi, returnTokenIds: boolean, input: FetchInput, init: RequestInit | undefined): Promise<OutgoingRequest> {
+  const text = await requestText(input, init);
+  if (!returnTokenIds || (api !== 'chat' && api !== 'text_completion')) return { text, body: undefined, input, init };
+  const body = parsedRequest(text);
+  if (!body || body.return_token_ids !== undefined) return { text, body, input, init };
+  body.return_token_ids = true;
+  const sent = JSON.stringify(body);
+  if (input instanceof Request && init?.body === undefined) return { text: sent, body, input: new Request(input, { body: sent }), init };
+  return { text: sent, body, input, init: { ...init, body: sent } };
+}
+
+async function requestText(input: FetchInput, init?: RequestInit): Promise<string | undefined> {
+  const body = init?.body;
+  if (typeof body === 'string') return body;
+  if (body instanceof Uint8Array || body instanceof ArrayBuffer) return new TextDecoder().decode(body);
+  if (body === undefined && input instanceof Request) return input.clone().text();
+  return undefined; // a stream or form: not read, so the app's own body stays untouched
+}
+
+function parsedRequest(text: string | undefined): RequestBody | undefined {
+  try {
+    const value: unknown = text === undefined ? undefined : JSON.parse(text);
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as RequestBody) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function urlAttributes(method: string, url: URL) {
@@ -84,169 +432,15 @@ function urlAttributes(method: string, url: URL) {
   };
 }
 
-/** What undici's `undici:request:create` channel hands over (Node's bundled undici publishes it for `fetch`). */
-interface UndiciRequestCreated {
-  readonly request: { readonly headers: string[] | string; addHeader(name: string, value: string): unknown };
-}
-
-/** The trace context of the captured call whose original `fetch` is running now. */
-let sending: Context | undefined;
-
-/**
- * Calls the original `fetch` so that the request it sends carries `ctx` (`traceparent`, and
- * whatever else the propagators write): undici creates the request synchronously inside
- * `fetch` (Node 22 and 24), and injectTraceContext adds the headers as it does. A redirect's
- * request, created later, goes without. Running `fetch` inside the call's context instead (so
- * that the channel would find it active) cost about 50 us of CPU a call, half of it in GC: every
- * step of undici's asynchronous work carried it.
- */
-function sendWithTraceContext(original: Fetch, ctx: Context, input: FetchInput, init: RequestInit | undefined): Promise<Response> {
-  sending = ctx;
-  try {
-    return original(input, init);
-  } finally {
-    sending = undefined;
-  }
-}
-
-let injecting = false;
-
-/**
- * Adds the trace context to the request being sent by sendWithTraceContext. Copying the app's
- * headers into a new Headers object instead cost about 30 us a call on the call's path (openai
- * sends a dozen headers, each validated again), and so did its garbage. A request that already
- * has a `traceparent` keeps the app's.
- */
-function injectTraceContext(): void {
-  if (injecting) return;
-  injecting = true;
-  subscribe('undici:request:create', (message) => {
-    const ctx = sending;
-    if (ctx === undefined) return;
-    sending = undefined;
-    const { request } = message as UndiciRequestCreated;
-    if (hasTraceparent(request.headers)) return;
-    propagation.inject(ctx, request, { set: (carrier, key, value) => void carrier.addHeader(key, value) });
-  });
-}
-
 function hasTraceparent(headers: string[] | string): boolean {
   if (typeof headers === 'string') return /(^|\n)traceparent:/i.test(headers);
   for (let i = 0; i < headers.length; i += 2) if (headers[i].toLowerCase() === 'traceparent') return true;
   return false;
 }
 
-async function httpCall(original: Fetch, tracer: Tracer, method: string, url: URL, input: FetchInput, init?: RequestInit): Promise<Response> {
-  const span = tracer.startSpan(method, { kind: SpanKind.CLIENT, attributes: urlAttributes(method, url) });
-  try {
-    const response = await sendWithTraceContext(original, trace.setSpan(context.active(), span), input, init);
-    span.setAttribute('http.response.status_code', response.status);
-    if (response.status >= 400) span.setStatus({ code: SpanStatusCode.ERROR, message: `HTTP ${response.status}` });
-    return response;
-  } catch (error) {
-    failSpan(span, error);
-    throw error;
-  } finally {
-    span.end();
-  }
-}
-
 function failSpan(span: Span, error: unknown): void {
   span.recordException(error instanceof Error ? error : String(error));
   span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
-}
-
-function parsedJson(text: string | undefined): any {
-  try {
-    return text === undefined ? undefined : JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
-
-async function requestText(input: FetchInput, init?: RequestInit): Promise<string | undefined> {
-  const body = init?.body;
-  if (typeof body === 'string') return body;
-  if (body instanceof Uint8Array || body instanceof ArrayBuffer) return new TextDecoder().decode(body);
-  if (body === undefined && input instanceof Request) return input.clone().text();
-  return undefined; // a stream or form: not read, so the app's own body stays untouched
-}
-
-async function llmCall(original: Fetch, options: FetchCaptureOptions, api: LlmApi, url: URL, input: FetchInput, init?: RequestInit): Promise<Response> {
-  let text = await requestText(input, init);
-  // The request is parsed after the call (its size is the conversation's), unless it must change.
-  let body: any;
-  let sentBody: string | undefined;
-  if (options.returnTokenIds && (api === 'chat' || api === 'text_completion')) {
-    body = parsedJson(text);
-    if (body && body.return_token_ids === undefined) {
-      body.return_token_ids = true;
-      sentBody = text = JSON.stringify(body);
-    }
-  }
-  const operation = api === 'responses' ? 'chat' : api;
-  const parent = (api !== 'embeddings' ? options.llmParent?.() : undefined) ?? context.active();
-  // The span starts bare: its attributes are set when it is finished, off the call's path.
-  const span = options.startLlmSpan?.(operation, parent) ?? options.tracer.startSpan(operation, { kind: SpanKind.CLIENT }, parent);
-  /** Names the span by its model and adds the request's attributes. */
-  const describeRequest = () => {
-    body ??= parsedJson(text);
-    if (typeof body?.model === 'string') span.updateName(`${operation} ${body.model}`);
-    span.setAttributes({
-      ...urlAttributes('POST', url),
-      'gen_ai.provider.name': url.hostname === 'api.openai.com' ? 'openai' : 'openai_compatible',
-      [ATTR.llmApi]: api,
-      ...(options.captureContent && text !== undefined ? { [ATTR.llmRequest]: text } : {}),
-      ...requestAttributes(api, body),
-      [ATTR.llmStreamed]: body?.stream === true,
-    });
-  };
-  let sendInput = input;
-  let sendInit = init;
-  if (sentBody !== undefined) {
-    if (input instanceof Request && init?.body === undefined) sendInput = new Request(input, { body: sentBody });
-    else sendInit = { ...init, body: sentBody };
-  }
-  let response: Response;
-  try {
-    response = await sendWithTraceContext(original, trace.setSpan(parent, span), sendInput, sendInit);
-  } catch (error) {
-    describeRequest();
-    failSpan(span, error);
-    span.end();
-    throw error;
-  }
-  // The closures below hold `status`, never `response`: a response dropped unread must stay collectable.
-  const status = response.status;
-  let finished = false;
-  const endNow = (answer: string | unknown = '', streamed = false, failure?: unknown, endedAt?: number) => {
-    if (finished) return;
-    finished = true;
-    openLlmSpans.delete(endNow);
-    describeRequest();
-    span.setAttribute('http.response.status_code', status);
-    finishLlmSpan(span, status, answer, streamed, failure, options.captureContent, endedAt);
-  };
-  openLlmSpans.add(endNow);
-  // Finished after the app has its answer and has sent its next request: parsing and recording
-  // stay off its path. The span ends when the answer had fully arrived (rewards the app emits
-  // right after come later), though it is finished later.
-  const finish = (answer: string | unknown, streamed: boolean, failure: unknown, endedAt: number) => {
-    const finishNow = () => {
-      answeredCalls.delete(finishNow);
-      endNow(answer, streamed, failure, endedAt);
-    };
-    answeredCalls.add(finishNow);
-    afterNextRequest(finishNow);
-  };
-  if (!response.body) finish('', false, undefined, now());
-  else if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) {
-    const assembler = new StreamAssembler(api);
-    readCopy(response.clone(), (text) => assembler.feed(text)).then(({ failure, endedAt }) => finish(assembler.result(), true, failure, endedAt), () => {});
-  } else {
-    observeBody(response, (text, failure) => finish(text, false, failure, now()), () => endNow());
-  }
-  return response;
 }
 
 const now = () => performance.timeOrigin + performance.now();
@@ -270,7 +464,7 @@ async function readCopy(copy: Response, onText: (text: string) => void): Promise
   const decoder = new TextDecoder();
   let endedAt = now();
   try {
-    for await (const chunk of copy.body!) {
+    for await (const chunk of copy.body ?? []) {
       endedAt = now();
       onText(decoder.decode(chunk, { stream: true }));
     }
@@ -281,111 +475,22 @@ async function readCopy(copy: Response, onText: (text: string) => void): Promise
   }
 }
 
-/** A JSON answer being watched: what to tell once the app has read it, and what ends its span if it never does. */
-interface Watch {
-  readonly done: (text: string, failure?: unknown) => void;
-  readonly ifUnread: () => void;
-}
-
-const watched = new WeakMap<Response, Watch>();
-
-/**
- * What ends the span of each watched answer the app has not begun to read, with when it came:
- * one still unread after UNREAD_MS was dropped.
- */
-const unread = new Map<() => void, number>();
-const UNREAD_MS = 60_000;
-
-/** Ends the spans of the answers still unread UNREAD_MS before `now` (they were dropped). */
-export function endUnreadAnswers(now = Date.now()): void {
-  const cutoff = now - UNREAD_MS;
-  for (const [end, since] of unread) {
-    if (since >= cutoff) break; // in arrival order
-    unread.delete(end);
-    end();
+function ownReaders(prototype: object): Readers {
+  const readers: Partial<Readers> = {};
+  for (const name of READERS) {
+    const descriptor = Object.getOwnPropertyDescriptor(prototype, name);
+    if (!descriptor) throw new TypeError(`Response.prototype has no ${name}`);
+    readers[name] = descriptor;
   }
+  return readers as Readers;
 }
 
-/**
- * A JSON answer is seen as the app reads it, without copying the stream (a copy, `clone()`,
- * costs more than the rest of the capture together): `text()`, `json()` and `arrayBuffer()` of
- * Response are wrapped once, for the process, and report what a watched response's reader got.
- * An app that reads `body` itself gets a copy made then. The span of an answer the app drops
- * unread ends a minute later (or at exit). Wrapping each response's own methods, and ending
- * dropped ones through a FinalizationRegistry, cost the app's GC: its p99 call grew by 1.5-2 ms
- * more than without them (same bench, 14 rounds).
- */
-function observeBody(response: Response, done: (text: string, failure?: unknown) => void, ifUnread: () => void): void {
-  unread.set(ifUnread, Date.now());
-  watched.set(response, { done, ifUnread });
-}
-
-let watching = false;
-
-/** Wraps Response's readers and starts the sweep of answers dropped unread; once per process. */
-function watchResponses(): void {
-  if (watching) return;
-  watching = true;
-  setInterval(endUnreadAnswers, UNREAD_MS / 4).unref();
-  const prototype = Response.prototype;
-  const { text, json, arrayBuffer } = prototype;
-  const body = Object.getOwnPropertyDescriptor(prototype, 'body')!;
-  /**
-   * What to tell once `response` is read, taken as the app begins to read it (its body is read
-   * once): from then on it is no longer unread, however long the reading takes.
-   */
-  const take = (response: Response) => {
-    const watch = watched.get(response);
-    if (!watch) return undefined;
-    watched.delete(response);
-    unread.delete(watch.ifUnread);
-    return watch.done;
-  };
-  Object.defineProperties(prototype, {
-    text: {
-      ...Object.getOwnPropertyDescriptor(prototype, 'text'),
-      value: async function (this: Response) {
-        const settle = take(this);
-        if (!settle) return text.call(this);
-        try {
-          const result = await text.call(this);
-          settle(result);
-          return result;
-        } catch (error) {
-          settle('', error);
-          throw error;
-        }
-      },
-    },
-    json: {
-      ...Object.getOwnPropertyDescriptor(prototype, 'json'),
-      value: function (this: Response) {
-        return watched.has(this) ? this.text().then((result) => JSON.parse(result)) : json.call(this);
-      },
-    },
-    arrayBuffer: {
-      ...Object.getOwnPropertyDescriptor(prototype, 'arrayBuffer'),
-      value: async function (this: Response) {
-        const settle = take(this);
-        if (!settle) return arrayBuffer.call(this);
-        const buffer = await arrayBuffer.call(this);
-        settle(new TextDecoder().decode(buffer));
-        return buffer;
-      },
-    },
-    body: {
-      ...body,
-      get(this: Response) {
-        // A body already used went through no reader of ours: the sweep ends its span.
-        const settle = watched.has(this) && !this.bodyUsed ? take(this) : undefined;
-        if (settle) {
-          let copied = '';
-          readCopy(prototype.clone.call(this), (piece) => (copied += piece)).then(({ failure }) => settle(copied, failure), () => {});
-        }
-        return body.get!.call(this);
-      },
-    },
-  });
+/** Puts `name` of `target` back as it was, unless something replaced the capture's since. */
+function restore(target: object, name: string, ours: PropertyDescriptor | undefined, before: PropertyDescriptor | undefined): void {
+  const current = Object.getOwnPropertyDescriptor(target, name);
+  if (current?.value !== ours?.value || current?.get !== ours?.get) return;
+  if (before) Object.defineProperty(target, name, before);
+  else Reflect.deleteProperty(target, name);
 }
 
 /** Finishes an LLM span from the response body: a JSON text, or a stream's assembled result. */

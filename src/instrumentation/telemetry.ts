@@ -11,9 +11,10 @@ import { BatchLogRecordProcessor, type LogRecordExporter, type LogRecordProcesso
 import { BatchSpanProcessor, type ReadableSpan, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import { callSpanStarter, type CallSpanTarget } from './call-span.js';
 import { ConfigError, readConfig, type RegisterConfig } from './config.js';
-import { installFetchCapture } from './fetch-capture.js';
+import { FetchCapture } from './fetch-capture.js';
 import { installLangChainCapture } from './langchain.js';
 import { sendBeforeExit, UnsentSpans } from './exit-flush.js';
+import { globalTracerProvider, useFetchCapture } from './recording.js';
 import { RolloutSpanProcessor } from './rollout-context.js';
 import { requestOf, SpanEncoder, spanSerializer } from '../otlp/span-encoding.js';
 import { ATTR } from '../api/semconv.js';
@@ -155,9 +156,6 @@ interface Delivery {
   /** Sends the spans still unsent, blocking (the process is exiting; log records wait in vain). */
   sendNow(): void;
 }
-
-/** The tracer provider the API hands tracers from (its proxy's delegate: a no-op one until an SDK registers). */
-const globalTracerProvider = () => (trace.getTracerProvider() as { getDelegate?: () => unknown }).getDelegate?.();
 
 /**
  * Starts the SDK: what delivers its spans; the export pipeline's first stage (ended spans go
@@ -314,7 +312,7 @@ export function startTelemetry(): void {
     const callTarget = global && !config.sdkCallSpans ? callSpanTarget(tracer, encoder) : undefined;
     const langchain = config.instrumentations.has('langchain') ? installLangChainCapture(tracer, config.captureContent) : undefined;
     const fetchCapture = config.instrumentations.has('fetch')
-      ? installFetchCapture({
+      ? new FetchCapture({
         tracer,
         captureContent: config.captureContent,
         returnTokenIds: config.returnTokenIds,
@@ -322,6 +320,8 @@ export function startTelemetry(): void {
         startLlmSpan: callTarget && callSpanStarter(callTarget),
       })
       : undefined;
+    fetchCapture?.enable();
+    useFetchCapture(fetchCapture);
     flushOnExit({
       flush: () => {
         fetchCapture?.endOpen();

@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { trace } from '@opentelemetry/api';
 import { gatewayBaseUrl } from '../client/gateway-url.js';
 import { StoreUnreachableError } from '../client/store-client.js';
 import { emitException, emitReward } from '../instrumentation/emitters.js';
-import { finishAnsweredCalls } from '../instrumentation/fetch-capture.js';
+import { finishAnsweredCalls, globalTracerProvider } from '../instrumentation/recording.js';
 import { withRollout } from '../instrumentation/rollout-context.js';
 import type { LightningStore } from '../api/lightning-store.js';
 import { StoreBusyError, StoreUnavailableError } from '../api/errors.js';
@@ -70,11 +69,10 @@ export async function flushSpans(): Promise<void> {
   // A streamed answer's copy is read to its end in the turn after the app's: then its span is finished.
   await new Promise((resolve) => setImmediate(resolve));
   finishAnsweredCalls();
-  const provider = trace.getTracerProvider() as { getDelegate?: () => unknown };
-  const delegate = (provider.getDelegate?.() ?? provider) as { forceFlush?: () => Promise<void> };
-  if (typeof delegate.forceFlush !== 'function') return;
+  const provider = globalTracerProvider() as { forceFlush?: () => Promise<void> };
+  if (typeof provider.forceFlush !== 'function') return;
   // An export that failed was reported by the exporter itself (telemetry.ts: ReportingExporter).
-  await Promise.race([delegate.forceFlush().catch(() => {}), new Promise((resolve) => setTimeout(resolve, FLUSH_MS).unref())]);
+  await Promise.race([provider.forceFlush().catch(() => {}), new Promise((resolve) => setTimeout(resolve, FLUSH_MS).unref())]);
 }
 
 /**
