@@ -158,6 +158,22 @@ interface Delivery {
 }
 
 /**
+ * The SDK's OTLP/protobuf exporter (OTLPTraceExporter) with one change: requests are joined from
+ * spans encoded as they ended (span-encoding.ts), not encoded all at once at export. The queues
+ * (export, exit flush) hold those encodings, not the spans.
+ */
+function spanExporterTo(url: string, auth: { headers?: Record<string, string> }): SpanExporter {
+  return new OTLPExporterBase(createOtlpHttpExportDelegate(
+    convertLegacyHttpOptions({
+      url,
+      timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
+      ...auth,
+    }, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }),
+    spanSerializer, 'otlp_http_span_exporter', TraceExporterMetricsHelper, undefined,
+  ));
+}
+
+/**
  * Starts the SDK: what delivers its spans; the export pipeline's first stage (ended spans go
  * through it to the queue); and whether the API's tracers are this SDK's (not when the app
  * registered a tracer provider of its own first: the SDK then records nothing of its own).
@@ -165,20 +181,9 @@ interface Delivery {
 function startSdk(config: RegisterConfig): { delivery: Delivery; encoder: SpanProcessor; global: boolean } {
   const queueSize = envNumber('OTEL_BSP_MAX_QUEUE_SIZE') ?? 2048;
   const unsent = new UnsentSpans(queueSize);
-  // The SDK's OTLP/protobuf exporter (OTLPTraceExporter) with one change: requests are joined
-  // from spans encoded as they ended (span-encoding.ts), not encoded all at once at export. The
-  // queues (export, exit flush) hold those encodings, not the spans.
   // agl's token, for the spans' and the log records' exporters alike.
   const auth = config.token ? { headers: { authorization: `Bearer ${config.token}` } } : {};
-  const exporterTo = (url: string): SpanExporter =>
-    new OTLPExporterBase(createOtlpHttpExportDelegate(
-      convertLegacyHttpOptions({
-        url,
-        timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
-        ...auth,
-      }, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }),
-      spanSerializer, 'otlp_http_span_exporter', TraceExporterMetricsHelper, undefined,
-    ));
+  const exporterTo = (url: string) => spanExporterTo(url, auth);
   // A bounded queue (OpenTelemetry's default size) that drops when full; at most 4 batches, under the
   // exporter's limit of 30 concurrent exports, so a flush of a full queue never overruns it.
   const reporting = new ReportingExporter(exporterTo(config.tracesUrl), config.tracesUrl, unsent);
