@@ -120,7 +120,8 @@ export class Runner<T = unknown> {
     const resourcesId = resources ? (await store.addResources(resources)).resources_id : undefined;
     const attempted = await store.startRollout({ input, resources_id: resourcesId, worker_id: this.workerId });
     await this.runOne(attempted);
-    const rollout = (await store.getRolloutById(attempted.rollout_id))!;
+    const rollout = await store.getRolloutById(attempted.rollout_id);
+    if (!rollout) throw new Error(`rollout ${attempted.rollout_id} is no longer in the store`);
     const spans = (await store.querySpans({ rollout_id: attempted.rollout_id })).items;
     return { rollout, spans };
   }
@@ -146,7 +147,10 @@ export class Runner<T = unknown> {
     this.failures++;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, delay);
-      signal?.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+      signal?.addEventListener('abort', () => {
+        clearTimeout(timer);
+        resolve();
+      }, { once: true });
     });
   }
 
@@ -195,25 +199,46 @@ export class Runner<T = unknown> {
     }
   }
 
+  /** Runs one attempt: its heartbeats, the agent until it ends or a cutoff comes, its spans sent, its outcome reported. */
   private async runOne(attempted: AttemptedRollout, stop?: AbortSignal): Promise<void> {
-    const { store, agent, hooks, gatewayUrl } = this.options;
-    const rolloutId = attempted.rollout_id;
-    const attemptId = attempted.attempt.attempt_id;
-    const scope = { rollout_id: rolloutId, attempt_id: attemptId };
     const abort = new AbortController();
     const onStop = () => abort.abort(stop?.reason);
     stop?.addEventListener('abort', onStop, { once: true });
-    // Often enough that the store never takes a live attempt for unresponsive.
+    const heartbeat = this.attemptHeartbeat(attempted);
+    const cutoffs = this.cutoffs(attempted, abort, stop);
+    let outcome: AttemptOutcome;
+    try {
+      outcome = await this.attempt(attempted, abort.signal, cutoffs.reached);
+    } finally {
+      cutoffs.clear();
+      clearInterval(heartbeat);
+      stop?.removeEventListener('abort', onStop);
+    }
+    await flushSpans();
+    await this.report(attempted, outcome);
+    await this.options.hooks?.onRolloutEnd?.(attempted, outcome);
+  }
+
+  /** The attempt's heartbeats: often enough that the store never takes a live attempt for unresponsive. */
+  private attemptHeartbeat(attempted: AttemptedRollout): NodeJS.Timeout {
+    const { rollout_id: rolloutId, attempt } = attempted;
     const unresponsiveMs = 1000 * (attempted.config?.unresponsive_seconds ?? Infinity);
-    const heartbeat = setInterval(() => void store.updateAttempt(rolloutId, attemptId, { last_heartbeat_time: Date.now() / 1000 }).catch((error) => this.heartbeatFailed(error)), Math.min(this.heartbeatMs(), unresponsiveMs / 3));
-    // The rollout's timeout counts from the attempt's start; an agent that hangs past it is
-    // abandoned (its signal aborted) and its slot freed.
+    const beat = () => void this.options.store.updateAttempt(rolloutId, attempt.attempt_id, { last_heartbeat_time: Date.now() / 1000 }).catch((error) => this.heartbeatFailed(error));
+    return setInterval(beat, Math.min(this.heartbeatMs(), unresponsiveMs / 3));
+  }
+
+  /**
+   * The ways the runner stops waiting for the agent, each a promise that rejects when it comes:
+   * the rollout's timeout, counted from the attempt's start (an agent that hangs past it is
+   * abandoned, its signal aborted, and its slot freed), and a stop with onStop abandon. `clear`
+   * stops the timeout's timer.
+   */
+  private cutoffs(attempted: AttemptedRollout, abort: AbortController, stop?: AbortSignal): { reached: Promise<never>[]; clear(): void } {
     const timeoutSeconds = attempted.config?.timeout_seconds ?? null;
     let timer: NodeJS.Timeout | undefined;
-    // Ways the runner stops waiting for the agent: its timeout, or a stop with onStop abandon.
-    const cutoffs: Promise<never>[] = [];
+    const reached: Promise<never>[] = [];
     if (timeoutSeconds !== null) {
-      cutoffs.push(new Promise<never>((_, reject) => {
+      reached.push(new Promise<never>((_, reject) => {
         const left = Math.max(0, (attempted.attempt.start_time + timeoutSeconds) * 1000 - Date.now());
         timer = setTimeout(() => {
           abort.abort(new AttemptTimeoutError(timeoutSeconds));
@@ -222,15 +247,26 @@ export class Runner<T = unknown> {
       }));
     }
     if (this.options.onStop === 'abandon' && stop) {
-      cutoffs.push(new Promise<never>((_, reject) => {
+      reached.push(new Promise<never>((_, reject) => {
         if (stop.aborted) reject(new AbandonedError());
         else stop.addEventListener('abort', () => reject(new AbandonedError()), { once: true });
       }));
     }
-    // A cutoff may come before the race below listens (a stop while the attempt is marked running).
-    // The race hears the rejection; this only keeps it from being reported as unhandled.
-    for (const cutoff of cutoffs) cutoff.catch(() => {});
-    let outcome: AttemptOutcome;
+    // A cutoff may come before the race in attempt() listens (a stop while the attempt is marked
+    // running). The race hears the rejection; this only keeps it from being reported as unhandled.
+    for (const cutoff of reached) cutoff.catch(() => {});
+    return { reached, clear: () => clearTimeout(timer) };
+  }
+
+  /**
+   * Marks the attempt running and runs the agent inside the rollout's recording scope until it
+   * returns, throws or a cutoff comes: how the attempt ended (its reward and failure recorded).
+   */
+  private async attempt(attempted: AttemptedRollout, signal: AbortSignal, cutoffs: Promise<never>[]): Promise<AttemptOutcome> {
+    const { store, agent, hooks, gatewayUrl } = this.options;
+    const rolloutId = attempted.rollout_id;
+    const attemptId = attempted.attempt.attempt_id;
+    const scope = { rollout_id: rolloutId, attempt_id: attemptId };
     /** From here on a failure is the agent's (or its timeout), which the attempt's status tells. */
     let agentStarted = false;
     try {
@@ -241,7 +277,7 @@ export class Runner<T = unknown> {
       });
       await hooks?.onRolloutStart?.(attempted);
       const resources = attempted.resources_id ? (await store.getResourcesById(attempted.resources_id))?.resources ?? {} : {};
-      const context = rolloutContext({ rolloutId, attemptId, mode: attempted.mode ?? null }, resources, abort.signal, gatewayUrl ? () => gatewayBaseUrl(gatewayUrl, rolloutId, attemptId) : undefined);
+      const context = rolloutContext({ rolloutId, attemptId, mode: attempted.mode ?? null }, resources, signal, gatewayUrl ? () => gatewayBaseUrl(gatewayUrl, rolloutId, attemptId) : undefined);
       const running = withRollout(scope, async () => {
         await hooks?.onTraceStart?.(attempted);
         try {
@@ -257,28 +293,29 @@ export class Runner<T = unknown> {
         throw new TypeError(`the agent returned ${typeof result === 'number' ? result : typeof result}; it returns its reward as a finite number, or nothing`);
       }
       if (typeof result === 'number') withRollout(scope, () => emitReward(result));
-      outcome = { status: 'succeeded', reward: typeof result === 'number' ? result : null };
+      return { status: 'succeeded', reward: typeof result === 'number' ? result : null };
     } catch (error) {
       withRollout(scope, () => emitException(error instanceof Error ? error : new Error(String(error))));
       if (!agentStarted) console.error(`agl: runner ${this.workerId}: rollout ${rolloutId} failed before its agent ran: ${(error as Error)?.message ?? String(error)}`);
-      outcome = { status: error instanceof AttemptTimeoutError ? 'timeout' : 'failed', reward: null, error };
-    } finally {
-      clearTimeout(timer);
-      clearInterval(heartbeat);
-      stop?.removeEventListener('abort', onStop);
+      return { status: error instanceof AttemptTimeoutError ? 'timeout' : 'failed', reward: null, error };
     }
-    await flushSpans();
+  }
+
+  /**
+   * Reports the attempt's outcome, its result: kept trying while the store is away (a restart),
+   * for as long as the store itself would wait for the attempt before calling it unresponsive
+   * (2 minutes when it would wait forever).
+   */
+  private async report(attempted: AttemptedRollout, outcome: AttemptOutcome): Promise<void> {
+    const rolloutId = attempted.rollout_id;
+    const attemptId = attempted.attempt.attempt_id;
     const metadata = outcome.error === undefined ? undefined : { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) };
-    // The outcome is the attempt's result: kept trying while the store is away (a restart), for
-    // as long as the store itself would wait for the attempt before calling it unresponsive
-    // (2 minutes when it would wait forever).
     const patience = 1000 * (attempted.config?.unresponsive_seconds ?? 120);
     try {
-      await this.persist(() => store.updateAttempt(rolloutId, attemptId, { status: outcome.status, ...(metadata ? { metadata } : {}) }), Date.now() + patience);
+      await this.persist(() => this.options.store.updateAttempt(rolloutId, attemptId, { status: outcome.status, ...(metadata ? { metadata } : {}) }), Date.now() + patience);
     } catch (error) {
       console.error(`agl: runner ${this.workerId}: could not report attempt ${attemptId} of ${rolloutId}: ${(error as Error).message}`);
     }
-    await hooks?.onRolloutEnd?.(attempted, outcome);
   }
 }
 
