@@ -158,7 +158,7 @@ export class RolloutState {
     const rollout = this.rollout(rolloutId);
     const attempts = this.attempts.get(rolloutId) ?? [];
     if (attempts.length === 0) throw new NotFoundError(`rollout ${rolloutId} has no attempts`);
-    const attempt = attemptId === 'latest' ? attempts.at(-1)! : attempts.find((a) => a.attempt_id === attemptId);
+    const attempt = attemptId === 'latest' ? attempts.at(-1) : attempts.find((a) => a.attempt_id === attemptId);
     if (!attempt) throw new NotFoundError(`rollout ${rolloutId} has no attempt ${attemptId}`);
     if (update.worker_id !== undefined) attempt.worker_id = update.worker_id;
     if (update.last_heartbeat_time !== undefined) attempt.last_heartbeat_time = update.last_heartbeat_time;
@@ -203,7 +203,7 @@ export class RolloutState {
   private revive(rollout: Rollout, attempt: Attempt, now: number, changes: Changes): boolean {
     const revived = attempt.status === 'preparing' || attempt.status === 'unresponsive';
     if (revived) attempt.status = 'running';
-    const latest = this.attempts.get(rollout.rollout_id)!.at(-1) === attempt;
+    const latest = this.attempts.get(rollout.rollout_id)?.at(-1) === attempt;
     if (latest && (rollout.status === 'preparing' || QUEUED.includes(rollout.status))) {
       this.setRolloutStatus(rollout, 'running', now, changes);
     }
