@@ -5,34 +5,19 @@ import type {
   NamedResources,
   PaginatedResult,
   Pagination,
+  ResourcesQuery,
   ResourcesUpdate,
   Rollout,
+  RolloutQuery,
   RolloutRequest,
-  RolloutStatus,
   RolloutUpdate,
   Span,
   SpanQuery,
   Worker,
-  WorkerStatus,
+  WorkerQuery,
 } from './types.js';
 
-export interface RolloutQuery extends Pagination {
-  status_in?: RolloutStatus[];
-  rollout_id_in?: string[];
-  rollout_id_contains?: string;
-  filter_logic?: 'and' | 'or';
-}
-
-export interface WorkerQuery extends Pagination {
-  status_in?: WorkerStatus[];
-  worker_id_contains?: string;
-  filter_logic?: 'and' | 'or';
-}
-
-export interface ResourcesQuery extends Pagination {
-  resources_id?: string;
-  resources_id_contains?: string;
-}
+export type { ResourcesQuery, RolloutQuery, WorkerQuery } from './types.js';
 
 export interface StoreStatistics {
   name: string;

@@ -1,7 +1,12 @@
+import type * as z from 'zod';
+import type * as requests from './requests.js';
+
 /**
  * The wire types of the LightningStore, shared by every folder. JSON field names are snake_case
  * and times are float seconds since the epoch, as in Agent Lightning v0.x, so that its clients
- * and ours are interchangeable.
+ * and ours are interchangeable. What a request takes is what its schema makes (requests.ts);
+ * answers are the interfaces here. Only types come from requests.ts: importing this module does
+ * not load zod.
  */
 
 export const ROLLOUT_STATUSES = ['queuing', 'preparing', 'running', 'succeeded', 'failed', 'cancelled', 'requeuing'] as const;
@@ -58,22 +63,13 @@ export interface AttemptedRollout extends Rollout {
   attempt: Attempt;
 }
 
-export interface LlmResource {
-  resource_type: 'llm' | 'proxy_llm';
-  endpoint: string;
-  model: string;
-  api_key: string | null;
-  sampling_parameters: Record<string, unknown>;
-}
+/** A rollout's config as a request gives it: absent or null fields take the defaults of RolloutConfig. */
+export type RolloutConfigRequest = z.infer<typeof requests.rolloutConfigRequest>;
 
-export interface PromptTemplateResource {
-  resource_type: 'prompt_template';
-  template: string;
-  engine: 'jinja' | 'f-string' | 'poml';
-}
-
+export type LlmResource = z.infer<typeof requests.llmResource>;
+export type PromptTemplateResource = z.infer<typeof requests.promptTemplateResource>;
 export type Resource = LlmResource | PromptTemplateResource;
-export type NamedResources = Record<string, Resource>;
+export type NamedResources = z.infer<typeof requests.namedResources>;
 
 export interface ResourcesUpdate {
   resources_id: string;
@@ -104,77 +100,20 @@ export interface PaginatedResult<T> {
   total: number;
 }
 
-export interface Pagination {
-  limit?: number;
-  offset?: number;
-  sort_by?: string | null;
-  sort_order?: 'asc' | 'desc';
-}
+export type Pagination = z.infer<typeof requests.pagination>;
+export type RolloutQuery = z.infer<typeof requests.rolloutQuery>;
+export type WorkerQuery = z.infer<typeof requests.workerQuery>;
+export type ResourcesQuery = z.infer<typeof requests.resourcesQuery>;
+export type SpanQuery = z.infer<typeof requests.spanQuery>;
 
 /** What enqueueRollout and startRollout take. */
-export interface RolloutRequest {
-  input: unknown;
-  mode?: RolloutMode | null;
-  resources_id?: string | null;
-  config?: Partial<RolloutConfig> | null;
-  metadata?: Record<string, unknown> | null;
-}
-
+export type RolloutRequest = z.infer<typeof requests.rolloutRequest>;
 /** Fields of a rollout update; an absent field is left as it is, null clears it. */
-export interface RolloutUpdate {
-  input?: unknown;
-  mode?: RolloutMode | null;
-  resources_id?: string | null;
-  status?: RolloutStatus;
-  config?: Partial<RolloutConfig>;
-  metadata?: Record<string, unknown> | null;
-}
+export type RolloutUpdate = z.infer<typeof requests.rolloutUpdate>;
+export type AttemptUpdate = z.infer<typeof requests.attemptUpdate>;
 
-export interface AttemptUpdate {
-  status?: AttemptStatus;
-  worker_id?: string;
-  last_heartbeat_time?: number;
-  metadata?: Record<string, unknown>;
-}
-
-export interface SpanContext {
-  trace_id: string;
-  span_id: string;
-  is_remote: boolean;
-  trace_state: Record<string, string>;
-}
-
-/** A span as the REST API takes and answers it (Agent Lightning's Span model). */
-export interface Span {
-  rollout_id: string;
-  attempt_id: string;
-  sequence_id: number;
-  trace_id: string;
-  span_id: string;
-  parent_id: string | null;
-  name: string;
-  status: { status_code: 'UNSET' | 'OK' | 'ERROR'; description: string | null };
-  attributes: Record<string, unknown>;
-  events: { name: string; attributes: Record<string, unknown>; timestamp: number | null }[];
-  links: { context: SpanContext; attributes: Record<string, unknown> | null }[];
-  start_time: number | null;
-  end_time: number | null;
-  context: SpanContext | null;
-  parent: SpanContext | null;
-  resource: { attributes: Record<string, unknown>; schema_url: string };
-}
-
-export interface SpanQuery extends Pagination {
-  rollout_id: string;
-  /** An attempt id, "latest", or absent for every attempt. */
-  attempt_id?: string | null;
-  trace_id?: string;
-  trace_id_contains?: string;
-  span_id?: string;
-  span_id_contains?: string;
-  parent_id?: string;
-  parent_id_contains?: string;
-  name?: string;
-  name_contains?: string;
-  filter_logic?: 'and' | 'or';
-}
+export type SpanContext = z.infer<typeof requests.spanContext>;
+/** A span as POST /spans takes it: sequence_id may be absent. */
+export type SpanBody = z.infer<typeof requests.spanBody>;
+/** A span as the REST API answers it, and as stores take it (Agent Lightning's Span model). */
+export type Span = Omit<SpanBody, 'sequence_id'> & { sequence_id: number };

@@ -9,6 +9,7 @@ import {
   type ResourcesUpdate,
   type Rollout,
   type RolloutConfig,
+  type RolloutConfigRequest,
   type RolloutRequest,
   type RolloutStatus,
   type RolloutUpdate,
@@ -38,7 +39,7 @@ const HEARTBEAT_PERSIST_SECONDS = 5;
 const ACTIVE: readonly RolloutStatus[] = ['preparing', 'running'];
 const ENDING_ATTEMPT: readonly AttemptStatus[] = ['succeeded', 'failed', 'cancelled'];
 
-export function defaultConfig(config?: Partial<RolloutConfig> | null): RolloutConfig {
+export function defaultConfig(config?: RolloutConfigRequest | null): RolloutConfig {
   return {
     timeout_seconds: config?.timeout_seconds ?? null,
     unresponsive_seconds: config?.unresponsive_seconds ?? null,
