@@ -246,14 +246,20 @@ test('odd span and resource bodies are 400s naming the field, not 500s or values
 
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ events: [null] }, /^events\[0\] must be an object/],
-    [{ events: [{ timestamp: 1 }] }, /^events\[0\]\.name must be a string/],
-    [{ links: [{}] }, /^links\[0\]\.context must be an object/],
+    [{ events: [{ timestamp: 1 }] }, /^events\[0\]\.name is required$/],
+    [{ events: [{ name: 5 }] }, /^events\[0\]\.name must be a string, not 5$/],
+    [{ links: [{}] }, /^links\[0\]\.context is required$/],
+    [{ links: [{ context: 5 }] }, /^links\[0\]\.context must be an object, not 5$/],
     [{ links: [{ context: { trace_id: 5 } }] }, /^links\[0\]\.context\.trace_id must be a string/],
     // Past what a span's nanosecond timestamps hold, and past what JSON numbers hold exactly.
     [{ start_time: 1e300 }, /^start_time must be a number of at least 0 and at most/],
     [{ events: [{ name: 'e', timestamp: 1e19 }] }, /^events\[0\]\.timestamp must be a number/],
     [{ links: [{ context: { trace_id: 'x', span_id: 'y' }, attributes: [] }] }, /^links\[0\]\.attributes must be an object/],
     [{ sequence_id: 1e300 }, /^sequence_id must be an integer/],
+    // A context is Agent Lightning's SpanContext (is_remote and trace_state may be left out).
+    [{ context: { trace_id: 'x' } }, /^context\.span_id is required$/],
+    [{ parent: { trace_id: 'x', span_id: 'y', trace_state: { k: 1 } } }, /^parent\.trace_state\.k must be a string, not 1$/],
+    [{ status: { status_code: 'OK', description: 5 } }, /^status\.description must be a string, not 5$/],
   ];
   for (const [extra, message] of cases) {
     const { status, json } = await call(agl, 'POST', '/spans', span(extra));

@@ -106,10 +106,11 @@ test('bad bodies and parameters are 400s that name the field; unknown ids on upd
     ['POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 1, mode: 'prod' }] }, 400, /rollouts\[0\]\.mode must be one of train, val, test/],
     ['POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 1, config: { max_attempts: 0 } }] }, 400, /max_attempts must be an integer of at least 1/],
     ['POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 1, config: { retry_condition: ['exploded'] } }] }, 400, /retry_condition\[0\] must be one of/],
-    ['POST', '/queues/rollouts/enqueue', { items: [] }, 400, /"rollouts"/],
+    ['POST', '/queues/rollouts/enqueue', { items: [] }, 400, /^rollouts is required$/],
+    ['POST', '/queues/rollouts/enqueue', { rollouts: { input: 1 } }, 400, /^rollouts must be a list, not \{"input":1\}$/],
     ['POST', '/queues/rollouts/dequeue', { limit: 'many' }, 400, /limit must be an integer/],
     ['POST', '/resources', { p: { resource_type: 'model' } }, 400, /p\.resource_type must be one of llm, proxy_llm, prompt_template/],
-    ['POST', '/resources', { p: { resource_type: 'llm', model: 'm' } }, 400, /p\.endpoint must be a string/],
+    ['POST', '/resources', { p: { resource_type: 'llm', model: 'm' } }, 400, /^p\.endpoint is required$/],
     ['GET', '/rollouts?limit=0', undefined, 400, /limit must be greater than 0, or -1/],
     ['GET', '/rollouts?offset=-2', undefined, 400, /offset/],
     ['GET', '/rollouts?sort_by=color', undefined, 400, /sort_by must be one of rollout_id/],
@@ -118,8 +119,11 @@ test('bad bodies and parameters are 400s that name the field; unknown ids on upd
     ['GET', '/rollouts?status_in=lost', undefined, 400, /status_in\[0\] must be one of/],
     ['POST', '/rollouts/ro-nothing', { status: 'failed' }, 404, /no rollout ro-nothing/],
     ['POST', '/rollouts/ro-nothing/attempts', {}, 404, /no rollout ro-nothing/],
-    ['POST', '/spans/next', { rollout_id: 'ro-x' }, 400, /"rollout_id" and "attempt_id"/],
-    ['POST', '/waits/rollouts', { rollout_ids: 'ro-x' }, 400, /rollout_ids/],
+    ['POST', '/spans/next', { rollout_id: 'ro-x' }, 400, /^attempt_id is required$/],
+    ['POST', '/spans/next', { rollout_id: '', attempt_id: 'at-x' }, 400, /^rollout_id is required$/],
+    ['POST', '/waits/rollouts', { rollout_ids: 'ro-x' }, 400, /^rollout_ids must be a list, not "ro-x"$/],
+    ['POST', '/waits/rollouts', { rollout_ids: ['ro-x', 7] }, 400, /^rollout_ids\[1\] must be a string, not 7$/],
+    ['POST', '/rollouts/ro-x/attempts/latest', { last_heartbeat_time: null }, 400, /^last_heartbeat_time is invalid; it cannot be a null value$/],
   ];
   for (const [method, path, body, status, message] of cases) {
     const answer = await call(method as 'GET' | 'POST', path, body);
@@ -135,6 +139,25 @@ test('bad bodies and parameters are 400s that name the field; unknown ids on upd
   assert.equal(cleared.json.mode, 'val');
   const notJson = await fetch(`${agl.url}/v1/agl/queues/rollouts/enqueue`, { method: 'POST', body: '{"rollouts": [', headers: { 'content-type': 'application/json' } });
   assert.equal(notJson.status, 400);
+});
+
+test('a wrong type deep in a body or query is a 400 naming its whole path and what was sent', async () => {
+  const cases: [string, string, unknown, string][] = [
+    ['POST', '/resources', { main: { resource_type: 'llm', endpoint: 5, model: 'm' } }, 'main.endpoint must be a string, not 5'],
+    [
+      'POST',
+      '/queues/rollouts/enqueue',
+      { rollouts: [{ input: 1 }, { input: 2, config: { retry_condition: ['failed', 3] } }] },
+      'rollouts[1].config.retry_condition[1] must be one of preparing, running, succeeded, failed, cancelled, timeout, unresponsive, not 3',
+    ],
+    ['POST', '/rollouts', { input: 1, config: { timeout_seconds: -1 } }, 'config.timeout_seconds must be a number of at least 0, not -1'],
+    ['GET', '/rollouts?limit=ten', undefined, 'limit must be an integer, not "ten"'],
+  ];
+  for (const [method, path, body, detail] of cases) {
+    const answer = await call(method as 'GET' | 'POST', path, body);
+    assert.equal(answer.status, 400, path);
+    assert.equal(answer.json.detail, detail);
+  }
 });
 
 test('queries page through rollouts with repeated status_in, and POST search takes the same fields', async () => {
