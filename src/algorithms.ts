@@ -1,9 +1,12 @@
-// `agl/algorithms`: what improves an agent, and the Trainer that runs an algorithm with a store,
-// a server and runners in one process.
+// `agl/algorithms`: what improves an agent (Baseline, APO, SFT), the Trainer that runs an algorithm
+// with a store, a server and runners in one process.
 export { finalRewards, type Algorithm, type AlgorithmContext, type RolloutOutcome } from './algorithms/algorithm.js';
 export { Baseline, type BaselineResult } from './algorithms/baseline.js';
+export { APO, APO_OPTIONS, type APOExtras, type APOOptionsInput, type APOResult, type APOSettings, type Candidate, type Cost, type StopKind } from './algorithms/apo.js';
 export { Trainer, type TrainerOptions } from './runtime/trainer.js';
 export { loadDataset, type Dataset } from './runtime/dataset.js';
 export { SFT, SftError, sftFromOptions, type SftResult } from './algorithms/sft.js';
 export { sftOptionsSchema, parseSftOptions, SFT_PLACEHOLDERS, type SftOptions, type SftOptionsInput } from './algorithms/sft-options.js';
 export type { IterationRecord, IterationStatus } from './algorithms/sft-record.js';
+export { formatApoReport, wordDiff } from './algorithms/apo-report.js';
+export { ChatModel, ChatError, type ChatAnswer, type ChatEndpoint, type ChatMessage, type RetryPolicy } from './algorithms/chat-model.js';

@@ -16,6 +16,9 @@ import type { AddressInfo } from 'node:net';
  * - Behaviour by model name: `error-<status>` answers that status; `slow-<ms>` waits first;
  *   `cut-stream` ends a stream mid-way without `[DONE]`; `gzip-<model>` gzips the answer
  *   whatever the request's accept-encoding (as some servers do).
+ * - `chat`: a script for chat completions: for each request body it may answer with its own
+ *   content, an error status, or a delay first (tests of algorithms that play agent model, critic
+ *   and editor through one server); what it leaves out behaves as above.
  */
 export interface OpenAITestServer {
   readonly url: string;
@@ -26,10 +29,30 @@ export interface OpenAITestServer {
   close(): Promise<void>;
 }
 
-export async function startOpenAITestServer(options: { latencyMs?: number; fixedIds?: boolean } = {}): Promise<OpenAITestServer> {
+/** What a chat script answers to one request; every field may be left out. */
+export interface ChatScript {
+  readonly content?: string;
+  readonly status?: number;
+  readonly delayMs?: number;
+}
+
+/** A chat completion request, as far as a script reads it. */
+export interface ChatRequest {
+  readonly model?: string;
+  readonly messages: readonly { readonly role?: string; readonly content?: unknown }[];
+  readonly seed?: number;
+}
+
+export interface OpenAITestServerOptions {
+  latencyMs?: number;
+  fixedIds?: boolean;
+  chat?: (body: ChatRequest) => ChatScript | undefined;
+}
+
+export async function startOpenAITestServer(options: OpenAITestServerOptions = {}): Promise<OpenAITestServer> {
   const requests: OpenAITestServer['requests'] = [];
   const server = createServer((req, res) => {
-    handle(req, res, requests, options.latencyMs ?? 0, options.fixedIds ?? false).catch((error) => {
+    handle(req, res, requests, options).catch((error) => {
       if (!res.headersSent) json(res, 500, { error: { message: String(error), type: 'server_error' } });
       else res.destroy();
     });
@@ -49,7 +72,8 @@ export async function startOpenAITestServer(options: { latencyMs?: number; fixed
   };
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenAITestServer['requests'], latencyMs: number, fixedIds: boolean): Promise<void> {
+async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenAITestServer['requests'], options: OpenAITestServerOptions): Promise<void> {
+  const { latencyMs = 0, fixedIds = false } = options;
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
   const path = new URL(req.url ?? '/', 'http://x').pathname;
@@ -63,6 +87,9 @@ async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenA
     return json(res, 400, { error: { message: 'body is not JSON', type: 'invalid_request_error' } });
   }
   requests.push({ path, headers: req.headers, body });
+  const script = path === '/v1/chat/completions' ? options.chat?.(body) : undefined;
+  if (script?.delayMs) await new Promise((resolve) => setTimeout(resolve, script.delayMs));
+  if (script?.status) return json(res, script.status, { error: { message: `test server answers ${script.status}`, type: 'test_error', code: null } });
   const model = String(body.model ?? '');
   const slow = /^slow-(\d+)$/.exec(model);
   const wait = slow ? Number(slow[1]) : latencyMs;
@@ -73,7 +100,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenA
 
   switch (path) {
     case '/v1/chat/completions':
-      return chatCompletion(res, body, fixedIds);
+      return chatCompletion(res, body, fixedIds, script?.content);
     case '/v1/completions':
       return completion(res, body);
     case '/v1/responses':
@@ -150,12 +177,12 @@ function argumentsFor(tool: any): string {
   return JSON.stringify(args);
 }
 
-function chatCompletion(res: ServerResponse, body: any, fixedIds: boolean): void {
+function chatCompletion(res: ServerResponse, body: any, fixedIds: boolean, scripted?: string): void {
   const messages: any[] = body.messages ?? [];
   const lastUser = [...messages].reverse().find((m) => m.role === 'user');
   const toolResult = messages.some((m) => m.role === 'tool');
-  const tool = body.tools?.length && !toolResult ? body.tools[0] : undefined;
-  const content = tool ? null : `Echo: ${textOf(lastUser?.content)}`;
+  const tool = body.tools?.length && !toolResult && scripted === undefined ? body.tools[0] : undefined;
+  const content = tool ? null : (scripted ?? `Echo: ${textOf(lastUser?.content)}`);
   const toolCalls = tool ? [{ id: 'call_1', type: 'function', function: { name: tool.function.name, arguments: argumentsFor(tool) } }] : undefined;
   const finishReason = tool ? 'tool_calls' : 'stop';
   const outputIds = testTokenIds(content ?? toolCalls![0].function.arguments);

@@ -107,6 +107,11 @@ export function chatRecordOf(input: unknown, output: unknown, tools: unknown): C
 
 /** The valid records, in order, and the skipped ones with their reasons. */
 export async function* traceToMessages(source: QuerySource, options: MessagesOptions = {}, skipped: SkippedRecord[] = []): AsyncGenerator<ChatRecord> {
+  for await (const { record } of traceToRolloutMessages(source, options, skipped)) yield record;
+}
+
+/** traceToMessages with the rollout of each record: one query for the calls of many rollouts. */
+export async function* traceToRolloutMessages(source: QuerySource, options: MessagesOptions = {}, skipped: SkippedRecord[] = []): AsyncGenerator<{ rolloutId: string | null; record: ChatRecord }> {
   for await (const rows of source.stream(messagesSql(options))) {
     for (const row of rows) {
       let record: ChatRecord;
@@ -118,7 +123,7 @@ export async function* traceToMessages(source: QuerySource, options: MessagesOpt
         record = { messages: [] };
         reason = `unreadable: ${(error as Error).message}`;
       }
-      if (reason === null) yield record;
+      if (reason === null) yield { rolloutId: (row.rollout_id as string | null) ?? null, record };
       else skipped.push({ rollout_id: (row.rollout_id as string | null) ?? null, span_id: String(row.span_id), reason });
     }
   }

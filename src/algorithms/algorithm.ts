@@ -1,4 +1,5 @@
 import { findFinalReward } from '../adapters/rewards.js';
+import type { QuerySource } from '../adapters/source.js';
 import type { LightningStore } from '../api/lightning-store.js';
 import type { RolloutMode, RolloutStatus } from '../api/types.js';
 
@@ -8,6 +9,11 @@ export interface AlgorithmContext<T> {
   readonly train: readonly T[];
   readonly val: readonly T[];
   readonly signal: AbortSignal;
+  /**
+   * Read-only SQL over the same store (the adapters read through it: TraceToMessages ...). The
+   * Trainer always gives one; an algorithm that needs it says so when it is missing.
+   */
+  readonly source?: QuerySource;
 }
 
 /** An algorithm drives training through the store: it publishes resources, enqueues rollouts and reads what they recorded. */

@@ -13,6 +13,8 @@ import { loadDataset, type Dataset } from './dataset.js';
 import { progressLine } from './progress.js';
 import { flushSpans, Runner } from './runner.js';
 import { loadAgent } from './runner-command.js';
+import { queryTarget } from './query-command.js';
+import type { QuerySource } from '../adapters/source.js';
 
 export interface TrainerOptions<T, R> {
   readonly algorithm: Algorithm<T, R>;
@@ -36,9 +38,10 @@ export interface TrainerOptions<T, R> {
   readonly progress?: boolean;
 }
 
-/** What fit runs on: the store the algorithm and runners meet at, and how to stop it all. */
+/** What fit runs on: the store the algorithm and runners meet at, SQL over it, and how to stop it all. */
 interface Runtime {
   readonly store: LightningStore;
+  readonly source: QuerySource;
   close(): Promise<void>;
 }
 
@@ -74,9 +77,9 @@ export class Trainer<T = unknown, R = unknown> {
     process.on('SIGTERM', onSignal);
     let progress: { stop(): Promise<void> } | undefined;
     try {
-      runtime = this.options.strategy === 'processes' ? await this.startProcesses(agent) : await this.startInProcess(agent, stop.signal);
+      runtime = this.options.strategy === 'processes' ? await this.startProcesses(agent) : await this.startInProcess(agent);
       if (this.options.progress ?? process.stderr.isTTY) progress = watchProgress(runtime.store, train.length + val.length);
-      return await this.options.algorithm.run({ store: runtime.store, train, val, signal: stop.signal });
+      return await this.options.algorithm.run({ store: runtime.store, source: runtime.source, train, val, signal: stop.signal });
     } finally {
       await progress?.stop();
       stop.abort();
@@ -93,9 +96,9 @@ export class Trainer<T = unknown, R = unknown> {
   async dev(agent: Agent<T> | string, tasks: Dataset<T>, options: { resources?: NamedResources; print?: (line: string) => void } = {}): Promise<BaselineResult> {
     const print = options.print ?? console.log;
     const stop = new AbortController();
-    const runtime = await this.startInProcess(agent, stop.signal);
+    const runtime = await this.startInProcess(agent);
     try {
-      const result = await new Baseline<T>({ resources: options.resources }).run({ store: runtime.store, train: await loadDataset(tasks), val: [], signal: stop.signal });
+      const result = await new Baseline<T>({ resources: options.resources }).run({ store: runtime.store, source: runtime.source, train: await loadDataset(tasks), val: [], signal: stop.signal });
       for (const rollout of result.rollouts) {
         print(`rollout ${rollout.rollout_id}: ${rollout.status}, reward ${rollout.reward ?? '-'}`);
         const { items } = await runtime.store.querySpans({ rollout_id: rollout.rollout_id, sort_by: 'sequence_id', sort_order: 'asc' });
@@ -108,7 +111,12 @@ export class Trainer<T = unknown, R = unknown> {
     }
   }
 
-  private async startInProcess(agent: Agent<T> | string, signal: AbortSignal): Promise<Runtime> {
+  /**
+   * The store embedded, served here, and runners as async workers. The runners stop when the
+   * runtime closes, not at the first Ctrl-C: the algorithm decides what to finish first (APO its
+   * evaluation in flight), and a second Ctrl-C closes the runtime at once.
+   */
+  private async startInProcess(agent: Agent<T> | string): Promise<Runtime> {
     const runAgent = typeof agent === 'string' ? ((await loadAgent(agent)) as Agent<T>) : agent;
     const store = await DuckDBStore.open({ path: this.options.db ?? './agl.duckdb' });
     const server = await startServer(store, { port: 0, gateway: this.options.upstream ? { upstream: this.options.upstream } : {} }).catch(async (error: unknown) => {
@@ -118,11 +126,11 @@ export class Trainer<T = unknown, R = unknown> {
     // The rollouts' spans go to this server, also when the process recorded elsewhere before.
     const recording = recordTo(server.url);
     const runners = new AbortController();
-    signal.addEventListener('abort', () => runners.abort(), { once: true });
     const running = new Runner({ store: store.lightning, agent: runAgent, concurrency: this.options.nRunners ?? 1, gatewayUrl: server.url }).run(runners.signal);
     let closing: Promise<void> | undefined;
     return {
       store: store.lightning,
+      source: { stream: (sql) => store.streamQuery(sql, { guard: false }) },
       close: () =>
         (closing ??= (async () => {
           runners.abort();
@@ -150,6 +158,7 @@ export class Trainer<T = unknown, R = unknown> {
     let closing: Promise<void> | undefined;
     return {
       store: new StoreClient(url),
+      source: await queryTarget({ url }),
       // Runners first (they finish or abandon their rollouts), then the server (it commits what it acknowledged).
       close: () =>
         (closing ??= (async () => {

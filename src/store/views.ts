@@ -103,6 +103,53 @@ SELECT rollout_id AS run_id, ${SFT_COLUMNS.map(([name, key, type]) => `${type ==
   start_time, end_time
 FROM spans WHERE name = '${SFT.iterationSpan}' AND ${readable()}`;
 
+/**
+ * `prompt_versions`: one row per prompt an APO run made or started from, read from the spans the
+ * run records on its own rollout (src/algorithms/apo-record.ts; docs/sql.md): lineage, critique,
+ * scores, and whether it is in the beam or the best as the run's latest round or end says.
+ */
+const PROMPT_VERSIONS_SQL = `CREATE OR REPLACE VIEW prompt_versions AS
+WITH apo AS (
+  SELECT rollout_id, attempt_id, sequence_id, start_time, name, attributes AS a FROM spans
+  WHERE name IN ('agl.apo.candidate', 'agl.apo.scores', 'agl.apo.round', 'agl.apo.best') AND ${readable()}
+),
+-- One span per evaluation holds every prompt's score, as a JSON list in a text attribute.
+score_rows AS (
+  SELECT s.rollout_id, s.sequence_id, s.a->>'agl.apo.split' AS split, e.value->>'version' AS version,
+    TRY_CAST(e.value->>'score' AS DOUBLE) AS score, TRY_CAST(e.value->>'rollouts' AS BIGINT) AS rollouts, TRY_CAST(e.value->>'failed' AS BIGINT) AS failed
+  FROM apo s, json_each(TRY_CAST(s.a->>'agl.apo.scores' AS JSON)) e
+  WHERE s.name = 'agl.apo.scores'
+),
+scores AS (
+  SELECT rollout_id, version,
+    arg_max(score, sequence_id) FILTER (WHERE split = 'val_batch') AS batch_score,
+    arg_max(score, sequence_id) FILTER (WHERE split = 'val') AS val_score,
+    sum(rollouts) AS rollouts, sum(failed) AS failed_rollouts
+  FROM score_rows GROUP BY ALL
+),
+latest AS (
+  SELECT rollout_id,
+    arg_max(CASE WHEN name = 'agl.apo.best' THEN a->>'agl.apo.version' ELSE a->>'agl.apo.best' END, sequence_id) AS best,
+    arg_max(a->>'agl.apo.beam', sequence_id) FILTER (WHERE name = 'agl.apo.round') AS beam
+  FROM apo WHERE name IN ('agl.apo.round', 'agl.apo.best') GROUP BY rollout_id
+)
+SELECT c.rollout_id AS run_id, t.sequence_id AS session, c.a->>'agl.apo.version' AS version,
+  c.a->>'agl.apo.resources_id' AS resources_id, c.a->>'agl.apo.prompt_resource' AS prompt_resource,
+  c.a->>'agl.apo.parent' AS parent, TRY_CAST(c.a->>'agl.apo.round' AS INTEGER) AS round,
+  c.a->>'agl.apo.status' AS status, c.a->>'agl.apo.reason' AS reason,
+  c.a->>'agl.apo.template' AS template, c.a->>'agl.apo.critique' AS critique,
+  TRY_CAST(c.a->>'agl.apo.gradient_score' AS DOUBLE) AS gradient_score,
+  s.batch_score, s.val_score, coalesce(s.rollouts, 0) AS rollouts, coalesce(s.failed_rollouts, 0) AS failed_rollouts,
+  coalesce(list_contains(string_split(l.beam, ','), c.a->>'agl.apo.version'), false) AS in_beam,
+  coalesce(l.best = (c.a->>'agl.apo.version'), false) AS is_best,
+  c.start_time AS created
+FROM apo c
+LEFT JOIN scores s ON s.rollout_id = c.rollout_id AND s.version = (c.a->>'agl.apo.version')
+LEFT JOIN latest l ON l.rollout_id = c.rollout_id
+LEFT JOIN attempts t ON t.rollout_id = c.rollout_id AND t.attempt_id = c.attempt_id
+WHERE c.name = 'agl.apo.candidate'
+ORDER BY c.rollout_id, c.sequence_id`;
+
 export const VIEWS_SQL = `
 CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(
   json_object('role', m->>'role', 'content', coalesce(
@@ -123,4 +170,6 @@ CREATE OR REPLACE VIEW rewards AS
 SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value, is_primary FROM reward_rows;
 
 ${SFT_ITERATIONS_SQL};
+
+${PROMPT_VERSIONS_SQL};
 `;

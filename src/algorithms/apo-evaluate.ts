@@ -1,0 +1,130 @@
+import { traceToRolloutMessages } from '../adapters/messages.js';
+import { allRows, type QuerySource } from '../adapters/source.js';
+import type { LightningStore } from '../api/lightning-store.js';
+import { ATTR } from '../api/semconv.js';
+import type { Rollout, RolloutMode } from '../api/types.js';
+import type { RunTranscript } from './apo-prompts.js';
+
+/**
+ * Running prompts on tasks: every batch of one step goes into the queue at once (runners take
+ * them in parallel), and each prompt's score is the mean of its rollouts' final rewards, a
+ * rollout that failed, timed out or gave no reward counting 0.
+ */
+
+export interface EvaluationRequest {
+  readonly resourcesId: string;
+  readonly tasks: readonly unknown[];
+  readonly mode: RolloutMode;
+  /** Kept on each rollout: which run, prompt version and round it evaluates. */
+  readonly metadata: Record<string, unknown>;
+}
+
+export interface Evaluation {
+  /** In task order. */
+  readonly rollouts: readonly Rollout[];
+  readonly rewards: readonly (number | null)[];
+  readonly score: number;
+  /** Rollouts that did not succeed. */
+  readonly failed: number;
+}
+
+/**
+ * Runs every request's tasks and waits for all of them; answers in request order, with the
+ * seconds spent waiting for the rollouts (the rest is the algorithm's own work).
+ */
+export async function evaluate(
+  store: LightningStore,
+  source: QuerySource,
+  requests: readonly EvaluationRequest[],
+  timeoutSeconds: number,
+): Promise<{ evaluations: Evaluation[]; waitedSeconds: number }> {
+  const queued = await store.enqueueManyRollouts(
+    requests.flatMap((request) =>
+      request.tasks.map((input) => ({
+        input,
+        mode: request.mode,
+        resources_id: request.resourcesId,
+        config: { timeout_seconds: timeoutSeconds },
+        metadata: request.metadata,
+      })),
+    ),
+  );
+  const waitStarted = performance.now();
+  const finished = await waitForAll(
+    store,
+    queued.map((r) => r.rollout_id),
+  );
+  const waitedSeconds = (performance.now() - waitStarted) / 1000;
+  const rewards = await finalRewards(source, [...finished.keys()]);
+  let next = 0;
+  const evaluations = requests.map((request) => {
+    const rollouts = queued.slice(next, next + request.tasks.length).map((r) => finished.get(r.rollout_id) ?? r);
+    next += request.tasks.length;
+    const values = rollouts.map((r) => rewards.get(r.rollout_id) ?? null);
+    return {
+      rollouts,
+      rewards: values,
+      score: values.reduce<number>((sum, value) => sum + (value ?? 0), 0) / Math.max(1, values.length),
+      failed: rollouts.filter((r) => r.status !== 'succeeded').length,
+    };
+  });
+  return { evaluations, waitedSeconds };
+}
+
+/**
+ * Waits until every rollout finished. A stop request does not cut this short: the evaluation in
+ * flight is finished first (the Trainer keeps its runners until the algorithm returns).
+ */
+async function waitForAll(store: LightningStore, ids: readonly string[]): Promise<Map<string, Rollout>> {
+  const finished = new Map<string, Rollout>();
+  while (finished.size < ids.length) {
+    const open = ids.filter((id) => !finished.has(id));
+    for (const rollout of await store.waitForRollouts(open, 5)) finished.set(rollout.rollout_id, rollout);
+  }
+  return finished;
+}
+
+/**
+ * The final reward of each rollout: its last primary reward in span order, as `findFinalReward`
+ * reads spans (`agentlightning.reward.0.value`, or v0.2's `reward` on an `agentlightning.reward`
+ * span), in one query for the whole batch. A span query per rollout cost about 18 ms each, and
+ * the `rewards` view, which reads every span the deriver has not reached yet, 300-400 ms a batch
+ * when the rollouts have just ended; the spans of the batch alone take a few ms.
+ */
+async function finalRewards(source: QuerySource, rolloutIds: readonly string[]): Promise<Map<string, number>> {
+  const rewards = new Map<string, number>();
+  if (rolloutIds.length === 0) return rewards;
+  const value = `coalesce(TRY_CAST(attributes->>'${ATTR.reward}.0.value' AS DOUBLE), CASE WHEN name = '${ATTR.reward}' THEN TRY_CAST(attributes->>'reward' AS DOUBLE) END)`;
+  const sql = `SELECT rollout_id, arg_max(reward, sequence_id) AS reward
+    FROM (SELECT rollout_id, sequence_id, ${value} AS reward FROM spans WHERE rollout_id IN (${rolloutIds.map(quote).join(', ')}) AND json_valid(attributes))
+    WHERE reward IS NOT NULL GROUP BY rollout_id`;
+  for (const row of await allRows(source, sql))
+    if (typeof row.reward === 'number') rewards.set(String(row.rollout_id), row.reward);
+  return rewards;
+}
+
+const quote = (id: string) => `'${id.replaceAll("'", "''")}'`;
+
+/**
+ * The critic's view of each evaluation's rollouts: task, status, reward and each LLM call's
+ * messages (TraceToMessages), read in one query for all of them.
+ */
+export async function transcripts(source: QuerySource, evaluations: readonly Evaluation[]): Promise<RunTranscript[][]> {
+  const ids = evaluations.flatMap((e) => e.rollouts.map((r) => quote(r.rollout_id)));
+  const calls = new Map<string, Record<string, unknown>[][]>();
+  if (ids.length) {
+    for await (const { rolloutId, record } of traceToRolloutMessages(source, {
+      where: `rollout_id IN (${ids.join(', ')})`,
+    })) {
+      if (rolloutId !== null) calls.set(rolloutId, [...(calls.get(rolloutId) ?? []), record.messages]);
+    }
+  }
+  return evaluations.map((e) =>
+    e.rollouts.map((rollout, i) => ({
+      status: rollout.status,
+      reward: e.rewards[i],
+      task: rollout.input,
+      calls: calls.get(rollout.rollout_id) ?? [],
+    })),
+  );
+}

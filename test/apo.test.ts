@@ -1,0 +1,262 @@
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { APO, type APOOptionsInput, type APOResult } from '../src/algorithms/apo.js';
+import { ChatModel } from '../src/algorithms/chat-model.js';
+import type { NamedResources } from '../src/api/types.js';
+import { Trainer } from '../src/runtime/trainer.js';
+import { DuckDBStore } from '../src/store/store.js';
+import { queryRows, tempDir } from './helpers.js';
+import { APPS } from './instrumented-app.js';
+import { startOpenAITestServer, type ChatScript, type OpenAITestServer } from './openai-server.js';
+
+// APO against the OpenAI-compatible test server, which plays all three models:
+// - agent-model answers task qN right when the prompt says CAREFUL, wrong when it says SLOPPY,
+//   and otherwise right for even N only (the seed prompt scores 0.5);
+// - critic-model answers a critique (or what a test scripts: errors, delays);
+// - editor-model answers, call after call: an edit that helps, one that hurts, one that drops
+//   the {question} placeholder, and the prompt unchanged.
+
+const AGENT = join(APPS, 'apo-agent.mjs');
+const SEED = 'Answer: {question}';
+const EDITS = ['Be CAREFUL. Answer: {question}', 'Be SLOPPY. Answer: {question}', 'Be CAREFUL. Answer.', SEED];
+const task = (n: number) => ({ question: `q${n}`, answer: `a${n}` });
+const TRAIN = [0, 1, 2, 3, 4, 5].map(task);
+const VAL = [10, 11, 12, 13, 14, 15, 16, 17].map(task);
+
+interface Models {
+  readonly server: OpenAITestServer;
+  readonly calls: { critic: number; editor: number };
+}
+
+async function startModels(
+  t: { after(fn: () => Promise<void>): void },
+  critic?: (call: number) => ChatScript | undefined,
+): Promise<Models> {
+  const calls = { critic: 0, editor: 0 };
+  const server = await startOpenAITestServer({
+    chat: (body) => {
+      const text = String(body.messages.at(-1)?.content ?? '');
+      if (body.model === 'critic-model') {
+        calls.critic++;
+        return critic?.(calls.critic) ?? { content: '- Ask the model to be careful.' };
+      }
+      if (body.model === 'editor-model') return { content: `<prompt>${EDITS[calls.editor++ % EDITS.length]}</prompt>` };
+      const n = Number(/q(\d+)/.exec(text)?.[1]);
+      const right = text.includes('CAREFUL') || (!text.includes('SLOPPY') && n % 2 === 0);
+      return { content: right ? `a${n}` : 'no idea' };
+    },
+  });
+  t.after(() => server.close());
+  return { server, calls };
+}
+
+function resources(server: OpenAITestServer): NamedResources {
+  return {
+    llm: {
+      resource_type: 'llm',
+      endpoint: server.baseURL,
+      model: 'agent-model',
+      api_key: null,
+      sampling_parameters: {},
+    },
+    prompt: { resource_type: 'prompt_template', template: SEED, engine: 'f-string' },
+  };
+}
+
+const OPTIONS: APOOptionsInput = {
+  beamWidth: 2,
+  branchFactor: 2,
+  rounds: 2,
+  gradientBatchSize: 2,
+  valBatchSize: 4,
+  criticModel: 'critic-model',
+  editorModel: 'editor-model',
+  apiKey: 'test',
+  concurrency: 1,
+  retryBackoffSeconds: 0.01,
+  seed: 7,
+};
+
+async function runApo(
+  models: Models,
+  db: string,
+  options: APOOptionsInput & { resources?: NamedResources | null } = {},
+  log: string[] = [],
+): Promise<APOResult> {
+  const { resources: given, ...rest } = options;
+  const apo = new APO({
+    ...OPTIONS,
+    baseURL: models.server.baseURL,
+    resources: given === null ? undefined : (given ?? resources(models.server)),
+    log: (line) => log.push(line),
+    ...rest,
+  });
+  return new Trainer({ algorithm: apo, nRunners: 4, db, progress: false }).fit(AGENT, { train: TRAIN, val: VAL });
+}
+
+async function rows(db: string, sql: string): ReturnType<typeof queryRows> {
+  const store = await DuckDBStore.open({ path: db, readOnly: true });
+  try {
+    return await queryRows(store, sql);
+  } finally {
+    await store.close();
+  }
+}
+
+test('APO finds the prompt that helps, rejects the one without its placeholder, and leaves every version in the store', async (t) => {
+  const dir = await tempDir(t);
+  const models = await startModels(t);
+  const db = join(dir, 'apo.duckdb');
+  const out = join(dir, 'best.txt');
+  const result = await runApo(models, db, { out });
+
+  assert.equal(result.stopped, 'completed');
+  assert.equal(result.rounds, 2);
+  assert.equal(result.seed.valScore, 0.5);
+  assert.equal(result.best.template, 'Be CAREFUL. Answer: {question}');
+  assert.equal(result.best.valScore, 1);
+  assert.equal(await readFile(out, 'utf8'), 'Be CAREFUL. Answer: {question}\n');
+
+  const versions = await rows(
+    db,
+    'SELECT version, parent, round, status, reason, template, critique, batch_score, val_score, is_best, resources_id FROM prompt_versions',
+  );
+  assert.deepEqual(
+    versions.map((v) => [v.version, v.parent, v.round, v.status, v.template, v.is_best]),
+    [
+      ['v0', null, 0, 'seed', SEED, false],
+      ['v1', 'v0', 1, 'candidate', EDITS[0], true],
+      ['v2', 'v0', 1, 'candidate', EDITS[1], false],
+      ['v3', 'v0', 1, 'rejected', EDITS[2], false],
+    ],
+  );
+  assert.equal(versions[1].batch_score, 1);
+  assert.equal(versions[2].batch_score, 0);
+  assert.equal(versions[1].critique, '- Ask the model to be careful.');
+  assert.match(versions[3].reason, /drops the placeholder \{question\}/);
+  assert.equal(versions[3].resources_id, null);
+
+  // The rejected candidate never ran; the best is the latest resources.
+  const ran = await rows(
+    db,
+    "SELECT DISTINCT metadata->>'agl_apo_version' AS version FROM rollouts WHERE metadata->>'agl_run' IS NOT NULL ORDER BY 1",
+  );
+  assert.deepEqual(
+    ran.map((r) => r.version),
+    ['v0', 'v1', 'v2'],
+  );
+  const [latest] = await rows(
+    db,
+    "SELECT resources_id, resources->'prompt'->>'template' AS template, resources->'llm'->>'model' AS model FROM resources ORDER BY update_time DESC LIMIT 1",
+  );
+  assert.deepEqual(latest, { resources_id: versions[1].resources_id, template: EDITS[0], model: 'agent-model' });
+});
+
+test('APO gives the same search with the same seed', async (t) => {
+  const dir = await tempDir(t);
+  const summary = (result: APOResult) =>
+    result.candidates.map(({ version, parent, round, template, batchScore, valScore, rejected }) => ({
+      version,
+      parent,
+      round,
+      template,
+      batchScore,
+      valScore,
+      rejected,
+    }));
+  const criticInputs = (models: Models) =>
+    models.server.requests.filter((r) => r.body.model === 'critic-model').map((r) => r.body.messages.at(-1).content);
+  const first = await startModels(t);
+  const a = await runApo(first, join(dir, 'a.duckdb'));
+  const second = await startModels(t);
+  const b = await runApo(second, join(dir, 'b.duckdb'));
+  assert.deepEqual(summary(a), summary(b));
+  // The critic saw the same tasks, runs and rewards in the same order.
+  assert.deepEqual(criticInputs(first), criticInputs(second));
+  assert.equal(criticInputs(first).length, 8);
+});
+
+test('APO stops cleanly when its rollout budget would be passed, and when its token budget is spent', async (t) => {
+  const dir = await tempDir(t);
+  const models = await startModels(t);
+  // The seed takes 8 rollouts, round 1's critiques 8 and its batch 12: the leader's 8 would pass 30.
+  const log: string[] = [];
+  const db = join(dir, 'rollouts.duckdb');
+  const byRollouts = await runApo(models, db, { maxRollouts: 30 }, log);
+  assert.equal(byRollouts.stopped, 'budget');
+  assert.match(byRollouts.stopReason, /rollout budget \(30\) does not cover the next 8 rollouts \(28 spent\)/);
+  assert.equal(byRollouts.best.version, 'v0');
+  const [{ n }] = await rows(db, "SELECT count(*)::INTEGER AS n FROM rollouts WHERE metadata->>'agl_run' IS NOT NULL");
+  assert.equal(n, 28);
+
+  const before = models.calls.critic + models.calls.editor;
+  const byTokens = await runApo(models, join(dir, 'tokens.duckdb'), { maxTokens: 1 });
+  assert.equal(byTokens.stopped, 'budget');
+  assert.match(byTokens.stopReason, /token budget \(1\) is spent/);
+  assert.equal(models.calls.critic + models.calls.editor - before, 1, 'one call, then none');
+});
+
+test('APO retries a critic that fails or times out, then skips the branch with the reason', async (t) => {
+  const dir = await tempDir(t);
+  // Calls 1-2 answer 503, call 3 answers too late, call 4 answers: the first branch gets its
+  // critique on the 4th try. Calls 5-8 answer 500: the second branch is skipped after 4 tries.
+  const models = await startModels(t, (call) =>
+    call <= 2 ? { status: 503 } : call === 3 ? { delayMs: 3000 } : call <= 8 && call >= 5 ? { status: 500 } : undefined,
+  );
+  const log: string[] = [];
+  const result = await runApo(models, join(dir, 'critic.duckdb'), { retries: 3, requestTimeoutSeconds: 0.5 }, log);
+  assert.equal(result.stopped, 'completed');
+  assert.equal(result.best.template, EDITS[0], 'the first branch still made the edit that helps');
+  assert.ok(
+    log.some((line) => /critic critic-model: .*answered 503.*; try 2 of 4/.test(line)),
+    log.join('\n'),
+  );
+  assert.ok(
+    log.some((line) => /critic critic-model: no answer .*within 0.5 s; try 4 of 4/.test(line)),
+    log.join('\n'),
+  );
+  assert.ok(
+    log.some((line) => /an edit of v0 skipped: the critic failed: .*answered 500.*\(after 4 tries\)/.test(line)),
+    log.join('\n'),
+  );
+});
+
+test('a model answer no retry changes fails at once', async (t) => {
+  const server = await startOpenAITestServer({ chat: () => ({ status: 401 }) });
+  t.after(() => server.close());
+  const model = new ChatModel(
+    { baseURL: server.baseURL, model: 'm' },
+    { retries: 3, backoffSeconds: 0.01, timeoutSeconds: 5 },
+  );
+  await assert.rejects(
+    model.complete([{ role: 'user', content: 'hi' }]),
+    (error: Error & { tries?: number }) => error.tries === 1 && /answered 401/.test(error.message),
+  );
+});
+
+test('APO resumes a run from the store: its later rounds add to the same run', async (t) => {
+  const dir = await tempDir(t);
+  const models = await startModels(t);
+  const db = join(dir, 'resume.duckdb');
+  const first = await runApo(models, db, { rounds: 1 });
+  assert.equal(first.rounds, 1);
+  // Resumed with resources from nowhere: the run's own are used.
+  const log: string[] = [];
+  const second = await runApo(models, db, { rounds: 3, resume: true, resources: null }, log);
+  assert.equal(second.runId, first.runId);
+  assert.equal(second.rounds, 3);
+  assert.equal(second.best.template, EDITS[0]);
+  assert.ok(
+    log.some((line) => line.includes(`resuming ${first.runId} (session 2) after round 1`)),
+    log.join('\n'),
+  );
+  const sessions = await rows(
+    db,
+    'SELECT session, count(*)::INTEGER AS n, max(round) AS last FROM prompt_versions GROUP BY session ORDER BY session',
+  );
+  assert.deepEqual(sessions[0], { session: 1, n: 4, last: 1 });
+  const rounds = await rows(db, "SELECT count(*)::INTEGER AS n FROM spans WHERE name = 'agl.apo.round'");
+  assert.equal(rounds[0].n, 4, 'rounds 0 to 3, each checkpointed once');
+});
