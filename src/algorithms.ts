@@ -1,5 +1,5 @@
 // `agl/algorithms`: what improves an agent (Baseline, APO, SFT), the Trainer that runs an algorithm
-// with a store, a server and runners in one process.
+// with a store, a server and runners in one process, and what `agl train` needs of an algorithm.
 export { finalRewards, type Algorithm, type AlgorithmContext, type RolloutOutcome } from './algorithms/algorithm.js';
 export { Baseline, type BaselineResult } from './algorithms/baseline.js';
 export { APO, APO_OPTIONS, type APOExtras, type APOOptionsInput, type APOResult, type APOSettings, type Candidate, type Cost, type StopKind } from './algorithms/apo.js';
@@ -10,3 +10,4 @@ export { sftOptionsSchema, parseSftOptions, SFT_PLACEHOLDERS, type SftOptions, t
 export type { IterationRecord, IterationStatus } from './algorithms/sft-record.js';
 export { formatApoReport, wordDiff } from './algorithms/apo-report.js';
 export { ChatModel, ChatError, type ChatAnswer, type ChatEndpoint, type ChatMessage, type RetryPolicy } from './algorithms/chat-model.js';
+export type { AlgorithmCommand, CommandContext } from './algorithms/command.js';

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { APO, type APOOptionsInput, type APOResult } from '../src/algorithms/apo.js';
@@ -7,7 +8,7 @@ import { ChatModel } from '../src/algorithms/chat-model.js';
 import type { NamedResources } from '../src/api/types.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { DuckDBStore } from '../src/store/store.js';
-import { queryRows, tempDir } from './helpers.js';
+import { CLI, queryRows, runCli, tempDir, until } from './helpers.js';
 import { APPS } from './instrumented-app.js';
 import { startOpenAITestServer, type ChatScript, type OpenAITestServer } from './openai-server.js';
 
@@ -259,4 +260,135 @@ test('APO resumes a run from the store: its later rounds add to the same run', a
   assert.deepEqual(sessions[0], { session: 1, n: 4, last: 1 });
   const rounds = await rows(db, "SELECT count(*)::INTEGER AS n FROM spans WHERE name = 'agl.apo.round'");
   assert.equal(rounds[0].n, 4, 'rounds 0 to 3, each checkpointed once');
+});
+
+test('agl train apo: options from a YAML file, flags over them; a bad file is named with what is wrong', async (t) => {
+  const dir = await tempDir(t);
+  const models = await startModels(t);
+  await writeFile(join(dir, 'train.jsonl'), TRAIN.map((x) => JSON.stringify(x)).join('\n'));
+  await writeFile(join(dir, 'val.jsonl'), VAL.map((x) => JSON.stringify(x)).join('\n'));
+  const config = `algorithm: apo
+agent: ${AGENT}
+train: train.jsonl
+val: val.jsonl
+db: run.duckdb
+prompt: "${SEED}"
+llm-model: agent-model
+llm_endpoint: ${models.server.baseURL}
+criticModel: critic-model
+editorModel: editor-model
+baseURL: ${models.server.baseURL}
+apiKey: test
+beamWidth: 2
+branchFactor: 2
+rounds: 3
+gradientBatchSize: 2
+valBatchSize: 4
+concurrency: 1
+retryBackoffSeconds: 0.01
+seed: 7
+out: best.txt
+`;
+  await writeFile(join(dir, 'run.yaml'), config);
+  const run = await runCli(['train', 'apo', '--config', join(dir, 'run.yaml'), '--rounds', '1']);
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stdout, /APO run ro-\w+: 1 round completed; stopped: 1 round done/);
+  assert.match(run.stdout, /seed score {2}0\.500/);
+  assert.match(run.stdout, /best score {2}1\.000 {2}\(v1\)/);
+  assert.match(run.stdout, /\{\+Be CAREFUL\.\+\} Answer: \{question\}/);
+  assert.match(run.stderr, /apo: round 1\/1: leader v1 scores 1\.000/);
+  assert.equal(await readFile(join(dir, 'best.txt'), 'utf8'), `${EDITS[0]}\n`);
+  assert.equal((await rows(join(dir, 'run.duckdb'), 'SELECT count(*)::INTEGER AS n FROM prompt_versions'))[0].n, 4);
+
+  await writeFile(join(dir, 'typo.yaml'), config.replace('beamWidth: 2', 'beamWdith: 2'));
+  const typo = await runCli(['train', 'apo', '--config', join(dir, 'typo.yaml')]);
+  assert.equal(typo.code, 2);
+  assert.match(typo.stderr, /unknown option beamWdith \(from .*typo\.yaml\)/);
+
+  await writeFile(join(dir, 'zero.yaml'), config.replace('beamWidth: 2', 'beamWidth: 0'));
+  const zero = await runCli(['train', 'apo', '--config', join(dir, 'zero.yaml'), '--rounds', 'two']);
+  assert.equal(zero.code, 2);
+  assert.match(zero.stderr, /invalid apo options:/);
+  assert.match(zero.stderr, /beamWidth \(from .*zero\.yaml\): Too small: expected number to be >=1 \(given: 0\)/);
+  assert.match(zero.stderr, /rounds \(from --rounds\): .*expected number.* \(given: "two"\)/);
+});
+
+test('agl train apo: Ctrl-C keeps the best prompt so far; --resume finishes the run', async (t) => {
+  const dir = await tempDir(t);
+  const models = await startModels(t);
+  await writeFile(join(dir, 'train.jsonl'), TRAIN.map((x) => JSON.stringify(x)).join('\n'));
+  await writeFile(join(dir, 'val.jsonl'), VAL.map((x) => JSON.stringify(x)).join('\n'));
+  const args = [
+    'train',
+    'apo',
+    '--agent',
+    AGENT,
+    '--train',
+    join(dir, 'train.jsonl'),
+    '--val',
+    join(dir, 'val.jsonl'),
+    '--db',
+    join(dir, 'stop.duckdb'),
+  ];
+  const flags = [
+    '--prompt',
+    SEED,
+    '--llm-model',
+    'agent-model',
+    '--llm-endpoint',
+    models.server.baseURL,
+    '--critic-model',
+    'critic-model',
+    '--editor-model',
+    'editor-model',
+  ];
+  const more = [
+    '--base-url',
+    models.server.baseURL,
+    '--beam-width',
+    '2',
+    '--branch-factor',
+    '2',
+    '--rounds',
+    '2',
+    '--gradient-batch-size',
+    '2',
+    '--val-batch-size',
+    '4',
+  ];
+  const child = spawn(
+    process.execPath,
+    [CLI, ...args, ...flags, ...more, '--concurrency', '1', '--seed', '7', '--out', join(dir, 'best.txt')],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, OPENAI_API_KEY: 'test' },
+    },
+  );
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  await until(async () => assert.match(stderr, /round 1\/2: \d+ critiques/), 60_000);
+  child.kill('SIGINT');
+  assert.equal(await exited, 0, stderr);
+  assert.match(stdout, /stopped: stopped by a signal \(Ctrl-C\): the best prompt so far is kept/);
+  assert.equal(await readFile(join(dir, 'best.txt'), 'utf8'), `${SEED}\n`);
+  const runs = await rows(
+    join(dir, 'stop.duckdb'),
+    "SELECT status FROM rollouts WHERE metadata->>'agl_algorithm' = 'apo'",
+  );
+  assert.deepEqual(runs, [{ status: 'cancelled' }]);
+  const open = await rows(
+    join(dir, 'stop.duckdb'),
+    "SELECT count(*)::INTEGER AS n FROM rollouts WHERE metadata->>'agl_run' IS NOT NULL AND status NOT IN ('succeeded', 'failed')",
+  );
+  assert.equal(open[0].n, 0, 'the evaluation in flight was finished');
+
+  const resumed = await runCli([...args, ...flags, ...more, '--resume'], {
+    env: { ...process.env, OPENAI_API_KEY: 'test' },
+  });
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.match(resumed.stdout, /2 rounds completed; stopped: 2 rounds done/);
+  assert.match(resumed.stdout, /best score {2}1\.000/);
 });

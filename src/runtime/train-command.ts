@@ -1,0 +1,188 @@
+import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { z } from 'zod';
+import { APO_COMMAND } from '../algorithms/apo-command.js';
+import type { AlgorithmCommand } from '../algorithms/command.js';
+import type { LlmResource, NamedResources, PromptTemplateResource } from '../api/types.js';
+import { CommandError, parseCommandArgs, UsageError } from './args.js';
+import { checkOptions, flagsOf, flagUsage, flagValue, readConfigFile, type Origins } from './train-config.js';
+import { Trainer } from './trainer.js';
+
+/** The algorithms `agl train` runs: a new one is one more entry (src/algorithms/command.ts). */
+const ALGORITHMS: Record<string, AlgorithmCommand> = {
+  apo: APO_COMMAND,
+};
+
+const RESOURCE = z.discriminatedUnion('resource_type', [
+  z.strictObject({
+    resource_type: z.enum(['llm', 'proxy_llm']),
+    endpoint: z.string().min(1),
+    model: z.string().min(1),
+    api_key: z.string().nullable().default(null),
+    sampling_parameters: z.record(z.string(), z.unknown()).default({}),
+  }),
+  z.strictObject({
+    resource_type: z.literal('prompt_template'),
+    template: z.string(),
+    engine: z.enum(['f-string', 'jinja', 'poml']).default('f-string'),
+  }),
+]);
+
+/** Options of every algorithm: what to train, on what, where, and the resources to start from. */
+const COMMON = z.strictObject({
+  agent: z.string().min(1).describe('the agent module (export default rollout(...))'),
+  train: z.string().min(1).describe('training tasks: .jsonl, .json or .parquet'),
+  val: z.string().min(1).optional().describe('validation tasks, same formats'),
+  db: z.string().min(1).default('./agl.duckdb').describe('the DuckDB file'),
+  runners: z.int().min(1).default(4).describe('rollouts run at once'),
+  processes: z.boolean().default(false).describe('run agl serve and the runners as processes, not in this one'),
+  upstream: z.url().optional().describe('model server of the gateway, for resources with no llm'),
+  prompt: z.string().min(1).optional().describe('the prompt template to start from, e.g. "Answer: {question}"'),
+  promptFile: z.string().min(1).optional().describe('the same, read from a file'),
+  llmModel: z.string().min(1).optional().describe("the agent's model (its llm resource)"),
+  llmEndpoint: z.url().optional().describe('its OpenAI-compatible endpoint (default: OPENAI_BASE_URL, else OpenAI)'),
+  resources: z
+    .record(z.string(), RESOURCE)
+    .optional()
+    .describe('named resources as the REST API takes them (config file only)'),
+});
+
+const COMMON_PATHS = ['agent', 'train', 'val', 'db', 'promptFile'];
+const COMMON_FLAGS = flagsOf(COMMON, COMMON_PATHS);
+const flagsOfCommand = (command: AlgorithmCommand) => flagsOf(command.options, command.paths, command.fileOnly);
+
+export const TRAIN_USAGE = `agl train ${Object.keys(ALGORITHMS).join('|')} --agent MODULE --train FILE --val FILE [--config run.yaml|run.json] [options]
+  Improves an agent: runs the algorithm with the store, a server and runners of the agent in
+  this process, prints what it reports and leaves everything in the DuckDB file. Every option
+  can also be a key of the config file (beamWidth, beam-width or beam_width); flags override it.
+${Object.entries(ALGORITHMS)
+  .map(([name, command]) => `  ${name}: ${command.summary}`)
+  .join('\n')}
+  Options of every algorithm:
+${flagUsage(COMMON_FLAGS)}
+${Object.entries(ALGORITHMS)
+  .map(([name, command]) => `  ${name} options:\n${flagUsage(flagsOfCommand(command))}`)
+  .join('\n')}`;
+
+export async function train(args: string[]): Promise<void> {
+  const [name] = args;
+  const command = name === undefined ? undefined : ALGORITHMS[name];
+  if (!command)
+    throw new UsageError(
+      `${name === undefined ? 'name the algorithm' : `unknown algorithm "${name}"`}: agl train ${Object.keys(ALGORITHMS).join('|')} ...`,
+    );
+  const { common, algorithm } = await trainOptions(name, command, args.slice(1));
+  const resources = await startResources(common);
+  let instance: ReturnType<AlgorithmCommand['create']>;
+  try {
+    instance = command.create(algorithm, { resources, log: (line) => console.error(line) });
+  } catch (error) {
+    throw error instanceof TypeError ? new UsageError(error.message) : error;
+  }
+  const trainer = new Trainer({
+    algorithm: instance,
+    nRunners: common.runners,
+    db: common.db,
+    upstream: common.upstream,
+    strategy: common.processes ? 'processes' : 'in-process',
+    progress: false,
+  });
+  let result: unknown;
+  try {
+    result = await trainer.fit(common.agent, { train: common.train, val: common.val ?? [] });
+  } catch (error) {
+    // Datasets, resources and options the run found wanting: their messages say what to change.
+    throw error instanceof TypeError ? new CommandError(error.message) : error;
+  }
+  process.stdout.write(command.report(result));
+}
+
+/** The common and the algorithm's options, from the config file and the flags, checked. */
+async function trainOptions(
+  name: string,
+  command: AlgorithmCommand,
+  args: string[],
+): Promise<{ common: z.output<typeof COMMON>; algorithm: Record<string, unknown> }> {
+  const flags = [...COMMON_FLAGS, ...flagsOfCommand(command)];
+  const parsed = parseCommandArgs(args, {
+    config: { type: 'string' },
+    ...Object.fromEntries(
+      flags.map((f) => [f.flag, { type: f.type === 'boolean' ? ('boolean' as const) : ('string' as const) }]),
+    ),
+  });
+  if (parsed.positionals.length)
+    throw new UsageError(`unexpected argument "${parsed.positionals[0]}"; options are flags, e.g. --rounds 3`);
+  const values: Record<string, unknown> = {};
+  const origins: Origins = new Map();
+  const config = parsed.values.config as string | undefined;
+  if (config !== undefined) {
+    const keys = [...Object.keys(COMMON.shape), ...Object.keys(command.options.shape), 'algorithm'];
+    const file = await readConfigFile(resolve(config), keys, new Set([...COMMON_PATHS, ...command.paths]));
+    if (file.algorithm !== undefined && file.algorithm !== name)
+      throw new UsageError(`${config} is for algorithm "${String(file.algorithm)}", not "${name}"`);
+    delete file.algorithm;
+    for (const [key, value] of Object.entries(file)) {
+      values[key] = value;
+      origins.set(key, config);
+    }
+  }
+  for (const flag of flags) {
+    const given = (parsed.values as Record<string, string | boolean | undefined>)[flag.flag];
+    if (given === undefined) continue;
+    values[flag.key] = flagValue(flag, given);
+    origins.set(flag.key, `--${flag.flag}`);
+  }
+  for (const key of [...COMMON_PATHS, ...command.paths])
+    if (typeof values[key] === 'string' && origins.get(key)?.startsWith('--'))
+      values[key] = resolve(values[key] as string);
+  const own = (keys: string[]) => Object.fromEntries(Object.entries(values).filter(([key]) => keys.includes(key)));
+  const unknown = Object.keys(values).filter((key) => !(key in COMMON.shape) && !(key in command.options.shape));
+  if (unknown.length) {
+    throw new UsageError(
+      `unknown option${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `${key} (from ${origins.get(key)})`).join(', ')}; see agl train --help`,
+    );
+  }
+  return {
+    common: checkOptions(COMMON, own(Object.keys(COMMON.shape)), origins, 'training'),
+    algorithm: checkOptions(command.options, own(Object.keys(command.options.shape)), origins, name),
+  };
+}
+
+/** The resources to start from: the file's `resources`, with --prompt / --prompt-file and --llm-* set on them. */
+async function startResources(options: z.output<typeof COMMON>): Promise<NamedResources | undefined> {
+  const resources: NamedResources = { ...((options.resources ?? {}) as NamedResources) };
+  if (options.prompt !== undefined && options.promptFile !== undefined)
+    throw new UsageError('give --prompt or --prompt-file, not both');
+  const template = options.promptFile === undefined ? options.prompt : await readPromptFile(options.promptFile);
+  if (template !== undefined) {
+    const name = nameOf(resources, ['prompt_template']) ?? 'prompt';
+    const engine = (resources[name] as PromptTemplateResource | undefined)?.engine ?? 'f-string';
+    resources[name] = { resource_type: 'prompt_template', template, engine };
+  }
+  if (options.llmModel !== undefined || options.llmEndpoint !== undefined) {
+    const name = nameOf(resources, ['llm', 'proxy_llm']) ?? 'llm';
+    const llm = resources[name] as LlmResource | undefined;
+    const model = options.llmModel ?? llm?.model;
+    if (model === undefined)
+      throw new UsageError('--llm-endpoint needs --llm-model (or an llm resource in the config file)');
+    resources[name] = {
+      resource_type: llm?.resource_type ?? 'llm',
+      endpoint: options.llmEndpoint ?? llm?.endpoint ?? process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1',
+      model,
+      api_key: llm?.api_key ?? process.env.OPENAI_API_KEY ?? null,
+      sampling_parameters: llm?.sampling_parameters ?? {},
+    };
+  }
+  return Object.keys(resources).length ? resources : undefined;
+}
+
+async function readPromptFile(path: string): Promise<string> {
+  try {
+    return (await readFile(path, 'utf8')).replace(/\r?\n$/, '');
+  } catch (error) {
+    throw new UsageError(`--prompt-file ${path}: ${(error as Error).message}`);
+  }
+}
+
+const nameOf = (resources: NamedResources, types: string[]) =>
+  Object.keys(resources).find((name) => types.includes(resources[name].resource_type));

@@ -1,0 +1,135 @@
+import { readFile } from 'node:fs/promises';
+import { dirname, extname, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import type { z } from 'zod';
+import { UsageError } from './args.js';
+
+/**
+ * Options of `agl train` from a config file and from flags, checked with the zod schemas that
+ * describe them: the schema's keys are the file's keys (as in TypeScript, beamWidth; beam-width
+ * and beam_width are read too) and, for strings, numbers and booleans, the flags (--beam-width).
+ */
+
+export type FlagType = 'string' | 'number' | 'boolean';
+
+export interface Flag {
+  readonly key: string;
+  readonly flag: string;
+  readonly type: FlagType;
+  /** How usage names its value: N, TEXT, URL or FILE. */
+  readonly value: string;
+  readonly description: string;
+  readonly defaultValue: unknown;
+}
+
+/**
+ * The flags of a schema's keys that are strings, numbers or booleans; the others, and those in
+ * `fileOnly` (secrets: a command line is visible to every user of the machine), are for files only.
+ */
+export function flagsOf(schema: z.ZodObject, paths: readonly string[] = [], fileOnly: readonly string[] = []): Flag[] {
+  const flags: Flag[] = [];
+  for (const [key, field] of Object.entries(schema.shape) as [string, z.ZodType][]) {
+    let inner = field;
+    let defaultValue: unknown;
+    while (inner.def.type === 'default' || inner.def.type === 'optional') {
+      const def = inner.def as unknown as { defaultValue?: unknown; innerType: z.ZodType };
+      if (inner.def.type === 'default') defaultValue = def.defaultValue;
+      inner = def.innerType;
+    }
+    const type = inner.def.type;
+    if ((type !== 'string' && type !== 'number' && type !== 'boolean') || fileOnly.includes(key)) continue;
+    const format = (inner.def as unknown as { format?: string }).format;
+    const value = type === 'number' ? 'N' : paths.includes(key) ? 'FILE' : format === 'url' ? 'URL' : 'TEXT';
+    flags.push({ key, flag: kebab(key), type, value, description: field.description ?? '', defaultValue });
+  }
+  return flags;
+}
+
+/** Usage lines for flags: `--beam-width N  what it is (default 4)`. */
+export function flagUsage(flags: readonly Flag[]): string {
+  const names = flags.map((f) => `--${f.flag}${f.type === 'boolean' ? '' : ` ${f.value}`}`);
+  const width = Math.max(...names.map((n) => n.length));
+  return flags
+    .map((f, i) => {
+      const fallback = f.defaultValue === undefined || f.defaultValue === false ? '' : ` (default ${f.defaultValue})`;
+      return `    ${names[i].padEnd(width)}  ${f.description}${fallback}`;
+    })
+    .join('\n');
+}
+
+/** A flag's text as its key's value: numbers as numbers (zod then names a bad one). */
+export function flagValue(flag: Flag, value: string | boolean): unknown {
+  if (flag.type !== 'number' || typeof value !== 'string') return value;
+  const n = Number(value);
+  return value.trim() === '' || Number.isNaN(n) ? value : n;
+}
+
+/**
+ * A config file's options: a JSON or YAML object, its keys spelled as `keys` spell them (an
+ * unknown key is kept as it is, for the check to name), file paths made absolute.
+ */
+export async function readConfigFile(
+  path: string,
+  keys: readonly string[],
+  pathKeys: ReadonlySet<string>,
+): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw new UsageError(
+      `--config ${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`,
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = ['.yaml', '.yml'].includes(extname(path).toLowerCase()) ? parseYaml(text) : JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(
+      `${path} is not valid ${extname(path).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${(error as Error).message.split('\n')[0]}`,
+    );
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    throw new UsageError(`${path} must hold an object of options (key: value)`);
+  const known = new Map(keys.map((key) => [squash(key), key]));
+  const options: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(parsed)) {
+    const name = known.get(squash(key)) ?? key;
+    options[name] = pathKeys.has(name) && typeof value === 'string' ? resolve(dirname(path), value) : value;
+  }
+  return options;
+}
+
+/** Where each option came from, for error messages: a flag or the config file. */
+export type Origins = Map<string, string>;
+
+/** `values` checked by `schema`; a problem is a UsageError naming the option and where it was set. */
+export function checkOptions<S extends z.ZodObject>(
+  schema: S,
+  values: Record<string, unknown>,
+  origins: Origins,
+  what: string,
+): z.output<S> {
+  const parsed = schema.safeParse(values);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((issue) => {
+    if (issue.code === 'unrecognized_keys')
+      return issue.keys.map((key) => `unknown option ${key}${from(origins, key)}`).join('\n  ');
+    const key = String(issue.path[0] ?? '');
+    const given = values[key];
+    return `${key}${from(origins, key)}: ${issue.message}${given === undefined ? '' : ` (given: ${JSON.stringify(given)})`}`;
+  });
+  throw new UsageError(`invalid ${what} options:\n  ${problems.join('\n  ')}`);
+}
+
+const from = (origins: Origins, key: string) => (origins.has(key) ? ` (from ${origins.get(key)})` : '');
+
+/** beamWidth -> beam-width, baseURL -> base-url. */
+export const kebab = (key: string) =>
+  key
+    .replace(/([a-z0-9])([A-Z])/g, '$1-$2')
+    .replace(/([A-Z])([A-Z][a-z])/g, '$1-$2')
+    .toLowerCase();
+
+/** A key without case and separators: beam-width, beam_width and beamWidth are one key. */
+const squash = (key: string) => key.replace(/[-_]/g, '').toLowerCase();
