@@ -3,13 +3,14 @@ import { parseArgs } from 'node:util';
 import { meets, type Benchmark, type Figure } from './figures.js';
 import { ingest } from './ingest.js';
 import { adapters } from './adapters.js';
+import { apo } from './apo.js';
 import { gateway } from './gateway.js';
 import { instrumentation } from './instrumentation.js';
 import { runtime } from './runtime.js';
 import { store } from './store.js';
 
 /** Every benchmark of `npm run bench`, in run order. Later issues add theirs here. */
-const BENCHMARKS: Benchmark[] = [ingest, store, instrumentation, gateway, adapters, runtime];
+const BENCHMARKS: Benchmark[] = [ingest, store, instrumentation, gateway, adapters, runtime, apo];
 
 const { values } = parseArgs({
   options: { json: { type: 'string', default: 'bench-results.json' }, only: { type: 'string' } },
