@@ -523,7 +523,10 @@ export class Search<T> {
 
   /** Publishes the best prompt as the latest resources, writes it to `out`, and closes the run. */
   private async finish(stopped: StopKind, stopReason: string): Promise<APOResult> {
-    if (!this.best) throw new Error(`APO stopped before its seed prompt was scored: ${stopReason}`);
+    if (!this.best) {
+      await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'failed').catch(() => {});
+      throw new Error(`APO stopped before its seed prompt was scored: ${stopReason}`);
+    }
     const best = this.version(this.best);
     // The most recent seed: a run resumed before its first round was done scored a new one.
     const seed = [...this.candidates.values()].filter((c) => c.parent === null).at(-1) ?? best;
