@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import * as nodeModule from 'node:module';
+import { registerHooks, type LoadHookSync } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { context, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { currentRollout } from './rollout-context.js';
@@ -35,52 +35,88 @@ export interface LangChainCapture {
 }
 
 export function installLangChainCapture(tracer: Tracer, captureContent: boolean): LangChainCapture {
-  const runs = new Map<string, OpenRun>();
+  const runs = new OpenRuns(tracer);
+  acceptCallbackManager(callbackMethods(runs, captureContent));
+  registerHooks({ load: appendHandover });
+  return { modelRunContext: () => runs.modelRunContext() };
+}
 
-  const start = (runId: string, parentRunId: string | undefined, name: string, attributes: Attributes, isModel = false) => {
-    const parent = parentRunId ? runs.get(parentRunId) : undefined;
+/** The runs that started and have not ended yet, each with its span. */
+class OpenRuns {
+  private readonly runs = new Map<string, OpenRun>();
+
+  constructor(private readonly tracer: Tracer) {}
+
+  start(runId: string, parentRunId: string | undefined, name: string, attributes: Attributes, isModel = false): void {
+    const parent = parentRunId ? this.runs.get(parentRunId) : undefined;
     const parentContext = parent ? trace.setSpan(context.active(), parent.span) : context.active();
-    const span = tracer.startSpan(name, { attributes: { 'langchain.run_id': runId, ...attributes } }, parentContext);
-    runs.set(runId, { span, isModel, rolloutId: currentRollout()?.rollout_id, claims: 0 });
-  };
-  const end = (runId: string, attributes: Attributes = {}, error?: unknown) => {
-    const run = runs.get(runId);
+    const span = this.tracer.startSpan(name, { attributes: { 'langchain.run_id': runId, ...attributes } }, parentContext);
+    this.runs.set(runId, { span, isModel, rolloutId: currentRollout()?.rollout_id, claims: 0 });
+  }
+
+  end(runId: string, attributes: Attributes = {}, error?: unknown): void {
+    const run = this.runs.get(runId);
     if (!run) return;
-    runs.delete(runId);
+    this.runs.delete(runId);
     run.span.setAttributes(attributes);
     if (error !== undefined) {
       run.span.recordException(error instanceof Error ? error : String(error));
       run.span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
     }
     run.span.end();
-  };
-  const content = (key: string, value: unknown): Attributes => (captureContent ? { [key]: jsonText(value) } : {});
+  }
 
-  const methods = {
-    handleChainStart(chain: any, inputs: unknown, runId: string, parentRunId?: string, _tags?: string[], _metadata?: unknown, runType?: string, runName?: string) {
-      start(runId, parentRunId, runName ?? nameOf(chain, 'chain'), { 'langchain.run_type': runType ?? 'chain', ...content('langchain.input', inputs) });
+  /**
+   * The chat-model run of this rollout that has not made its call yet (oldest first: runs
+   * started together make their calls in that order); else the latest one (a retry).
+   */
+  modelRunContext(): Context | undefined {
+    const rolloutId = currentRollout()?.rollout_id;
+    let unclaimed: OpenRun | undefined;
+    let latest: OpenRun | undefined;
+    for (const run of this.runs.values()) {
+      if (!run.isModel || run.rolloutId !== rolloutId) continue;
+      if (run.claims === 0 && !unclaimed) unclaimed = run;
+      latest = run;
+    }
+    const run = unclaimed ?? latest;
+    if (!run) return undefined;
+    run.claims++;
+    return trace.setSpan(context.active(), run.span);
+  }
+}
+
+/**
+ * The callback methods of our handler, in the argument order of LangChain's BaseCallbackHandler.
+ * The first argument of a start is the run's serialized component (`{name?, id: [...path]}`).
+ */
+function callbackMethods(runs: OpenRuns, captureContent: boolean) {
+  const content = (key: string, value: unknown): Attributes => (captureContent ? { [key]: jsonText(value) } : {});
+  return {
+    handleChainStart(chain: unknown, inputs: unknown, runId: string, parentRunId?: string, _tags?: string[], _metadata?: unknown, runType?: string, runName?: string) {
+      runs.start(runId, parentRunId, runName ?? nameOf(chain, 'chain'), { 'langchain.run_type': runType ?? 'chain', ...content('langchain.input', inputs) });
     },
     handleChainEnd(outputs: unknown, runId: string) {
-      end(runId, content('langchain.output', outputs));
+      runs.end(runId, content('langchain.output', outputs));
     },
     handleChainError(error: unknown, runId: string) {
-      end(runId, {}, error);
+      runs.end(runId, {}, error);
     },
-    handleChatModelStart(llm: any, _messages: unknown, runId: string, parentRunId?: string, extra?: any, _tags?: string[], _metadata?: unknown, runName?: string) {
-      start(runId, parentRunId, runName ?? nameOf(llm, 'chat_model'), modelAttributes(extra), true);
+    handleChatModelStart(llm: unknown, _messages: unknown, runId: string, parentRunId?: string, extra?: unknown, _tags?: string[], _metadata?: unknown, runName?: string) {
+      runs.start(runId, parentRunId, runName ?? nameOf(llm, 'chat_model'), modelAttributes(extra), true);
     },
-    handleLLMStart(llm: any, _prompts: unknown, runId: string, parentRunId?: string, extra?: any, _tags?: string[], _metadata?: unknown, runName?: string) {
-      start(runId, parentRunId, runName ?? nameOf(llm, 'llm'), modelAttributes(extra), true);
+    handleLLMStart(llm: unknown, _prompts: unknown, runId: string, parentRunId?: string, extra?: unknown, _tags?: string[], _metadata?: unknown, runName?: string) {
+      runs.start(runId, parentRunId, runName ?? nameOf(llm, 'llm'), modelAttributes(extra), true);
     },
     handleLLMEnd(_output: unknown, runId: string) {
-      end(runId);
+      runs.end(runId);
     },
     handleLLMError(error: unknown, runId: string) {
-      end(runId, {}, error);
+      runs.end(runId, {}, error);
     },
-    handleToolStart(tool: any, input: string, runId: string, parentRunId?: string, _tags?: string[], _metadata?: unknown, runName?: string, toolCallId?: string) {
+    handleToolStart(tool: unknown, input: string, runId: string, parentRunId?: string, _tags?: string[], _metadata?: unknown, runName?: string, toolCallId?: string) {
       const name = runName ?? nameOf(tool, 'tool');
-      start(runId, parentRunId, `execute_tool ${name}`, {
+      runs.start(runId, parentRunId, `execute_tool ${name}`, {
         'langchain.run_type': 'tool',
         'gen_ai.operation.name': 'execute_tool',
         'gen_ai.tool.name': name,
@@ -89,74 +125,88 @@ export function installLangChainCapture(tracer: Tracer, captureContent: boolean)
       });
     },
     handleToolEnd(output: unknown, runId: string) {
-      end(runId, captureContent ? { 'gen_ai.tool.call.result': toolResultText(output) } : {});
+      runs.end(runId, captureContent ? { 'gen_ai.tool.call.result': toolResultText(output) } : {});
     },
     handleToolError(error: unknown, runId: string) {
-      end(runId, {}, error);
+      runs.end(runId, {}, error);
     },
-    handleRetrieverStart(retriever: any, query: string, runId: string, parentRunId?: string, _tags?: string[], _metadata?: unknown, name?: string) {
-      start(runId, parentRunId, name ?? nameOf(retriever, 'retriever'), { 'langchain.run_type': 'retriever', ...content('langchain.input', query) });
+    handleRetrieverStart(retriever: unknown, query: string, runId: string, parentRunId?: string, _tags?: string[], _metadata?: unknown, name?: string) {
+      runs.start(runId, parentRunId, name ?? nameOf(retriever, 'retriever'), { 'langchain.run_type': 'retriever', ...content('langchain.input', query) });
     },
     handleRetrieverEnd(documents: unknown, runId: string) {
-      end(runId, content('langchain.output', documents));
+      runs.end(runId, content('langchain.output', documents));
     },
     handleRetrieverError(error: unknown, runId: string) {
-      end(runId, {}, error);
+      runs.end(runId, {}, error);
     },
   };
+}
 
-  (globalThis as any)[HOOK] = (CallbackManager: any, ensureHandler: any) => {
-    if (typeof CallbackManager?._configureSync !== 'function' || typeof ensureHandler !== 'function' || CallbackManager[HOOK]) return;
-    const handler = ensureHandler(methods);
+type CallbackMethods = ReturnType<typeof callbackMethods>;
+
+// What the hand-over touches of @langchain/core, which agl does not import: the app's copy, of
+// whatever version, is the one patched.
+interface CallbackHandler {
+  name: string;
+  awaitHandlers: boolean;
+  copy(): CallbackHandler;
+}
+interface CallbackManager {
+  readonly handlers: readonly { readonly name?: unknown }[];
+  addHandler(handler: CallbackHandler, inherit: boolean): void;
+}
+interface CallbackManagerClass {
+  new (): CallbackManager;
+  _configureSync(...args: unknown[]): CallbackManager | undefined;
+  [HOOK]?: boolean;
+}
+type EnsureHandler = (methods: CallbackMethods) => CallbackHandler;
+
+const isCallbackManagerClass = (value: unknown): value is CallbackManagerClass =>
+  typeof value === 'function' && typeof (value as { _configureSync?: unknown })._configureSync === 'function';
+
+/**
+ * Sets the global the appended line calls (HANDOVER): it makes every CallbackManager that
+ * `_configureSync` returns carry our handler, once per CallbackManager class.
+ */
+function acceptCallbackManager(methods: CallbackMethods): void {
+  const accept = (Manager: unknown, ensureHandler: unknown) => {
+    if (!isCallbackManagerClass(Manager) || typeof ensureHandler !== 'function' || Manager[HOOK]) return;
+    const handler = (ensureHandler as EnsureHandler)(methods);
     handler.name = 'agl_tracer';
     handler.awaitHandlers = true; // run inline, in the caller's async context (its rollout scope)
     handler.copy = () => handler;
-    const configure = CallbackManager._configureSync;
-    CallbackManager._configureSync = function (this: unknown, ...args: unknown[]) {
-      const manager = configure.apply(this, args) ?? new CallbackManager();
-      if (!manager.handlers.some((h: any) => h.name === handler.name)) manager.addHandler(handler, true);
+    const configure = Manager._configureSync;
+    Manager._configureSync = function (this: unknown, ...args: unknown[]) {
+      const manager = configure.apply(this, args) ?? new Manager();
+      if (!manager.handlers.some((h) => h.name === handler.name)) manager.addHandler(handler, true);
       return manager;
     };
-    CallbackManager[HOOK] = true;
+    Manager[HOOK] = true;
   };
-
-  (nodeModule as any).registerHooks({
-    load(url: string, loadContext: unknown, nextLoad: (url: string, context: unknown) => any) {
-      const result = nextLoad(url, loadContext);
-      if (!MANAGER_PATH.test(url)) return result;
-      const source = result.source ?? readFileSync(fileURLToPath(url));
-      return { ...result, source: `${typeof source === 'string' ? source : Buffer.from(source).toString('utf8')}${HANDOVER}` };
-    },
-  });
-
-  return {
-    modelRunContext() {
-      // The chat-model run of this rollout that has not made its call yet (oldest first: runs
-      // started together make their calls in that order); else the latest one (a retry).
-      const rolloutId = currentRollout()?.rollout_id;
-      let unclaimed: OpenRun | undefined;
-      let latest: OpenRun | undefined;
-      for (const run of runs.values()) {
-        if (!run.isModel || run.rolloutId !== rolloutId) continue;
-        if (run.claims === 0 && !unclaimed) unclaimed = run;
-        latest = run;
-      }
-      const run = unclaimed ?? latest;
-      if (!run) return undefined;
-      run.claims++;
-      return trace.setSpan(context.active(), run.span);
-    },
-  };
+  Reflect.set(globalThis, HOOK, accept);
 }
 
-function nameOf(serialized: any, fallback: string): string {
-  if (typeof serialized?.name === 'string') return serialized.name;
-  const id = serialized?.id;
-  return Array.isArray(id) && typeof id[id.length - 1] === 'string' ? id[id.length - 1] : fallback;
+/** The load hook: appends HANDOVER to @langchain/core's callbacks/manager module. */
+const appendHandover: LoadHookSync = (url, loadContext, nextLoad) => {
+  const result = nextLoad(url, loadContext);
+  if (!MANAGER_PATH.test(url)) return result;
+  const source = result.source ?? readFileSync(fileURLToPath(url));
+  return { ...result, source: `${typeof source === 'string' ? source : new TextDecoder().decode(source)}${HANDOVER}` };
+};
+
+/** The fields of an object handed over by LangChain; none for anything else. */
+const fieldsOf = (value: unknown): Record<string, unknown> => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {});
+
+function nameOf(serialized: unknown, fallback: string): string {
+  const { name, id } = fieldsOf(serialized);
+  if (typeof name === 'string') return name;
+  const last = Array.isArray(id) ? id.at(-1) : undefined;
+  return typeof last === 'string' ? last : fallback;
 }
 
-function modelAttributes(extra: any): Attributes {
-  const params = extra?.invocation_params ?? {};
+function modelAttributes(extra: unknown): Attributes {
+  const params = fieldsOf(fieldsOf(extra).invocation_params);
   const model = params.model ?? params.model_name ?? params.modelName;
   return { 'langchain.run_type': 'llm', ...(typeof model === 'string' ? { 'gen_ai.request.model': model } : {}) };
 }
@@ -171,7 +221,7 @@ function jsonText(value: unknown): string {
 }
 
 /** A tool's output is often a ToolMessage; its content is what the model sees. */
-function toolResultText(output: any): string {
+function toolResultText(output: unknown): string {
   if (output && typeof output === 'object' && 'content' in output) return jsonText(output.content);
   return jsonText(output);
 }
