@@ -116,7 +116,7 @@ export class ByteColumnBuilder implements ColumnBuilder {
   private writeEscaped(source: Uint8Array, run: number, at: number): number {
     if (at > run) this.writeBytes(source, run, at);
     const b = source[at];
-    this.writeAscii(ESCAPES[b] ?? `\\u00${b.toString(16).padStart(2, '0')}`);
+    this.writeAscii(ESCAPES.get(b) ?? `\\u00${b.toString(16).padStart(2, '0')}`);
     return at + 1;
   }
 
@@ -184,7 +184,7 @@ export class ByteColumnBuilder implements ColumnBuilder {
   }
 }
 
-const ESCAPES: Record<number, string> = { 0x22: '\\"', 0x5c: '\\\\', 0x0a: '\\n', 0x0d: '\\r', 0x09: '\\t', 0x08: '\\b', 0x0c: '\\f' };
+const ESCAPES = new Map<number, string>([[0x22, '\\"'], [0x5c, '\\\\'], [0x0a, '\\n'], [0x0d, '\\r'], [0x09, '\\t'], [0x08, '\\b'], [0x0c, '\\f']]);
 const needsEscape = (byte: number) => byte < 0x20 || byte === 0x22 || byte === 0x5c;
 /** Non-zero when one of the four bytes of `word` is below 0x20, '"' or '\\' (the bit tricks of "hasless" and "haszero"). */
 function wordNeedsEscape(word: number): number {

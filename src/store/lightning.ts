@@ -18,7 +18,7 @@ import {
 import { checkFilterLogic, matches, paginate } from './paginate.js';
 import type { ColumnarRows } from '../otlp/columns.js';
 import { NotFoundError } from '../api/errors.js';
-import { changedAnything, noChanges, RolloutState, type Changes } from './rollout-state.js';
+import { changedAnything, noChanges, type RolloutState, type Changes } from './rollout-state.js';
 import { SPAN_JSON_COLUMNS, spanFromRow, spanRows } from './span-json.js';
 import { sqlText } from './sql.js';
 import { historyRows } from './rollout-tables.js';

@@ -1,7 +1,7 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import type { Attempt, ResourcesUpdate, Rollout, Worker } from '../api/types.js';
 import { columnsDdl } from './appender.js';
-import { type Column, type ColumnValue } from '../otlp/columns.js';
+import type { Column, ColumnValue } from '../otlp/columns.js';
 import { defaultConfig, type Changes, type RolloutState } from './rollout-state.js';
 import type { TableRows } from './writer.js';
 

@@ -1,6 +1,6 @@
 import type { DuckDBConnection, DuckDBPreparedStatement } from '@duckdb/node-api';
 import { TableAppender } from './appender.js';
-import { type Column, type ColumnarRows } from '../otlp/columns.js';
+import type { Column, ColumnarRows } from '../otlp/columns.js';
 import { StoreBusyError, StoreUnavailableError } from '../api/errors.js';
 
 /** Rows for one table, as handed to the writer. */
