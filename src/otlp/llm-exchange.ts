@@ -48,28 +48,38 @@ export function parsedUrl(text: string): URL {
   return url;
 }
 
-export function requestAttributes(api: LlmApi, body: any): Attributes {
+/** The fields of a JSON object; a body's parts are unknown until a check says otherwise. */
+type Fields = Record<string, unknown>;
+const isFields = (value: unknown): value is Fields => typeof value === 'object' && value !== null;
+/** The fields of `value` when it is an object, else none (a part missing or malformed). */
+const fieldsOf = (value: unknown): Fields => (isFields(value) ? value : {});
+
+export function requestAttributes(api: LlmApi, body: unknown): Attributes {
   const attributes: Attributes = { 'gen_ai.operation.name': api === 'responses' ? 'chat' : api };
-  if (typeof body?.model === 'string') attributes['gen_ai.request.model'] = body.model;
+  const request = fieldsOf(body);
+  if (typeof request.model === 'string') attributes['gen_ai.request.model'] = request.model;
   for (const [field, key] of REQUEST_PARAMETERS) {
-    if (typeof body?.[field] === 'number') attributes[key] = body[field];
+    const value = request[field];
+    if (typeof value === 'number') attributes[key] = value;
   }
-  if (typeof body?.stop === 'string') attributes['gen_ai.request.stop_sequences'] = [body.stop];
-  else if (Array.isArray(body?.stop)) attributes['gen_ai.request.stop_sequences'] = body.stop.filter((s: unknown) => typeof s === 'string');
+  const stop = request.stop;
+  if (typeof stop === 'string') attributes['gen_ai.request.stop_sequences'] = [stop];
+  else if (Array.isArray(stop)) attributes['gen_ai.request.stop_sequences'] = stop.filter((s): s is string => typeof s === 'string');
   return attributes;
 }
 
-export function responseAttributes(response: any): Attributes {
+export function responseAttributes(response: unknown): Attributes {
   const attributes: Attributes = {};
-  if (typeof response?.id === 'string') attributes['gen_ai.response.id'] = response.id;
-  if (typeof response?.model === 'string') attributes['gen_ai.response.model'] = response.model;
-  const reasons = Array.isArray(response?.choices)
-    ? response.choices.map((c: any) => c?.finish_reason).filter((r: unknown) => typeof r === 'string')
-    : typeof response?.status === 'string' ? [response.status] : [];
+  const { id, model, choices, status, usage } = fieldsOf(response);
+  if (typeof id === 'string') attributes['gen_ai.response.id'] = id;
+  if (typeof model === 'string') attributes['gen_ai.response.model'] = model;
+  const reasons = Array.isArray(choices)
+    ? choices.map((c) => fieldsOf(c).finish_reason).filter((r): r is string => typeof r === 'string')
+    : typeof status === 'string' ? [status] : [];
   if (reasons.length > 0) attributes['gen_ai.response.finish_reasons'] = reasons;
-  const usage = response?.usage;
-  const input = usage?.prompt_tokens ?? usage?.input_tokens;
-  const output = usage?.completion_tokens ?? usage?.output_tokens;
+  const tokens = fieldsOf(usage);
+  const input = tokens.prompt_tokens ?? tokens.input_tokens;
+  const output = tokens.completion_tokens ?? tokens.output_tokens;
   if (typeof input === 'number') attributes['gen_ai.usage.input_tokens'] = input;
   if (typeof output === 'number') attributes['gen_ai.usage.output_tokens'] = output;
   return attributes;
@@ -99,7 +109,7 @@ export function answerOutcome(status: number, body: string | unknown, streamed: 
 /** The message of an error body (`{"error": {"message": ...}}`), else the text itself, cut short. */
 export function errorMessageOf(text: string): string {
   try {
-    const message = JSON.parse(text)?.error?.message;
+    const message = fieldsOf(fieldsOf(JSON.parse(text)).error).message;
     if (typeof message === 'string') return message;
   } catch {
     // not JSON: the text is the message
@@ -123,8 +133,7 @@ export class StreamAssembler {
 
   feed(text: string): void {
     this.pending += text;
-    let newline: number;
-    while ((newline = this.pending.indexOf('\n')) >= 0) {
+    for (let newline = this.pending.indexOf('\n'); newline >= 0; newline = this.pending.indexOf('\n')) {
       const line = this.pending.slice(0, newline).replace(/\r$/, '');
       this.pending = this.pending.slice(newline + 1);
       if (line === '') this.dispatch();
@@ -143,7 +152,7 @@ export class StreamAssembler {
     this.data = [];
     if (payload === '[DONE]') return;
     try {
-      this.chunks.add(JSON.parse(payload));
+      this.chunks.add(fieldsOf(JSON.parse(payload)));
     } catch {
       // a chunk that is not JSON carries nothing to assemble
     }
@@ -151,69 +160,91 @@ export class StreamAssembler {
 }
 
 interface Accumulator {
-  add(chunk: any): void;
+  add(chunk: Fields): void;
   result(): unknown;
 }
 
 /** Concatenates token ids that vLLM sends per chunk, also under `provider_specific_fields`. */
-function tokenIdsOf(choice: any): number[] | undefined {
-  const ids = choice?.token_ids ?? choice?.provider_specific_fields?.token_ids;
+function tokenIdsOf(choice: Fields): number[] | undefined {
+  const ids = choice.token_ids ?? fieldsOf(choice.provider_specific_fields).token_ids;
   return Array.isArray(ids) ? ids : undefined;
 }
 
-function promptIdsOf(value: any): number[] | undefined {
-  const ids = value?.prompt_token_ids ?? value?.provider_specific_fields?.prompt_token_ids;
+function promptIdsOf(value: Fields): number[] | undefined {
+  const ids = value.prompt_token_ids ?? fieldsOf(value.provider_specific_fields).prompt_token_ids;
   return Array.isArray(ids) ? ids : undefined;
 }
 
 /** Copies the fields of a chunk that are present (later chunks win). */
-function keepPresent(target: Record<string, unknown>, chunk: any, keys: readonly string[]): void {
+function keepPresent(target: Fields, chunk: Fields, keys: readonly string[]): void {
   for (const key of keys) {
     if (chunk[key] !== undefined && chunk[key] !== null) target[key] = chunk[key];
   }
 }
 
-const byIndex = (choices: Map<number, any>) => [...choices.values()].sort((a, b) => a.index - b.index);
+/** The objects of a list in a chunk (`choices`, `tool_calls`); none when it is not a list. */
+const objectsIn = (value: unknown): Fields[] => (Array.isArray(value) ? value.map(fieldsOf) : []);
+const indexOf = (part: Fields, otherwise: number): number => (typeof part.index === 'number' ? part.index : otherwise);
+const byIndex = <T extends { index: number }>(choices: Map<number, T>) => [...choices.values()].sort((a, b) => a.index - b.index);
+
+const MESSAGE_TEXTS = ['content', 'reasoning_content', 'reasoning', 'refusal'] as const;
+
+interface ToolCall {
+  id: string;
+  type: string;
+  function: { name: string; arguments: string };
+}
+
+interface ChatChoice {
+  index: number;
+  message: { role: string; content: string | null; reasoning_content?: string; reasoning?: string; refusal?: string; tool_calls?: ToolCall[] };
+  finish_reason: unknown;
+  logprobs?: { content: unknown[] };
+  token_ids?: number[];
+}
 
 class ChatAccumulator implements Accumulator {
-  private head: any = {};
+  private readonly head: Fields = {};
   private usage: unknown;
   private promptTokenIds: number[] | undefined;
-  private readonly choices = new Map<number, any>();
+  private readonly choices = new Map<number, ChatChoice>();
 
-  add(chunk: any): void {
+  add(chunk: Fields): void {
     keepPresent(this.head, chunk, ['id', 'created', 'model', 'system_fingerprint', 'service_tier']);
     if (chunk.usage) this.usage = chunk.usage;
     this.promptTokenIds ??= promptIdsOf(chunk);
-    for (const delta of chunk.choices ?? []) this.addChoice(delta);
+    for (const delta of objectsIn(chunk.choices)) this.addChoice(delta);
   }
 
-  private addChoice(chunk: any): void {
-    const index = chunk.index ?? 0;
+  private addChoice(chunk: Fields): void {
+    const index = indexOf(chunk, 0);
     let choice = this.choices.get(index);
     if (!choice) {
       choice = { index, message: { role: 'assistant', content: null }, finish_reason: null };
       this.choices.set(index, choice);
     }
-    const delta = chunk.delta ?? {};
+    const delta = fieldsOf(chunk.delta);
     const message = choice.message;
-    if (delta.role) message.role = delta.role;
-    for (const field of ['content', 'reasoning_content', 'reasoning', 'refusal']) {
-      if (typeof delta[field] === 'string') message[field] = (message[field] ?? '') + delta[field];
+    if (typeof delta.role === 'string' && delta.role) message.role = delta.role;
+    for (const field of MESSAGE_TEXTS) {
+      const text = delta[field];
+      if (typeof text === 'string') message[field] = (message[field] ?? '') + text;
     }
-    for (const call of delta.tool_calls ?? []) {
+    for (const call of objectsIn(delta.tool_calls)) {
       message.tool_calls ??= [];
-      const at = call.index ?? message.tool_calls.length;
-      const merged = (message.tool_calls[at] ??= { id: '', type: 'function', function: { name: '', arguments: '' } });
-      if (call.id) merged.id = call.id;
-      if (call.type) merged.type = call.type;
-      if (call.function?.name) merged.function.name += call.function.name;
-      if (call.function?.arguments) merged.function.arguments += call.function.arguments;
+      mergeToolCall(message.tool_calls, call);
     }
     if (chunk.finish_reason) choice.finish_reason = chunk.finish_reason;
-    if (Array.isArray(chunk.logprobs?.content)) (choice.logprobs ??= { content: [] }).content.push(...chunk.logprobs.content);
+    const logprobs = fieldsOf(chunk.logprobs).content;
+    if (Array.isArray(logprobs)) {
+      choice.logprobs ??= { content: [] };
+      choice.logprobs.content.push(...logprobs);
+    }
     const ids = tokenIdsOf(chunk);
-    if (ids) (choice.token_ids ??= []).push(...ids);
+    if (ids) {
+      choice.token_ids ??= [];
+      choice.token_ids.push(...ids);
+    }
     this.promptTokenIds ??= promptIdsOf(chunk);
   }
 
@@ -228,29 +259,61 @@ class ChatAccumulator implements Accumulator {
   }
 }
 
-class CompletionAccumulator implements Accumulator {
-  private head: any = {};
-  private usage: unknown;
-  private readonly choices = new Map<number, any>();
+/** Adds a streamed tool-call delta to the call it continues (by index), or starts that call. */
+function mergeToolCall(calls: ToolCall[], delta: Fields): void {
+  const at = indexOf(delta, calls.length);
+  calls[at] ??= { id: '', type: 'function', function: { name: '', arguments: '' } };
+  const merged = calls[at];
+  const { name, arguments: args } = fieldsOf(delta.function);
+  if (typeof delta.id === 'string' && delta.id) merged.id = delta.id;
+  if (typeof delta.type === 'string' && delta.type) merged.type = delta.type;
+  if (typeof name === 'string') merged.function.name += name;
+  if (typeof args === 'string') merged.function.arguments += args;
+}
 
-  add(chunk: any): void {
+const COMPLETION_LOGPROBS = ['tokens', 'token_logprobs', 'top_logprobs', 'text_offset'] as const;
+
+interface CompletionChoice {
+  index: number;
+  text: string;
+  finish_reason: unknown;
+  token_ids?: number[];
+  prompt_token_ids?: number[];
+  logprobs?: Record<(typeof COMPLETION_LOGPROBS)[number], unknown[]>;
+}
+
+class CompletionAccumulator implements Accumulator {
+  private readonly head: Fields = {};
+  private usage: unknown;
+  private readonly choices = new Map<number, CompletionChoice>();
+
+  add(chunk: Fields): void {
     keepPresent(this.head, chunk, ['id', 'created', 'model', 'system_fingerprint']);
     if (chunk.usage) this.usage = chunk.usage;
-    for (const part of chunk.choices ?? []) {
-      const index = part.index ?? 0;
-      let choice = this.choices.get(index);
-      if (!choice) this.choices.set(index, (choice = { index, text: '', finish_reason: null }));
-      if (typeof part.text === 'string') choice.text += part.text;
-      if (part.finish_reason) choice.finish_reason = part.finish_reason;
-      const ids = tokenIdsOf(part);
-      if (ids) (choice.token_ids ??= []).push(...ids);
-      choice.prompt_token_ids ??= promptIdsOf(part);
-      const logprobs = part.logprobs;
-      if (logprobs && typeof logprobs === 'object') {
-        choice.logprobs ??= { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
-        for (const key of ['tokens', 'token_logprobs', 'top_logprobs', 'text_offset']) {
-          if (Array.isArray(logprobs[key])) choice.logprobs[key].push(...logprobs[key]);
-        }
+    for (const part of objectsIn(chunk.choices)) this.addChoice(part);
+  }
+
+  private addChoice(part: Fields): void {
+    const index = indexOf(part, 0);
+    let choice = this.choices.get(index);
+    if (!choice) {
+      choice = { index, text: '', finish_reason: null };
+      this.choices.set(index, choice);
+    }
+    if (typeof part.text === 'string') choice.text += part.text;
+    if (part.finish_reason) choice.finish_reason = part.finish_reason;
+    const ids = tokenIdsOf(part);
+    if (ids) {
+      choice.token_ids ??= [];
+      choice.token_ids.push(...ids);
+    }
+    choice.prompt_token_ids ??= promptIdsOf(part);
+    const logprobs = part.logprobs;
+    if (isFields(logprobs)) {
+      choice.logprobs ??= { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+      for (const key of COMPLETION_LOGPROBS) {
+        const values = logprobs[key];
+        if (Array.isArray(values)) choice.logprobs[key].push(...values);
       }
     }
   }
@@ -269,8 +332,8 @@ class CompletionAccumulator implements Accumulator {
 class ResponsesAccumulator implements Accumulator {
   private response: unknown;
 
-  add(event: any): void {
-    if (event?.response && typeof event.response === 'object') this.response = event.response;
+  add(event: Fields): void {
+    if (isFields(event.response)) this.response = event.response;
   }
 
   result(): unknown {
