@@ -1,3 +1,8 @@
+/**
+ * Training records as `apache-arrow` record batches, one schema per kind. Free-form JSON
+ * (messages, tools, metadata values) is UTF-8 JSON text, as in Parquet; token ids, masks and
+ * logprobs are typed lists, so a trainer reads them without parsing.
+ */
 import { createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import {
@@ -5,11 +10,6 @@ import {
   vectorFromArray, type DataType, type Vector,
 } from 'apache-arrow';
 
-/**
- * Training records as `apache-arrow` record batches, one schema per kind. Free-form JSON
- * (messages, tools, metadata values) is UTF-8 JSON text, as in Parquet; token ids, masks and
- * logprobs are typed lists, so a trainer reads them without parsing.
- */
 export type RecordKind = 'triplets' | 'messages' | 'trajectories';
 
 const text = () => new Utf8();

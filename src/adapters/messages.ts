@@ -1,13 +1,12 @@
-import { jsonValue as json } from './json-column.js';
-import type { QuerySource } from './source.js';
-import { rolloutModeCondition } from '../store/sql.js';
-
 /**
  * TraceToMessages: one OpenAI fine-tuning record per LLM call, `{messages, tools,
  * parallel_tool_calls}`: the call's input messages followed by the message the model answered.
  * SQL picks the calls (`llm_calls`, in rollout and call order); each record is then validated
  * here, and an invalid one is reported with the rollout and span that produced it, and skipped.
  */
+import { jsonValue as json } from './json-column.js';
+import type { QuerySource } from './source.js';
+import { rolloutModeCondition } from '../store/sql.js';
 
 export interface ChatRecord {
   messages: Record<string, unknown>[];

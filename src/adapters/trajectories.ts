@@ -1,7 +1,3 @@
-import type { QuerySource } from './source.js';
-import { creditedCallsSql } from '../store/credited-calls.js';
-import type { TripletOptions } from './triplets.js';
-
 /**
  * TraceToTrajectory: token-level rows for an RL trainer (verl and the like), per attempt.
  * - `transition`: one row per LLM call.
@@ -14,6 +10,9 @@ import type { TripletOptions } from './triplets.js';
  * rollouts, in the statistics (and end a merge). Rows over the length limits are truncated or
  * dropped, and counted too.
  */
+import type { QuerySource } from './source.js';
+import { creditedCallsSql } from '../store/credited-calls.js';
+import type { TripletOptions } from './triplets.js';
 
 export interface TrajectoryOptions extends TripletOptions {
   readonly mode?: 'transition' | 'trajectory';

@@ -1,12 +1,11 @@
-import { allRows, type QuerySource } from './source.js';
-import { checkCallSelection, creditedCallsSql, type CallSelection, type Credit, type RewardMatch } from '../store/credited-calls.js';
-import { CREDITED_CALLS_READY_SQL } from '../store/deriver.js';
-
 /**
  * TraceToTriplet: one (prompt, response, reward) triplet per LLM call of a rollout attempt, in
  * call order (which calls, their agent and their reward: store/credited-calls.ts), each
  * attempt's triplets together. Attempts come in no fixed order.
  */
+import { allRows, type QuerySource } from './source.js';
+import { checkCallSelection, creditedCallsSql, type CallSelection, type Credit, type RewardMatch } from '../store/credited-calls.js';
+import { CREDITED_CALLS_READY_SQL } from '../store/deriver.js';
 
 export type { Credit, RewardMatch };
 export type TripletOptions = CallSelection;

@@ -1,7 +1,3 @@
-import { answerQuestion, critique, edit } from './example-rules.js';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-
 /**
  * The offline EXAMPLE model server of `agl demo` and the examples: an OpenAI-compatible chat
  * endpoint on 127.0.0.1 that is not a language model. Three models answer by rules
@@ -10,6 +6,10 @@ import type { AddressInfo } from 'node:net';
  * and editor. It exists so that the demo runs with no network and no key; point
  * OPENAI_BASE_URL at a real model to use one instead.
  */
+import { answerQuestion, critique, edit } from './example-rules.js';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
 export const EXAMPLE_MODEL = 'agl-example-model-offline';
 export const EXAMPLE_CRITIC_MODEL = 'agl-example-critic-offline';
 export const EXAMPLE_EDITOR_MODEL = 'agl-example-editor-offline';

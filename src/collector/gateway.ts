@@ -1,3 +1,12 @@
+/**
+ * The LLM gateway: an OpenAI-compatible endpoint that forwards each call to the real model
+ * server and records it as an LLM span, for agents agl cannot instrument (any language, any
+ * binary). The agent's `OPENAI_BASE_URL` points at
+ * `/v1/gateway/rollouts/{rollout}/attempts/{attempt}/v1` (or `/v1/gateway/v1` with
+ * `x-rollout-id` / `x-attempt-id` headers, or none). Answers stream through chunk by chunk while
+ * the span gets the assembled response, with the same attributes as agl's fetch capture, so
+ * `llm_calls` reads both alike.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Transform } from 'node:stream';
 import { createBrotliDecompress, createUnzip } from 'node:zlib';
@@ -11,15 +20,6 @@ import { CallRecord, SpanBuffer, type Attribution } from './gateway-span.js';
 import { httpExchange, httpStream, type AnswerHeaders } from './upstream-http.js';
 import type { Route } from './http.js';
 
-/**
- * The LLM gateway: an OpenAI-compatible endpoint that forwards each call to the real model
- * server and records it as an LLM span, for agents agl cannot instrument (any language, any
- * binary). The agent's `OPENAI_BASE_URL` points at
- * `/v1/gateway/rollouts/{rollout}/attempts/{attempt}/v1` (or `/v1/gateway/v1` with
- * `x-rollout-id` / `x-attempt-id` headers, or none). Answers stream through chunk by chunk while
- * the span gets the assembled response, with the same attributes as agl's fetch capture, so
- * `llm_calls` reads both alike.
- */
 export interface GatewayOptions {
   /** Base URL (with its `/v1`) for calls whose rollout has no `llm` resource. */
   readonly upstream?: string;

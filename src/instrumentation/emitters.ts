@@ -1,11 +1,10 @@
-import { context, SpanStatusCode, trace, type Attributes, type AttributeValue, type Span } from '@opentelemetry/api';
-import { AGL, ATTR } from '../api/semconv.js';
-
 /**
  * Rewards, annotations, messages, objects, exceptions and operations as spans, with Agent
  * Lightning's span names and attribute encoding, so its readers and agl's `rewards` view agree.
  * They use the global tracer: `agl/register` (or the app's own OpenTelemetry SDK) must be set up.
  */
+import { context, SpanStatusCode, trace, type Attributes, type AttributeValue, type Span } from '@opentelemetry/api';
+import { AGL, ATTR } from '../api/semconv.js';
 
 const tracer = () => trace.getTracer('agl');
 

@@ -1,12 +1,11 @@
-import { Worker } from 'node:worker_threads';
-import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace';
-
 /**
  * `process.exit()` gives no time for the asynchronous flush: its 'exit' handlers run
  * synchronously, then the process is gone. Spans not yet sent at that point are posted by a
  * short-lived worker thread while the main thread waits for it (bounded), so that an agent that
  * ends with `emitReward(...); process.exit(0)` still delivers its reward.
  */
+import { Worker } from 'node:worker_threads';
+import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace';
 
 /** The ended spans that no export has delivered yet (bounded like the export queue). */
 export class UnsentSpans implements SpanProcessor {

@@ -1,9 +1,3 @@
-import { readFileSync } from 'node:fs';
-import { registerHooks, type LoadHookSync } from 'node:module';
-import { fileURLToPath } from 'node:url';
-import { context, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { currentRollout } from './rollout-context.js';
-
 /**
  * LangChain.js runs (chains, agents, chat models, tools, retrievers) as a span tree.
  *
@@ -17,6 +11,11 @@ import { currentRollout } from './rollout-context.js';
  * The LLM call itself is recorded by the fetch capture; `modelRunContext` lets that span be a
  * child of the chat-model run that made it.
  */
+import { readFileSync } from 'node:fs';
+import { registerHooks, type LoadHookSync } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { context, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { currentRollout } from './rollout-context.js';
 
 const HOOK = Symbol.for('agl.langchain.callbacks');
 const MANAGER_PATH = /\/@langchain\/core\/dist\/callbacks\/manager\.c?js$/;

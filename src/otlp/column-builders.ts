@@ -300,9 +300,9 @@ type PackedBuilder = ByteColumnBuilder | Int64ColumnBuilder;
  * Builders of a table's columns, reused batch after batch: a batch's rows are decoded into
  * buffers grown once, then packed into one exactly sized buffer (`buildColumns`). Fresh builders
  * for every batch grew each column's buffers from empty, a dozen allocations and copies per
- * column, and moving a batch between threads listed some 60 buffers.
+ * column, and moving a batch between threads listed some 60 buffers. Per table, sets of builders
+ * in column order (undefined where a column is a JS array).
  */
-// Per table, sets of builders in column order (undefined where a column is a JS array).
 const pools = new WeakMap<readonly Column[], (PackedBuilder | undefined)[][]>();
 
 /** Builder sets holding more than this are dropped after use, not kept (a batch of huge spans). */

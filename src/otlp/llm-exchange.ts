@@ -1,11 +1,11 @@
-import type { Attributes } from '@opentelemetry/api';
-import { ATTR } from '../api/semconv.js';
-
 /**
  * What an OpenAI-style HTTP exchange says about an LLM call: which API it used, the request's
  * sampling parameters, and, from the response (a JSON body or SSE chunks assembled into the same
  * shape), id, model, finish reasons and usage. Used by the fetch capture and the gateway alike.
  */
+import type { Attributes } from '@opentelemetry/api';
+import { ATTR } from '../api/semconv.js';
+
 export type LlmApi = 'chat' | 'text_completion' | 'responses' | 'embeddings';
 
 const API_BY_PATH: [RegExp, LlmApi][] = [

@@ -1,5 +1,3 @@
-import { rolloutModeCondition, sqlRegex } from './sql.js';
-
 /**
  * The LLM calls of each attempt, in call order, with the agent each was made in and the reward
  * its credit gives it: the core of TraceToTriplet (adapters/triplets.ts) and TraceToTrajectory,
@@ -23,6 +21,7 @@ import { rolloutModeCondition, sqlRegex } from './sql.js';
  * - Credit: `step` (the matched reward, null when none), `final` (the attempt's last reward),
  *   `discounted` (the return sum(gamma^k * reward of the k-th call from this one)).
  */
+import { rolloutModeCondition, sqlRegex } from './sql.js';
 
 export type RewardMatch = 'first_occurrence' | 'first_sibling';
 export type Credit = 'step' | 'final' | 'discounted';

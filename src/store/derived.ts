@@ -1,5 +1,3 @@
-import type { DuckDBConnection } from '@duckdb/node-api';
-
 /**
  * Rows derived from single spans: the normalized LLM calls, the rewards and the spans that name
  * an agent. Parsing a span's JSON once and keeping the result as plain columns is what makes
@@ -14,6 +12,8 @@ import type { DuckDBConnection } from '@duckdb/node-api';
  * When the SQL of this module, deriver.ts or credited-calls.ts changes what is derived,
  * DERIVED_VERSION goes up and the next writable open starts the derivation over.
  */
+import type { DuckDBConnection } from '@duckdb/node-api';
+
 export const DERIVED_VERSION = '5';
 
 const FLAT_KEY = String.raw`^(gen_ai\.prompt|gen_ai\.completion|llm\.input_messages|llm\.output_messages|llm\.tools|llm\.request\.functions)\.(\d+)\.(?:message\.|tool\.)?(.+)$`;

@@ -1,8 +1,3 @@
-import type { DuckDBConnection } from '@duckdb/node-api';
-import { creditedCallsSql, groupOf } from './credited-calls.js';
-import { agentsFrom, callsFrom, CREDIT_COLUMNS, DERIVED_VERSION, readable, rewardsFrom, WATERMARK } from './derived.js';
-import { llmCallsOf } from './views.js';
-
 /**
  * One round of the deriver (derived.ts says what it derives and why): the stored spans after the
  * watermark become rows of the derived tables, and the attempts they touch are credited again
@@ -10,6 +5,10 @@ import { llmCallsOf } from './views.js';
  * derived_calls. The round reads the round's spans and the touched attempts' rows only, so its
  * cost follows the round, not the store.
  */
+import type { DuckDBConnection } from '@duckdb/node-api';
+import { creditedCallsSql, groupOf } from './credited-calls.js';
+import { agentsFrom, callsFrom, CREDIT_COLUMNS, DERIVED_VERSION, readable, rewardsFrom, WATERMARK } from './derived.js';
+import { llmCallsOf } from './views.js';
 
 /** The relations a round credits from: the touched attempts' calls, rewards and agent spans. */
 const ROUND_SOURCES = {

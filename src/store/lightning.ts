@@ -395,5 +395,3 @@ export class EmbeddedLightningStore implements LightningStore {
     });
   }
 }
-
-/** A string as a SQL literal. */

@@ -1,10 +1,3 @@
-import type { DuckDBConnection } from '@duckdb/node-api';
-import type { Attempt, ResourcesUpdate, Rollout, Worker } from '../api/types.js';
-import { columnsDdl } from './appender.js';
-import type { Column, ColumnValue } from '../otlp/columns.js';
-import { defaultConfig, type Changes, type RolloutState } from './rollout-state.js';
-import type { TableRows } from './writer.js';
-
 /**
  * Where the LightningStore's state is kept. Every change appends the entity's new version, as
  * the JSON the REST API answers, to one table `state_history`, in the same group commit as the
@@ -14,6 +7,13 @@ import type { TableRows } from './writer.js';
  * each entity with typed columns, for SQL users and for loading.
  * Times are float seconds since the epoch, as on the wire (`to_timestamp(start_time)` in SQL).
  */
+import type { DuckDBConnection } from '@duckdb/node-api';
+import type { Attempt, ResourcesUpdate, Rollout, Worker } from '../api/types.js';
+import { columnsDdl } from './appender.js';
+import type { Column, ColumnValue } from '../otlp/columns.js';
+import { defaultConfig, type Changes, type RolloutState } from './rollout-state.js';
+import type { TableRows } from './writer.js';
+
 const HISTORY_COLUMNS: Column[] = [
   { name: 'kind', type: 'VARCHAR', notNull: true },
   { name: 'key', type: 'VARCHAR', notNull: true },

@@ -1,6 +1,3 @@
-import { SFT } from '../api/semconv.js';
-import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable } from './derived.js';
-
 /**
  * The SQL views `llm_calls` and `rewards` (DESIGN.md, "SQL") over the tables derived from spans
  * (derived.ts). Views hold no data, so they are re-created on every writable
@@ -15,6 +12,8 @@ import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable } from './derived.js';
  *
  * DuckDB's `->>` binds looser than AND, OR and =: always parenthesize it in conditions.
  */
+import { SFT } from '../api/semconv.js';
+import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable } from './derived.js';
 
 const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_time, end_time, provider, model,
   input_messages, output_messages, tools, prompt_token_ids, response_token_ids, response_logprobs,
