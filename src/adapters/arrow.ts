@@ -9,6 +9,9 @@ import {
   Bool, Field, Float64, Int32, Int64, Int8, List, RecordBatch, RecordBatchFileWriter, Struct, Table, Utf8,
   vectorFromArray, type DataType, type Vector,
 } from 'apache-arrow';
+import type { ChatRecord } from './messages.js';
+import type { TrajectoryRow } from './trajectories.js';
+import type { Triplet } from './triplets.js';
 
 export type RecordKind = 'triplets' | 'messages' | 'trajectories';
 
@@ -17,13 +20,20 @@ const ids = () => new List(new Field('item', new Int32(), true));
 const floats = () => new List(new Field('item', new Float64(), true));
 const struct = (fields: Record<string, DataType>) => new Struct(Object.entries(fields).map(([name, type]) => new Field(name, type, true)));
 
+/** The record type of each kind. */
+export interface Records {
+  triplets: Triplet;
+  messages: ChatRecord;
+  trajectories: TrajectoryRow;
+}
+
 /** Each column: its Arrow type and how a record's value becomes that type's JS value. */
-type Columns = Record<string, { type: DataType; value: (record: any) => unknown }>;
+type Columns<R> = Record<string, { type: DataType; value: (record: R) => unknown }>;
 
 const jsonText = (value: unknown) => (value === null || value === undefined ? null : JSON.stringify(value));
 const int64 = (value: unknown) => (value === null || value === undefined ? null : BigInt(value as number));
 
-const COLUMNS: Record<RecordKind, Columns> = {
+const COLUMNS: { [K in RecordKind]: Columns<Records[K]> } = {
   triplets: {
     prompt: { type: struct({ messages: text(), token_ids: ids() }), value: (t) => ({ messages: jsonText(t.prompt.messages), token_ids: t.prompt.token_ids }) },
     response: {
@@ -58,9 +68,10 @@ const COLUMNS: Record<RecordKind, Columns> = {
 };
 
 /** One record batch of `records` of one kind. */
-export function recordBatchOf(kind: RecordKind, records: readonly object[]): RecordBatch {
+export function recordBatchOf<K extends RecordKind>(kind: K, records: readonly Records[K][]): RecordBatch {
   const vectors: Record<string, Vector> = {};
-  for (const [name, column] of Object.entries(COLUMNS[kind])) {
+  const columns: Columns<Records[K]> = COLUMNS[kind];
+  for (const [name, column] of Object.entries(columns)) {
     vectors[name] = vectorFromArray(records.map(column.value), column.type);
   }
   const table = new Table(vectors);
@@ -68,14 +79,14 @@ export function recordBatchOf(kind: RecordKind, records: readonly object[]): Rec
 }
 
 /** An Arrow Table of records, built in batches of `batchRows`. */
-export async function arrowTableOf(kind: RecordKind, records: AsyncIterable<object> | Iterable<object>, batchRows = 16_384): Promise<Table> {
+export async function arrowTableOf<K extends RecordKind>(kind: K, records: AsyncIterable<Records[K]> | Iterable<Records[K]>, batchRows = 16_384): Promise<Table> {
   const batches: RecordBatch[] = [];
   for await (const batch of inBatches(records, batchRows)) batches.push(recordBatchOf(kind, batch));
   return batches.length > 0 ? new Table(batches) : new Table(recordBatchOf(kind, []).schema);
 }
 
 /** Writes records to an Arrow IPC file, a record batch of `batchRows` at a time; returns how many. */
-export async function writeArrowFile(kind: RecordKind, records: AsyncIterable<object> | Iterable<object>, path: string, batchRows = 16_384): Promise<number> {
+export async function writeArrowFile<K extends RecordKind>(kind: K, records: AsyncIterable<Records[K]> | Iterable<Records[K]>, path: string, batchRows = 16_384): Promise<number> {
   const writer = new RecordBatchFileWriter();
   const written = pipeline(writer.toNodeStream(), createWriteStream(path));
   let count = 0;

@@ -48,58 +48,84 @@ export function minRewardCondition(minReward: number): string {
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
 
-/** Why `record` is not a valid fine-tuning record, or null when it is. */
-export function invalidReason(record: ChatRecord): string | null {
+/** A record as a row gives it, before `invalidReason` checked it. */
+export interface RecordCandidate {
+  messages: unknown[];
+  tools?: unknown[];
+  parallel_tool_calls?: boolean;
+}
+
+/** Why `record` is not a valid fine-tuning record (a ChatRecord), or null when it is. */
+export function invalidReason(record: RecordCandidate): string | null {
   if (!Array.isArray(record.messages) || record.messages.length === 0) return 'no messages';
   const callIds = new Set<string>();
   for (const [i, message] of record.messages.entries()) {
-    const where = `message ${i}`;
-    if (message === null || typeof message !== 'object') return `${where} is not an object`;
-    const role = message.role;
-    if (typeof role !== 'string' || !ROLES.has(role)) return `${where} has role ${JSON.stringify(role)}`;
-    const content = message.content;
-    const toolCalls = message.tool_calls;
-    if (toolCalls !== undefined) {
-      if (role !== 'assistant') return `${where}: only assistant messages have tool_calls`;
-      if (!Array.isArray(toolCalls) || toolCalls.length === 0) return `${where}: tool_calls must be a non-empty list`;
-      for (const call of toolCalls as Record<string, any>[]) {
-        if (typeof call?.id !== 'string' || call.id === '') return `${where}: a tool call has no id`;
-        if (typeof call.function?.name !== 'string' || call.function.name === '') return `${where}: tool call ${call.id} has no function name`;
-        if (typeof call.function.arguments !== 'string') return `${where}: the arguments of tool call ${call.id} are not a JSON string`;
-        try {
-          JSON.parse(call.function.arguments);
-        } catch {
-          return `${where}: the arguments of tool call ${call.id} are not valid JSON`;
-        }
-        callIds.add(call.id);
-      }
-    }
-    const textOrParts = typeof content === 'string' || (Array.isArray(content) && content.every((part) => typeof part?.type === 'string'));
-    if (!textOrParts && !(content === null && toolCalls !== undefined)) return `${where} has no text content`;
-    if (role === 'tool') {
-      if (typeof message.tool_call_id !== 'string') return `${where}: a tool result without tool_call_id`;
-      if (!callIds.has(message.tool_call_id)) return `${where}: tool result for ${message.tool_call_id}, which no earlier assistant message called`;
-    }
+    const reason = invalidMessageReason(message, `message ${i}`, callIds);
+    if (reason !== null) return reason;
   }
-  if (record.messages.at(-1)!.role !== 'assistant') return 'the last message is not the assistant\'s answer';
-  if (record.tools !== undefined && !(Array.isArray(record.tools) && record.tools.every((tool: any) => typeof tool?.function?.name === 'string'))) {
+  if (fieldsOf(record.messages.at(-1)).role !== 'assistant') return 'the last message is not the assistant\'s answer';
+  if (record.tools !== undefined && !(Array.isArray(record.tools) && record.tools.every((tool) => typeof fieldsOf(fieldsOf(tool).function).name === 'string'))) {
     return 'tools must be a list of {type: "function", function: {name, ...}}';
   }
   return null;
 }
 
+/** The fields of a parsed JSON object; none for anything else. */
+const fieldsOf = (value: unknown): Record<string, unknown> => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {});
+
+/** Why one message (`where` in the record) is not valid, or null; adds the ids of its tool calls to `callIds`. */
+function invalidMessageReason(message: unknown, where: string, callIds: Set<string>): string | null {
+  if (message === null || typeof message !== 'object') return `${where} is not an object`;
+  const { role, content, tool_calls: toolCalls, tool_call_id: toolCallId } = message as Record<string, unknown>;
+  if (typeof role !== 'string' || !ROLES.has(role)) return `${where} has role ${JSON.stringify(role)}`;
+  if (toolCalls !== undefined) {
+    if (role !== 'assistant') return `${where}: only assistant messages have tool_calls`;
+    if (!Array.isArray(toolCalls) || toolCalls.length === 0) return `${where}: tool_calls must be a non-empty list`;
+    for (const call of toolCalls) {
+      const reason = invalidToolCallReason(call, where);
+      if (reason !== null) return reason;
+      callIds.add(fieldsOf(call).id as string);
+    }
+  }
+  const textOrParts = typeof content === 'string' || (Array.isArray(content) && content.every((part) => typeof fieldsOf(part).type === 'string'));
+  if (!textOrParts && !(content === null && toolCalls !== undefined)) return `${where} has no text content`;
+  if (role === 'tool') {
+    if (typeof toolCallId !== 'string') return `${where}: a tool result without tool_call_id`;
+    if (!callIds.has(toolCallId)) return `${where}: tool result for ${toolCallId}, which no earlier assistant message called`;
+  }
+  return null;
+}
+
+/** Why a tool call of message `where` is not valid, or null. */
+function invalidToolCallReason(call: unknown, where: string): string | null {
+  const { id, function: fn } = fieldsOf(call);
+  if (typeof id !== 'string' || id === '') return `${where}: a tool call has no id`;
+  const { name, arguments: args } = fieldsOf(fn);
+  if (typeof name !== 'string' || name === '') return `${where}: tool call ${id} has no function name`;
+  if (typeof args !== 'string') return `${where}: the arguments of tool call ${id} are not a JSON string`;
+  try {
+    JSON.parse(args);
+  } catch {
+    return `${where}: the arguments of tool call ${id} are not valid JSON`;
+  }
+  return null;
+}
+
 /** The record of one `llm_calls` row. */
-function recordOf(row: Record<string, unknown>): ChatRecord {
+function recordOf(row: Record<string, unknown>): RecordCandidate {
   return chatRecordOf(json(row.input_messages), json(row.output_messages), json(row.tools));
 }
 
 /** The record of one call: its input messages, then the first choice of its output (validate it with `invalidReason`). */
-export function chatRecordOf(input: unknown, output: unknown, tools: unknown): ChatRecord {
+export function chatRecordOf(input: unknown, output: unknown, tools: unknown): RecordCandidate {
   const messages = [...(Array.isArray(input) ? input : []), ...(Array.isArray(output) ? output.slice(0, 1) : [])];
-  const record: ChatRecord = { messages };
+  const record: RecordCandidate = { messages };
   if (Array.isArray(tools) && tools.length > 0) {
     record.tools = tools;
-    record.parallel_tool_calls = messages.some((m) => Array.isArray(m.tool_calls) && m.tool_calls.length > 1);
+    record.parallel_tool_calls = messages.some((m) => {
+      const calls = fieldsOf(m).tool_calls;
+      return Array.isArray(calls) && calls.length > 1;
+    });
   }
   return record;
 }
@@ -113,16 +139,16 @@ export async function* traceToMessages(source: QuerySource, options: MessagesOpt
 export async function* traceToRolloutMessages(source: QuerySource, options: MessagesOptions = {}, skipped: SkippedRecord[] = []): AsyncGenerator<{ rolloutId: string | null; record: ChatRecord }> {
   for await (const rows of source.stream(messagesSql(options))) {
     for (const row of rows) {
-      let record: ChatRecord;
+      let record: RecordCandidate = { messages: [] };
       let reason: string | null;
       try {
         record = recordOf(row);
         reason = invalidReason(record);
       } catch (error) {
-        record = { messages: [] };
         reason = `unreadable: ${(error as Error).message}`;
       }
-      if (reason === null) yield { rolloutId: (row.rollout_id as string | null) ?? null, record };
+      // what invalidReason found valid
+      if (reason === null) yield { rolloutId: (row.rollout_id as string | null) ?? null, record: record as ChatRecord };
       else skipped.push({ rollout_id: (row.rollout_id as string | null) ?? null, span_id: String(row.span_id), reason });
     }
   }

@@ -48,8 +48,18 @@ export interface TrajectoryStats {
 const startsWith = (ids: number[], prefix: number[]) => prefix.length <= ids.length && prefix.every((id, i) => ids[i] === id);
 const tokenIds = (value: unknown) => (Array.isArray(value) && value.length > 0 ? value.map(Number) : null);
 
-/** One selected call, in call order, with its credited reward (creditedCallsSql). */
-type Call = Record<string, any>;
+/** One selected call (CALL_SELECT), in call order, with its credited reward (creditedCallsSql). */
+type Call = {
+  group_id: string;
+  group_key: unknown;
+  rollout_id: string | null;
+  attempt_id: string | null;
+  trace_id: string;
+  prompt_token_ids: unknown;
+  response_token_ids: unknown;
+  response_logprobs: unknown;
+  reward: number | null;
+};
 
 const CALL_SELECT = `s.group_id, s.group_key, s.rollout_id, s.attempt_id, s.trace_id, c.prompt_token_ids, c.response_token_ids, c.response_logprobs, s.reward`;
 
@@ -86,9 +96,9 @@ function fitLimits(row: TrajectoryRow, options: TrajectoryOptions, stats: Trajec
     stats.dropped++;
     return false;
   }
-  if (promptOver) row.prompt_ids = row.prompt_ids.slice(-options.maxPromptLength!);
+  if (promptOver) row.prompt_ids = row.prompt_ids.slice(-options.maxPromptLength);
   if (responseOver) {
-    const n = options.maxResponseLength!;
+    const n = options.maxResponseLength;
     row.response_ids = row.response_ids.slice(0, n);
     row.response_mask = row.response_mask.slice(0, n);
     row.response_logprobs = row.response_logprobs.slice(0, n);
@@ -110,7 +120,7 @@ export async function traceToTrajectories(source: QuerySource, options: Trajecto
   let open: TrajectoryRow | undefined;
   let context: number[] = []; // the open row's prompt + everything after it so far
   for await (const batch of source.stream(creditedCallsSql(options, CALL_SELECT))) {
-    for (const call of batch as Call[]) {
+    for (const call of batch as Call[]) { // the rows of CALL_SELECT
       stats.calls++;
       if (call.group_id !== group) {
         emit(open);

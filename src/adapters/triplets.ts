@@ -10,7 +10,8 @@ import { CREDITED_CALLS_READY_SQL } from '../store/deriver.js';
 export type { Credit, RewardMatch };
 export type TripletOptions = CallSelection;
 
-export interface Triplet {
+/** A triplet as tripletSelect's columns give it (a type, not an interface, so that a row can be one). */
+export type Triplet = {
   prompt: { messages: unknown; token_ids: number[] | null };
   response: { message: unknown; token_ids: number[] | null; logprobs: number[] | null };
   reward: number | null;
@@ -24,7 +25,7 @@ export interface Triplet {
     response_id: string | null;
     model: string | null;
   };
-}
+};
 
 /**
  * The triplet columns: prompt, response, reward, metadata (structs, so Parquet keeps their
@@ -62,10 +63,10 @@ export async function tripletsQuery(source: QuerySource, options: TripletOptions
 
 /** The triplets of every attempt that `options` select, batch by batch. */
 export async function* streamTriplets(source: QuerySource, options: TripletOptions = {}): AsyncGenerator<Triplet[]> {
-  for await (const batch of source.stream(await tripletsQuery(source, options))) yield batch as unknown as Triplet[];
+  for await (const batch of source.stream(await tripletsQuery(source, options))) yield batch as Triplet[];
 }
 
 /** The triplets of every attempt that `options` select, attempt by attempt. */
 export async function traceToTriplets(source: QuerySource, options: TripletOptions = {}): Promise<Triplet[]> {
-  return (await allRows(source, await tripletsQuery(source, options))) as unknown as Triplet[];
+  return (await allRows(source, await tripletsQuery(source, options))) as Triplet[];
 }

@@ -90,7 +90,7 @@ export function chatRecords(samples: readonly Sample[]): Records<ChatRecord> {
     samples,
     (call) => {
       const record = chatRecordOf(call.inputMessages, call.outputMessages, call.tools);
-      return invalidReason(record) ?? record;
+      return invalidReason(record) ?? (record as ChatRecord); // what invalidReason found valid
     },
     (record) => JSON.stringify(record),
   );

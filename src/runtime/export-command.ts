@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { extname, join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { traceToMessages, type SkippedRecord } from '../adapters/messages.js';
-import { traceToTrajectories } from '../adapters/trajectories.js';
+import { traceToTrajectories, type TrajectoryOptions, type TrajectoryRow } from '../adapters/trajectories.js';
+import type { Records } from '../adapters/arrow.js';
 import { isRolloutMode } from '../store/sql.js';
 import { streamTriplets, tripletsQuery, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
 import { allRows } from '../adapters/source.js';
@@ -76,9 +77,12 @@ export async function exportDataset(args: string[]): Promise<void> {
     if (kind === 'triplets' && type !== '.arrow') {
       // One query, written by DuckDB itself: no row passes through JS.
       written = await target.exportTo(await tripletsQuery(target, options.triplets), out, type === '.parquet' ? 'parquet' : 'ndjson', progress.fraction);
+    } else if (kind === 'triplets') {
+      written = await writeRecords(kind, rowsOf(streamTriplets(target, options.triplets)), out, type, progress.count);
+    } else if (kind === 'messages') {
+      written = await writeRecords(kind, traceToMessages(target, options.messages, report.skipped), out, type, progress.count);
     } else {
-      const records = kind === 'triplets' ? rowsOf(streamTriplets(target, options.triplets)) : await recordsOf(kind, target, options, report);
-      written = await writeRecords(kind, records, out, type, progress.count);
+      written = await writeRecords(kind, await trajectoryRows(target, options.trajectories, report), out, type, progress.count);
     }
   } finally {
     progress.done();
@@ -106,12 +110,12 @@ async function unreadableSpans(target: QueryTarget): Promise<SkippedRecord[]> {
   return rows.map((row) => ({ rollout_id: row.rollout_id as string | null, span_id: String(row.span_id), reason: UNREADABLE }));
 }
 
-async function* rowsOf(batches: AsyncIterable<object[]>): AsyncGenerator<object> {
+async function* rowsOf<T>(batches: AsyncIterable<T[]>): AsyncGenerator<T> {
   for await (const batch of batches) yield* batch;
 }
 
 /** Records as JSONL, Arrow IPC, or Parquet through DuckDB from a JSONL scratch file; returns how many. */
-async function writeRecords(kind: Kind, records: AsyncIterable<object> | Iterable<object>, out: string, type: string, onCount: (n: number) => void): Promise<number> {
+async function writeRecords<K extends Kind>(kind: K, records: AsyncIterable<Records[K]> | Iterable<Records[K]>, out: string, type: string, onCount: (n: number) => void): Promise<number> {
   let written = 0;
   async function* counted() {
     for await (const record of records) {
@@ -183,9 +187,9 @@ function adapterOptions(values: Values) {
 
 type Report = { skipped: SkippedRecord[]; notes: string[] };
 
-async function recordsOf(kind: 'messages' | 'trajectories', target: QueryTarget, options: ReturnType<typeof adapterOptions>, report: Report): Promise<AsyncIterable<object> | Iterable<object>> {
-  if (kind === 'messages') return traceToMessages(target, options.messages, report.skipped);
-  const { rows, stats } = await traceToTrajectories(target, options.trajectories);
+/** The trajectory rows, with what became of the calls noted in `report`. */
+async function trajectoryRows(target: QueryTarget, options: TrajectoryOptions, report: Report): Promise<TrajectoryRow[]> {
+  const { rows, stats } = await traceToTrajectories(target, options);
   report.notes.push(`${stats.calls} call(s) into ${stats.rows} row(s); ${stats.truncated} truncated, ${stats.dropped} dropped over the length limits`);
   if (stats.missingTokenIds > 0) {
     const rollouts = stats.missingTokenIdRollouts;
@@ -197,10 +201,13 @@ async function recordsOf(kind: 'messages' | 'trajectories', target: QueryTarget,
 function printSummary(written: number, out: string, { skipped, notes }: Report): void {
   console.error(`agl: wrote ${written} record(s) to ${out}${skipped.length ? `; skipped ${skipped.length}:` : ''}`);
   for (const note of notes) console.error(`  ${note}`);
-  const reasons = new Map<string, number>();
-  for (const s of skipped) reasons.set(s.reason, (reasons.get(s.reason) ?? 0) + 1);
-  for (const [reason, count] of reasons) {
-    const example = skipped.find((s) => s.reason === reason)!;
+  const reasons = new Map<string, { count: number; example: SkippedRecord }>();
+  for (const s of skipped) {
+    const seen = reasons.get(s.reason);
+    if (seen) seen.count++;
+    else reasons.set(s.reason, { count: 1, example: s });
+  }
+  for (const [reason, { count, example }] of reasons) {
     console.error(`  ${count} x ${reason} (e.g. rollout ${example.rollout_id ?? '-'}, span ${example.span_id})`);
     if (reason === UNREADABLE && count > 1) {
       const spans = skipped.filter((s) => s.reason === reason).map((s) => s.span_id);
