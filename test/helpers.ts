@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer, type RunningServer, type ServerOptions } from '../src/collector/server.js';
 import { DuckDBStore, type StoreOptions } from '../src/store/store.js';
+import { jsonValue } from '../src/adapters/json-column.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** The compiled CLI (tests run from dist/test). */
@@ -96,10 +97,10 @@ export async function post(url: string, body: Buffer | string, headers: Record<s
 }
 
 /** Rows of a query on a test's store, any SQL allowed. */
-export const queryRows = async (store: DuckDBStore, sql: string): Promise<any[]> => (await store.query(sql, { guard: false })).rows as any[];
+export const queryRows = async (store: DuckDBStore, sql: string): Promise<Record<string, unknown>[]> => (await store.query(sql, { guard: false })).rows;
 
 /** The rows of `sql` once there are `count` of them (spans some servers store a moment after answering), or what is there after 2 s. */
-export async function eventually(store: DuckDBStore, sql: string, count: number): Promise<any[]> {
+export async function eventually(store: DuckDBStore, sql: string, count: number): Promise<Record<string, unknown>[]> {
   for (let i = 0; ; i++) {
     const found = await queryRows(store, sql);
     if (found.length >= count || i === 100) return found;
@@ -107,7 +108,23 @@ export async function eventually(store: DuckDBStore, sql: string, count: number)
   }
 }
 
-export { jsonValue as json } from '../src/adapters/json-column.js';
+export { jsonValue as json };
+
+/** A chat message as the llm_calls columns hold it (the fields tests read). */
+export interface StoredMessage {
+  role: string;
+  content: unknown;
+  name?: string;
+  tool_call_id?: string;
+  tool_calls?: { id: string; type: string; function: { name: string; arguments: string } }[];
+}
+
+/** A messages column (input_messages, output_messages), parsed. */
+export const messagesIn = (column: unknown) => jsonValue(column) as StoredMessage[];
+/** The tools column, parsed. */
+export const toolsIn = (column: unknown) => jsonValue(column) as { type: string; function: { name: string } }[];
+/** A JSON object column (attributes), parsed. */
+export const objectIn = (column: unknown) => jsonValue(column) as Record<string, unknown>;
 
 /** Runs `check` every 100 ms until it passes; its last failure after `timeoutMs`. */
 export async function until(check: () => Promise<void>, timeoutMs: number): Promise<void> {

@@ -71,13 +71,13 @@ test('a lone surrogate in an OTLP/JSON span is stored as U+FFFD, and every expor
   const fixed = 'bad \ufffd text';
   assert.equal(row.name, `name ${fixed}`);
   assert.equal(row.status_message, fixed);
-  assert.deepEqual(JSON.parse(row.attributes), {
+  assert.deepEqual(JSON.parse(String(row.attributes)), {
     'agentlightning.rollout_id': 'ro-valid',
     [`key ${fixed}`]: fixed,
     list: ['\ufffd'],
     pair: 'emoji 😀 stays',
   });
-  assert.equal(JSON.parse(row.events)[0].name, fixed);
+  assert.equal(JSON.parse(String(row.events))[0].name, fixed);
   await assertEverythingReads(agl, dir);
 });
 
@@ -104,7 +104,7 @@ test('a protobuf span with invalid UTF-8 is stored with U+FFFD, the batch accept
   assert.equal(response.body.length, 0, 'full success');
 
   const rows = await queryRows(agl.store, "SELECT name, attributes::VARCHAR AS attributes FROM spans ORDER BY name");
-  assert.deepEqual(rows.map((row) => [row.name, JSON.parse(row.attributes)]), [
+  assert.deepEqual(rows.map((row) => [row.name, JSON.parse(String(row.attributes))]), [
     ['span 0', { prompt: '\ufffdAAA-marker', '\ufffdZZZ': 'x' }],
     ['span 1', { prompt: 'fine' }],
   ]);
@@ -298,7 +298,7 @@ test(`a log body nested deeper than ${MAX_NESTING_DEPTH} levels rejects its reco
     errorMessage: `rejected 1 log records; first: log record: body is nested deeper than ${MAX_NESTING_DEPTH} levels`,
   });
   const rows = await queryRows(agl.store, 'SELECT body::VARCHAR AS body FROM logs');
-  assert.deepEqual(rows.map((row) => JSON.parse(row.body)), ['cut \ufffd short']);
+  assert.deepEqual(rows.map((row) => JSON.parse(String(row.body))), ['cut \ufffd short']);
   const query = await runCli(['query', '--url', agl.url, 'SELECT * FROM logs', '--format', 'json']);
   assert.equal(query.code, 0, query.stderr);
 });

@@ -5,7 +5,7 @@ import OpenAI from 'openai';
 import { startTelemetry } from '../src/instrumentation/telemetry.js';
 import { rollout } from '../src/runtime/agent.js';
 import { Runner } from '../src/runtime/runner.js';
-import { newTempDir, removeDir, startAgl, type InProcessAgl, queryRows, eventually, json } from './helpers.js';
+import { newTempDir, removeDir, startAgl, type InProcessAgl, queryRows, eventually, messagesIn } from './helpers.js';
 import { startOpenAITestServer, type OpenAITestServer } from './openai-server.js';
 
 // The Runner in this process, recording like `agl/register` does, against an agl server with
@@ -75,7 +75,7 @@ test('a runner takes queued rollouts, runs them concurrently and reports each; s
   assert.equal(calls.length, 4, 'one row per call (the gateway one)');
   for (const call of calls) {
     const question = questions[queued.findIndex((r) => r.rollout_id === call.rollout_id)];
-    assert.equal(json(call.input_messages)[0].content, `Please answer: ${question}`);
+    assert.equal(messagesIn(call.input_messages)[0].content, `Please answer: ${question}`);
   }
   const failed = queued[2].rollout_id;
   const [exception] = await rows(`SELECT attributes->>'exception.message' AS message FROM spans WHERE rollout_id = '${failed}' AND name = 'agentlightning.exception'`);
@@ -93,7 +93,7 @@ test('50 rollouts at once: every LLM call and reward lands in its own rollout', 
   // Without gatewayUrl the agent calls the model directly: each row is the agent's own capture.
   const calls = await eventually(agl.store, `SELECT rollout_id, input_messages FROM llm_calls WHERE rollout_id IN (${ids})`, 50);
   assert.equal(calls.length, 50);
-  for (const call of calls) assert.equal(json(call.input_messages)[0].content, `Please answer: ${questions[queued.findIndex((r) => r.rollout_id === call.rollout_id)]}`);
+  for (const call of calls) assert.equal(messagesIn(call.input_messages)[0].content, `Please answer: ${questions[queued.findIndex((r) => r.rollout_id === call.rollout_id)]}`);
   const rewards = await rows(`SELECT rollout_id, count(*)::INTEGER AS n FROM rewards WHERE rollout_id IN (${ids}) GROUP BY rollout_id`);
   assert.equal(rewards.length, 50);
   assert.ok(rewards.every((r) => r.n === 1));
