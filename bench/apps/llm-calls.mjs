@@ -10,7 +10,10 @@ const client = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: 'bench
 const times = [];
 let heapAfterWarmup = 0;
 let cpuAfterWarmup;
-const liveHeap = () => (globalThis.gc?.(), process.memoryUsage().heapUsed);
+const liveHeap = () => {
+  globalThis.gc?.();
+  return process.memoryUsage().heapUsed;
+};
 for (let i = 0; i < warmup + calls; i++) {
   if (i === warmup) {
     heapAfterWarmup = liveHeap();

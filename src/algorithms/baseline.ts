@@ -30,7 +30,10 @@ export class Baseline<T = unknown> implements Algorithm<T, BaselineResult> {
       for (const rollout of await store.waitForRollouts(ids.filter((id) => !done.has(id)), 1)) done.set(rollout.rollout_id, rollout);
     }
     const rewards = await finalRewards(store, [...done.keys()]);
-    const rollouts = ids.filter((id) => done.has(id)).map((id) => ({ rollout_id: id, mode: done.get(id)!.mode, status: done.get(id)!.status, reward: rewards.get(id) ?? null }));
+    const rollouts = ids.flatMap((id) => {
+      const rollout = done.get(id);
+      return rollout ? [{ rollout_id: id, mode: rollout.mode, status: rollout.status, reward: rewards.get(id) ?? null }] : [];
+    });
     const values = rollouts.map((r) => r.reward).filter((r): r is number => r !== null);
     return {
       rollouts,

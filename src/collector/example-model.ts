@@ -15,7 +15,7 @@ export const EXAMPLE_CRITIC_MODEL = 'agl-example-critic-offline';
 export const EXAMPLE_EDITOR_MODEL = 'agl-example-editor-offline';
 
 /** The answer of the model a request names; any other name gets the arithmetic model. */
-function reply(body: { model?: unknown; seed?: unknown; messages: { content?: unknown }[] }): string {
+function reply(body: ChatRequest): string {
   const last = String(body.messages.at(-1)?.content ?? '');
   if (body.model === EXAMPLE_CRITIC_MODEL) return critique(last);
   if (body.model === EXAMPLE_EDITOR_MODEL) return edit(last, Number(body.seed ?? 0));
@@ -24,26 +24,42 @@ function reply(body: { model?: unknown; seed?: unknown; messages: { content?: un
 
 const tokens = (text: string) => text.split(/\s+/).filter(Boolean).length;
 
+interface ChatRequest {
+  model?: unknown;
+  seed?: unknown;
+  messages: { content?: unknown }[];
+}
+
+/** A chat request's body, or undefined when it is not JSON or has no messages. */
+function chatRequestOf(body: Buffer): ChatRequest | undefined {
+  try {
+    const request: unknown = JSON.parse(body.toString('utf8'));
+    if (typeof request !== 'object' || request === null) return undefined;
+    const { model, seed, messages } = request as Record<string, unknown>;
+    return Array.isArray(messages) ? { model, seed, messages: messages.map((m) => (typeof m === 'object' && m !== null ? m : {})) } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A message's content as text ('' when it has none). */
+const contentOf = (message: unknown) => String((typeof message === 'object' && message !== null && 'content' in message ? message.content : undefined) ?? '');
+
 export async function startExampleModel(): Promise<{ baseURL: string; close(): Promise<void> }> {
   let calls = 0;
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      let body: any;
-      try {
-        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-      } catch {
-        body = undefined;
-      }
-      if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions') || !Array.isArray(body?.messages)) {
+      const body = chatRequestOf(Buffer.concat(chunks));
+      if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions') || !body) {
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: { message: 'the example model only answers POST /v1/chat/completions', type: 'invalid_request_error' } }));
         return;
       }
       const content = reply(body);
       calls++;
-      const prompt = body.messages.map((m: { content?: unknown }) => String(m.content ?? '')).join(' ');
+      const prompt = body.messages.map(contentOf).join(' ');
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({
         id: `chatcmpl-example-${calls}`, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: typeof body.model === 'string' ? body.model : EXAMPLE_MODEL,

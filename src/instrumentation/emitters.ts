@@ -51,7 +51,7 @@ export function flattenAttributes(value: unknown, prefix = '', out: Attributes =
   if (Array.isArray(value)) {
     if (value.length === 0) return out;
     if (homogeneousPrimitives(value) && prefix !== '') out[prefix] = value as AttributeValue;
-    else value.forEach((item, i) => flattenAttributes(item, prefix === '' ? String(i) : `${prefix}.${i}`, out));
+    else for (const [i, item] of value.entries()) flattenAttributes(item, prefix === '' ? String(i) : `${prefix}.${i}`, out);
   } else if (isPlainObject(value)) {
     for (const [key, item] of Object.entries(value)) flattenAttributes(item, prefix === '' ? key : `${prefix}.${key}`, out);
   } else {

@@ -13,7 +13,8 @@ export interface RolloutScope {
 // may load this module from different paths and must still see the same scope.
 const STORE = Symbol.for('agl.rollout-scope');
 const globals = globalThis as { [STORE]?: AsyncLocalStorage<RolloutScope> };
-const storage = (globals[STORE] ??= new AsyncLocalStorage<RolloutScope>());
+globals[STORE] ??= new AsyncLocalStorage<RolloutScope>();
+const storage = globals[STORE];
 
 /**
  * Runs `fn` so that every span created inside it, across awaits, belongs to `scope`'s rollout:

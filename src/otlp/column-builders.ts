@@ -252,7 +252,11 @@ export class Int64ColumnBuilder implements ColumnBuilder {
   pushFixed64(source: Uint8Array, at: number): void {
     this.reserve();
     let zero = true;
-    for (let i = 0; i < 8; i++) if ((this.bytes[this.count * 8 + i] = source[at + i]) !== 0) zero = false;
+    for (let i = 0; i < 8; i++) {
+      const byte = source[at + i];
+      this.bytes[this.count * 8 + i] = byte;
+      if (byte !== 0) zero = false;
+    }
     this.nulls[this.count] = zero || source[at + 7] >= 0x80 ? 1 : 0;
     this.count++;
   }

@@ -63,7 +63,7 @@ export function selectRows(rows: ColumnarRows, indexes: readonly number[]): Colu
       return { kind: 'int64', values: BigInt64Array.from(indexes, (i) => c.values[i]), nulls: Uint8Array.from(indexes, (i) => c.nulls[i]) };
     }
     const slices = new Uint32Array(indexes.length * 2);
-    indexes.forEach((i, k) => slices.set(c.slices.subarray(2 * i, 2 * i + 2), 2 * k));
+    for (const [k, i] of indexes.entries()) slices.set(c.slices.subarray(2 * i, 2 * i + 2), 2 * k);
     return { kind: 'bytes', data: c.data, slices, nulls: Uint8Array.from(indexes, (i) => c.nulls[i]) };
   });
   return { length: indexes.length, columns };

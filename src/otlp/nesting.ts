@@ -14,11 +14,11 @@ export const MAX_NESTING_DEPTH = 64;
  */
 export function tooDeepAt(value: unknown, maxDepth = MAX_NESTING_DEPTH): string | null {
   const stack: { value: unknown; depth: number; path: string }[] = [{ value, depth: 1, path: '' }];
-  while (stack.length > 0) {
-    const { value: item, depth, path } = stack.pop()!;
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const { value: item, depth, path } = next;
     if (item === null || typeof item !== 'object') continue;
     if (depth > maxDepth) return path;
-    if (Array.isArray(item)) item.forEach((child, i) => stack.push({ value: child, depth: depth + 1, path: `${path}[${i}]` }));
+    if (Array.isArray(item)) for (const [i, child] of item.entries()) stack.push({ value: child, depth: depth + 1, path: `${path}[${i}]` });
     else for (const [key, child] of Object.entries(item)) stack.push({ value: child, depth: depth + 1, path: `${path}.${key}` });
   }
   return null;

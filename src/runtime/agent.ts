@@ -20,6 +20,7 @@ export interface RolloutContext {
  * nothing (rewards were emitted with `emitReward`), or throws (the attempt failed).
  */
 export interface Agent<T = unknown> {
+  // biome-ignore lint/suspicious/noConfusingVoidType: an async function that returns nothing is Promise<void>, which Promise<number | undefined> refuses
   run(task: T, context: RolloutContext): Promise<number | void> | number | void;
 }
 

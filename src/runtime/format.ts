@@ -27,7 +27,7 @@ function table({ columns, rows }: QueryResult): string {
   const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i])).join(' │ ').trimEnd();
   const rule = widths.map((w) => '─'.repeat(w)).join('─┼─');
   const footer = `(${rows.length} row${rows.length === 1 ? '' : 's'})`;
-  return [line(header), rule, ...cells.map(line), footer].join('\n') + '\n';
+  return `${[line(header), rule, ...cells.map(line), footer].join('\n')}\n`;
 }
 
 function text(value: unknown): string {

@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { StoreClient } from '../client/store-client.js';
 import { startServer } from '../collector/server.js';
@@ -170,10 +171,10 @@ export class Trainer<T = unknown, R = unknown> {
 }
 
 /** The URL that `agl serve` logs once it serves. */
-function servingUrl(server: ChildProcess): Promise<string> {
+function servingUrl(server: ChildProcessByStdio<null, Readable, null>): Promise<string> {
   return new Promise((resolve, reject) => {
     let output = '';
-    server.stdout!.on('data', (chunk: Buffer) => {
+    server.stdout.on('data', (chunk: Buffer) => {
       output += chunk.toString();
       const match = /serving on (http:\/\/\S+),/.exec(output);
       if (match) resolve(match[1]);

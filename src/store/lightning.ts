@@ -190,8 +190,7 @@ export class EmbeddedLightningStore implements LightningStore {
 
   async getLatestResources(): Promise<ResourcesUpdate | null> {
     await this.watchdogIfDue();
-    const id = this.state.latestResourcesId();
-    return id === null ? null : structuredClone(this.state.resources.get(id)!);
+    return structuredClone(this.state.latestResources());
   }
 
   async queryResources(query: ResourcesQuery = {}): Promise<PaginatedResult<ResourcesUpdate>> {

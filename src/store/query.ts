@@ -220,10 +220,11 @@ function normalize(value: unknown, type: TypeTree): unknown {
   if (WIDE_INTEGERS.has(type.typeId)) {
     return typeof value === 'string' && Number.isSafeInteger(Number(value)) ? Number(value) : value;
   }
-  if (Array.isArray(value) && type.valueType) return value.map((item) => normalize(item, type.valueType!));
-  if (type.entryNames && type.entryTypes && typeof value === 'object') {
+  const { valueType, entryNames, entryTypes } = type;
+  if (Array.isArray(value) && valueType) return value.map((item) => normalize(item, valueType));
+  if (entryNames && entryTypes && typeof value === 'object') {
     const struct = value as Record<string, unknown>;
-    type.entryNames.forEach((name, i) => (struct[name] = normalize(struct[name], type.entryTypes![i])));
+    for (const [i, name] of entryNames.entries()) struct[name] = normalize(struct[name], entryTypes[i]);
   }
   return value;
 }

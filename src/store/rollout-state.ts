@@ -93,10 +93,15 @@ export class RolloutState {
     }
   }
 
-  latestResourcesId(): string | null {
+  /** The resources updated last, or null when there are none. */
+  latestResources(): ResourcesUpdate | null {
     let latest: ResourcesUpdate | null = null;
     for (const r of this.resources.values()) if (latest === null || r.update_time >= latest.update_time) latest = r;
-    return latest?.resources_id ?? null;
+    return latest;
+  }
+
+  latestResourcesId(): string | null {
+    return this.latestResources()?.resources_id ?? null;
   }
 
   enqueue(requests: readonly RolloutRequest[], now: number, changes: Changes): Rollout[] {

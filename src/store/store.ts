@@ -487,16 +487,16 @@ export class DuckDBStore implements BatchSink {
     const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
     const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
     const start = (rows.columns[SPAN.start_time] as Int64Column).values;
-    const unassigned: number[] = [];
+    const unassigned: { row: number; rollout: string }[] = [];
     for (let i = 0; i < rows.length; i++) {
       const rollout = rollouts[i];
       if (rollout === null) continue;
       const explicit = sequence[i];
-      if (explicit === null) unassigned.push(i);
+      if (explicit === null) unassigned.push({ row: i, rollout });
       else if (explicit > (this.sequences.get(rollout) ?? 0)) this.sequences.set(rollout, explicit);
     }
-    unassigned.sort((a, b) => (start[a] < start[b] ? -1 : start[a] > start[b] ? 1 : 0));
-    for (const i of unassigned) sequence[i] = this.nextSequenceId(rollouts[i]!);
+    unassigned.sort((a, b) => (start[a.row] < start[b.row] ? -1 : start[a.row] > start[b.row] ? 1 : 0));
+    for (const { row, rollout } of unassigned) sequence[row] = this.nextSequenceId(rollout);
   }
 }
 
@@ -510,8 +510,10 @@ function instanceSettings(options: StoreOptions): Record<string, string> {
 }
 
 function exactKeys(rows: ColumnarRows): string[] {
-  const c = rows.columns as (string | null)[][];
-  return Array.from({ length: rows.length }, (_, i) =>
-    spanKey(c[SPAN.trace_id][i]!, c[SPAN.span_id][i]!, c[SPAN.rollout_id][i], c[SPAN.attempt_id][i]),
-  );
+  // Trace and span ids are never null (SPAN_COLUMNS: notNull).
+  const traceIds = rows.columns[SPAN.trace_id] as string[];
+  const spanIds = rows.columns[SPAN.span_id] as string[];
+  const rolloutIds = rows.columns[SPAN.rollout_id] as (string | null)[];
+  const attemptIds = rows.columns[SPAN.attempt_id] as (string | null)[];
+  return Array.from({ length: rows.length }, (_, i) => spanKey(traceIds[i], spanIds[i], rolloutIds[i], attemptIds[i]));
 }

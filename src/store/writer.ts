@@ -31,6 +31,12 @@ export function writeError(error: unknown): unknown {
   return new StoreUnavailableError(message.split('\n')[0].replace(/^[\w ]*Error: /, ''), INVALIDATED.test(message));
 }
 
+/** BEGIN and COMMIT, prepared once: a commit then costs no parsing or planning of them. */
+interface Statements {
+  readonly begin: DuckDBPreparedStatement;
+  readonly commit: DuckDBPreparedStatement;
+}
+
 interface Job {
   readonly writes: readonly TableRows[];
   readonly bytes: number;
@@ -93,8 +99,7 @@ export class GroupCommitWriter {
   private stagedBytes = 0;
   private readonly creating = new Map<string, Promise<TableAppender>>();
   private readonly appenders = new Map<string, TableAppender>();
-  // Prepared once: a commit then costs no parsing or planning of BEGIN and COMMIT.
-  private statements: { begin: DuckDBPreparedStatement; commit: DuckDBPreparedStatement } | undefined;
+  private statements: Statements | undefined;
 
   constructor(
     private readonly connection: DuckDBConnection,
@@ -148,11 +153,15 @@ export class GroupCommitWriter {
   private stage(job: Job): void {
     if (this.stagingPaused || this.stagedBytes + job.bytes > MAX_STAGED_BYTES) return;
     if (this.queue.length > 0 && !this.queue[this.queue.length - 1].staged) return;
-    const targets = job.writes.filter((w) => w.rows.length > 0);
-    const appenders = targets.map((w) => this.appenders.get(w.table));
-    if (appenders.some((a, i) => a === undefined || a.pendingRows + targets[i].rows.length > MAX_STAGED_ROWS)) return;
+    const staging: [TableAppender, ColumnarRows][] = [];
+    for (const w of job.writes) {
+      if (w.rows.length === 0) continue;
+      const appender = this.appenders.get(w.table);
+      if (appender === undefined || appender.pendingRows + w.rows.length > MAX_STAGED_ROWS) return;
+      staging.push([appender, w.rows]);
+    }
     try {
-      targets.forEach((w, i) => appenders[i]!.add([w.rows]));
+      for (const [appender, rows] of staging) appender.add([rows]);
       job.staged = true;
       this.stagedBytes += job.bytes;
     } catch {
@@ -184,10 +193,10 @@ export class GroupCommitWriter {
           group = this.queue.splice(0, 1);
           if (first.staged) this.stagedBytes -= first.bytes;
         } else {
-          await this.begin();
+          const statements = await this.begin();
           // From here to the COMMIT nothing awaits: a write that comes meanwhile waits for the next group.
           group = this.takeGroup((w) => this.appenders.has(w.table));
-          await this.commit(group);
+          await this.commit(group, statements);
         }
         for (const job of group) job.resolve();
       } catch (error) {
@@ -203,23 +212,33 @@ export class GroupCommitWriter {
   }
 
   /** Makes the appenders the waiting writes need, and opens a transaction. */
-  private async begin(): Promise<void> {
+  private async begin(): Promise<Statements> {
     for (const job of this.queue) for (const w of job.writes) if (!this.appenders.has(w.table)) await this.appenderFor(w.table, w.columns);
     this.statements ??= { begin: await this.connection.prepare('BEGIN TRANSACTION'), commit: await this.connection.prepare('COMMIT') };
     await this.statements.begin.run();
+    return this.statements;
   }
 
   /** Flushes the group's staged rows into the open transaction, appends the rest and commits. */
-  private async commit(group: readonly Job[]): Promise<void> {
+  private async commit(group: readonly Job[], statements: Statements): Promise<void> {
     try {
       for (const appender of this.appenders.values()) appender.flush();
-      for (const [table, batches] of batchesByTable(group.filter((job) => !job.staged))) this.appenders.get(table)!.append(batches);
-      const commit = async () => void (await this.statements!.commit.run());
+      this.append(group.filter((job) => !job.staged));
+      const commit = async () => void (await statements.commit.run());
       const { withMoreMemory, commitWithMoreMemoryBytes = Infinity } = this.options;
       const bytes = group.reduce((sum, job) => sum + job.bytes, 0);
       await (withMoreMemory && bytes >= commitWithMoreMemoryBytes ? withMoreMemory(commit) : commit());
     } catch (error) {
-      await this.retry(group, error);
+      await this.retry(group, error, statements);
+    }
+  }
+
+  /** Appends the rows of `jobs` to their tables' appenders, which `begin` made. */
+  private append(jobs: readonly Job[]): void {
+    for (const [table, batches] of batchesByTable(jobs)) {
+      const appender = this.appenders.get(table);
+      if (!appender) throw new Error(`no appender for table ${table}`);
+      appender.append(batches);
     }
   }
 
@@ -239,7 +258,7 @@ export class GroupCommitWriter {
    * out (very large spans, or a large group's COMMIT, under the write budget: write-budget.ts).
    * Writes staged meanwhile are added again when their group commits.
    */
-  private async retry(group: readonly Job[], error: unknown): Promise<void> {
+  private async retry(group: readonly Job[], error: unknown, { begin, commit }: Statements): Promise<void> {
     this.stagingPaused = true;
     this.unstageAll();
     try {
@@ -248,11 +267,10 @@ export class GroupCommitWriter {
       const { withMoreMemory } = this.options;
       if (!withMoreMemory || !OUT_OF_MEMORY.test(String((error as Error).message))) throw error;
       await withMoreMemory(() => this.checkTables());
-      const { begin, commit } = this.statements!;
       await withMoreMemory(async () => {
         await begin.run();
         try {
-          for (const [table, batches] of batchesByTable(group)) this.appenders.get(table)!.append(batches);
+          this.append(group);
           await commit.run();
         } catch (again) {
           this.unstageAll();
@@ -285,7 +303,10 @@ export class GroupCommitWriter {
   private appenderFor(table: string, columns: readonly Column[]): Promise<TableAppender> {
     let appender = this.creating.get(table);
     if (!appender) {
-      appender = TableAppender.create(this.connection, table, columns).then((made) => (this.appenders.set(table, made), made));
+      appender = TableAppender.create(this.connection, table, columns).then((made) => {
+        this.appenders.set(table, made);
+        return made;
+      });
       this.creating.set(table, appender);
     }
     return appender;
