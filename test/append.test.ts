@@ -25,9 +25,9 @@ test('small and large batches of one commit keep every value and every null', as
     const batches = [1, 2, 3, 300, 1, 2047, 5, 2050, 2].map((size, n) => batch(n, size));
     await Promise.all(batches.map((spans) => store.writeSpans(spanRows(...spans), 1)));
     const { rows } = await store.query('SELECT name, rollout_id, attempt_id, parent_id, sequence_id, service_name FROM spans ORDER BY start_time', { guard: false });
-    const expected = batches.flat().sort((a, b) => a.start_time! - b.start_time!).map((s) => ({
+    const expected = batches.flat().sort((a, b) => (a.start_time ?? 0) - (b.start_time ?? 0)).map((s) => ({
       name: s.name, rollout_id: s.rollout_id, attempt_id: s.attempt_id, parent_id: s.parent_id,
-      sequence_id: s.sequence_id, service_name: s.resource!.attributes['service.name'],
+      sequence_id: s.sequence_id, service_name: s.resource?.attributes['service.name'],
     }));
     assert.equal(rows.length, expected.length);
     assert.deepEqual(rows.map((r) => ({ ...r, sequence_id: r.sequence_id === null ? null : Number(r.sequence_id) })), expected);
@@ -45,7 +45,7 @@ test('short and long strings side by side come back equal, compare equal and gro
     // lengths around that bound, empty, and multi-byte characters on both sides of it.
     const names = ['', 'a', 'chat', 'exactly-12by', 'thirteen-byte', 'éééééé', 'ééééééé', 'x'.repeat(40), '日本語の名前'];
     // Rollout ids are kept as JS strings (the store reads them): the same bounds, and nulls.
-    const rolloutIds = [null, 'ro-1', 'ro-exactly12', 'ro-thirteen-1', 'ro-ééééé', 'ro-日本語の名前-' + 'y'.repeat(30)];
+    const rolloutIds = [null, 'ro-1', 'ro-exactly12', 'ro-thirteen-1', 'ro-ééééé', `ro-日本語の名前-${'y'.repeat(30)}`];
     const spans = Array.from({ length: 600 }, (_, i) =>
       span({ name: names[i % names.length], rollout_id: rolloutIds[i % rolloutIds.length], start: i + 1, end: i + 2, trace: i + 1 }));
     // Two requests in one group commit share a data chunk; one more in the next has chunks of its own.

@@ -3,11 +3,12 @@ import { test } from 'node:test';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Span } from '@opentelemetry/api';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan, type Span as SdkSpan } from '@opentelemetry/sdk-trace';
 import { callSpanStarter } from '../src/instrumentation/call-span.js';
 import { readConfig } from '../src/instrumentation/config.js';
 import { requestOf, SpanEncoder } from '../src/otlp/span-encoding.js';
 import { withRollout } from '../src/index.js';
+import { serialized } from './otlp-batches.js';
 
 // agl/register records LLM call spans without the SDK's span machinery (call-span.ts): what it
 // records must be what the SDK's span would have held, encoded the same way.
@@ -18,7 +19,8 @@ const provider = new TracerProvider({
   spanProcessors: [new SimpleSpanProcessor({ exporter })],
 });
 const tracer = provider.getTracer('agl');
-const probe = tracer.startSpan('probe') as unknown as ReadableSpan;
+// The SDK's tracer makes SDK spans: an API span that is a ReadableSpan too.
+const probe = tracer.startSpan('probe') as SdkSpan;
 const start = callSpanStarter({ resource: probe.resource, instrumentationScope: probe.instrumentationScope, processor: new SimpleSpanProcessor({ exporter }) });
 
 /** What the fetch capture does to an LLM span, done to `span`. */
@@ -59,12 +61,12 @@ test('a call span holds what the SDK\'s span holds for the same call, under the 
     // agl's encoder writes it as the SDK's serializer does.
     const queued: ReadableSpan[] = [];
     new SpanEncoder([{ onStart() {}, onEnd: (span) => void queued.push(span), forceFlush: async () => {}, shutdown: async () => {} }]).onEnd(ours);
-    assert.deepEqual(Buffer.from(requestOf(queued)), Buffer.from(ProtobufTraceSerializer.serializeRequest([ours])!));
+    assert.deepEqual(Buffer.from(requestOf(queued)), serialized(ProtobufTraceSerializer.serializeRequest([ours])));
   }
   // Ended once; later changes are ignored, as the SDK ignores them.
   const [, ours] = spans;
-  (ours as unknown as Span).setAttribute('late', 1);
-  (ours as unknown as Span).end();
+  (ours as SdkSpan).setAttribute('late', 1);
+  (ours as SdkSpan).end();
   assert.equal(exporter.getFinishedSpans().length, 4);
   assert.equal(ours.attributes.late, undefined);
 });

@@ -119,7 +119,7 @@ describe('agl export messages', () => {
     instance.closeSync();
     assert.ok(rows.length >= 1);
     assert.ok(rows.every((r) => r.rollout_id === 'ro-export' && r.type === 'INTEGER[]' && r.aligned === true));
-    assert.equal(rows.at(-1)!.reward, 0.75);
+    assert.equal(rows.at(-1)?.reward, 0.75);
   });
 
   test('Arrow IPC files hold the same triplets and trajectories, with typed lists', async () => {
@@ -132,12 +132,15 @@ describe('agl export messages', () => {
     const rows = table.toArray().map((row) => row.toJSON());
     assert.deepEqual(rows.map((r) => [JSON.parse(r.response.message).content, r.reward, [...r.prompt.token_ids]]),
       jsonl.map((t) => [t.response.message.content, t.reward, t.prompt.token_ids]));
-    assert.equal(String(table.schema.fields.find((f) => f.name === 'prompt')!.type), 'Struct<{messages:Utf8, token_ids:List<Int32>}>');
+    assert.equal(String(table.schema.fields.find((f) => f.name === 'prompt')?.type), 'Struct<{messages:Utf8, token_ids:List<Int32>}>');
     const rl = await runCli(['export', 'trajectories', '--url', agl.url, '--where', "rollout_id = 'ro-export'", '--out', join(dir, 'rl.arrow')]);
     assert.equal(rl.code, 0, rl.stderr);
     const trajectories = tableFromIPC(await readFile(join(dir, 'rl.arrow')));
     assert.ok(trajectories.numRows >= 1);
-    assert.deepEqual(trajectories.getChild('response_mask')!.get(0)!.toArray().length, trajectories.getChild('response_ids')!.get(0)!.toArray().length);
+    const mask = trajectories.getChild('response_mask')?.get(0);
+    const ids = trajectories.getChild('response_ids')?.get(0);
+    assert.ok(mask && ids);
+    assert.equal(mask.length, ids.length);
   });
 
   test('bad arguments are usage errors', async () => {

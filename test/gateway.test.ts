@@ -46,6 +46,9 @@ const callsOf = (rolloutId: string, count = 1) => eventually(agl.store, `SELECT 
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
   fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
 
+/** The message of an OpenAI-style error answer (`{"error": {"message": ...}}`). */
+const errorMessage = async (answer: Response) => ((await answer.json()) as { error: { message: string } }).error.message;
+
 describe('recording through the gateway', () => {
   test('the openai client, plain with tools and streamed: answers as from the upstream, calls in llm_calls with token ids', async () => {
     const { rolloutId, baseURL } = await startedRollout();
@@ -115,21 +118,21 @@ describe('recording through the gateway', () => {
     const llm = { resource_type: 'llm', endpoint: other.baseURL, model: 'served-model', api_key: 'upstream-key', sampling_parameters: { temperature: 0.3 } };
     const { rolloutId, resourcesId, baseURL } = await startedRollout({ llm });
     await post(`${baseURL}/chat/completions`, { model: 'whatever', messages: [{ role: 'user', content: 'hi' }] });
-    const seen = other.requests.at(-1)!;
-    assert.deepEqual([seen.body.model, seen.body.temperature, seen.headers.authorization], ['served-model', 0.3, 'Bearer upstream-key']);
+    const seen = other.requests.at(-1);
+    assert.deepEqual([seen?.body.model, seen?.body.temperature, seen?.headers.authorization], ['served-model', 0.3, 'Bearer upstream-key']);
 
-    await agl.store.lightning.updateResources(resourcesId!, { llm: { ...llm, endpoint: upstream.baseURL, model: 'v2' } } as never);
+    await agl.store.lightning.updateResources(resourcesId, { llm: { ...llm, endpoint: upstream.baseURL, model: 'v2' } } as never);
     const before = upstream.requests.length;
     await post(`${baseURL}/chat/completions`, { model: 'whatever', messages: [{ role: 'user', content: 'again' }] });
     assert.equal(upstream.requests.length, before + 1);
-    assert.equal(upstream.requests.at(-1)!.body.model, 'v2');
+    assert.equal(upstream.requests.at(-1)?.body.model, 'v2');
     assert.deepEqual((await callsOf(rolloutId, 2)).map((c) => c.model), ['served-model', 'v2']);
   });
 
   test('GET models passes through', async () => {
     const answer = await fetch(`${agl.url}/v1/gateway/v1/models`);
     assert.equal(answer.status, 200);
-    assert.equal(((await answer.json()) as any).data[0].id, 'test-model');
+    assert.equal(((await answer.json()) as { data: { id: string }[] }).data[0].id, 'test-model');
   });
 });
 
@@ -147,8 +150,8 @@ test('configured: logprobs asked for, the agent key passed on, unattributed call
   try {
     const client = new OpenAI({ baseURL: `${second.url}/v1/gateway/v1`, apiKey: 'agent-key' });
     await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'with logprobs' }] });
-    const seen = upstream.requests.at(-1)!;
-    assert.deepEqual([seen.body.logprobs, seen.body.return_token_ids, seen.headers.authorization], [true, undefined, 'Bearer agent-key']);
+    const seen = upstream.requests.at(-1);
+    assert.deepEqual([seen?.body.logprobs, seen?.body.return_token_ids, seen?.headers.authorization], [true, undefined, 'Bearer agent-key']);
     await second.close(); // stores the buffered gateway span
     const reopened = await startAgl(`${dir}/gateway-2.duckdb`);
     try {
@@ -172,8 +175,8 @@ test('with --token and --pass-agent-key, the server token never reaches the upst
   try {
     const client = new OpenAI({ baseURL: `${guarded.url}/v1/gateway/v1`, apiKey: 'agl-secret' });
     await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'keep my token' }] });
-    const call = upstream.requests.at(-1)!;
-    assert.deepEqual([call.body.messages[0].content, call.headers.authorization], ['keep my token', undefined]);
+    const call = upstream.requests.at(-1);
+    assert.deepEqual([call?.body.messages?.[0].content, call?.headers.authorization], ['keep my token', undefined]);
   } finally {
     await guarded.close();
   }
@@ -189,7 +192,7 @@ describe('faults', () => {
     const { rolloutId, baseURL } = await startedRollout();
     const answer = await post(`${baseURL}/chat/completions`, { model: 'error-429', messages: [] });
     assert.equal(answer.status, 429);
-    assert.equal(((await answer.json()) as any).error.message, 'test server answers 429');
+    assert.equal(await errorMessage(answer), 'test server answers 429');
     assert.deepEqual(await errorSpan(rolloutId), { status_code: 'ERROR', status_message: 'test server answers 429', type: '429' });
   });
 
@@ -197,7 +200,7 @@ describe('faults', () => {
     const { rolloutId, baseURL } = await startedRollout({ llm: { resource_type: 'llm', endpoint: `http://127.0.0.1:${await closedPort()}/v1`, model: 'm', api_key: null, sampling_parameters: {} } });
     const answer = await post(`${baseURL}/chat/completions`, { model: 'm', messages: [] });
     assert.equal(answer.status, 502);
-    assert.match(((await answer.json()) as any).error.message, /upstream could not be reached for chat\/completions: ECONNREFUSED/);
+    assert.match(await errorMessage(answer), /upstream could not be reached for chat\/completions: ECONNREFUSED/);
     assert.equal((await errorSpan(rolloutId)).type, 'upstream_error');
   });
 
@@ -205,7 +208,7 @@ describe('faults', () => {
     const { rolloutId, baseURL } = await startedRollout({ llm: { resource_type: 'llm', endpoint: upstream.baseURL, model: 'm', api_key: 'sk-\nbroken', sampling_parameters: {} } });
     const answer = await post(`${baseURL}/chat/completions`, { model: 'm', messages: [] });
     assert.equal(answer.status, 502);
-    assert.match(((await answer.json()) as any).error.message, /invalid authorization header/);
+    assert.match(await errorMessage(answer), /invalid authorization header/);
     assert.equal((await errorSpan(rolloutId)).type, 'upstream_error');
     const next = await startedRollout();
     assert.equal((await post(`${next.baseURL}/chat/completions`, { model: 'm', messages: [] })).status, 200);
@@ -233,15 +236,15 @@ describe('faults', () => {
     const { rolloutId, baseURL } = await startedRollout();
     const notJson = await post(`${baseURL}/chat/completions`, '{oops');
     assert.equal(notJson.status, 400);
-    assert.match(((await notJson.json()) as any).error.message, /the body is not JSON/);
+    assert.match(await errorMessage(notJson), /the body is not JSON/);
     const large = await post(`${baseURL}/chat/completions`, { model: 'm', messages: [{ role: 'user', content: 'x'.repeat(100_000) }] });
     assert.equal(large.status, 413);
-    const unknown = await post(gatewayBaseUrl(agl.url, 'ro-nope', 'at-nope') + '/chat/completions', { model: 'm', messages: [] });
+    const unknown = await post(`${gatewayBaseUrl(agl.url, 'ro-nope', 'at-nope')}/chat/completions`, { model: 'm', messages: [] });
     assert.equal(unknown.status, 404);
-    assert.match(((await unknown.json()) as any).error.message, /no rollout "ro-nope"/);
-    const wrongAttempt = await post(gatewayBaseUrl(agl.url, rolloutId, 'at-nope') + '/chat/completions', { model: 'm', messages: [] });
+    assert.match(await errorMessage(unknown), /no rollout "ro-nope"/);
+    const wrongAttempt = await post(`${gatewayBaseUrl(agl.url, rolloutId, 'at-nope')}/chat/completions`, { model: 'm', messages: [] });
     assert.equal(wrongAttempt.status, 404);
-    assert.match(((await wrongAttempt.json()) as any).error.message, /has no attempt "at-nope"/);
+    assert.match(await errorMessage(wrongAttempt), /has no attempt "at-nope"/);
     assert.equal((await rows(`SELECT * FROM spans WHERE rollout_id = '${rolloutId}'`)).length, 0);
   });
 });

@@ -80,12 +80,12 @@ export async function spawnServe(args: string[]): Promise<{ url: string; child: 
 
   let output = '';
   const url = await new Promise<string>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
+    child.stdout.on('data', (chunk: Buffer) => {
       output += chunk.toString();
       const match = /serving on (http:\/\/\S+),/.exec(output);
       if (match) resolve(match[1]);
     });
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
     void exited.then(() => reject(new Error(`agl serve exited before serving:\n${output}`)));
   });
   return { url, child, exited, output: () => output };

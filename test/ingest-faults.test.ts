@@ -20,7 +20,8 @@ let dir: string;
 let agl: InProcessAgl;
 let storedBefore: number;
 before(async () => {
-  agl = await startAgl(join((dir = await newTempDir()), 'faults.duckdb'), { maxBodyBytes: MAX_BODY });
+  dir = await newTempDir();
+  agl = await startAgl(join(dir, 'faults.duckdb'), { maxBodyBytes: MAX_BODY });
   const ok = await post(`${agl.url}/v1/traces`, await readFile(join(FIXTURES, 'traces.pb')), PROTOBUF);
   assert.equal(ok.status, 200);
   storedBefore = await spanCount();
@@ -116,7 +117,7 @@ function postChunked(url: string, body: Buffer, headers: Record<string, string>)
     const request = httpRequest(url, { method: 'POST', headers }, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.once('end', () => resolve({ status: response.statusCode!, body: Buffer.concat(chunks) }));
+      response.once('end', () => resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks) }));
       response.once('error', reject);
     });
     request.once('error', reject);

@@ -6,6 +6,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@open
 import { MAX_NESTING_DEPTH } from '../src/otlp/nesting.js';
 import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { post, queryRows, runCli, startAgl, tempDir, type InProcessAgl } from './helpers.js';
+import { serialized } from './otlp-batches.js';
 
 // Issue 20: whatever the server acknowledges can be read back by every view, export and query
 // format. Lone surrogates and invalid UTF-8 become U+FFFD; values nested too deep are refused.
@@ -44,7 +45,7 @@ async function assertEverythingReads(agl: InProcessAgl, dir: string): Promise<vo
  * A kvlist AnyValue nested `depth` levels deep, as JSON text (JSON.stringify would overflow the
  * stack on it), for `jsonRequest` to put in place of the string "NESTED".
  */
-const nestedJsonValue = (depth: number) => '{"kvlistValue":{"values":[{"key":"a","value":'.repeat(depth) + '{"stringValue":"bottom"}' + '}]}}'.repeat(depth);
+const nestedJsonValue = (depth: number) => `${'{"kvlistValue":{"values":[{"key":"a","value":'.repeat(depth)}{"stringValue":"bottom"}${'}]}}'.repeat(depth)}`;
 const withNested = (request: string, depth: number) => request.replace('"NESTED"', nestedJsonValue(depth));
 
 test('a lone surrogate in an OTLP/JSON span is stored as U+FFFD, and every export and view still reads', async (t) => {
@@ -85,8 +86,8 @@ test('a lone surrogate in an OTLP/JSON span is stored as U+FFFD, and every expor
 function protobufRequest(...attributeSets: Record<string, string>[]): Buffer {
   const exporter = new InMemorySpanExporter();
   const tracer = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }).getTracer('test');
-  attributeSets.forEach((attributes, i) => tracer.startSpan(`span ${i}`, { attributes }).end());
-  return Buffer.from(ProtobufTraceSerializer.serializeRequest(exporter.getFinishedSpans())!);
+  for (const [i, attributes] of attributeSets.entries()) tracer.startSpan(`span ${i}`, { attributes }).end();
+  return serialized(ProtobufTraceSerializer.serializeRequest(exporter.getFinishedSpans()));
 }
 
 test('a protobuf span with invalid UTF-8 is stored with U+FFFD, the batch accepted and the replacement logged once', async (t) => {

@@ -25,7 +25,7 @@ export function runApp(app: string, env: Record<string, string | undefined>, opt
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => {
     stdout += chunk.toString();
-    if (options.signalAfter && options.signalAfter[0].test(stdout)) {
+    if (options.signalAfter?.[0].test(stdout)) {
       child.kill(options.signalAfter[1]);
       options.signalAfter = undefined;
     }

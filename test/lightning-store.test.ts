@@ -58,21 +58,25 @@ for (const [label, open] of variants) {
   test(`${label}: a failed latest attempt requeues the rollout while attempts remain, then fails it`, async (t) => {
     const { lightning: ls } = await open(t);
     const rollout = await ls.enqueueRollout({ input: 1, config: { max_attempts: 2, retry_condition: ['failed', 'timeout'] } });
-    const first = (await ls.dequeueRollout())!;
+    const first = await ls.dequeueRollout();
+    assert.ok(first);
     await ls.updateAttempt(rollout.rollout_id, first.attempt.attempt_id, { status: 'failed' });
-    let now = (await ls.getRolloutById(rollout.rollout_id))!;
+    let now = await ls.getRolloutById(rollout.rollout_id);
+    assert.ok(now);
     assert.equal(now.status, 'requeuing');
     assert.equal(now.end_time, null);
-    const second = (await ls.dequeueRollout())!;
+    const second = await ls.dequeueRollout();
+    assert.ok(second);
     assert.equal(second.rollout_id, rollout.rollout_id);
     assert.equal(second.attempt.sequence_id, 2);
     // Only the latest attempt speaks for the rollout.
     await ls.updateAttempt(rollout.rollout_id, first.attempt.attempt_id, { status: 'succeeded' });
-    assert.equal((await ls.getRolloutById(rollout.rollout_id))!.status, 'preparing');
+    assert.equal((await ls.getRolloutById(rollout.rollout_id))?.status, 'preparing');
     const failed = await ls.updateAttempt(rollout.rollout_id, 'latest', { status: 'failed' });
     assert.equal(failed.attempt_id, second.attempt.attempt_id);
-    assert.ok(failed.end_time! >= failed.start_time);
-    now = (await ls.getRolloutById(rollout.rollout_id))!;
+    assert.ok(failed.end_time !== null && failed.end_time >= failed.start_time);
+    now = await ls.getRolloutById(rollout.rollout_id);
+    assert.ok(now);
     assert.equal(now.status, 'failed', 'no attempts left');
     assert.ok(now.end_time !== null);
     // startAttempt creates an attempt whatever max_attempts says.
@@ -89,7 +93,7 @@ for (const [label, open] of variants) {
     const rollout = await ls.enqueueRollout({ input: 1, config: { max_attempts: 3, retry_condition: ['timeout'] } });
     await ls.dequeueRollout();
     await ls.updateAttempt(rollout.rollout_id, 'latest', { status: 'failed' });
-    assert.equal((await ls.getRolloutById(rollout.rollout_id))!.status, 'failed');
+    assert.equal((await ls.getRolloutById(rollout.rollout_id))?.status, 'failed');
   });
 
   test(`${label}: the watchdog times out attempts and marks silent ones unresponsive`, async (t) => {
@@ -104,7 +108,7 @@ for (const [label, open] of variants) {
     const silentNow = (await ls.getRolloutById(silent.rollout_id)) as { status: string; attempt: { status: string } };
     assert.equal(silentNow.attempt.status, 'unresponsive');
     assert.equal(silentNow.status, 'failed');
-    assert.equal((await ls.getWorkerById('w'))!.status, 'unknown');
+    assert.equal((await ls.getWorkerById('w'))?.status, 'unknown');
   });
 
   test(`${label}: a span revives an unresponsive attempt but not a timed-out one`, async (t) => {
@@ -123,8 +127,8 @@ for (const [label, open] of variants) {
     });
     await ls.addSpan(span(late.rollout_id, taken[0].attempt.attempt_id, '0000000000000011'));
     await ls.addSpan(span(silent.rollout_id, taken[1].attempt.attempt_id, '0000000000000012'));
-    assert.equal((await ls.getLatestAttempt(late.rollout_id))!.status, 'timeout', 'a timed-out attempt stays timed out');
-    assert.equal((await ls.getLatestAttempt(silent.rollout_id))!.status, 'running', 'an unresponsive attempt runs again');
+    assert.equal((await ls.getLatestAttempt(late.rollout_id))?.status, 'timeout', 'a timed-out attempt stays timed out');
+    assert.equal((await ls.getLatestAttempt(silent.rollout_id))?.status, 'running', 'an unresponsive attempt runs again');
     await assert.rejects(ls.addSpan(span('ro-unknown', 'at-x', '0000000000000013')), NotFoundError);
   });
 
@@ -137,12 +141,12 @@ for (const [label, open] of variants) {
     assert.equal(running.status, 'running');
     assert.equal(running.attempt.status, 'running');
     await sleep(120);
-    assert.equal((await ls.getLatestAttempt(silent.rollout_id))!.status, 'unresponsive');
+    assert.equal((await ls.getLatestAttempt(silent.rollout_id))?.status, 'unresponsive');
     const beat = Date.now() / 1000;
     const revived = await ls.updateAttempt(silent.rollout_id, 'latest', { last_heartbeat_time: beat });
     assert.equal(revived.status, 'running');
     assert.equal(revived.last_heartbeat_time, beat);
-    assert.equal((await ls.getLatestAttempt(silent.rollout_id))!.status, 'running');
+    assert.equal((await ls.getLatestAttempt(silent.rollout_id))?.status, 'running');
   });
 
   test(`${label}: resources are versioned; new rollouts get the latest`, async (t) => {
@@ -161,7 +165,7 @@ for (const [label, open] of variants) {
     assert.ok(second.update_time > first.update_time);
     const named = await ls.updateResources('rs-mine', { prompt });
     assert.equal(named.version, 1);
-    assert.equal((await ls.getLatestResources())!.resources_id, 'rs-mine', 'latest is the one updated last');
+    assert.equal((await ls.getLatestResources())?.resources_id, 'rs-mine', 'latest is the one updated last');
     assert.equal((await ls.queryResources()).total, 2);
   });
 
@@ -231,16 +235,17 @@ test('state survives a restart: the queue, attempts, resources and workers', asy
   const ls = before.lightning;
   const res = await ls.addResources({ llm: { resource_type: 'llm', endpoint: 'http://127.0.0.1:1/v1', model: 'm', api_key: null, sampling_parameters: {} } });
   const [a, b] = await ls.enqueueManyRollouts([{ input: 'a' }, { input: 'b' }]);
-  const running = (await ls.dequeueRollout({ workerId: 'w' }))!;
+  const running = await ls.dequeueRollout({ workerId: 'w' });
+  assert.ok(running);
   assert.equal(running.rollout_id, a.rollout_id);
   await before.close();
 
   const after = await openStore(t, path);
   const again = after.lightning;
   assert.deepEqual(await again.getLatestResources(), res);
-  assert.equal((await again.getLatestAttempt(a.rollout_id))!.attempt_id, running.attempt.attempt_id);
-  assert.equal((await again.dequeueRollout())!.rollout_id, b.rollout_id, 'b is still queued');
-  assert.equal((await again.getWorkerById('w'))!.status, 'busy');
+  assert.equal((await again.getLatestAttempt(a.rollout_id))?.attempt_id, running.attempt.attempt_id);
+  assert.equal((await again.dequeueRollout())?.rollout_id, b.rollout_id, 'b is still queued');
+  assert.equal((await again.getWorkerById('w'))?.status, 'busy');
   const stats = await again.statistics();
   assert.deepEqual([stats.total_rollouts, stats.total_attempts, stats.total_resources, stats.total_workers], [2, 2, 1, 1]);
 });

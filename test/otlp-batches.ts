@@ -2,6 +2,12 @@ import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 
+/** An OTLP serializer's output: undefined only when it failed, which fails the test. */
+export function serialized(bytes: Uint8Array | undefined): Buffer {
+  if (bytes === undefined) throw new Error('the OTLP serializer failed');
+  return Buffer.from(bytes);
+}
+
 export interface BatchTemplate {
   /** An ExportTraceServiceRequest encoded by the official serializer. */
   readonly body: Buffer;
@@ -42,7 +48,7 @@ export async function makeBatch(count: number, options: { rolloutId?: string; pr
   }
   await provider.forceFlush();
   const spans = exporter.getFinishedSpans();
-  const body = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
+  const body = serialized(ProtobufTraceSerializer.serializeRequest(spans));
   const traceIdOffsets: number[] = [];
   for (const span of spans) {
     const id = Buffer.from(span.spanContext().traceId, 'hex');

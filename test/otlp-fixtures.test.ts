@@ -26,6 +26,20 @@ after(async () => {
   await removeDir(dir);
 });
 
+/** A span of traces.expected.json; the fields toOtlpJson reads into are typed. */
+interface ExpectedSpan {
+  [field: string]: unknown;
+  attributes: Record<string, unknown>;
+  events: { time_unix_nano: string; name: string; attributes: Record<string, unknown> }[];
+  links: { trace_id: string; span_id: string; trace_state: string; attributes: Record<string, unknown> }[];
+}
+
+/** A log record of logs.expected.json. */
+interface ExpectedLog {
+  [field: string]: unknown;
+  attributes: Record<string, unknown>;
+}
+
 /** JSON text normalised so that exact big integers compare equal. */
 const canon = (value: unknown) => JSON.stringify(value);
 
@@ -40,7 +54,7 @@ test('every span of an independently encoded ExportTraceServiceRequest is stored
 });
 
 test('the same spans sent as OTLP/JSON are stored exactly alike', async () => {
-  const expected = parseJsonExact(await readFile(join(FIXTURES, 'traces.expected.json'), 'utf8')) as { spans: Record<string, unknown>[] };
+  const expected = parseJsonExact(await readFile(join(FIXTURES, 'traces.expected.json'), 'utf8')) as { spans: ExpectedSpan[] };
   const response = await post(`${aglJson.url}/v1/traces`, JSON.stringify(toOtlpJson(expected.spans)), { 'content-type': 'application/json' });
   assert.equal(response.status, 200);
   assert.deepEqual(JSON.parse(response.body.toString()), {});
@@ -101,7 +115,7 @@ test('log records, GenAI events among them, are stored with their body and span 
 });
 
 test('the same log records sent as OTLP/JSON are stored alike', async () => {
-  const { logs } = JSON.parse(await readFile(join(FIXTURES, 'logs.expected.json'), 'utf8')) as { logs: Record<string, any>[] };
+  const { logs } = JSON.parse(await readFile(join(FIXTURES, 'logs.expected.json'), 'utf8')) as { logs: ExpectedLog[] };
   const request = {
     resourceLogs: [{
       resource: { attributes: keyValues({ 'service.name': 'svc-log1' }) },
@@ -142,11 +156,11 @@ async function assertLogsStoredAsExpected(agl: InProcessAgl): Promise<void> {
 }
 
 /** OTLP/JSON for spans in the shape of traces.expected.json, grouped by resource and scope. */
-function toOtlpJson(spans: Record<string, any>[]): unknown {
-  const groups = new Map<string, Map<string, Record<string, any>[]>>();
+function toOtlpJson(spans: ExpectedSpan[]): unknown {
+  const groups = new Map<string, Map<string, ExpectedSpan[]>>();
   for (const span of spans) {
     const resourceKey = JSON.stringify(span.resource);
-    const scopes = groups.get(resourceKey) ?? new Map();
+    const scopes = groups.get(resourceKey) ?? new Map<string, ExpectedSpan[]>();
     groups.set(resourceKey, scopes);
     const scopeKey = JSON.stringify([span.scope_name, span.scope_version]);
     scopes.set(scopeKey, [...(scopes.get(scopeKey) ?? []), span]);
@@ -168,8 +182,8 @@ function toOtlpJson(spans: Record<string, any>[]): unknown {
             startTimeUnixNano: span.start_time_unix_nano,
             endTimeUnixNano: span.end_time_unix_nano,
             attributes: keyValues(span.attributes),
-            events: span.events.map((e: any) => ({ timeUnixNano: e.time_unix_nano, name: e.name, attributes: keyValues(e.attributes) })),
-            links: span.links.map((l: any) => ({ traceId: l.trace_id, spanId: l.span_id, traceState: l.trace_state, attributes: keyValues(l.attributes) })),
+            events: span.events.map((e) => ({ timeUnixNano: e.time_unix_nano, name: e.name, attributes: keyValues(e.attributes) })),
+            links: span.links.map((l) => ({ traceId: l.trace_id, spanId: l.span_id, traceState: l.trace_state, attributes: keyValues(l.attributes) })),
             status: { code: span.status_code, message: span.status_message },
           })),
         };

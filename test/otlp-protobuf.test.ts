@@ -5,6 +5,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@open
 import { decodeOtlp } from '../src/otlp/decode.js';
 import type { ByteColumn, ColumnValue } from '../src/otlp/columns.js';
 import { SPAN } from '../src/otlp/span-columns.js';
+import { serialized } from './otlp-batches.js';
 
 // The protobuf decoder reuses the JSON of an attribute that comes again at the same position
 // with the same bytes (most of an SDK's attributes repeat in every span): what it reads must be
@@ -14,7 +15,7 @@ function request(attributes: (i: number) => Record<string, string | number>, cou
   const exporter = new InMemorySpanExporter();
   const tracer = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }).getTracer('test');
   for (let i = 0; i < count; i++) tracer.startSpan(`span ${i}`, { attributes: attributes(i) }).end();
-  return Buffer.from(ProtobufTraceSerializer.serializeRequest(exporter.getFinishedSpans())!);
+  return serialized(ProtobufTraceSerializer.serializeRequest(exporter.getFinishedSpans()));
 }
 
 function decoded(body: Buffer): { attributes: unknown[]; rolloutIds: ColumnValue[] } {
@@ -76,7 +77,7 @@ test('a string that is not UTF-8 is stored with U+FFFD and counted, short or lon
   const span = tracer.startSpan('name-XQ');
   span.setStatus({ code: 2, message: 'status-XQ' });
   span.end();
-  const body = Buffer.from(ProtobufTraceSerializer.serializeRequest(exporter.getFinishedSpans())!);
+  const body = serialized(ProtobufTraceSerializer.serializeRequest(exporter.getFinishedSpans()));
   for (let at = body.indexOf('-XQ'); at >= 0; at = body.indexOf('-XQ', at + 1)) body[at] = 0xc3; // a lead byte cut short
   const { rows, replacedValues } = decodeOtlp('traces', 'protobuf', body);
   assert.equal(replacedValues, 3);

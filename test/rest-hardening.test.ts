@@ -5,21 +5,24 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { columnsDdl } from '../src/store/appender.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { SPAN_COLUMNS } from '../src/otlp/span-columns.js';
+import type { StoreStatistics } from '../src/api/lightning-store.js';
+import type { AttemptedRollout, PaginatedResult, ResourcesUpdate, Rollout, Span } from '../src/api/types.js';
 import { queryRows, startAgl, tempDir, type InProcessAgl } from './helpers.js';
 
 // Bodies of the LightningStore REST API that once broke the server, and writes that fail.
 
-async function call(agl: InProcessAgl, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: any }> {
+/** A REST call; `Answer` is the body the test expects (its assertions check it). */
+async function call<Answer = unknown>(agl: InProcessAgl, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: Answer }> {
   const response = await fetch(`${agl.url}/v1/agl${path}`, {
     method,
     headers: body === undefined ? {} : { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  return { status: response.status, json: await response.json() };
+  return { status: response.status, json: (await response.json()) as Answer };
 }
 
-async function ok(agl: InProcessAgl, method: 'GET' | 'POST', path: string, body?: unknown): Promise<any> {
-  const { status, json } = await call(agl, method, path, body);
+async function ok<Answer = unknown>(agl: InProcessAgl, method: 'GET' | 'POST', path: string, body?: unknown): Promise<Answer> {
+  const { status, json } = await call<Answer>(agl, method, path, body);
   assert.ok(status >= 200 && status < 300, `${method} ${path}: ${status} ${JSON.stringify(json)}`);
   return json;
 }
@@ -45,24 +48,24 @@ test('a rollout input nested 2,000 deep is a 400 naming where; reads and dequeue
   const agl = await startAgl(join(await tempDir(t), 'deep.duckdb'));
   t.after(() => agl.close());
 
-  const refused = await call(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: nested(2_000) }] });
+  const refused = await call<{ detail: string }>(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: nested(2_000) }] });
   assert.equal(refused.status, 400);
   assert.match(refused.json.detail, /nests deeper than 64 levels at rollouts\[0\]\.input\.a\.a/);
   assert.ok(refused.json.detail.length < 300, 'the message stays short');
 
-  assert.deepEqual((await ok(agl, 'GET', '/rollouts')).items, []);
-  assert.deepEqual((await ok(agl, 'POST', '/rollouts/search', {})).items, []);
-  assert.deepEqual(await ok(agl, 'POST', '/queues/rollouts/dequeue', {}), []);
+  assert.deepEqual((await ok<PaginatedResult<Rollout>>(agl, 'GET', '/rollouts')).items, []);
+  assert.deepEqual((await ok<PaginatedResult<Rollout>>(agl, 'POST', '/rollouts/search', {})).items, []);
+  assert.deepEqual(await ok<AttemptedRollout[]>(agl, 'POST', '/queues/rollouts/dequeue', {}), []);
 
   // Every JSON field of a body is held to the same limit.
-  const started = await ok(agl, 'POST', '/rollouts', { input: nested(50) });
-  const deepSpan = await call(agl, 'POST', '/spans', spanOf(started.rollout_id, started.attempt.attempt_id, '1'.repeat(16), { attributes: { x: nested(100) } }));
+  const started = await ok<AttemptedRollout>(agl, 'POST', '/rollouts', { input: nested(50) });
+  const deepSpan = await call<{ detail: string }>(agl, 'POST', '/spans', spanOf(started.rollout_id, started.attempt.attempt_id, '1'.repeat(16), { attributes: { x: nested(100) } }));
   assert.equal(deepSpan.status, 400);
   assert.match(deepSpan.json.detail, /at attributes\.x\.a/);
-  const deepStats = await call(agl, 'POST', '/workers/w1', { heartbeat_stats: nested(100) });
+  const deepStats = await call<{ detail: string }>(agl, 'POST', '/workers/w1', { heartbeat_stats: nested(100) });
   assert.equal(deepStats.status, 400);
   assert.match(deepStats.json.detail, /at heartbeat_stats\.a/);
-  assert.equal((await ok(agl, 'GET', '/rollouts')).items.length, 1);
+  assert.equal((await ok<PaginatedResult<Rollout>>(agl, 'GET', '/rollouts')).items.length, 1);
 });
 
 test('a lone surrogate in a REST body is stored as U+FFFD, and the views still read', async (t) => {
@@ -75,7 +78,7 @@ test('a lone surrogate in a REST body is stored as U+FFFD, and the views still r
   const [rollout] = (await enqueued.json()) as { input: string; metadata: object }[];
   assert.equal(rollout.input, 'a\ufffd');
   assert.deepEqual(rollout.metadata, { 'k\ufffd': 'v' });
-  const started = await ok(agl, 'POST', '/rollouts', { input: 1 });
+  const started = await ok<AttemptedRollout>(agl, 'POST', '/rollouts', { input: 1 });
   const span = JSON.stringify(spanOf(started.rollout_id, started.attempt.attempt_id, '1'.repeat(16), { attributes: { a: 'SURROGATE' } }));
   assert.equal((await send('/spans', span.replace('SURROGATE', '\\ud800'))).status, 201);
 
@@ -101,27 +104,27 @@ test('a stored rollout row that DuckDB cannot read as JSON does not stop the sto
 
   const agl = await startAgl(path);
   t.after(() => agl.close());
-  const [dequeued] = await ok(agl, 'POST', '/queues/rollouts/dequeue', {});
+  const [dequeued] = await ok<AttemptedRollout[]>(agl, 'POST', '/queues/rollouts/dequeue', {});
   assert.equal(dequeued.rollout_id, 'ro-legacy');
 });
 
 /** Everything the GET routes tell about the store's state (uptime aside). */
 async function stateSeen(agl: InProcessAgl): Promise<unknown> {
-  const rollouts = (await ok(agl, 'GET', '/rollouts')).items as { rollout_id: string }[];
+  const rollouts = (await ok<PaginatedResult<Rollout>>(agl, 'GET', '/rollouts')).items as { rollout_id: string }[];
   const perRollout = [];
   for (const { rollout_id: id } of rollouts) {
     perRollout.push({
       rollout: await ok(agl, 'GET', `/rollouts/${id}`),
       attempts: await ok(agl, 'GET', `/rollouts/${id}/attempts`),
       latest: await ok(agl, 'GET', `/rollouts/${id}/attempts/latest`),
-      spans: await ok(agl, 'GET', `/spans?rollout_id=${id}`),
+      spans: await ok<PaginatedResult<Span>>(agl, 'GET', `/spans?rollout_id=${id}`),
     });
   }
-  const { uptime: _, ...statistics } = await ok(agl, 'GET', '/statistics');
+  const { uptime: _, ...statistics } = await ok<StoreStatistics>(agl, 'GET', '/statistics');
   return {
     rollouts,
     perRollout,
-    searched: await ok(agl, 'POST', '/rollouts/search', { status_in: ['queuing', 'running'] }),
+    searched: await ok<PaginatedResult<Rollout>>(agl, 'POST', '/rollouts/search', { status_in: ['queuing', 'running'] }),
     workers: await ok(agl, 'GET', '/workers'),
     resources: await ok(agl, 'GET', '/resources'),
     latestResources: await ok(agl, 'GET', '/resources/latest'),
@@ -154,11 +157,11 @@ test('a write that fails leaves the rollout state as it was, for every REST writ
   t.after(() => agl.close());
 
   const llm = (endpoint: string) => ({ llm: { resource_type: 'llm', endpoint, model: 'm' } });
-  const resources = await ok(agl, 'POST', '/resources', llm('http://model'));
-  const [a, b, c] = await ok(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'a' }, { input: 'b' }, { input: 'c' }] });
-  const [taken] = await ok(agl, 'POST', '/queues/rollouts/dequeue', { worker_id: 'w1' });
+  const resources = await ok<ResourcesUpdate>(agl, 'POST', '/resources', llm('http://model'));
+  const [a, b, c] = await ok<Rollout[]>(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'a' }, { input: 'b' }, { input: 'c' }] });
+  const [taken] = await ok<AttemptedRollout[]>(agl, 'POST', '/queues/rollouts/dequeue', { worker_id: 'w1' });
   assert.equal(taken.rollout_id, a.rollout_id);
-  const d = await ok(agl, 'POST', '/rollouts', { input: 'd', worker_id: 'fail-when-running' });
+  const d = await ok<AttemptedRollout>(agl, 'POST', '/rollouts', { input: 'd', worker_id: 'fail-when-running' });
   await ok(agl, 'POST', '/spans', spanOf(a.rollout_id, taken.attempt.attempt_id, '1'.repeat(16), { sequence_id: 1 }));
   await ok(agl, 'POST', '/workers/w2', { heartbeat_stats: { gpu: 1 } });
   const before = await stateSeen(agl);
@@ -184,11 +187,11 @@ test('a write that fails leaves the rollout state as it was, for every REST writ
   }
 
   // Later writes succeed, on the state as it was: the queue kept its order.
-  const [next] = await ok(agl, 'POST', '/queues/rollouts/dequeue', { worker_id: 'w2' });
+  const [next] = await ok<AttemptedRollout[]>(agl, 'POST', '/queues/rollouts/dequeue', { worker_id: 'w2' });
   assert.equal(next.rollout_id, b.rollout_id);
-  assert.equal((await ok(agl, 'POST', '/queues/rollouts/dequeue', {}))[0].rollout_id, c.rollout_id);
+  assert.equal((await ok<AttemptedRollout[]>(agl, 'POST', '/queues/rollouts/dequeue', {}))[0].rollout_id, c.rollout_id);
   await ok(agl, 'POST', `/rollouts/${a.rollout_id}/attempts/latest`, { status: 'succeeded' });
-  assert.equal((await ok(agl, 'GET', `/rollouts/${a.rollout_id}`)).status, 'succeeded');
+  assert.equal((await ok<AttemptedRollout>(agl, 'GET', `/rollouts/${a.rollout_id}`)).status, 'succeeded');
   // The version counter went back too: the history has no gap where the failed writes were.
   const [history] = await queryRows(agl.store, 'SELECT count(*)::INTEGER AS n, max(version)::INTEGER AS last FROM state_history');
   assert.equal(history.last, history.n);
@@ -198,7 +201,7 @@ test('after writes that fail among others in flight, the state is what the file 
   const path = await failingDatabase(t);
   let agl = await startAgl(path);
   t.after(() => agl.close());
-  await ok(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 0 }, { input: 1 }] });
+  await ok<Rollout[]>(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 0 }, { input: 1 }] });
 
   // Failing and good writes in overlapping waves: a good one may fail with a bad one in its group
   // commit, and later ones build on changes whose writes are still in flight.
@@ -215,7 +218,7 @@ test('after writes that fail among others in flight, the state is what the file 
   }
   const statuses = (await Promise.all(calls)).map((r) => r.status);
   assert.ok(statuses.some((s) => s >= 500), statuses.join(' '));
-  await ok(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'after' }] });
+  await ok<Rollout[]>(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'after' }] });
 
   const seen = await stateSeen(agl);
   await agl.close();
@@ -226,22 +229,22 @@ test('after writes that fail among others in flight, the state is what the file 
 test('a span with sequence_id 0 is stored with 0, as Agent Lightning stores it', async (t) => {
   const agl = await startAgl(join(await tempDir(t), 'sequence.duckdb'));
   t.after(() => agl.close());
-  const started = await ok(agl, 'POST', '/rollouts', { input: 1 });
+  const started = await ok<AttemptedRollout>(agl, 'POST', '/rollouts', { input: 1 });
   const ids = [started.rollout_id, started.attempt.attempt_id] as const;
 
-  const zero = await call(agl, 'POST', '/spans', spanOf(...ids, '1'.repeat(16), { sequence_id: 0 }));
+  const zero = await call<Span>(agl, 'POST', '/spans', spanOf(...ids, '1'.repeat(16), { sequence_id: 0 }));
   assert.equal(zero.status, 201);
   assert.equal(zero.json.sequence_id, 0);
   // The counter keeps the highest id seen: the next one handed out is still 1.
   assert.deepEqual(await ok(agl, 'POST', '/spans/next', { rollout_id: ids[0], attempt_id: ids[1] }), { sequence_id: 1 });
-  const stored = await ok(agl, 'GET', `/spans?rollout_id=${ids[0]}`);
+  const stored = await ok<PaginatedResult<Span>>(agl, 'GET', `/spans?rollout_id=${ids[0]}`);
   assert.deepEqual(stored.items.map((s: { sequence_id: number }) => s.sequence_id), [0]);
 });
 
 test('odd span and resource bodies are 400s naming the field, not 500s or values stored wrong', async (t) => {
   const agl = await startAgl(join(await tempDir(t), 'odd.duckdb'));
   t.after(() => agl.close());
-  const started = await ok(agl, 'POST', '/rollouts', { input: 1 });
+  const started = await ok<AttemptedRollout>(agl, 'POST', '/rollouts', { input: 1 });
   const span = (extra: Record<string, unknown>) => spanOf(started.rollout_id, started.attempt.attempt_id, '3'.repeat(16), extra);
 
   const cases: [Record<string, unknown>, RegExp][] = [
@@ -262,11 +265,11 @@ test('odd span and resource bodies are 400s naming the field, not 500s or values
     [{ status: { status_code: 'OK', description: 5 } }, /^status\.description must be a string, not 5$/],
   ];
   for (const [extra, message] of cases) {
-    const { status, json } = await call(agl, 'POST', '/spans', span(extra));
+    const { status, json } = await call<{ detail: string }>(agl, 'POST', '/spans', span(extra));
     assert.equal(status, 400, JSON.stringify(extra));
     assert.match(json.detail, message);
   }
-  assert.equal((await ok(agl, 'GET', `/spans?rollout_id=${started.rollout_id}`)).total, 0);
+  assert.equal((await ok<PaginatedResult<Span>>(agl, 'GET', `/spans?rollout_id=${started.rollout_id}`)).total, 0);
 
   // Messages quote what was sent, cut short: an id or a field name may be megabytes.
   const long = 'x'.repeat(1_000_000);
@@ -275,7 +278,7 @@ test('odd span and resource bodies are 400s naming the field, not 500s or values
     ['/rollouts/search', { sort_by: long }, 400],
     ['/resources', { [long]: { resource_type: 'llm', endpoint: 'e', model: 5 } }, 400],
   ] as const) {
-    const refused = await call(agl, 'POST', path, body);
+    const refused = await call<{ detail: string }>(agl, 'POST', path, body);
     assert.equal(refused.status, status);
     assert.ok(refused.json.detail.length < 500, `${path}: ${refused.json.detail.length} characters`);
   }
@@ -283,7 +286,7 @@ test('odd span and resource bodies are 400s naming the field, not 500s or values
   // Agent Lightning's LLM resource: sampling_parameters a dict, api_key a string or null.
   const llm = { resource_type: 'llm', endpoint: 'http://model', model: 'm' };
   for (const [extra, message] of [[{ sampling_parameters: 5 }, /^main\.sampling_parameters must be an object/], [{ api_key: 7 }, /^main\.api_key must be a string/]] as const) {
-    const { status, json } = await call(agl, 'POST', '/resources', { main: { ...llm, ...extra } });
+    const { status, json } = await call<{ detail: string }>(agl, 'POST', '/resources', { main: { ...llm, ...extra } });
     assert.equal(status, 400);
     assert.match(json.detail, message);
   }
@@ -293,13 +296,13 @@ test('odd span and resource bodies are 400s naming the field, not 500s or values
 test('span searches with a NUL character or quotes in a filter answer, and match exactly', async (t) => {
   const agl = await startAgl(join(await tempDir(t), 'search.duckdb'));
   t.after(() => agl.close());
-  const started = await ok(agl, 'POST', '/rollouts', { input: 1 });
+  const started = await ok<AttemptedRollout>(agl, 'POST', '/rollouts', { input: 1 });
   const ids = [started.rollout_id, started.attempt.attempt_id] as const;
   await ok(agl, 'POST', '/spans', spanOf(...ids, '2'.repeat(16), { name: "a\u0000b'c" }));
   await ok(agl, 'POST', '/spans', spanOf(...ids, '3'.repeat(16), { name: 'ab' }));
   // DuckDB's parser ends a statement at a NUL: the filter was a 500 ("unterminated quoted string").
-  const found = await ok(agl, 'POST', '/spans/search', { rollout_id: ids[0], name_contains: "\u0000b'" });
+  const found = await ok<PaginatedResult<Span>>(agl, 'POST', '/spans/search', { rollout_id: ids[0], name_contains: "\u0000b'" });
   assert.deepEqual(found.items.map((s: { name: string }) => s.name), ["a\u0000b'c"]);
-  assert.equal((await ok(agl, 'POST', '/spans/search', { rollout_id: `${ids[0]}\u0000` })).items.length, 0);
-  assert.equal((await ok(agl, 'GET', `/spans?rollout_id=${ids[0]}&name=ab`)).items.length, 1);
+  assert.equal((await ok<PaginatedResult<Span>>(agl, 'POST', '/spans/search', { rollout_id: `${ids[0]}\u0000` })).items.length, 0);
+  assert.equal((await ok<PaginatedResult<Span>>(agl, 'GET', `/spans?rollout_id=${ids[0]}&name=ab`)).items.length, 1);
 });

@@ -34,9 +34,11 @@ const rows = (sql: string) => queryRows(agl.store, sql);
 /** Answers the question through the rollout's llm; reward 1 when the answer echoes it. */
 const echoAgent = rollout<{ question: string }>(async (task, ctx) => {
   if (task.question === 'fail') throw new Error('the agent gave up');
-  const client = new OpenAI({ baseURL: ctx.llm!.baseURL, apiKey: ctx.llm!.apiKey });
+  const { llm } = ctx;
+  if (!llm) throw new Error('the rollout has no llm resource');
+  const client = new OpenAI({ baseURL: llm.baseURL, apiKey: llm.apiKey });
   const prompt = ctx.promptTemplate ? ctx.promptTemplate.format({ question: task.question }) : task.question;
-  const answer = await client.chat.completions.create({ model: ctx.llm!.model, messages: [{ role: 'user', content: prompt }] });
+  const answer = await client.chat.completions.create({ model: llm.model, messages: [{ role: 'user', content: prompt }] });
   return answer.choices[0].message.content?.includes(task.question) ? 1 : 0;
 });
 

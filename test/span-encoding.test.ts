@@ -5,6 +5,7 @@ import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import { requestOf, SpanEncoder } from '../src/otlp/span-encoding.js';
+import { serialized } from './otlp-batches.js';
 
 // agl/register's exporter joins spans encoded as each ended: the request must be the one the
 // SDK's own serializer makes of the same spans.
@@ -36,14 +37,14 @@ test('a request joined from spans encoded as they ended is the SDK serializer\'s
   }
   const spans = exporter.getFinishedSpans();
   assert.equal(spans.length, 12);
-  const expected = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
+  const expected = serialized(ProtobufTraceSerializer.serializeRequest(spans));
   assert.equal(queued.length, 12);
   assert.deepEqual(Buffer.from(requestOf(queued)), expected);
   // The queue holds the encodings, not the spans with their attributes and events.
   assert.ok(!('attributes' in queued[0]) && !('events' in queued[0]));
   // A span that did not pass the encoder (ended before it was installed) is encoded at export.
   assert.deepEqual(Buffer.from(requestOf(spans)), expected);
-  assert.deepEqual(Buffer.from(requestOf(queued.slice(0, 1))), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans.slice(0, 1))!));
+  assert.deepEqual(Buffer.from(requestOf(queued.slice(0, 1))), serialized(ProtobufTraceSerializer.serializeRequest(spans.slice(0, 1))));
 });
 
 test('a resource whose attributes were still pending when its spans ended is encoded with them', async () => {
@@ -53,9 +54,9 @@ test('a resource whose attributes were still pending when its spans ended is enc
   const provider = new TracerProvider({ resource, spanProcessors: [new SpanEncoder([processor]), new SimpleSpanProcessor({ exporter })] });
   provider.getTracer('agl').startSpan('step').end();
   assert.equal(resource.asyncAttributesPending, true);
-  await resource.waitForAsyncAttributes!();
+  await resource.waitForAsyncAttributes?.();
   const spans = exporter.getFinishedSpans();
-  assert.deepEqual(Buffer.from(requestOf(queued)), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!));
+  assert.deepEqual(Buffer.from(requestOf(queued)), serialized(ProtobufTraceSerializer.serializeRequest(spans)));
   assert.match(Buffer.from(requestOf(queued)).toString('latin1'), /h-1/);
 });
 
@@ -84,7 +85,7 @@ test('every kind of value and field is encoded as the SDK serializer encodes it'
   }
   const spans = exporter.getFinishedSpans();
   assert.equal(spans.length, 5);
-  assert.deepEqual(Buffer.from(requestOf(queued)), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!));
+  assert.deepEqual(Buffer.from(requestOf(queued)), serialized(ProtobufTraceSerializer.serializeRequest(spans)));
 });
 
 test('attributes that repeat, change, or change type from span to span are encoded as the SDK encodes each span', () => {
@@ -107,6 +108,6 @@ test('attributes that repeat, change, or change type from span to span are encod
   const spans = exporter.getFinishedSpans();
   assert.equal(queued.length, 40);
   for (let i = 0; i < spans.length; i++) {
-    assert.deepEqual(Buffer.from(requestOf(queued.slice(i, i + 1))), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans.slice(i, i + 1))!), `span ${i}`);
+    assert.deepEqual(Buffer.from(requestOf(queued.slice(i, i + 1))), serialized(ProtobufTraceSerializer.serializeRequest(spans.slice(i, i + 1))), `span ${i}`);
   }
 });

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import type { StoreStatistics } from '../src/api/lightning-store.js';
+import type { Attempt, AttemptedRollout, LlmResource, PaginatedResult, ResourcesUpdate, Rollout, Span, Worker } from '../src/api/types.js';
 import { newTempDir, post, removeDir, startAgl, type InProcessAgl } from './helpers.js';
 
 // The LightningStore REST API, spoken the way Agent Lightning's LightningStoreClient speaks it.
@@ -16,40 +18,41 @@ after(async () => {
   await removeDir(dir);
 });
 
-async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: any }> {
+/** A REST call; `Answer` is the body the test expects (its assertions check it). */
+async function call<Answer = unknown>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: Answer }> {
   const response = await fetch(`${agl.url}/v1/agl${path}`, {
     method,
     headers: body === undefined ? {} : { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  return { status: response.status, json: await response.json() };
+  return { status: response.status, json: (await response.json()) as Answer };
 }
 
 test('a rollout goes from enqueue to dequeue to succeeded over REST', async () => {
-  const enqueued = await call('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: { q: '2+2' }, mode: 'train' }] });
+  const enqueued = await call<Rollout[]>('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: { q: '2+2' }, mode: 'train' }] });
   assert.equal(enqueued.status, 201);
   const [rollout] = enqueued.json;
   assert.equal(rollout.status, 'queuing');
   assert.equal(rollout.mode, 'train');
   assert.deepEqual(rollout.metadata, {});
 
-  const dequeued = await call('POST', '/queues/rollouts/dequeue', { limit: 1, worker_id: 'runner-1' });
+  const dequeued = await call<AttemptedRollout[]>('POST', '/queues/rollouts/dequeue', { limit: 1, worker_id: 'runner-1' });
   assert.equal(dequeued.status, 200);
   assert.equal(dequeued.json[0].rollout_id, rollout.rollout_id);
   const attempt = dequeued.json[0].attempt;
   assert.equal(attempt.sequence_id, 1);
   assert.deepEqual((await call('POST', '/queues/rollouts/dequeue')).json, [], 'no body means the defaults; an empty queue is []');
 
-  const updated = await call('POST', `/rollouts/${rollout.rollout_id}/attempts/latest`, { status: 'succeeded' });
+  const updated = await call<Attempt>('POST', `/rollouts/${rollout.rollout_id}/attempts/latest`, { status: 'succeeded' });
   assert.equal(updated.status, 200);
   assert.equal(updated.json.attempt_id, attempt.attempt_id);
-  const got = await call('GET', `/rollouts/${rollout.rollout_id}`);
+  const got = await call<AttemptedRollout>('GET', `/rollouts/${rollout.rollout_id}`);
   assert.equal(got.json.status, 'succeeded');
   assert.equal(got.json.attempt.status, 'succeeded');
   assert.equal(typeof got.json.end_time, 'number');
-  const waited = await call('POST', '/waits/rollouts', { rollout_ids: [rollout.rollout_id, 'ro-missing'], timeout: 0 });
-  assert.deepEqual(waited.json.map((r: any) => r.rollout_id), [rollout.rollout_id]);
-  const worker = await call('GET', '/workers/runner-1');
+  const waited = await call<Rollout[]>('POST', '/waits/rollouts', { rollout_ids: [rollout.rollout_id, 'ro-missing'], timeout: 0 });
+  assert.deepEqual(waited.json.map((r) => r.rollout_id), [rollout.rollout_id]);
+  const worker = await call<Worker>('GET', '/workers/runner-1');
   assert.equal(worker.json.status, 'idle');
 
   // SQL users see the same state in the views.
@@ -62,7 +65,7 @@ test('a rollout goes from enqueue to dequeue to succeeded over REST', async () =
 });
 
 test('an OTLP span is a heartbeat: the attempt and its rollout run', async () => {
-  const started = await call('POST', '/rollouts', { input: 'direct', worker_id: 'runner-2' });
+  const started = await call<AttemptedRollout>('POST', '/rollouts', { input: 'direct', worker_id: 'runner-2' });
   assert.equal(started.status, 201);
   const { rollout_id: rolloutId, attempt } = started.json;
   assert.equal(started.json.status, 'preparing');
@@ -76,7 +79,7 @@ test('an OTLP span is a heartbeat: the attempt and its rollout run', async () =>
     }],
   };
   assert.equal((await post(`${agl.url}/v1/traces`, JSON.stringify(span), { 'content-type': 'application/json' })).status, 200);
-  const got = await call('GET', `/rollouts/${rolloutId}`);
+  const got = await call<AttemptedRollout>('GET', `/rollouts/${rolloutId}`);
   assert.equal(got.json.status, 'running');
   assert.equal(got.json.attempt.status, 'running');
   assert.equal(typeof got.json.attempt.last_heartbeat_time, 'number');
@@ -86,17 +89,17 @@ test('an OTLP span is a heartbeat: the attempt and its rollout run', async () =>
 
 test('resources are added, updated and read back; unknown ids are null', async () => {
   const llm = { resource_type: 'llm', endpoint: 'http://127.0.0.1:9/v1', model: 'qwen' };
-  const added = await call('POST', '/resources', { llm });
+  const added = await call<ResourcesUpdate>('POST', '/resources', { llm });
   assert.equal(added.status, 201);
   assert.equal(added.json.version, 1);
   assert.deepEqual(added.json.resources.llm, { ...llm, api_key: null, sampling_parameters: {} });
-  const updated = await call('POST', `/resources/${added.json.resources_id}`, { llm: { ...llm, model: 'qwen-2' } });
+  const updated = await call<ResourcesUpdate>('POST', `/resources/${added.json.resources_id}`, { llm: { ...llm, model: 'qwen-2' } });
   assert.equal(updated.json.version, 2);
-  assert.equal((await call('GET', '/resources/latest')).json.resources.llm.model, 'qwen-2');
+  assert.equal(((await call<ResourcesUpdate>('GET', '/resources/latest')).json.resources.llm as LlmResource).model, 'qwen-2');
   assert.equal((await call('GET', '/resources/rs-nothing')).json, null);
   assert.equal((await call('GET', '/rollouts/ro-nothing')).json, null);
   assert.equal((await call('GET', '/rollouts/ro-nothing/attempts/latest')).json, null);
-  const page = await call('GET', `/resources?resources_id_contains=${added.json.resources_id.slice(3, 9)}`);
+  const page = await call<PaginatedResult<ResourcesUpdate>>('GET', `/resources?resources_id_contains=${added.json.resources_id.slice(3, 9)}`);
   assert.equal(page.json.total, 1);
 });
 
@@ -126,15 +129,15 @@ test('bad bodies and parameters are 400s that name the field; unknown ids on upd
     ['POST', '/rollouts/ro-x/attempts/latest', { last_heartbeat_time: null }, 400, /^last_heartbeat_time is invalid; it cannot be a null value$/],
   ];
   for (const [method, path, body, status, message] of cases) {
-    const answer = await call(method as 'GET' | 'POST', path, body);
+    const answer = await call<{ detail: string }>(method as 'GET' | 'POST', path, body);
     assert.equal(answer.status, status, `${method} ${path}`);
     assert.match(answer.json.detail, message, `${method} ${path}`);
   }
-  const rollout = (await call('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 1 }] })).json[0];
-  const nullStatus = await call('POST', `/rollouts/${rollout.rollout_id}`, { status: null });
+  const rollout = (await call<Rollout[]>('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 1 }] })).json[0];
+  const nullStatus = await call<{ detail: string }>('POST', `/rollouts/${rollout.rollout_id}`, { status: null });
   assert.equal(nullStatus.status, 400);
   assert.match(nullStatus.json.detail, /status is invalid; it cannot be a null value/);
-  const cleared = await call('POST', `/rollouts/${rollout.rollout_id}`, { metadata: null, mode: 'val' });
+  const cleared = await call<Rollout>('POST', `/rollouts/${rollout.rollout_id}`, { metadata: null, mode: 'val' });
   assert.equal(cleared.json.metadata, null);
   assert.equal(cleared.json.mode, 'val');
   const notJson = await fetch(`${agl.url}/v1/agl/queues/rollouts/enqueue`, { method: 'POST', body: '{"rollouts": [', headers: { 'content-type': 'application/json' } });
@@ -161,34 +164,34 @@ test('a wrong type deep in a body or query is a 400 naming its whole path and wh
 });
 
 test('queries page through rollouts with repeated status_in, and POST search takes the same fields', async () => {
-  const made = (await call('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'p1' }, { input: 'p2' }, { input: 'p3' }] })).json;
+  const made = (await call<Rollout[]>('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'p1' }, { input: 'p2' }, { input: 'p3' }] })).json;
   await call('POST', `/rollouts/${made[0].rollout_id}`, { status: 'cancelled' });
-  const page = await call('GET', `/rollouts?status_in=queuing&status_in=cancelled&limit=2&offset=0&sort_by=start_time`);
+  const page = await call<PaginatedResult<Rollout>>('GET', `/rollouts?status_in=queuing&status_in=cancelled&limit=2&offset=0&sort_by=start_time`);
   assert.equal(page.status, 200);
   assert.equal(page.json.limit, 2);
   assert.equal(page.json.items.length, 2);
   assert.ok(page.json.total >= 3);
-  const search = await call('POST', '/rollouts/search', { rollout_id_in: made.map((r: any) => r.rollout_id), status_in: ['queuing'] });
-  assert.deepEqual(search.json.items.map((r: any) => r.rollout_id).sort(), [made[1].rollout_id, made[2].rollout_id].sort());
-  const stats = await call('GET', '/statistics');
+  const search = await call<PaginatedResult<Rollout>>('POST', '/rollouts/search', { rollout_id_in: made.map((r) => r.rollout_id), status_in: ['queuing'] });
+  assert.deepEqual(search.json.items.map((r) => r.rollout_id).sort(), [made[1].rollout_id, made[2].rollout_id].sort());
+  const stats = await call<StoreStatistics>('GET', '/statistics');
   assert.ok(stats.json.total_rollouts >= 3);
   assert.equal(typeof stats.json.uptime, 'number');
 });
 
 test('a dequeue with wait_seconds and a wait for rollouts are long polls resolved by events', async () => {
   await call('POST', '/queues/rollouts/dequeue', { limit: 100 });
-  const waitingDequeue = call('POST', '/queues/rollouts/dequeue', { wait_seconds: 30, worker_id: 'poller' });
-  const rollout = (await call('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'wake' }] })).json[0];
+  const waitingDequeue = call<AttemptedRollout[]>('POST', '/queues/rollouts/dequeue', { wait_seconds: 30, worker_id: 'poller' });
+  const rollout = (await call<Rollout[]>('POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'wake' }] })).json[0];
   const taken = await waitingDequeue;
   assert.equal(taken.json[0].rollout_id, rollout.rollout_id);
-  const waiting = call('POST', '/waits/rollouts', { rollout_ids: [rollout.rollout_id], timeout: 30 });
+  const waiting = call<Rollout[]>('POST', '/waits/rollouts', { rollout_ids: [rollout.rollout_id], timeout: 30 });
   await call('POST', `/rollouts/${rollout.rollout_id}/attempts/${taken.json[0].attempt.attempt_id}`, { status: 'failed' });
   const done = await waiting;
   assert.equal(done.json[0].status, 'failed');
 });
 
 test('spans are added and queried over REST in Agent Lightning\'s Span shape', async () => {
-  const started = (await call('POST', '/rollouts', { input: 'spans' })).json;
+  const started = (await call<AttemptedRollout>('POST', '/rollouts', { input: 'spans' })).json;
   const { rollout_id: rolloutId, attempt } = started;
   const span = (spanId: string, sequenceId: number, name: string) => ({
     rollout_id: rolloutId,
@@ -208,7 +211,7 @@ test('spans are added and queried over REST in Agent Lightning\'s Span shape', a
     parent: null,
     resource: { attributes: { 'service.name': 'rest-agent' }, schema_url: '' },
   });
-  const first = await call('POST', '/spans', span('a1a1a1a1a1a1a1a1', 7, 'first'));
+  const first = await call<Span>('POST', '/spans', span('a1a1a1a1a1a1a1a1', 7, 'first'));
   assert.equal(first.status, 201);
   assert.equal(first.json.span_id, 'a1a1a1a1a1a1a1a1');
   const duplicate = await call('POST', '/spans', span('a1a1a1a1a1a1a1a1', 7, 'first'));
@@ -219,21 +222,21 @@ test('spans are added and queried over REST in Agent Lightning\'s Span shape', a
 
   const unknown = await call('POST', '/spans', { ...span('c3c3c3c3c3c3c3c3', 9, 'x'), rollout_id: 'ro-nope' });
   assert.equal(unknown.status, 404);
-  const badId = await call('POST', '/spans', { ...span('c3c3c3c3c3c3c3c3', 9, 'x'), trace_id: 'XYZ' });
+  const badId = await call<{ detail: string }>('POST', '/spans', { ...span('c3c3c3c3c3c3c3c3', 9, 'x'), trace_id: 'XYZ' });
   assert.equal(badId.status, 400);
   assert.match(badId.json.detail, /trace_id must be lowercase hex of 32 digits/);
 
-  const page = await call('GET', `/spans?rollout_id=${rolloutId}&attempt_id=latest`);
+  const page = await call<PaginatedResult<Span>>('GET', `/spans?rollout_id=${rolloutId}&attempt_id=latest`);
   assert.equal(page.status, 200);
-  assert.deepEqual(page.json.items.map((s: any) => [s.sequence_id, s.name]), [[3, 'second'], [7, 'first']]);
+  assert.deepEqual(page.json.items.map((s) => [s.sequence_id, s.name]), [[3, 'second'], [7, 'first']]);
   const got = page.json.items[1];
   assert.equal(got.start_time, 1764000001.25);
   assert.deepEqual(got.status, { status_code: 'OK', description: null });
   assert.deepEqual(got.attributes, { 'gen_ai.request.model': 'm', n: 1 });
   assert.deepEqual(got.events, [{ name: 'tick', attributes: { k: 'v' }, timestamp: 1764000001.5 }]);
   assert.deepEqual(got.resource, { attributes: { 'service.name': 'rest-agent' }, schema_url: '' });
-  const named = await call('POST', '/spans/search', { rollout_id: rolloutId, name_contains: 'sec' });
-  assert.deepEqual(named.json.items.map((s: any) => s.name), ['second']);
+  const named = await call<PaginatedResult<Span>>('POST', '/spans/search', { rollout_id: rolloutId, name_contains: 'sec' });
+  assert.deepEqual(named.json.items.map((s) => s.name), ['second']);
   assert.equal((await call('GET', '/spans')).status, 400, 'rollout_id is required');
   // Through SQL, the same spans are rows of the spans table.
   const sql = await agl.store.query(`SELECT name, service_name, kind FROM spans WHERE rollout_id = '${rolloutId}' ORDER BY sequence_id`);

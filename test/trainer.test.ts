@@ -30,8 +30,10 @@ after(async () => {
 
 const agent = rollout<{ question: string }>(async (task, ctx) => {
   if (task.question === 'fail') throw new Error('no answer');
-  const client = new OpenAI({ baseURL: ctx.llm!.baseURL, apiKey: ctx.llm!.apiKey });
-  const answer = await client.chat.completions.create({ model: ctx.llm!.model, messages: [{ role: 'user', content: task.question }] });
+  const { llm } = ctx;
+  if (!llm) throw new Error('the rollout has no llm resource');
+  const client = new OpenAI({ baseURL: llm.baseURL, apiKey: llm.apiKey });
+  const answer = await client.chat.completions.create({ model: llm.model, messages: [{ role: 'user', content: task.question }] });
   return answer.choices[0].message.content?.includes(task.question) ? 1 : 0;
 });
 
@@ -61,7 +63,8 @@ test('dev: a few tasks with the Baseline, each rollout printed with its spans', 
   const trainer = new Trainer({ algorithm: new Baseline(), db: join(dir, 'dev.duckdb') });
   const resources = { llm: { resource_type: 'llm' as const, endpoint: llm.baseURL, model: 'test-model', api_key: null, sampling_parameters: {} } };
   const result = await trainer.dev(rollout<{ question: string }>(async (task, ctx) => {
-    const client = new OpenAI({ baseURL: ctx.llm!.baseURL, apiKey: 'k' });
+    if (!ctx.llm) throw new Error('the rollout has no llm resource');
+    const client = new OpenAI({ baseURL: ctx.llm.baseURL, apiKey: 'k' });
     await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: task.question }] });
     return 0.5;
   }), [{ question: 'hi' }], { resources, print: (line) => lines.push(line) });
@@ -74,7 +77,7 @@ test('dev: a few tasks with the Baseline, each rollout printed with its spans', 
 
 test('processes: agl serve and runner processes started and stopped by the trainer, an openai agent, tasks from JSONL and Parquet', async () => {
   const tasks = join(dir, 'tasks.jsonl');
-  await writeFile(tasks, [{ question: 'a' }, { question: 'b' }].map((t) => JSON.stringify(t)).join('\n') + '\n');
+  await writeFile(tasks, [{ question: 'a' }, { question: 'b' }].map((t) => `${JSON.stringify(t)}\n`).join(''));
   const val = join(dir, 'val.parquet');
   const instance = await DuckDBInstance.create(':memory:');
   const connection = await instance.connect();
@@ -114,8 +117,8 @@ test('processes: Ctrl-C stops the algorithm, the runners (killed after the grace
   const db = join(dir, 'interrupted.duckdb');
   const child = spawn(process.execPath, [join(APPS, 'trainer-processes.mjs'), db, join(APPS, 'sleepy-agent.mjs'), tasks], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   await until(async () => assert.match(output, /sleepy-agent: \{"ms":60000\}/), 30_000); // the rollout runs
   child.kill('SIGINT');

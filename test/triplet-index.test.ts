@@ -73,7 +73,7 @@ function byAttempt(triplets: Triplet[]): Map<string, Triplet[]> {
 test('a derived store exports default triplets by a scan, the same as computed from the spans', async () => {
   assert.match(await tripletsQuery(source), /FROM derived_calls c WHERE c.in_triplets$/);
   const scanned = await traceToTriplets(source);
-  const computed = (await allRows(source, tripletsSql())) as unknown as Triplet[];
+  const computed = (await allRows(source, tripletsSql())) as Triplet[];
   assert.deepEqual(byAttempt(scanned), byAttempt(computed));
   const summary = [...byAttempt(scanned)].map(([group, triplets]) => [group, triplets.map((t) => [(t.prompt.messages as { content: string }[])[0].content, t.metadata.agent_name, t.reward])]);
   assert.deepEqual(new Map(summary as [string, unknown][]), new Map<string, unknown>([
@@ -83,7 +83,7 @@ test('a derived store exports default triplets by a scan, the same as computed f
     ['ro-c/at-1', [['c1', null, null]]],
   ]));
   // The gateway's record of c1 is the one that counts, not the agent's own.
-  assert.equal(byAttempt(scanned).get('ro-c/at-1')![0].metadata.span_id, arrivals[1][4].span_id);
+  assert.equal(byAttempt(scanned).get('ro-c/at-1')?.[0].metadata.span_id, arrivals[1][4].span_id);
 });
 
 test('options other than the defaults, spans not derived yet and GenAI log events are computed from the spans', async () => {

@@ -75,8 +75,9 @@ test('agentMatch trains one agent alone; where and spanMatch narrow the calls', 
 test('as an apache-arrow Table: typed columns, the same values', async () => {
   const table = await arrowTableOf('triplets', await traceToTriplets(source));
   assert.equal(table.numRows, 4);
-  assert.deepEqual([...table.getChild('reward')!], [1, null, 0.5, 0.25]);
-  const first = table.get(0)!.toJSON();
+  assert.deepEqual([...(table.getChild('reward') ?? [])], [1, null, 0.5, 0.25]);
+  const first = table.get(0)?.toJSON();
+  assert.ok(first);
   assert.deepEqual([JSON.parse(first.prompt.messages)[0].content, [...first.response.token_ids], first.metadata.agent_name], ['a', [3], 'planner']);
 });
 

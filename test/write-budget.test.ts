@@ -99,7 +99,11 @@ test('the write budget holds for writes and is lifted while a read runs', async 
   };
   const defaults = await settings();
   // DuckDB shows the limit rounded ("18.8 GiB"), so setting it back may show a hair less.
-  const gib = (size: string) => Number(/^([\d.]+)/.exec(size)![1]) * { KiB: 2 ** -20, MiB: 2 ** -10, GiB: 1, TiB: 1024 }[size.split(' ')[1]]!;
+  const units: Record<string, number> = { KiB: 2 ** -20, MiB: 2 ** -10, GiB: 1, TiB: 1024 };
+  const gib = (size: string) => {
+    const [amount, unit] = size.split(' ');
+    return Number(amount) * (units[unit] ?? Number.NaN);
+  };
   const lifted = async () => {
     const [threads, memory] = await settings();
     assert.equal(threads, defaults[0]);

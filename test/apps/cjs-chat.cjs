@@ -7,7 +7,7 @@ async function main() {
   const plain = await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'hello cjs' }] });
   const stream = await client.chat.completions.create({ model: 'test-model', stream: true, messages: [{ role: 'user', content: 'stream cjs' }] });
   let text = '';
-  for await (const chunk of stream) text += (chunk.choices[0] && chunk.choices[0].delta.content) || '';
+  for await (const chunk of stream) text += chunk.choices[0]?.delta.content || '';
   emitReward({ correct: 1, brevity: 0.5 }, { primaryKey: 'correct' });
   console.log(JSON.stringify({ plain: plain.choices[0].message.content, text }));
   process.exitCode = 3; // the app's own exit code must survive

@@ -8,6 +8,7 @@ import { InMemoryLogRecordExporter, LoggerProvider, SimpleLogRecordProcessor } f
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import fc from 'fast-check';
 import { FIXTURES } from '../helpers.js';
+import { serialized } from '../otlp-batches.js';
 import { anyValueArb, jsonBytes, logArb, RawBytes, RawJson, requestArb, requestJson, requestProtobuf, spanArb, strArb } from './otlp-model.js';
 import type { FuzzRequest } from './server.js';
 
@@ -70,12 +71,12 @@ export async function loadSeeds(): Promise<OtlpSeeds> {
   const decoder = new TextDecoder();
   return {
     protobuf: {
-      traces: [await readFile(join(FIXTURES, 'traces.pb')), Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!)],
-      logs: [await readFile(join(FIXTURES, 'logs.pb')), Buffer.from(ProtobufLogsSerializer.serializeRequest(logs)!)],
+      traces: [await readFile(join(FIXTURES, 'traces.pb')), serialized(ProtobufTraceSerializer.serializeRequest(spans))],
+      logs: [await readFile(join(FIXTURES, 'logs.pb')), serialized(ProtobufLogsSerializer.serializeRequest(logs))],
     },
     json: {
-      traces: [JSON.parse(decoder.decode(JsonTraceSerializer.serializeRequest(spans)!))],
-      logs: [JSON.parse(decoder.decode(JsonLogsSerializer.serializeRequest(logs)!))],
+      traces: [JSON.parse(decoder.decode(serialized(JsonTraceSerializer.serializeRequest(spans))))],
+      logs: [JSON.parse(decoder.decode(serialized(JsonLogsSerializer.serializeRequest(logs))))],
     },
   };
 }
@@ -212,10 +213,10 @@ function slots(value: unknown): Slot[] {
 
 /** A copy of plain objects and arrays (RawJson and RawBytes are shared), without recursion. */
 function cloneJson(value: unknown): unknown {
-  const root = { value };
-  const stack: Slot[] = [{ parent: root as unknown as Record<string, unknown>, key: 'value' }];
-  while (stack.length > 0) {
-    const { parent, key } = stack.pop()!;
+  const root: Record<string, unknown> = { value };
+  const stack: Slot[] = [{ parent: root, key: 'value' }];
+  for (let slot = stack.pop(); slot !== undefined; slot = stack.pop()) {
+    const { parent, key } = slot;
     const node = (parent as Record<string | number, unknown>)[key];
     if (node === null || typeof node !== 'object' || node instanceof RawJson || node instanceof RawBytes) continue;
     const copy: Slot['parent'] = Array.isArray(node) ? [...node] : { ...node };

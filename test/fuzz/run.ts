@@ -116,18 +116,20 @@ const sqlTarget: Target<SqlCase> = {
 /** Runs the targets one after the other against one in-process agl server; never throws for a broken invariant. */
 export async function runFuzz(options: FuzzOptions): Promise<TargetReport[]> {
   const seeds = await loadSeeds();
-  const targets: Record<TargetName, () => Target<any>> = {
-    'otlp-protobuf': () => otlpTarget(protobufRequests(seeds)),
-    'otlp-json': () => otlpTarget(jsonRequests(seeds)),
-    rest: () => restTarget(new IdPool()),
-    sql: () => sqlTarget,
+  // Each target has a case type of its own: a target is kept as the run it makes.
+  const runOf = <Case>(make: () => Target<Case>) => (name: TargetName, server: FuzzServer, runOptions: FuzzOptions) => runTarget(name, make(), server, runOptions);
+  const targets: Record<TargetName, ReturnType<typeof runOf>> = {
+    'otlp-protobuf': runOf(() => otlpTarget(protobufRequests(seeds))),
+    'otlp-json': runOf(() => otlpTarget(jsonRequests(seeds))),
+    rest: runOf(() => restTarget(new IdPool())),
+    sql: runOf(() => sqlTarget),
   };
   const names = options.targets ?? TARGETS;
   const server = await FuzzServer.start();
   const reports: TargetReport[] = [];
   try {
     for (const name of names) {
-      const report = await runTarget(name, targets[name](), server, { ...options, runs: Math.ceil(options.runs / names.length) });
+      const report = await targets[name](name, server, { ...options, runs: Math.ceil(options.runs / names.length) });
       options.onReport?.(report);
       reports.push(report);
     }
@@ -147,43 +149,6 @@ async function runTarget<Case>(name: TargetName, target: Target<Case>, server: F
   let shrinkRuns = 0;
   const started = Date.now();
 
-  /**
-   * The first of `cases` after which the store is broken, replayed in order on fresh databases
-   * (bisection: each round replays a prefix and checks once).
-   */
-  const blame = async (cases: Case[], error: InvariantBroken): Promise<Failure> => {
-    let failure: InvariantBroken | undefined;
-    /** Whether `list`, replayed on a fresh database, breaks an invariant (remembered in `failure`). */
-    const breaks = async (list: Case[]) => {
-      await server.restart();
-      try {
-        for (const testCase of list) await target.run(server, testCase);
-        await server.checkReads();
-        return false;
-      } catch (caseError) {
-        if (!(caseError instanceof InvariantBroken)) throw caseError;
-        failure = caseError;
-        return true;
-      }
-    };
-    let low = 0;
-    let high = cases.length - 1;
-    while (low < high) {
-      const middle = (low + high) >> 1;
-      if (await breaks(cases.slice(0, middle + 1))) high = middle;
-      else low = middle + 1;
-    }
-    if (low === cases.length - 1 && !(await breaks(cases))) {
-      return { message: `${error.message} (replayed on a fresh database, the last ${cases.length} cases break nothing)`, example: cases.map(target.describe).join('\n'), replayable: false };
-    }
-    const culprit = cases[low];
-    const prefixFailure = failure!;
-    if (low > 0 && !(await breaks([culprit]))) {
-      return { message: `${prefixFailure.message} (only after the ${low} case(s) before it since the last good check)`, example: cases.slice(0, low + 1).map(target.describe).join('\n'), replayable: false };
-    }
-    return { message: failure!.message, example: target.describe(culprit), replayable: culprit === cases.at(-1) };
-  };
-
   const property = fc.asyncProperty(target.cases, async (testCase) => {
     if (lastFailure !== undefined && ++shrinkRuns > maxShrinks) return;
     const shrinking = lastFailure !== undefined;
@@ -199,7 +164,7 @@ async function runTarget<Case>(name: TargetName, target: Target<Case>, server: F
     } catch (error) {
       if (!(error instanceof InvariantBroken)) throw error;
       if (!shrinking) report.broken++;
-      const failure = pending.length > 1 ? await blame(pending, error) : { message: error.message, example: target.describe(testCase), replayable: true };
+      const failure = pending.length > 1 ? await blame(target, server, pending, error) : { message: error.message, example: target.describe(testCase), replayable: true };
       pending = [];
       await server.restart();
       if (options.keepGoing) {
@@ -219,6 +184,49 @@ async function runTarget<Case>(name: TargetName, target: Target<Case>, server: F
   for (const failure of kinds.values()) report.failures.push({ ...failure, seed: options.seed, runs: options.runs });
   report.seconds = (Date.now() - started) / 1000;
   return report;
+}
+
+/**
+ * The first of `cases` after which the store is broken, replayed in order on fresh databases
+ * (bisection: each round replays a prefix and checks once).
+ */
+async function blame<Case>(target: Target<Case>, server: FuzzServer, cases: Case[], error: InvariantBroken): Promise<Failure> {
+  /** The invariant `list` breaks, replayed on a fresh database; undefined when it breaks none. */
+  const brokenBy = async (list: Case[]): Promise<InvariantBroken | undefined> => {
+    await server.restart();
+    try {
+      for (const testCase of list) await target.run(server, testCase);
+      await server.checkReads();
+      return undefined;
+    } catch (caseError) {
+      if (!(caseError instanceof InvariantBroken)) throw caseError;
+      return caseError;
+    }
+  };
+  let failure: InvariantBroken | undefined;
+  let low = 0;
+  let high = cases.length - 1;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    const broken = await brokenBy(cases.slice(0, middle + 1));
+    if (broken) {
+      failure = broken;
+      high = middle;
+    } else {
+      low = middle + 1;
+    }
+  }
+  // No prefix but the whole list was tried: the whole list must break too.
+  if (low === cases.length - 1) failure = await brokenBy(cases);
+  if (!failure) {
+    return { message: `${error.message} (replayed on a fresh database, the last ${cases.length} cases break nothing)`, example: cases.map(target.describe).join('\n'), replayable: false };
+  }
+  const culprit = cases[low];
+  const alone = low > 0 ? await brokenBy([culprit]) : failure;
+  if (!alone) {
+    return { message: `${failure.message} (only after the ${low} case(s) before it since the last good check)`, example: cases.slice(0, low + 1).map(target.describe).join('\n'), replayable: false };
+  }
+  return { message: alone.message, example: target.describe(culprit), replayable: culprit === cases.at(-1) };
 }
 
 /** A failure message without its ids, numbers and quoted values: failures of one kind read alike. */
