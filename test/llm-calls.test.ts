@@ -23,7 +23,7 @@ before(async () => {
   const resource = resourceFromAttributes({ 'service.name': 'dialects' });
   tracerProvider = new TracerProvider({ resource, spanProcessors: [new SimpleSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${agl.url}/v1/traces` }) })] });
   loggerProvider = new LoggerProvider({ resource, processors: [new SimpleLogRecordProcessor({ exporter: new OTLPLogExporter({ url: `${agl.url}/v1/logs` }) })] });
-  await record();
+  record();
   await tracerProvider.forceFlush();
   await loggerProvider.forceFlush();
 });
@@ -40,7 +40,17 @@ const spanWith = (name: string, attributes: Attributes, parent = ROOT_CONTEXT) =
   return span;
 };
 
-async function record(): Promise<void> {
+/** One call in each dialect llm_calls reads. */
+function record(): void {
+  recordOpenLLMetry();
+  recordOpenInference();
+  recordGenAiSemconv();
+  recordGenAiEvents();
+  recordFrameworkOverCapture();
+}
+
+/** OpenLLMetry: flat gen_ai.prompt.N.* / gen_ai.completion.N.* attributes. */
+function recordOpenLLMetry(): void {
   spanWith('openai.chat', {
     'gen_ai.system': 'openai',
     'gen_ai.request.model': 'gpt-ol',
@@ -60,7 +70,10 @@ async function record(): Promise<void> {
     'gen_ai.usage.completion_tokens': 3,
     'gen_ai.response.id': 'resp-openllmetry',
   }).end();
+}
 
+/** OpenInference: llm.input_messages.N.message.* attributes. */
+function recordOpenInference(): void {
   spanWith('ChatOpenAI', {
     'openinference.span.kind': 'LLM',
     'llm.model_name': 'gpt-oi',
@@ -80,7 +93,10 @@ async function record(): Promise<void> {
     'llm.token_count.completion': 1,
     'llm.tools.0.tool.json_schema': '{"type":"function","function":{"name":"f"}}',
   }).end();
+}
 
+/** The GenAI semantic conventions: messages as JSON in gen_ai.input.messages and gen_ai.output.messages. */
+function recordGenAiSemconv(): void {
   spanWith('chat gpt-semconv', {
     'gen_ai.provider.name': 'openai',
     'gen_ai.request.model': 'gpt-semconv',
@@ -94,8 +110,10 @@ async function record(): Promise<void> {
     'gen_ai.usage.input_tokens': 7,
     'gen_ai.usage.output_tokens': 4,
   }).end();
+}
 
-  // @opentelemetry/instrumentation-openai: content in log-record events joined by span id.
+/** @opentelemetry/instrumentation-openai: content in log-record events joined by span id. */
+function recordGenAiEvents(): void {
   const span = spanWith('chat gpt-events', { 'gen_ai.system': 'openai', 'gen_ai.request.model': 'gpt-events', 'gen_ai.response.id': 'resp-events' });
   const ctx = trace.setSpan(ROOT_CONTEXT, span);
   const logger = loggerProvider.getLogger('@opentelemetry/instrumentation-openai');
@@ -103,8 +121,10 @@ async function record(): Promise<void> {
   logger.emit({ eventName: 'gen_ai.user.message', body: { content: 'q' }, context: ctx });
   logger.emit({ eventName: 'gen_ai.choice', body: { index: 0, finish_reason: 'stop', message: { content: 'a' } }, context: ctx });
   span.end();
+}
 
-  // A framework's LLM span with agl's HTTP-level capture as its child: one call, one row.
+/** A framework's LLM span with agl's HTTP-level capture as its child: one call, one row. */
+function recordFrameworkOverCapture(): void {
   const framework = spanWith('framework llm', { 'openinference.span.kind': 'LLM', 'llm.input_messages.0.message.role': 'user', 'llm.input_messages.0.message.content': 'twice?' });
   spanWith('chat m', {
     'agl.llm.api': 'chat',
@@ -117,8 +137,11 @@ async function record(): Promise<void> {
 const call = async (model: string) => {
   const { rows } = await agl.store.query(`SELECT * FROM llm_calls WHERE model = '${model}'`, { guard: false });
   assert.equal(rows.length, 1, `one row for ${model}`);
-  const row = rows[0] as any;
-  for (const key of ['input_messages', 'output_messages', 'tools']) if (typeof row[key] === 'string') row[key] = JSON.parse(row[key]);
+  const row = rows[0];
+  for (const key of ['input_messages', 'output_messages', 'tools']) {
+    const value = row[key];
+    if (typeof value === 'string') row[key] = JSON.parse(value);
+  }
   return row;
 };
 

@@ -25,7 +25,7 @@ export interface OpenAITestServer {
   /** Base URL for OpenAI clients (`<url>/v1`). */
   readonly baseURL: string;
   /** Request bodies received, in order. */
-  readonly requests: { path: string; headers: IncomingMessage['headers']; body: any }[];
+  readonly requests: { path: string; headers: IncomingMessage['headers']; body: RequestBody }[];
   close(): Promise<void>;
 }
 
@@ -47,6 +47,31 @@ export interface OpenAITestServerOptions {
   latencyMs?: number;
   fixedIds?: boolean;
   chat?: (body: ChatRequest) => ChatScript | undefined;
+}
+
+interface JsonSchema {
+  required?: string[];
+  properties?: Record<string, { type?: string }>;
+}
+
+/** A tool as chat completions (`function`) or the Responses API (`parameters`) define it. */
+interface ToolDefinition {
+  function?: { name: string; parameters?: JsonSchema };
+  parameters?: JsonSchema;
+}
+
+/** A request body: the fields this server reads, and whatever else the client sent. */
+export interface RequestBody {
+  [field: string]: unknown;
+  model?: unknown;
+  messages?: { role?: string; content?: unknown }[];
+  tools?: ToolDefinition[];
+  prompt?: unknown;
+  input?: unknown;
+  stream?: boolean;
+  stream_options?: { include_usage?: boolean };
+  return_token_ids?: unknown;
+  logprobs?: unknown;
 }
 
 export async function startOpenAITestServer(options: OpenAITestServerOptions = {}): Promise<OpenAITestServer> {
@@ -80,14 +105,14 @@ async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenA
   if (req.method === 'GET' && path === '/v1/models') {
     return json(res, 200, { object: 'list', data: [{ id: 'test-model', object: 'model', created: 0, owned_by: 'agl' }] });
   }
-  let body: any;
+  let body: RequestBody;
   try {
-    body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as RequestBody; // the clients under test send these
   } catch {
     return json(res, 400, { error: { message: 'body is not JSON', type: 'invalid_request_error' } });
   }
   requests.push({ path, headers: req.headers, body });
-  const script = path === '/v1/chat/completions' ? options.chat?.(body) : undefined;
+  const script = path === '/v1/chat/completions' ? options.chat?.(body as ChatRequest) : undefined;
   if (script?.delayMs) await new Promise((resolve) => setTimeout(resolve, script.delayMs));
   if (script?.status) return json(res, script.status, { error: { message: `test server answers ${script.status}`, type: 'test_error', code: null } });
   const model = String(body.model ?? '');
@@ -109,7 +134,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenA
       return json(res, 200, {
         object: 'list',
         model,
-        data: [].concat(body.input).map((_: unknown, index: number) => ({ object: 'embedding', index, embedding: [0.1, 0.2, 0.3] })),
+        data: ([] as unknown[]).concat(body.input).map((_, index) => ({ object: 'embedding', index, embedding: [0.1, 0.2, 0.3] })),
         usage: { prompt_tokens: 2, total_tokens: 2 },
       });
     default:
@@ -149,7 +174,7 @@ function json(res: ServerResponse, status: number, value: unknown): void {
 export function testTokenIds(text: string): number[] {
   return words(text).map((word) => {
     let hash = 7;
-    for (const ch of word) hash = (hash * 31 + ch.codePointAt(0)!) % 50_000;
+    for (const ch of word) hash = (hash * 31 + (ch.codePointAt(0) ?? 0)) % 50_000;
     return hash;
   });
 }
@@ -158,16 +183,16 @@ const words = (text: string) => text.split(/(?<=\s)/).filter((w) => w.length > 0
 
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
-  if (Array.isArray(content)) return content.map((part) => (typeof part === 'string' ? part : part?.text ?? '')).join('');
+  if (Array.isArray(content)) return content.map((part) => (typeof part === 'string' ? part : String(part?.text ?? ''))).join('');
   return '';
 }
 
-function promptText(messages: any[]): string {
+function promptText(messages: readonly { content?: unknown }[]): string {
   return messages.map((m) => textOf(m.content)).join('\n');
 }
 
 /** Arguments a tool call would have: every required property filled from its JSON-schema type. */
-function argumentsFor(tool: any): string {
+function argumentsFor(tool: ToolDefinition): string {
   const parameters = tool.function?.parameters ?? tool.parameters ?? {};
   const args: Record<string, unknown> = {};
   for (const name of parameters.required ?? Object.keys(parameters.properties ?? {})) {
@@ -177,47 +202,72 @@ function argumentsFor(tool: any): string {
   return JSON.stringify(args);
 }
 
-function chatCompletion(res: ServerResponse, body: any, fixedIds: boolean, scripted?: string): void {
-  const messages: any[] = body.messages ?? [];
+/** What the test model answers a chat request: a call of its first tool, or the echo. */
+interface ChatAnswer {
+  readonly toolCall?: { id: string; type: string; function: { name: string; arguments: string } };
+  /** The tool call's arguments, or the echo. */
+  readonly text: string;
+  readonly outputIds: number[];
+  readonly promptIds: number[];
+}
+
+/** `scripted`: the content a chat script gave, answered instead of a tool call or the echo. */
+function chatAnswerOf(body: RequestBody, scripted?: string): ChatAnswer {
+  const messages = body.messages ?? [];
   const lastUser = [...messages].reverse().find((m) => m.role === 'user');
   const toolResult = messages.some((m) => m.role === 'tool');
   const tool = body.tools?.length && !toolResult && scripted === undefined ? body.tools[0] : undefined;
-  const content = tool ? null : (scripted ?? `Echo: ${textOf(lastUser?.content)}`);
-  const toolCalls = tool ? [{ id: 'call_1', type: 'function', function: { name: tool.function.name, arguments: argumentsFor(tool) } }] : undefined;
-  const finishReason = tool ? 'tool_calls' : 'stop';
-  const outputIds = testTokenIds(content ?? toolCalls![0].function.arguments);
-  const promptIds = testTokenIds(promptText(messages));
-  const usage = { prompt_tokens: promptIds.length, completion_tokens: outputIds.length, total_tokens: promptIds.length + outputIds.length };
-  const tokenIds = body.return_token_ids === true;
-  const id = fixedIds ? 'chatcmpl-fixed' : `chatcmpl-${Math.random().toString(36).slice(2, 10)}`;
-  const created = fixedIds ? 0 : Math.floor(Date.now() / 1000);
+  const toolCall = tool ? { id: 'call_1', type: 'function', function: { name: tool.function?.name ?? '', arguments: argumentsFor(tool) } } : undefined;
+  const text = toolCall ? toolCall.function.arguments : (scripted ?? `Echo: ${textOf(lastUser?.content)}`);
+  return { toolCall, text, outputIds: testTokenIds(text), promptIds: testTokenIds(promptText(messages)) };
+}
 
-  if (!body.stream) {
-    const choice: any = { index: 0, message: { role: 'assistant', content, ...(toolCalls ? { tool_calls: toolCalls } : {}) }, finish_reason: finishReason };
-    if (body.logprobs) choice.logprobs = { content: words(content ?? '').map((token) => ({ token, logprob: -0.5, top_logprobs: [] })) };
-    if (tokenIds) choice.token_ids = outputIds;
-    return json(res, 200, {
-      id, object: 'chat.completion', created, model: body.model, choices: [choice], usage,
-      ...(tokenIds ? { prompt_token_ids: promptIds } : {}),
-    });
+function chatCompletion(res: ServerResponse, body: RequestBody, fixedIds: boolean, scripted?: string): void {
+  const answer = chatAnswerOf(body, scripted);
+  const { toolCall, outputIds, promptIds } = answer;
+  const head = {
+    id: fixedIds ? 'chatcmpl-fixed' : `chatcmpl-${Math.random().toString(36).slice(2, 10)}`,
+    created: fixedIds ? 0 : Math.floor(Date.now() / 1000),
+    model: body.model,
+  };
+  if (body.stream) {
+    streamChatCompletion(res, body, head, answer);
+    return;
   }
+  const content = toolCall ? null : answer.text;
+  const tokenIds = body.return_token_ids === true;
+  const choice = {
+    index: 0,
+    message: { role: 'assistant', content, ...(toolCall ? { tool_calls: [toolCall] } : {}) },
+    finish_reason: toolCall ? 'tool_calls' : 'stop',
+    ...(body.logprobs ? { logprobs: { content: words(content ?? '').map((token) => ({ token, logprob: -0.5, top_logprobs: [] })) } } : {}),
+    ...(tokenIds ? { token_ids: outputIds } : {}),
+  };
+  json(res, 200, {
+    id: head.id, object: 'chat.completion', created: head.created, model: head.model, choices: [choice], usage: usageOf(answer),
+    ...(tokenIds ? { prompt_token_ids: promptIds } : {}),
+  });
+}
 
+const usageOf = ({ promptIds, outputIds }: ChatAnswer) => ({ prompt_tokens: promptIds.length, completion_tokens: outputIds.length, total_tokens: promptIds.length + outputIds.length });
+
+/** The answer as SSE chunks: tool-call arguments in two halves, text word by word; `cut-stream` stops after the first word. */
+function streamChatCompletion(res: ServerResponse, body: RequestBody, head: { id: string; created: number; model: unknown }, answer: ChatAnswer): void {
+  const { toolCall, text, outputIds, promptIds } = answer;
+  const tokenIds = body.return_token_ids === true;
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-  const chunk = (choice: any, extra: any = {}) =>
-    res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: choice ? [{ index: 0, ...choice }] : [], ...extra })}\n\n`);
+  const chunk = (choice: object | null, extra: object = {}) =>
+    res.write(`data: ${JSON.stringify({ id: head.id, object: 'chat.completion.chunk', created: head.created, model: head.model, choices: choice ? [{ index: 0, ...choice }] : [], ...extra })}\n\n`);
   chunk({ delta: { role: 'assistant', content: '' }, finish_reason: null }, tokenIds ? { prompt_token_ids: promptIds } : {});
-  const cut = body.model === 'cut-stream';
-  if (toolCalls) {
-    const call = toolCalls[0];
-    const args = call.function.arguments;
-    const half = Math.floor(args.length / 2);
-    chunk({ delta: { tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }, finish_reason: null });
-    chunk({ delta: { tool_calls: [{ index: 0, function: { arguments: args.slice(0, half) } }] }, finish_reason: null, ...(tokenIds ? { token_ids: outputIds.slice(0, 1) } : {}) });
-    chunk({ delta: { tool_calls: [{ index: 0, function: { arguments: args.slice(half) } }] }, finish_reason: null, ...(tokenIds ? { token_ids: outputIds.slice(1) } : {}) });
+  if (toolCall) {
+    const half = Math.floor(text.length / 2);
+    chunk({ delta: { tool_calls: [{ index: 0, id: toolCall.id, type: 'function', function: { name: toolCall.function.name, arguments: '' } }] }, finish_reason: null });
+    chunk({ delta: { tool_calls: [{ index: 0, function: { arguments: text.slice(0, half) } }] }, finish_reason: null, ...(tokenIds ? { token_ids: outputIds.slice(0, 1) } : {}) });
+    chunk({ delta: { tool_calls: [{ index: 0, function: { arguments: text.slice(half) } }] }, finish_reason: null, ...(tokenIds ? { token_ids: outputIds.slice(1) } : {}) });
   } else {
-    const pieces = words(content!);
+    const pieces = words(text);
     for (let i = 0; i < pieces.length; i++) {
-      if (cut && i === 1) {
+      if (body.model === 'cut-stream' && i === 1) {
         setTimeout(() => res.destroy(), 20); // once what was written has gone out
         return;
       }
@@ -229,12 +279,12 @@ function chatCompletion(res: ServerResponse, body: any, fixedIds: boolean, scrip
       });
     }
   }
-  chunk({ delta: {}, finish_reason: finishReason });
-  if (body.stream_options?.include_usage) chunk(null, { usage });
+  chunk({ delta: {}, finish_reason: toolCall ? 'tool_calls' : 'stop' });
+  if (body.stream_options?.include_usage) chunk(null, { usage: usageOf(answer) });
   res.end('data: [DONE]\n\n');
 }
 
-function completion(res: ServerResponse, body: any): void {
+function completion(res: ServerResponse, body: RequestBody): void {
   const prompt = textOf(body.prompt);
   const text = ` Echo: ${prompt}`;
   const outputIds = testTokenIds(text);
@@ -244,22 +294,23 @@ function completion(res: ServerResponse, body: any): void {
   const id = `cmpl-${Math.random().toString(36).slice(2, 10)}`;
   const base = { id, object: 'text_completion', created: Math.floor(Date.now() / 1000), model: body.model };
   if (!body.stream) {
-    return json(res, 200, {
+    json(res, 200, {
       ...base,
       choices: [{ index: 0, text, finish_reason: 'stop', logprobs: null, ...(tokenIds ? { token_ids: outputIds, prompt_token_ids: promptIds } : {}) }],
       usage,
     });
+    return;
   }
   res.writeHead(200, { 'content-type': 'text/event-stream' });
-  words(text).forEach((piece, i) =>
-    res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: piece, finish_reason: null, ...(tokenIds ? { token_ids: [outputIds[i]], ...(i === 0 ? { prompt_token_ids: promptIds } : {}) } : {}) }] })}\n\n`),
-  );
+  for (const [i, piece] of words(text).entries()) {
+    res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: piece, finish_reason: null, ...(tokenIds ? { token_ids: [outputIds[i]], ...(i === 0 ? { prompt_token_ids: promptIds } : {}) } : {}) }] })}\n\n`);
+  }
   res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: '', finish_reason: 'stop' }], ...(body.stream_options?.include_usage ? { usage } : {}) })}\n\n`);
   res.end('data: [DONE]\n\n');
 }
 
-function response(res: ServerResponse, body: any): void {
-  const input = typeof body.input === 'string' ? body.input : promptText(body.input ?? []);
+function response(res: ServerResponse, body: RequestBody): void {
+  const input = typeof body.input === 'string' ? body.input : promptText(Array.isArray(body.input) ? body.input : []);
   const text = `Echo: ${input}`;
   const full = {
     id: `resp_${Math.random().toString(36).slice(2, 10)}`,
@@ -270,7 +321,10 @@ function response(res: ServerResponse, body: any): void {
     output: [{ type: 'message', id: 'msg_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] }],
     usage: { input_tokens: testTokenIds(input).length, output_tokens: testTokenIds(text).length, total_tokens: testTokenIds(input).length + testTokenIds(text).length },
   };
-  if (!body.stream) return json(res, 200, full);
+  if (!body.stream) {
+    json(res, 200, full);
+    return;
+  }
   res.writeHead(200, { 'content-type': 'text/event-stream' });
   let sequence = 0;
   const event = (type: string, data: object) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
