@@ -8,7 +8,8 @@ interface RawJson {
   readonly rawJSON: string;
 }
 type ReviverContext = { source?: string };
-const json = JSON as unknown as {
+/** JSON as Node has it: rawJSON and the reviver's source context (ES2025), not in TypeScript's lib yet. */
+const json = JSON as JSON & {
   rawJSON(text: string): RawJson;
   parse(text: string, reviver: (key: string, value: unknown, context: ReviverContext) => unknown): unknown;
 };
@@ -18,7 +19,7 @@ const LONG_NUMBER = /(?:^|[:[,])\s*-?\d{16}/;
 
 export function parseJsonExact(text: string): unknown {
   if (!LONG_NUMBER.test(text)) return JSON.parse(text);
-  return json.parse(text, (_key, value, context) =>
+  return json.parse(text, (_key: string, value: unknown, context: ReviverContext) =>
     typeof value === 'number' && !Number.isSafeInteger(value) && context.source !== undefined && /^-?\d+$/.test(context.source)
       ? json.rawJSON(context.source)
       : value,

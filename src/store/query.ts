@@ -71,7 +71,7 @@ export async function* streamQuery(instance: DuckDBInstance, sql: string, option
     if (options.guard) await assertReadOnlyQuery(connection, sql);
     await connection.run('BEGIN TRANSACTION READ ONLY');
     const result = await connection.stream(sql);
-    const typeTrees = result.columnTypesJson() as unknown as TypeTree[];
+    const typeTrees = result.columnTypes();
     const names = result.deduplicatedColumnNames();
     for await (const rows of result.yieldRowObjectJson()) {
       if (rows.length > 0) yield normalizeRows(rows as Record<string, unknown>[], names, typeTrees);
@@ -176,12 +176,12 @@ const noop = () => {};
 function toQueryResult(reader: DuckDBResultReader): QueryResult {
   const names = reader.deduplicatedColumnNames();
   const types = reader.columnTypes();
-  const typeTrees = reader.columnTypesJson() as unknown as TypeTree[];
+  const typeTrees = reader.columnTypes();
   const columns = names.map((name, i) => ({ name, type: types[i].alias ?? types[i].toString() }));
   return { columns, rows: normalizeRows(reader.getRowObjectsJson() as Record<string, unknown>[], names, typeTrees) };
 }
 
-function normalizeRows(rows: Record<string, unknown>[], names: string[], typeTrees: TypeTree[]): Record<string, unknown>[] {
+function normalizeRows(rows: Record<string, unknown>[], names: string[], typeTrees: readonly TypeTree[]): Record<string, unknown>[] {
   for (let i = 0; i < names.length; i++) {
     if (!needsNormalizing(typeTrees[i])) continue;
     for (const row of rows) row[names[i]] = normalize(row[names[i]], typeTrees[i]);
@@ -190,12 +190,13 @@ function normalizeRows(rows: Record<string, unknown>[], names: string[], typeTre
 }
 
 /** The shape of DuckDB's JSON type description (`columnTypesJson`). */
+/** What normalizing reads of a column's DuckDBType (the node API's type classes have these fields). */
 interface TypeTree {
-  typeId: number;
-  alias?: string;
-  valueType?: TypeTree;
-  entryNames?: string[];
-  entryTypes?: TypeTree[];
+  readonly typeId: number;
+  readonly alias?: string;
+  readonly valueType?: TypeTree;
+  readonly entryNames?: readonly string[];
+  readonly entryTypes?: readonly TypeTree[];
 }
 
 const WIDE_INTEGERS = new Set([DuckDBTypeId.BIGINT, DuckDBTypeId.UBIGINT, DuckDBTypeId.HUGEINT, DuckDBTypeId.UHUGEINT]);
