@@ -13,17 +13,24 @@ import { handleQuery } from './query-route.js';
 import { storeRoutes } from './store-routes.js';
 
 const DEFAULT_HOST = '127.0.0.1';
+/** The port of OTLP/HTTP. */
+export const DEFAULT_PORT = 4318;
+export const DEFAULT_MAX_BODY_BYTES = 64 * 2 ** 20;
+/** How long an upstream call through the gateway may take, streaming included. */
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 600_000;
 
 export interface ServerOptions {
+  /** Default 127.0.0.1. */
   readonly host?: string;
+  /** Default DEFAULT_PORT (4318); 0 for any free port. */
   readonly port?: number;
-  /** Largest request body after decompression (default 64 MiB). */
+  /** Largest request body after decompression (default DEFAULT_MAX_BODY_BYTES, 64 MiB). */
   readonly maxBodyBytes?: number;
   /** Threads that decode OTLP bodies (default: one per core beyond the first; 0 = inline). */
   readonly decodeThreads?: number;
   /** When set, every route requires `Authorization: Bearer <token>`. */
   readonly token?: string;
-  /** The LLM gateway under /v1/gateway/ (upstream, timeout, token ids). */
+  /** The LLM gateway under /v1/gateway/ (upstream, timeout: DEFAULT_UPSTREAM_TIMEOUT_MS, token ids: off). */
   readonly gateway?: Partial<Omit<GatewayOptions, 'maxBodyBytes' | 'serverToken'>>;
   /** Origins ("http://localhost:3000") whose web pages may call the server, with CORS; other pages are refused. */
   readonly allowOrigins?: readonly string[];
@@ -84,7 +91,7 @@ export async function bindServer(options: Pick<ServerOptions, 'host' | 'port'> =
   const server = createServer({ keepAliveTimeout: 65_000 }, answerStarting);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port ?? 4318, options.host ?? DEFAULT_HOST, () => {
+    server.listen(options.port ?? DEFAULT_PORT, options.host ?? DEFAULT_HOST, () => {
       server.off('error', reject);
       resolve();
     });
@@ -102,19 +109,23 @@ function answerStarting(_request: IncomingMessage, response: ServerResponse): vo
  * lives in its own module. It listens on `bound` (from `bindServer`) when given.
  */
 export async function startServer(store: DuckDBStore, options: ServerOptions = {}, bound?: Server): Promise<RunningServer> {
-  const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
-  const guard = browserGuard({ host: options.host ?? DEFAULT_HOST, allowOrigins: options.allowOrigins });
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const server = bound ?? (await bindServer(options));
   const decoder = new DecodePool(options.decodeThreads ?? Math.max(1, availableParallelism() - 1));
-  const llmGateway = gateway(store.lightning, store, { timeoutMs: 600_000, returnTokenIds: false, ...options.gateway, serverToken: options.token, maxBodyBytes });
+  const llmGateway = gateway(store.lightning, store, {
+    ...options.gateway,
+    timeoutMs: options.gateway?.timeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+    returnTokenIds: options.gateway?.returnTokenIds ?? false,
+    serverToken: options.token,
+    maxBodyBytes,
+  });
   // OTLP routes check their content types themselves, to answer in OTLP's encoding.
   const otlpRoutes: Route[] = [
     { method: 'POST', path: '/v1/traces', handle: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes) },
     { method: 'POST', path: '/v1/logs', handle: (req, res) => handleOtlp('logs', req, res, store, decoder, maxBodyBytes) },
     { method: 'POST', path: '/v1/metrics', handle: (req, res) => handleOtlpMetrics(req, res, maxBodyBytes) },
   ];
-  const otlp = new Set(otlpRoutes);
-  const matchRoutes = compileRoutes([
+  const routes: Route[] = [
     ...otlpRoutes,
     // 200 also while degraded (disk full): reads still work and writes answer 503 + Retry-After
     // by themselves, while a 503 here would make a load balancer route away (or Kubernetes
@@ -123,11 +134,37 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
     { method: 'POST', path: '/v1/agl/query', handle: (req, res) => handleQuery(req, res, store) },
     ...storeRoutes(store.lightning),
     ...llmGateway.routes,
-  ]);
-
-  const authorized = options.token ? bearerCheck(options.token) : () => true;
+  ];
   server.off('request', answerStarting);
-  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+  server.on('request', requestHandler(routes, new Set(otlpRoutes), options));
+
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${host}:${address.port}`,
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        // Keep-alive clients that keep sending would hold the close open: cut them after a grace.
+        setTimeout(() => server.closeAllConnections(), 5_000).unref();
+      }).then(async () => {
+        await llmGateway.flush();
+        await decoder.close();
+      }),
+  };
+}
+
+/**
+ * Answers each request by its route, after the browser guard and the token check; routes other
+ * than GET and `otlp` take JSON bodies only.
+ */
+function requestHandler(routes: Route[], otlp: ReadonlySet<Route>, options: ServerOptions): (request: IncomingMessage, response: ServerResponse) => void {
+  const matchRoutes = compileRoutes(routes);
+  const guard = browserGuard({ host: options.host ?? DEFAULT_HOST, allowOrigins: options.allowOrigins });
+  const authorized = options.token ? bearerCheck(options.token) : () => true;
+  return (request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     if (options.logRequests && (path.startsWith('/v1/agl/') || path.startsWith('/v1/gateway/'))) logRequest(request, response, path);
     if (!guard(request, response)) return;
@@ -157,23 +194,6 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
     Promise.resolve()
       .then(() => found.route.handle(request, response, found.params))
       .catch((error: unknown) => answerError(response, error));
-  });
-
-  const address = server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return {
-    url: `http://${host}:${address.port}`,
-    server,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-        // Keep-alive clients that keep sending would hold the close open: cut them after a grace.
-        setTimeout(() => server.closeAllConnections(), 5_000).unref();
-      }).then(async () => {
-        await llmGateway.flush();
-        await decoder.close();
-      }),
   };
 }
 

@@ -26,8 +26,9 @@ export function parseCommandArgs<O extends Options>(args: string[], options: O) 
   }
 }
 
-export function portArg(value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
+/** A port from 0 to 65535; undefined when not given. */
+export function portArg(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
   const port = Number(value);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer from 0 to 65535, not "${value}"`);
   return port;
@@ -35,9 +36,11 @@ export function portArg(value: string | undefined, fallback: number): number {
 
 const UNITS: Record<string, number> = { '': 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3 };
 
-/** "64MiB", "512k", "1048576" -> bytes. */
-export function bytesArg(name: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
+/** A size in bytes ("64MiB", "512k", "1048576"); undefined when not given. */
+export function bytesArg(name: string, value: string): number;
+export function bytesArg(name: string, value: string | undefined): number | undefined;
+export function bytesArg(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
   const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(value.trim());
   const unit = match ? UNITS[match[2].toLowerCase()] : undefined;
   if (!match || unit === undefined || Number(match[1]) <= 0) {
@@ -60,9 +63,9 @@ export function countArg(name: string, value: string | undefined): number | unde
   return n;
 }
 
-/** A positive number of seconds. */
-export function secondsArg(name: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
+/** A positive number of seconds; undefined when not given. */
+export function secondsArg(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
   const n = Number(value);
   if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${name} must be a number of seconds above 0, not "${value}"`);
   return n;

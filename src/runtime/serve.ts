@@ -2,16 +2,20 @@ import { rm, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { isLoopbackHost, parseOrigin } from '../collector/browser-guard.js';
-import { bindServer, startServer, type RunningServer } from '../collector/server.js';
-import { DuckDBStore } from '../store/store.js';
+import {
+  bindServer, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, DEFAULT_UPSTREAM_TIMEOUT_MS, startServer, type RunningServer, type ServerOptions,
+} from '../collector/server.js';
+import { DEFAULT_MAX_QUEUED_BYTES, DEFAULT_QUERY_TIMEOUT_MS, DEFAULT_WRITE_MEMORY_BYTES, DuckDBStore, type StoreOptions } from '../store/store.js';
 import { serverFileOf } from './query-command.js';
 import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg, urlArg, UsageError } from './args.js';
-import type { StoreOptions } from '../store/store.js';
 
-export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./agl.duckdb] [--max-body 64MiB]
-          [--max-queue 64MiB] [--decode-threads N] [--checkpoint-threshold 1GiB]
-          [--write-memory 64MiB] [--query-timeout 30] [--token T] [--allow-origin URL]
-          [--upstream URL] [--upstream-key KEY] [--upstream-timeout 600] [--return-token-ids]
+const mib = (bytes: number) => `${bytes / 2 ** 20}MiB`;
+
+// The defaults shown are the server's and the store's own: an option not given is left to them.
+export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}] [--db ./agl.duckdb] [--max-body ${mib(DEFAULT_MAX_BODY_BYTES)}]
+          [--max-queue ${mib(DEFAULT_MAX_QUEUED_BYTES)}] [--decode-threads N] [--checkpoint-threshold 1GiB]
+          [--write-memory ${mib(DEFAULT_WRITE_MEMORY_BYTES)}] [--query-timeout ${DEFAULT_QUERY_TIMEOUT_MS / 1000}] [--token T] [--allow-origin URL]
+          [--upstream URL] [--upstream-key KEY] [--upstream-timeout ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000}] [--return-token-ids]
           [--return-logprobs] [--pass-agent-key] [--quiet]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
   stores it in a DuckDB file; answers agl's API under /v1/agl/ and records LLM calls made
@@ -31,34 +35,63 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port 4318] [--db ./a
   Each store and gateway request is logged on a line of its own (OTLP ingest is not); --quiet
   logs only the start and the stop.`;
 
+const OPTIONS = {
+  host: { type: 'string' },
+  port: { type: 'string' },
+  db: { type: 'string', default: './agl.duckdb' },
+  'max-body': { type: 'string' },
+  'max-queue': { type: 'string' },
+  'decode-threads': { type: 'string' },
+  'checkpoint-threshold': { type: 'string' },
+  'write-memory': { type: 'string' },
+  'query-timeout': { type: 'string' },
+  token: { type: 'string' },
+  'allow-origin': { type: 'string', multiple: true },
+  upstream: { type: 'string' },
+  'upstream-key': { type: 'string' },
+  'upstream-timeout': { type: 'string' },
+  'return-token-ids': { type: 'boolean', default: false },
+  'return-logprobs': { type: 'boolean', default: false },
+  'pass-agent-key': { type: 'boolean', default: false },
+  quiet: { type: 'boolean', default: false },
+} as const;
+
+type Values = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>['values'];
+
 export async function serve(args: string[]): Promise<void> {
-  const { values } = parseCommandArgs(args, {
-    host: { type: 'string', default: '127.0.0.1' },
-    port: { type: 'string' },
-    db: { type: 'string', default: './agl.duckdb' },
-    'max-body': { type: 'string' },
-    'max-queue': { type: 'string' },
-    'decode-threads': { type: 'string' },
-    'checkpoint-threshold': { type: 'string' },
-    'write-memory': { type: 'string' },
-    'query-timeout': { type: 'string' },
-    token: { type: 'string' },
-    'allow-origin': { type: 'string', multiple: true },
-    upstream: { type: 'string' },
-    'upstream-key': { type: 'string' },
-    'upstream-timeout': { type: 'string' },
-    'return-token-ids': { type: 'boolean', default: false },
-    'return-logprobs': { type: 'boolean', default: false },
-    'pass-agent-key': { type: 'boolean', default: false },
-    quiet: { type: 'boolean', default: false },
-  });
+  const { values } = parseCommandArgs(args, OPTIONS);
   // Every argument is checked before anything is opened.
   const path = resolve(values.db);
-  const port = portArg(values.port, 4318);
-  const serverOptions = {
+  const serverOptions = serverOptionsOf(values);
+  const storeOptions = storeOptionsOf(values);
+  // V8 grows the young generation to 128 MB under ingest (request buffers and decoded columns
+  // live until their commit), which is most of a busy server's JS memory and bought no
+  // throughput: keep it at the size it has by now. The flag is read whenever it would grow.
+  setFlagsFromString('--semi-space-growth-factor=1');
+  if (!serverOptions.token && values.host !== undefined && !isLoopbackHost(values.host)) {
+    console.error(
+      `agl: warning: listening on ${values.host} without --token: anyone who can reach this address can read ` +
+        "all stored data, enqueue work and redirect agents' LLM calls; set --token (or AGL_TOKEN)",
+    );
+  }
+  const { server, store } = await openServer(path, serverOptions, storeOptions);
+  const serverFile = serverFileOf(path);
+  await writeFile(serverFile, JSON.stringify({ url: server.url, pid: process.pid }));
+  console.log(`agl: serving on ${server.url}, storing in ${path}`);
+  stopOnSignals(async () => {
+    await server.close();
+    await store.close();
+    await rm(serverFile, { force: true });
+  }, path);
+}
+
+/** The server's options from the command line; each one not given is left to the server's default. */
+function serverOptionsOf(values: Values): ServerOptions {
+  const upstreamTimeout = secondsArg('--upstream-timeout', values['upstream-timeout']);
+  return {
     host: values.host,
-    port,
-    maxBodyBytes: bytesArg('--max-body', values['max-body'], 64 * 1024 ** 2),
+    port: portArg(values.port),
+    maxBodyBytes: bytesArg('--max-body', values['max-body']),
     decodeThreads: countArg('--decode-threads', values['decode-threads']),
     token: values.token ?? (process.env.AGL_TOKEN || undefined),
     allowOrigins: originsArg(values['allow-origin']),
@@ -66,37 +99,32 @@ export async function serve(args: string[]): Promise<void> {
     gateway: {
       upstream: urlArg('--upstream', values.upstream),
       upstreamKey: values['upstream-key'] ?? (process.env.AGL_UPSTREAM_KEY || undefined),
-      timeoutMs: 1000 * secondsArg('--upstream-timeout', values['upstream-timeout'], 600),
+      timeoutMs: upstreamTimeout === undefined ? undefined : 1000 * upstreamTimeout,
       returnTokenIds: values['return-token-ids'],
       returnLogprobs: values['return-logprobs'],
       passAgentKey: values['pass-agent-key'],
     },
   };
-  const storeOptions = {
-    maxQueuedBytes: bytesArg('--max-queue', values['max-queue'], 64 * 1024 ** 2),
-    checkpointThreshold: values['checkpoint-threshold'] === undefined ? undefined : `${bytesArg('--checkpoint-threshold', values['checkpoint-threshold'], 0)}B`,
+}
+
+/** The store's options from the command line; each one not given is left to the store's default. */
+function storeOptionsOf(values: Values): Omit<StoreOptions, 'path'> {
+  const checkpointThreshold = values['checkpoint-threshold'];
+  const queryTimeout = secondsArg('--query-timeout', values['query-timeout']);
+  return {
+    maxQueuedBytes: bytesArg('--max-queue', values['max-queue']),
+    checkpointThreshold: checkpointThreshold === undefined ? undefined : `${bytesArg('--checkpoint-threshold', checkpointThreshold)}B`,
     writeMemoryBytes: writeMemoryArg(values['write-memory']),
-    queryTimeoutMs: 1000 * secondsArg('--query-timeout', values['query-timeout'], 30),
+    queryTimeoutMs: queryTimeout === undefined ? undefined : 1000 * queryTimeout,
   };
-  // V8 grows the young generation to 128 MB under ingest (request buffers and decoded columns
-  // live until their commit), which is most of a busy server's JS memory and bought no
-  // throughput: keep it at the size it has by now. The flag is read whenever it would grow.
-  setFlagsFromString('--semi-space-growth-factor=1');
-  if (!serverOptions.token && !isLoopbackHost(values.host)) {
-    console.error(
-      `agl: warning: listening on ${values.host} without --token: anyone who can reach this address can read ` +
-        "all stored data, enqueue work and redirect agents' LLM calls; set --token (or AGL_TOKEN)",
-    );
-  }
-  // The port first: one in use must fail before the database file is created.
+}
+
+/** Binds the port, opens the store, then serves: a port in use fails before the database file is created. */
+async function openServer(path: string, serverOptions: ServerOptions, storeOptions: Omit<StoreOptions, 'path'>): Promise<{ server: RunningServer; store: DuckDBStore }> {
   const bound = await bindServer(serverOptions).catch((error: unknown) => {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') throw new CommandError(`${values.host}:${port} is already in use: stop what listens there or pick another --port`);
-    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') throw new CommandError(`cannot listen on ${values.host}: no such local address`);
-    throw error;
+    throw bindError(error, serverOptions.host);
   });
   let store: DuckDBStore;
-  let server: RunningServer;
   try {
     store = await openStoreOrExplain(path, storeOptions);
   } catch (error) {
@@ -104,16 +132,24 @@ export async function serve(args: string[]): Promise<void> {
     throw error;
   }
   try {
-    server = await startServer(store, serverOptions, bound);
+    return { server: await startServer(store, serverOptions, bound), store };
   } catch (error) {
     bound.close();
     await store.close();
     throw error;
   }
-  const serverFile = serverFileOf(path);
-  await writeFile(serverFile, JSON.stringify({ url: server.url, pid: process.pid }));
-  console.log(`agl: serving on ${server.url}, storing in ${path}`);
+}
 
+/** What a failed listen means to the user, for the errors a wrong --host or --port gives. */
+function bindError(error: unknown, host: string | undefined): unknown {
+  const { code, address, port } = error as NodeJS.ErrnoException & { address?: string; port?: number };
+  if (code === 'EADDRINUSE') return new CommandError(`${address}:${port} is already in use: stop what listens there or pick another --port`);
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') return new CommandError(`cannot listen on ${host ?? address}: no such local address`);
+  return error;
+}
+
+/** Ctrl-C or SIGTERM: `close` finishes the writes and closes the file; a second signal exits at once. */
+function stopOnSignals(close: () => Promise<void>, path: string): void {
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {
@@ -122,9 +158,7 @@ export async function serve(args: string[]): Promise<void> {
     }
     stopping = true;
     console.log(`agl: ${signal}, finishing writes and closing ${path}`);
-    await server.close();
-    await store.close();
-    await rm(serverFile, { force: true });
+    await close();
     process.exit(0);
   };
   process.on('SIGINT', () => void stop('SIGINT'));
@@ -149,7 +183,7 @@ const MIN_WRITE_MEMORY = 16 * 1024 ** 2;
 /** --write-memory in bytes; undefined for the store's default. */
 function writeMemoryArg(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
-  const bytes = bytesArg('--write-memory', value, 0);
+  const bytes = bytesArg('--write-memory', value);
   if (bytes < MIN_WRITE_MEMORY) throw new UsageError(`--write-memory must be at least 16MiB, not "${value}"`);
   return bytes;
 }

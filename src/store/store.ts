@@ -18,7 +18,11 @@ import { loadRolloutState } from './rollout-tables.js';
 const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
 
 /** The write budget when the options give none (write-budget.ts). */
-const DEFAULT_WRITE_MEMORY_BYTES = 64 * 2 ** 20;
+export const DEFAULT_WRITE_MEMORY_BYTES = 64 * 2 ** 20;
+/** Decoded bytes that may wait for a commit when the options give no maxQueuedBytes. */
+export const DEFAULT_MAX_QUEUED_BYTES = 64 * 2 ** 20;
+/** A query's time limit when the options give no queryTimeoutMs. */
+export const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 
 /** Spans one round of the deriver covers. */
 const DERIVE_ROUND_SPANS = 20_000;
@@ -136,7 +140,7 @@ export class DuckDBStore implements BatchSink {
 
   private newWriter(): GroupCommitWriter {
     return new GroupCommitWriter(this.connection, {
-      maxQueuedBytes: this.options.maxQueuedBytes ?? 64 * 1024 * 1024,
+      maxQueuedBytes: this.options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES,
       withMoreMemory: (work) => this.read(work),
       // A quarter of the budget: a COMMIT under the budget failed for memory from 70% of it.
       commitWithMoreMemoryBytes: this.options.commitWithMoreMemoryBytes ?? (this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES) / 4,
@@ -236,7 +240,7 @@ export class DuckDBStore implements BatchSink {
 
   query(sql: string, options: { guard?: boolean } = {}): Promise<QueryResult> {
     return this.read(() => runQuery(this.instance, sql, {
-      timeoutMs: this.options.queryTimeoutMs ?? 30_000,
+      timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
       maxRows: this.options.maxQueryRows ?? 100_000,
       guard: options.guard ?? true,
     }));
@@ -255,7 +259,7 @@ export class DuckDBStore implements BatchSink {
   /** Writes a query's rows to a file (COPY); returns how many. */
   exportQuery(sql: string, path: string, format: ExportFormat, options: { guard?: boolean; onProgress?: (fraction: number) => void } = {}): Promise<number> {
     return this.read(() => exportQuery(this.instance, sql, path, format, {
-      timeoutMs: this.options.queryTimeoutMs ?? 30_000,
+      timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
       guard: options.guard ?? true,
       onProgress: options.onProgress,
     }));
