@@ -15,10 +15,9 @@ import type { LightningStore } from '../api/lightning-store.js';
 import type { BatchSink } from '../otlp/batch.js';
 import type { LlmResource } from '../api/types.js';
 import { BodyError, readBody } from './body.js';
-import { bearerCheck } from './http.js';
+import { bearerCheck, type Route } from './http.js';
 import { CallRecord, SpanBuffer, type Attribution } from './gateway-span.js';
 import { httpExchange, httpStream, type AnswerHeaders } from './upstream-http.js';
-import type { Route } from './http.js';
 
 export interface GatewayOptions {
   /** Base URL (with its `/v1`) for calls whose rollout has no `llm` resource. */
@@ -237,24 +236,70 @@ const DECOMPRESSORS: Record<string, () => Transform> = {
 };
 
 /**
+ * The decoded copy of an upstream answer that its span records: the body as text, or a stream's
+ * events assembled. The gateway asks for no compression; an answer compressed all the same is
+ * relayed as it came, and its decompressed copy is what the span records.
+ */
+class AnswerCopy {
+  /** An SSE stream, assembled into the response a plain call would have answered. */
+  streamed = false;
+  /** False when the answer's encoding is none the gateway can decode: the span records no body. */
+  readable = true;
+  private assembler: StreamAssembler | undefined;
+  private decompressor: Transform | undefined;
+  private decompressed: Promise<void> | undefined;
+  private readonly pieces: Buffer[] = [];
+  private readonly decoder = new TextDecoder();
+
+  constructor(private readonly api: LlmApi) {}
+
+  start(headers: AnswerHeaders): void {
+    this.streamed = String(headers['content-type'] ?? '').includes('text/event-stream');
+    if (this.streamed) this.assembler = new StreamAssembler(this.api);
+    const encoding = String(headers['content-encoding'] ?? 'identity').toLowerCase();
+    const unzip = encoding === 'identity' ? undefined : DECOMPRESSORS[encoding]?.();
+    this.decompressor = unzip;
+    this.readable = encoding === 'identity' || unzip !== undefined;
+    if (unzip) {
+      this.decompressed = new Promise<void>((done) => {
+        unzip.on('data', (piece: Buffer) => this.take(piece));
+        unzip.once('end', done);
+        unzip.once('error', () => done()); // a cut or corrupt body: what came out so far
+      });
+    }
+  }
+
+  write(chunk: Buffer): void {
+    if (this.decompressor) this.decompressor.write(chunk);
+    else if (this.readable) this.take(chunk);
+  }
+
+  /** Ends the copy: what the decompressor still holds comes out. */
+  async end(): Promise<void> {
+    if (!this.decompressor) return;
+    this.decompressor.end();
+    await this.decompressed;
+  }
+
+  /** The body for the span: the text or the assembled stream; undefined when not readable. */
+  result(): unknown {
+    if (!this.readable) return undefined;
+    return this.assembler ? this.assembler.result() : Buffer.concat(this.pieces).toString('utf8');
+  }
+
+  private take(piece: Buffer): void {
+    if (this.assembler) this.assembler.feed(this.decoder.decode(piece, { stream: true }));
+    else this.pieces.push(piece);
+  }
+}
+
+/**
  * Sends the call upstream and its answer on to the agent as it arrives, keeping a decoded copy
  * for the span. The answer goes from undici's handler straight to the agent's response, with no
  * stream in between: this runs for every chunk of every call.
  */
 function relay(url: URL, headers: Record<string, string>, body: Buffer, signal: AbortSignal, response: ServerResponse, record: CallRecord, path: string): Promise<void> {
-  let streamed = false;
-  let assembler: StreamAssembler | undefined;
-  let decompressor: Transform | undefined;
-  let decompressed: Promise<unknown> | undefined;
-  let readable = true;
-  const pieces: Buffer[] = [];
-  const decoder = new TextDecoder();
-  const take = (piece: Buffer) => {
-    if (assembler) assembler.feed(decoder.decode(piece, { stream: true }));
-    else pieces.push(piece);
-  };
-  const recorded = () => (assembler ? assembler.result() : Buffer.concat(pieces).toString('utf8'));
-
+  const copy = new AnswerCopy(record.api);
   return new Promise<void>((resolve) => {
     let finished = false;
     const finish = async (failure: unknown) => {
@@ -268,16 +313,13 @@ function relay(url: URL, headers: Record<string, string>, body: Buffer, signal: 
         record.finish(undefined, false);
         return resolve();
       }
-      if (decompressor) {
-        decompressor.end();
-        await decompressed;
-      }
+      await copy.end();
       if (failure === undefined) response.end();
       else {
         response.destroy(); // the agent sees the cut, as it would from the upstream itself
         record.fail(`the answer ended early: ${(failure as Error)?.message ?? String(failure)}`, (failure as Error)?.name === 'TimeoutError' ? 'upstream_timeout' : 'stream_cut');
       }
-      record.finish(readable ? recorded() : undefined, readable && streamed);
+      record.finish(copy.result(), copy.readable && copy.streamed);
       resolve();
     };
 
@@ -286,27 +328,12 @@ function relay(url: URL, headers: Record<string, string>, body: Buffer, signal: 
       exchange = httpExchange(url, 'POST', headers, body, signal, {
         start(status, answerHeaders) {
           record.status = status;
-          streamed = String(answerHeaders['content-type'] ?? '').includes('text/event-stream');
-          if (streamed) assembler = new StreamAssembler(record.api);
-          // The gateway asks for no compression; an answer compressed all the same is relayed as
-          // it came, and a decompressed copy is what the span records.
-          const encoding = String(answerHeaders['content-encoding'] ?? 'identity').toLowerCase();
-          decompressor = encoding === 'identity' ? undefined : DECOMPRESSORS[encoding]?.();
-          readable = encoding === 'identity' || decompressor !== undefined;
-          if (decompressor) {
-            const unzip = decompressor;
-            decompressed = new Promise<void>((done) => {
-              unzip.on('data', take);
-              unzip.once('end', done);
-              unzip.once('error', () => done()); // a cut or corrupt body: what came out so far
-            });
-          }
+          copy.start(answerHeaders);
           response.writeHead(status, relayedHeaders(answerHeaders));
           response.on('drain', () => exchange?.resume());
         },
         data(chunk) {
-          if (decompressor) decompressor.write(chunk);
-          else if (readable) take(chunk);
+          copy.write(chunk);
           return response.write(chunk);
         },
         end() {
