@@ -133,36 +133,53 @@ const OWN_CHUNK_ROWS = 256;
 // A scratch buffer reused for every fixed-width column: DuckDB copies it into its vectors.
 const fixedWidth = new ArrayBuffer(CHUNK_ROWS * 8);
 
+/** The rows a fill marks null in a vector's validity mask (one bit cleared per row), counted. */
+class NullRows {
+  count = 0;
+
+  constructor(
+    private readonly validity: Uint8Array,
+    private readonly offset: number,
+  ) {}
+
+  readonly set = (row: number): void => {
+    const at = this.offset + row;
+    this.validity[at >> 3] &= ~(1 << (at & 7));
+    this.count++;
+  };
+}
+
 /**
  * Writes `count` rows of `column` from `start` into `vector` at row `offset`, marking null rows
  * in `validity`; returns whether there were any. With `alone` (the vector holds these rows only)
  * a value repeated in every row is stored once, as a constant vector.
  */
 function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData, start: number, count: number, offset: number, validity: Uint8Array, alone: boolean): boolean {
-  let nulls = 0;
-  const setNull = (row: number) => {
-    const at = offset + row;
-    validity[at >> 3] &= ~(1 << (at & 7));
-    nulls++;
-  };
-  if (!Array.isArray(column)) {
-    const c = column as ByteColumn | Int64Column;
-    for (let row = 0; row < count; row++) if (c.nulls[start + row]) setNull(row);
-    if (c.kind === 'int64') {
-      duckdb.copy_data_to_vector(vector, offset * 8, c.values.buffer as ArrayBuffer, c.values.byteOffset + start * 8, count * 8);
-    } else {
-      const { data, slices } = c;
-      if (alone && nulls === 0 && isConstantSlice(slices, start, count)) {
-        // Resource, scope and service repeat for every span of a request: one value, not one per row.
-        const text = Buffer.from(data.buffer, data.byteOffset + slices[2 * start], slices[2 * start + 1] - slices[2 * start]).toString('utf8');
-        duckdb.vector_reference_value(vector, duckdb.create_varchar(text));
-        return false;
-      }
-      assignStrings(vector, c, start, count, offset);
-    }
-    return nulls > 0;
+  const nulls = new NullRows(validity, offset);
+  if (Array.isArray(column)) fillFromValues(vector, type, column as ColumnValue[], start, count, offset, nulls, alone);
+  else fillFromPacked(vector, column as ByteColumn | Int64Column, start, count, offset, nulls, alone);
+  return nulls.count > 0;
+}
+
+/** fillVector for a column the decoders packed: UTF-8 bytes with slices, or int64 values. */
+function fillFromPacked(vector: duckdb.Vector, c: ByteColumn | Int64Column, start: number, count: number, offset: number, nulls: NullRows, alone: boolean): void {
+  for (let row = 0; row < count; row++) if (c.nulls[start + row]) nulls.set(row);
+  if (c.kind === 'int64') {
+    duckdb.copy_data_to_vector(vector, offset * 8, c.values.buffer as ArrayBuffer, c.values.byteOffset + start * 8, count * 8);
+    return;
   }
-  const values = column as ColumnValue[];
+  const { data, slices } = c;
+  if (alone && nulls.count === 0 && isConstantSlice(slices, start, count)) {
+    // Resource, scope and service repeat for every span of a request: one value, not one per row.
+    const text = Buffer.from(data.buffer, data.byteOffset + slices[2 * start], slices[2 * start + 1] - slices[2 * start]).toString('utf8');
+    duckdb.vector_reference_value(vector, duckdb.create_varchar(text));
+    return;
+  }
+  assignStrings(vector, c, start, count, offset);
+}
+
+/** fillVector for a column of JS values, by its SQL type. */
+function fillFromValues(vector: duckdb.Vector, type: ColumnType, values: ColumnValue[], start: number, count: number, offset: number, nulls: NullRows, alone: boolean): void {
   switch (type) {
     case 'VARCHAR':
     case 'JSON':
@@ -170,16 +187,16 @@ function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData,
         const value = values[start];
         if (value !== null && value !== undefined) {
           duckdb.vector_reference_value(vector, duckdb.create_varchar(value as string));
-          return false;
+          return;
         }
       }
-      assignStrings(vector, encodeStrings(values, start, count, setNull), 0, count, offset);
+      assignStrings(vector, encodeStrings(values, start, count, nulls.set), 0, count, offset);
       break;
     case 'INTEGER': {
       const ints = new Int32Array(fixedWidth, 0, count);
       for (let row = 0; row < count; row++) {
         const value = values[start + row];
-        if (value === null || value === undefined) setNull(row);
+        if (value === null || value === undefined) nulls.set(row);
         else ints[row] = value as number;
       }
       duckdb.copy_data_to_vector(vector, offset * 4, fixedWidth, 0, count * 4);
@@ -189,7 +206,7 @@ function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData,
       const doubles = new Float64Array(fixedWidth, 0, count);
       for (let row = 0; row < count; row++) {
         const value = values[start + row];
-        if (value === null || value === undefined) setNull(row);
+        if (value === null || value === undefined) nulls.set(row);
         else doubles[row] = Number(value);
       }
       duckdb.copy_data_to_vector(vector, offset * 8, fixedWidth, 0, count * 8);
@@ -200,14 +217,13 @@ function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData,
       const longs = new BigInt64Array(fixedWidth, 0, count);
       for (let row = 0; row < count; row++) {
         const value = values[start + row];
-        if (value === null || value === undefined) setNull(row);
+        if (value === null || value === undefined) nulls.set(row);
         else longs[row] = typeof value === 'bigint' ? value : BigInt(value);
       }
       duckdb.copy_data_to_vector(vector, offset * 8, fixedWidth, 0, count * 8);
       break;
     }
   }
-  return nulls > 0;
 }
 
 /**
