@@ -84,36 +84,47 @@ export interface CreditSources {
 export function creditedCallsSql(options: CallSelection, select: string, sources: CreditSources = {}): string {
   const { calls = 'llm_calls', rewards = 'reward_rows', agents = 'agent_spans', withCall = true } = sources;
   checkCallSelection(options);
+  const ctes = [selectedSql(options, select, calls), distinctCallsSql(agents), namedCallsSql(options, agents), matchedRewardsSql(options, rewards)];
+  return `WITH RECURSIVE\n${ctes.join(',\n')}\n${creditedSql(options, select, calls, withCall)}`;
+}
+
+/**
+ * With `repairFlat`, `source` (rows with trace_id, span_id, parent_id and times) with each row
+ * whose parent is not stored moved under the innermost span of its trace that contains it.
+ */
+function placed(source: string, repairFlat: boolean | undefined): string {
+  return repairFlat
+    ? `SELECT x.* REPLACE (coalesce(CASE WHEN p.span_id IS NOT NULL THEN x.parent_id END, (
+           SELECT arg_min(o.span_id, epoch_ns(o.end_time) - epoch_ns(o.start_time)) FROM spans o
+           WHERE o.trace_id = x.trace_id AND o.span_id <> x.span_id AND o.start_time <= x.start_time AND o.end_time >= x.end_time
+             AND o.span_id NOT IN (SELECT span_id FROM llm_call_rows WHERE trace_id = x.trace_id)), x.parent_id) AS parent_id)
+         FROM (${source}) x LEFT JOIN spans p ON p.trace_id = x.trace_id AND p.span_id = x.parent_id`
+    : source;
+}
+
+/** The partition a reward is matched in (table alias `t`): its group, or with first_sibling its parent in the group. */
+const partOf = (options: CallSelection) =>
+  options.rewardMatch === 'first_sibling' ? (t: string) => `${t}.group_id || '|' || coalesce(${t}.parent_id, '')` : (t: string) => `${t}.group_id`;
+
+/** CTE `selected`: the calls the options select, each with its group and group key. */
+function selectedSql(options: CallSelection, select: string, calls: string): string {
   const withRollouts = options.rolloutMode !== undefined || ROLLOUT_COLUMNS.some((name) => new RegExp(`\\b${name}\\b`, 'i').test(options.where ?? '')) || /\bgroup_key\b/.test(select);
   const conditions = [
     options.where ? `(${options.where})` : '',
     options.spanMatch ? `regexp_matches(c.name, ${sqlRegex(options.spanMatch)})` : '',
     options.rolloutMode !== undefined ? rolloutModeCondition('ro.mode', options.rolloutMode) : '',
   ].filter(Boolean);
-  const agentFilter = options.agentMatch ? `WHERE regexp_matches(coalesce(c.agent_name, o.agent_name, ''), ${sqlRegex(options.agentMatch)})` : '';
-  const part = options.rewardMatch === 'first_sibling' ? (t: string) => `${t}.group_id || '|' || coalesce(${t}.parent_id, '')` : (t: string) => `${t}.group_id`;
-  const gamma = options.gamma ?? 1;
-  const reward = {
-    step: 'm.value',
-    final: 'f.final',
-    discounted: `CASE WHEN count(m.value) OVER later > 0 THEN list_reduce(list_reverse(list(coalesce(m.value, 0)) OVER later), lambda acc, x: x + ${gamma} * acc) END`,
-  }[options.credit ?? 'step'];
-  const placed = (source: string) =>
-    options.repairFlat
-      ? `SELECT x.* REPLACE (coalesce(CASE WHEN p.span_id IS NOT NULL THEN x.parent_id END, (
-           SELECT arg_min(o.span_id, epoch_ns(o.end_time) - epoch_ns(o.start_time)) FROM spans o
-           WHERE o.trace_id = x.trace_id AND o.span_id <> x.span_id AND o.start_time <= x.start_time AND o.end_time >= x.end_time
-             AND o.span_id NOT IN (SELECT span_id FROM llm_call_rows WHERE trace_id = x.trace_id)), x.parent_id) AS parent_id)
-         FROM (${source}) x LEFT JOIN spans p ON p.trace_id = x.trace_id AND p.span_id = x.parent_id`
-      : source;
-  return `WITH RECURSIVE
-selected AS MATERIALIZED (
+  return `selected AS MATERIALIZED (
   ${placed(`SELECT c.trace_id, c.span_id, c.parent_id, c.rollout_id, c.attempt_id, c.sequence_id, c.start_time, c.end_time, c.response_id,
     ${groupOf('c')} AS group_id${withRollouts ? `, coalesce(md5(CAST(ro.input AS VARCHAR)), c.rollout_id, 'trace:' || c.trace_id) AS group_key` : `, coalesce(c.rollout_id, 'trace:' || c.trace_id) AS group_key`}
   FROM ${calls} c${withRollouts ? ` LEFT JOIN (SELECT rollout_id, ${ROLLOUT_COLUMNS.join(', ')} FROM rollouts) ro USING (rollout_id)` : ''}
-  ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}`)}
-),
--- Calls that share a response id in their group: the first to start stays. Hashes find the
+  ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}`, options.repairFlat)}
+)`;
+}
+
+/** CTEs `shared_response`, `repeated` and `calls`: the selected calls without repeats, each with the agent of its own span or its parent. */
+function distinctCallsSql(agents: string): string {
+  return `-- Calls that share a response id in their group: the first to start stays. Hashes find the
 -- candidates cheaply; the exact comparison runs on those alone.
 shared_response AS (
   SELECT hash(group_id, response_id) AS h FROM selected WHERE response_id IS NOT NULL GROUP BY h HAVING count(*) > 1
@@ -127,8 +138,13 @@ calls AS (
   FROM selected c LEFT JOIN ${agents} own ON own.trace_id = c.trace_id AND own.span_id = c.span_id
     LEFT JOIN ${agents} parent ON parent.trace_id = c.trace_id AND parent.span_id = c.parent_id
   WHERE NOT EXISTS (SELECT 1 FROM repeated r WHERE r.trace_id = c.trace_id AND r.span_id = c.span_id)
-),
--- Agents further up than the parent: walk the stored span tree (only for calls that need it,
+)`;
+}
+
+/** CTEs from `walked` to `named`: each call with the agent of the nearest span up its tree that names one, filtered by agentMatch. */
+function namedCallsSql(options: CallSelection, agents: string): string {
+  const agentFilter = options.agentMatch ? `WHERE regexp_matches(coalesce(c.agent_name, o.agent_name, ''), ${sqlRegex(options.agentMatch)})` : '';
+  return `-- Agents further up than the parent: walk the stored span tree (only for calls that need it,
 -- through the spans of their traces alone).
 walked AS (SELECT * FROM calls WHERE agent_name IS NULL AND parent_id IS NOT NULL),
 walked_spans AS MATERIALIZED (SELECT trace_id, span_id, parent_id FROM spans WHERE trace_id IN (SELECT trace_id FROM walked)),
@@ -147,10 +163,15 @@ outer_agents AS (
 named AS (
   SELECT c.* REPLACE (coalesce(c.agent_name, o.agent_name) AS agent_name)
   FROM calls c LEFT JOIN outer_agents o USING (trace_id, span_id) ${agentFilter}
-),
-rewards AS (
+)`;
+}
+
+/** CTEs from `rewards` to `matched`: each attempt's final reward, and each primary reward with the call it goes to. */
+function matchedRewardsSql(options: CallSelection, rewards: string): string {
+  const part = partOf(options);
+  return `rewards AS (
   ${placed(`SELECT r.trace_id, r.span_id, r.parent_id, r.sequence_id, r.time, r.value, r.time AS start_time, r.time AS end_time, ${groupOf('r')} AS group_id
-  FROM ${rewards} r WHERE r.is_primary AND ${groupOf('r')} IN (SELECT group_id FROM named)`)}
+  FROM ${rewards} r WHERE r.is_primary AND ${groupOf('r')} IN (SELECT group_id FROM named)`, options.repairFlat)}
 ),
 finals AS (
   SELECT group_id, arg_max(value, (time, sequence_id, span_id)) AS final FROM rewards GROUP BY group_id
@@ -183,8 +204,19 @@ matched AS (
   SELECT r.part, arg_max(c.span_id, c.pos), any_value(r.value)
   FROM (SELECT * FROM levels WHERE step = -1 AND taken) r JOIN (SELECT * FROM levels WHERE step = 1) c ON c.part = r.part AND c.level = r.level + 1 AND c.pos <= r.pos
   GROUP BY r.part, r.pos
-)
-SELECT ${select}
+)`;
+}
+
+/** The final select: each named call with the reward its credit gives it, in call order. */
+function creditedSql(options: CallSelection, select: string, calls: string, withCall: boolean): string {
+  const part = partOf(options);
+  const gamma = options.gamma ?? 1;
+  const reward = {
+    step: 'm.value',
+    final: 'f.final',
+    discounted: `CASE WHEN count(m.value) OVER later > 0 THEN list_reduce(list_reverse(list(coalesce(m.value, 0)) OVER later), lambda acc, x: x + ${gamma} * acc) END`,
+  }[options.credit ?? 'step'];
+  return `SELECT ${select}
 FROM (
   SELECT s.*, ${reward} AS reward
   FROM named s LEFT JOIN matched m ON m.part = ${part('s')} AND m.span_id = s.span_id LEFT JOIN finals f USING (group_id)
