@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { readdir } from 'node:fs/promises';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { post, runCli, spawnServe, tempDir } from './helpers.js';

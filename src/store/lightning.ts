@@ -17,12 +17,11 @@ import {
 } from '../api/types.js';
 import { checkFilterLogic, matches, paginate } from './paginate.js';
 import type { ColumnarRows } from '../otlp/columns.js';
-import { NotFoundError } from '../api/errors.js';
+import { NotFoundError, StoreUnavailableError } from '../api/errors.js';
 import { changedAnything, noChanges, type RolloutState, type Changes } from './rollout-state.js';
 import { SPAN_JSON_COLUMNS, spanFromRow, spanRows } from './span-json.js';
 import { sqlText } from './sql.js';
 import { historyRows } from './rollout-tables.js';
-import { StoreUnavailableError } from '../api/errors.js';
 import type { TableRows } from './writer.js';
 
 const ROLLOUT_FIELDS = ['rollout_id', 'input', 'start_time', 'end_time', 'mode', 'resources_id', 'status', 'config', 'metadata'];
