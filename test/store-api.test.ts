@@ -157,7 +157,7 @@ test('a wrong type deep in a body or query is a 400 naming its whole path and wh
     ['GET', '/rollouts?limit=ten', undefined, 'limit must be an integer, not "ten"'],
   ];
   for (const [method, path, body, detail] of cases) {
-    const answer = await call(method as 'GET' | 'POST', path, body);
+    const answer = await call<{ detail: string }>(method as 'GET' | 'POST', path, body);
     assert.equal(answer.status, 400, path);
     assert.equal(answer.json.detail, detail);
   }
