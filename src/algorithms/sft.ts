@@ -13,7 +13,7 @@ import {
   runCommand,
   type CommandOutcome,
   type PlaceholderValues,
-} from './train-command.js';
+} from './training-process.js';
 
 /**
  * SFT: rejection-sampling fine-tuning. Each iteration runs the training tasks with the current
