@@ -1,5 +1,6 @@
 import type { APOResult } from './apo-search.js';
 import type { Candidate, Cost } from './apo-record.js';
+import { formatScore, textTable } from './report-text.js';
 
 /**
  * The end of an APO run as text: the versions with their scores, the best prompt with its diff
@@ -9,13 +10,13 @@ export function formatApoReport(result: APOResult): string {
   const lines = [
     `APO run ${result.runId}: ${result.rounds} round${result.rounds === 1 ? '' : 's'} completed; stopped: ${result.stopReason}`,
     '',
-    table(
+    textTable(
       ['version', 'round', 'parent', 'batch', 'val', 'status', 'prompt'],
       result.candidates.map((c) => versionRow(c, result)),
     ),
     '',
-    `seed score  ${score(result.seed.valScore)}  (${result.seed.version}, all validation tasks)`,
-    `best score  ${score(result.best.valScore)}  (${result.best.version})`,
+    `seed score  ${formatScore(result.seed.valScore)}  (${result.seed.version}, all validation tasks)`,
+    `best score  ${formatScore(result.best.valScore)}  (${result.best.version})`,
     '',
     'best prompt:',
     indent(result.best.template),
@@ -25,7 +26,7 @@ export function formatApoReport(result: APOResult): string {
       : `changes against the seed ([-removed-] {+added+}):\n${indent(wordDiff(result.seed.template, result.best.template))}`,
     '',
     'cost:',
-    table(
+    textTable(
       ['round', 'rollouts', 'critic tokens', 'editor tokens', 'seconds', 'waiting on rollouts', 'on critic/editor'],
       [...result.cost.rounds.map((c) => costRow(String(c.round), c)), costRow('total', result.cost.total)],
     ),
@@ -44,8 +45,8 @@ function versionRow(c: Candidate, result: APOResult): string[] {
     c.version,
     String(c.round),
     c.parent ?? '-',
-    score(c.batchScore),
-    score(c.valScore),
+    formatScore(c.batchScore),
+    formatScore(c.valScore),
     tags.join(', ') || '-',
     clip(c.template, 72),
   ];
@@ -62,18 +63,6 @@ function costRow(label: string, c: Cost): string[] {
     c.modelSeconds.toFixed(1),
   ];
 }
-
-function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((cell, i) => cell.padEnd(widths[i]))
-      .join('  ')
-      .trimEnd();
-  return [line(header), ...rows.map(line)].join('\n');
-}
-
-const score = (value: number | null) => (value === null ? '-' : value.toFixed(3));
 
 const indent = (text: string) =>
   text

@@ -19,6 +19,11 @@ export interface AlgorithmCommand<R = unknown> {
   create(options: Record<string, unknown>, context: CommandContext): Algorithm<unknown, R>;
   /** The result as text for the terminal (stdout). */
   report(result: R): string;
+  /**
+   * The message of an error the run ended with that says all the user needs (a failed training
+   * command and its output): printed without a stack trace. Undefined for any other error.
+   */
+  explain?(error: unknown): string | undefined;
 }
 
 export interface CommandContext {

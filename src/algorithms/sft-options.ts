@@ -32,20 +32,20 @@ export const sftOptionsSchema = z
       .int()
       .min(1)
       .default(2)
-      .describe('rounds of rollouts, selection, training and publishing (default 2)'),
+      .describe('rounds of rollouts, selection, training and publishing'),
     samplesPerTask: z
       .number()
       .int()
       .min(1)
       .default(4)
-      .describe('rollouts of each training task per iteration: the n of best-of-n (default 4)'),
+      .describe('rollouts of each training task per iteration: the n of best-of-n'),
     topFraction: z
       .number()
       .gt(0)
       .max(1)
       .default(0.25)
       .describe(
-        "keep each task's best rollouts: this fraction of its samples, rounded up (default 0.25: the best of 4)",
+        "keep each task's best rollouts: this fraction of its samples, rounded up (0.25 of 4: the best one)",
       ),
     threshold: z
       .number()
@@ -54,12 +54,12 @@ export const sftOptionsSchema = z
     format: z
       .enum(['jsonl', 'parquet'])
       .default('jsonl')
-      .describe('jsonl: OpenAI chat records; parquet: token-level rows (default jsonl)'),
+      .describe('jsonl: OpenAI chat records; parquet: token-level rows'),
     outDir: z
       .string()
       .min(1)
       .default('sft')
-      .describe('where iteration-N/ folders (dataset, training log, {output}) go (default ./sft)'),
+      .describe('where iteration-N/ folders (dataset, training log, {output}) go'),
     llm: startModel
       .optional()
       .describe("the starting model (default: the `llm` resource of the store's latest resources)"),
@@ -68,14 +68,14 @@ export const sftOptionsSchema = z
       .min(1)
       .default('{endpoint}')
       .describe(
-        'endpoint of the trained model when the command prints no AGL_MODEL_ENDPOINT= line (default {endpoint}: the same server)',
+        'endpoint of the trained model when the command prints no AGL_MODEL_ENDPOINT= line (the default keeps the server)',
       ),
     modelTemplate: z
       .string()
       .min(1)
       .default('{output}')
       .describe(
-        'name of the trained model when the command prints no AGL_MODEL_NAME= line (default {output}, the name vLLM serves a model folder under)',
+        'name of the trained model when the command prints no AGL_MODEL_NAME= line (the default: the name vLLM serves the {output} folder under)',
       ),
     rolloutTimeoutSeconds: z
       .number()
@@ -91,7 +91,7 @@ export const sftOptionsSchema = z
       .number()
       .min(0)
       .default(10)
-      .describe('seconds between SIGTERM and SIGKILL when the command is stopped (default 10)'),
+      .describe('seconds between SIGTERM and SIGKILL when the command is stopped'),
     quiet: z
       .boolean()
       .default(false)

@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import type { LightningStore } from '../api/lightning-store.js';
 import type { LlmResource, NamedResources, ResourcesUpdate } from '../api/types.js';
 import type { Algorithm, AlgorithmContext } from './algorithm.js';
+import { formatScore } from './report-text.js';
 import { parseSftOptions, type SftOptions, type SftOptionsInput } from './sft-options.js';
 import { SftRun, type IterationRecord } from './sft-record.js';
 import { meanReward, runRollouts, type RolloutRecord } from './sft-rollouts.js';
@@ -52,6 +53,14 @@ export class SftError extends Error {
   }
 }
 
+/** What SFT takes besides its options (which a config file can hold too). */
+export interface SftExtras {
+  /** The resources to start from, an `llm` among them unless the `llm` option gives it; default: the store's latest. */
+  readonly resources?: NamedResources;
+  /** Where progress lines and the training command's output go (default: stderr); `quiet` silences both. */
+  readonly log?: (line: string) => void;
+}
+
 /** The resources the rollouts run with, and which of them is the model. */
 interface Published {
   readonly id: string;
@@ -75,10 +84,15 @@ const STOPPED = 'stopped by the signal';
 
 export class SFT<T = unknown> implements Algorithm<T, SftResult> {
   readonly options: SftOptions;
+  private readonly resources?: NamedResources;
+  private readonly log: (line: string) => void;
 
   /** Takes the options as given (defaults may be left out) and checks them: a TypeError names what is wrong. */
-  constructor(options: SftOptionsInput) {
-    this.options = parseSftOptions(options);
+  constructor(options: SftOptionsInput & SftExtras) {
+    const { resources, log, ...rest } = options;
+    this.options = parseSftOptions(rest);
+    this.resources = resources;
+    this.log = log ?? ((line) => console.error(line));
   }
 
   async run({ store, train, val, signal }: AlgorithmContext<T>): Promise<SftResult> {
@@ -216,7 +230,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
       skipped: records.skipped.length,
     };
     this.say(
-      `iteration ${i}: mean reward ${formatReward(meanReward(samples))}; kept ${kept.length} of ${samples.length} rollout(s): ${counts.records} record(s), ${counts.duplicates} duplicate(s), ${counts.skipped} call(s) skipped`,
+      `iteration ${i}: mean reward ${formatScore(meanReward(samples))}; kept ${kept.length} of ${samples.length} rollout(s): ${counts.records} record(s), ${counts.duplicates} duplicate(s), ${counts.skipped} call(s) skipped`,
     );
     if (records.records.length === 0) {
       return { ...counts, error: noRecordsReason(samples.length, kept.length, records) };
@@ -272,7 +286,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
     this.say(`evaluating ${llmOf(current).model} on ${context.val.length} validation task(s)`);
     const { val } = await this.rollouts(i, { ...context, train: [] }, current, runId);
     const valMeanReward = meanReward(val);
-    this.say(`validation mean reward ${formatReward(valMeanReward)}`);
+    this.say(`validation mean reward ${formatScore(valMeanReward)}`);
     return {
       iteration: i,
       ...(context.signal.aborted ? { status: 'stopped', error: STOPPED } : { status: 'evaluated' }),
@@ -300,7 +314,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
       timeoutMs: this.options.trainTimeoutSeconds === undefined ? undefined : this.options.trainTimeoutSeconds * 1000,
       graceMs: this.options.killGraceSeconds * 1000,
       signal,
-      onLine: this.options.quiet ? undefined : (line) => process.stderr.write(`  | ${line}\n`),
+      onLine: this.options.quiet ? undefined : (line) => this.log(`  | ${line}`),
     });
     return { ...outcome, command };
   }
@@ -322,12 +336,12 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
   }
 
   /**
-   * The resources of the first iteration: the store's latest, with `llm` from the options when
-   * given; for Parquet, the gateway asks the model server for token ids.
+   * The resources of the first iteration: those given, else the store's latest, with `llm` from
+   * the options when given; for Parquet, the gateway asks the model server for token ids.
    */
   private async startingResources(store: LightningStore): Promise<Published> {
-    const latest: ResourcesUpdate | null = await store.getLatestResources();
-    const resources: NamedResources = { ...latest?.resources };
+    const latest: ResourcesUpdate | null = this.resources ? null : await store.getLatestResources();
+    const resources: NamedResources = { ...(this.resources ?? latest?.resources) };
     const given = this.options.llm;
     let llmName = Object.keys(resources).find((name) => ['llm', 'proxy_llm'].includes(resources[name].resource_type));
     if (given) {
@@ -342,7 +356,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
     }
     if (llmName === undefined)
       throw new TypeError(
-        'SFT needs a starting model: give the `llm` option (endpoint and model), or publish resources with an `llm` first',
+        'SFT needs a starting model: give the `llm` option (endpoint and model) or resources with an `llm` (agl train: --llm-model and --llm-endpoint, or either in the config file), or publish resources with an `llm` to the store first',
       );
     const llm = resources[llmName] as LlmResource;
     const askTokenIds = this.options.format === 'parquet' && llm.sampling_parameters?.return_token_ids === undefined;
@@ -369,7 +383,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
   }
 
   private say(text: string): void {
-    if (!this.options.quiet) console.error(`agl sft: ${text}`);
+    if (!this.options.quiet) this.log(`sft: ${text}`);
   }
 }
 
@@ -391,8 +405,6 @@ async function writeDataset(path: string, format: 'jsonl' | 'parquet', records: 
     await rm(scratch, { force: true });
   }
 }
-
-const formatReward = (reward: number | null) => (reward === null ? '-' : reward.toFixed(3));
 
 function noRecordsReason(rollouts: number, kept: number, records: Records<object>): string {
   const skipped = records.skipped[0]

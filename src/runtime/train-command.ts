@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { z } from 'zod';
 import { APO_COMMAND } from '../algorithms/apo-command.js';
 import type { AlgorithmCommand } from '../algorithms/command.js';
+import { SFT_COMMAND } from '../algorithms/sft-command.js';
 import type { LlmResource, NamedResources, PromptTemplateResource } from '../api/types.js';
 import { CommandError, parseCommandArgs, UsageError } from './args.js';
 import { checkOptions, flagsOf, flagUsage, flagValue, readConfigFile, type Origins } from './train-config.js';
@@ -11,6 +12,7 @@ import { Trainer } from './trainer.js';
 /** The algorithms `agl train` runs: a new one is one more entry (src/algorithms/command.ts). */
 const ALGORITHMS: Record<string, AlgorithmCommand> = {
   apo: APO_COMMAND,
+  sft: SFT_COMMAND,
 };
 
 const RESOURCE = z.discriminatedUnion('resource_type', [
@@ -51,7 +53,7 @@ const COMMON_PATHS = ['agent', 'train', 'val', 'db', 'promptFile'];
 const COMMON_FLAGS = flagsOf(COMMON, COMMON_PATHS);
 const flagsOfCommand = (command: AlgorithmCommand) => flagsOf(command.options, command.paths, command.fileOnly);
 
-export const TRAIN_USAGE = `agl train ${Object.keys(ALGORITHMS).join('|')} --agent MODULE --train FILE --val FILE [--config run.yaml|run.json] [options]
+export const TRAIN_USAGE = `agl train ${Object.keys(ALGORITHMS).join('|')} --agent MODULE --train FILE [--val FILE] [--config run.yaml|run.json] [options]
   Improves an agent: runs the algorithm with the store, a server and runners of the agent in
   this process, prints what it reports and leaves everything in the DuckDB file. Every option
   can also be a key of the config file (beamWidth, beam-width or beam_width); flags override it.
@@ -91,8 +93,10 @@ export async function train(args: string[]): Promise<void> {
   try {
     result = await trainer.fit(common.agent, { train: common.train, val: common.val ?? [] });
   } catch (error) {
-    // Datasets, resources and options the run found wanting: their messages say what to change.
-    throw error instanceof TypeError ? new CommandError(error.message) : error;
+    // Datasets, resources and options the run found wanting, and the errors the algorithm
+    // explains itself: their messages say what to change.
+    const message = error instanceof TypeError ? error.message : command.explain?.(error);
+    throw message === undefined ? error : new CommandError(message);
   }
   process.stdout.write(command.report(result));
 }

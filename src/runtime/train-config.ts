@@ -16,15 +16,16 @@ export interface Flag {
   readonly key: string;
   readonly flag: string;
   readonly type: FlagType;
-  /** How usage names its value: N, TEXT, URL or FILE. */
+  /** How usage names its value: N, TEXT, URL, FILE, DIR, or an enum's choices (jsonl|parquet). */
   readonly value: string;
   readonly description: string;
   readonly defaultValue: unknown;
 }
 
 /**
- * The flags of a schema's keys that are strings, numbers or booleans; the others, and those in
- * `fileOnly` (secrets: a command line is visible to every user of the machine), are for files only.
+ * The flags of a schema's keys that are strings (an enum of strings too), numbers or booleans;
+ * the others, and those in `fileOnly` (secrets: a command line is visible to every user of the
+ * machine), are for files only.
  */
 export function flagsOf(schema: z.ZodObject, paths: readonly string[] = [], fileOnly: readonly string[] = []): Flag[] {
   const flags: Flag[] = [];
@@ -36,13 +37,28 @@ export function flagsOf(schema: z.ZodObject, paths: readonly string[] = [], file
       if (inner.def.type === 'default') defaultValue = def.defaultValue;
       inner = def.innerType;
     }
-    const type = inner.def.type;
+    const choices = enumChoices(inner);
+    const type = choices ? 'string' : inner.def.type;
     if ((type !== 'string' && type !== 'number' && type !== 'boolean') || fileOnly.includes(key)) continue;
     const format = (inner.def as unknown as { format?: string }).format;
-    const value = type === 'number' ? 'N' : paths.includes(key) ? 'FILE' : format === 'url' ? 'URL' : 'TEXT';
+    const value = choices?.join('|') ?? valueName(key, type, format, paths);
     flags.push({ key, flag: kebab(key), type, value, description: field.description ?? '', defaultValue });
   }
   return flags;
+}
+
+/** How usage names a flag's value: N, a path's FILE or DIR (outDir), URL or TEXT. */
+function valueName(key: string, type: FlagType, format: string | undefined, paths: readonly string[]): string {
+  if (type === 'number') return 'N';
+  if (paths.includes(key)) return key.endsWith('Dir') ? 'DIR' : 'FILE';
+  return format === 'url' ? 'URL' : 'TEXT';
+}
+
+/** The values of a z.enum of strings (a flag takes them as text), or undefined for any other type. */
+function enumChoices(schema: z.ZodType): string[] | undefined {
+  if (schema.def.type !== 'enum') return undefined;
+  const values = Object.values((schema.def as unknown as { entries: Record<string, unknown> }).entries);
+  return values.every((value): value is string => typeof value === 'string') ? values : undefined;
 }
 
 /** Usage lines for flags: `--beam-width N  what it is (default 4)`. */
