@@ -7,8 +7,7 @@ import { APO, type APOOptionsInput, type APOResult } from '../src/algorithms/apo
 import { ChatModel } from '../src/algorithms/chat-model.js';
 import type { NamedResources } from '../src/api/types.js';
 import { Trainer } from '../src/runtime/trainer.js';
-import { DuckDBStore } from '../src/store/store.js';
-import { CLI, queryRows, runCli, tempDir, until } from './helpers.js';
+import { CLI, fileRows, runCli, tempDir, until } from './helpers.js';
 import { APPS } from './instrumented-app.js';
 import { startOpenAITestServer, type ChatScript, type OpenAITestServer } from './openai-server.js';
 
@@ -97,15 +96,6 @@ async function runApo(
   return new Trainer({ algorithm: apo, nRunners: 4, db, progress: false }).fit(AGENT, { train: TRAIN, val: VAL });
 }
 
-async function rows(db: string, sql: string): ReturnType<typeof queryRows> {
-  const store = await DuckDBStore.open({ path: db, readOnly: true });
-  try {
-    return await queryRows(store, sql);
-  } finally {
-    await store.close();
-  }
-}
-
 test('APO finds the prompt that helps, rejects the one without its placeholder, and leaves every version in the store', async (t) => {
   const dir = await tempDir(t);
   const models = await startModels(t);
@@ -120,7 +110,7 @@ test('APO finds the prompt that helps, rejects the one without its placeholder, 
   assert.equal(result.best.valScore, 1);
   assert.equal(await readFile(out, 'utf8'), 'Be CAREFUL. Answer: {question}\n');
 
-  const versions = await rows(
+  const versions = await fileRows(
     db,
     'SELECT version, parent, round, status, reason, template, critique, batch_score, val_score, is_best, resources_id FROM prompt_versions',
   );
@@ -140,7 +130,7 @@ test('APO finds the prompt that helps, rejects the one without its placeholder, 
   assert.equal(versions[3].resources_id, null);
 
   // The rejected candidate never ran; the best is the latest resources.
-  const ran = await rows(
+  const ran = await fileRows(
     db,
     "SELECT DISTINCT metadata->>'agl_apo_version' AS version FROM rollouts WHERE metadata->>'agl_run' IS NOT NULL ORDER BY 1",
   );
@@ -148,7 +138,7 @@ test('APO finds the prompt that helps, rejects the one without its placeholder, 
     ran.map((r) => r.version),
     ['v0', 'v1', 'v2'],
   );
-  const [latest] = await rows(
+  const [latest] = await fileRows(
     db,
     "SELECT resources_id, resources->'prompt'->>'template' AS template, resources->'llm'->>'model' AS model FROM resources ORDER BY update_time DESC LIMIT 1",
   );
@@ -189,7 +179,7 @@ test('APO stops cleanly when its rollout budget would be passed, and when its to
   assert.equal(byRollouts.stopped, 'budget');
   assert.match(byRollouts.stopReason, /rollout budget \(30\) does not cover the next 8 rollouts \(28 spent\)/);
   assert.equal(byRollouts.best.version, 'v0');
-  const [{ n }] = await rows(db, "SELECT count(*)::INTEGER AS n FROM rollouts WHERE metadata->>'agl_run' IS NOT NULL");
+  const [{ n }] = await fileRows(db, "SELECT count(*)::INTEGER AS n FROM rollouts WHERE metadata->>'agl_run' IS NOT NULL");
   assert.equal(n, 28);
 
   const before = models.calls.critic + models.calls.editor;
@@ -253,12 +243,12 @@ test('APO resumes a run from the store: its later rounds add to the same run', a
     log.some((line) => line.includes(`resuming ${first.runId} (session 2) after round 1`)),
     log.join('\n'),
   );
-  const sessions = await rows(
+  const sessions = await fileRows(
     db,
     'SELECT session, count(*)::INTEGER AS n, max(round) AS last FROM prompt_versions GROUP BY session ORDER BY session',
   );
   assert.deepEqual(sessions[0], { session: 1, n: 4, last: 1 });
-  const rounds = await rows(db, "SELECT count(*)::INTEGER AS n FROM spans WHERE name = 'agl.apo.round'");
+  const rounds = await fileRows(db, "SELECT count(*)::INTEGER AS n FROM spans WHERE name = 'agl.apo.round'");
   assert.equal(rounds[0].n, 4, 'rounds 0 to 3, each checkpointed once');
 });
 
@@ -298,7 +288,7 @@ out: best.txt
   assert.match(run.stdout, /\{\+Be CAREFUL\.\+\} Answer: \{question\}/);
   assert.match(run.stderr, /apo: round 1\/1: leader v1 scores 1\.000/);
   assert.equal(await readFile(join(dir, 'best.txt'), 'utf8'), `${EDITS[0]}\n`);
-  assert.equal((await rows(join(dir, 'run.duckdb'), 'SELECT count(*)::INTEGER AS n FROM prompt_versions'))[0].n, 4);
+  assert.equal((await fileRows(join(dir, 'run.duckdb'), 'SELECT count(*)::INTEGER AS n FROM prompt_versions'))[0].n, 4);
 
   await writeFile(join(dir, 'typo.yaml'), config.replace('beamWidth: 2', 'beamWdith: 2'));
   const typo = await runCli(['train', 'apo', '--config', join(dir, 'typo.yaml')]);
@@ -374,12 +364,12 @@ test('agl train apo: Ctrl-C keeps the best prompt so far; --resume finishes the 
   assert.equal(await exited, 0, stderr);
   assert.match(stdout, /stopped: stopped by a signal \(Ctrl-C\): the best prompt so far is kept/);
   assert.equal(await readFile(join(dir, 'best.txt'), 'utf8'), `${SEED}\n`);
-  const runs = await rows(
+  const runs = await fileRows(
     join(dir, 'stop.duckdb'),
     "SELECT status FROM rollouts WHERE metadata->>'agl_algorithm' = 'apo'",
   );
   assert.deepEqual(runs, [{ status: 'cancelled' }]);
-  const open = await rows(
+  const open = await fileRows(
     join(dir, 'stop.duckdb'),
     "SELECT count(*)::INTEGER AS n FROM rollouts WHERE metadata->>'agl_run' IS NOT NULL AND status NOT IN ('succeeded', 'failed')",
   );

@@ -99,6 +99,16 @@ export async function post(url: string, body: Buffer | string, headers: Record<s
 /** Rows of a query on a test's store, any SQL allowed. */
 export const queryRows = async (store: DuckDBStore, sql: string): Promise<Record<string, unknown>[]> => (await store.query(sql, { guard: false })).rows;
 
+/** The rows of `sql` on a DuckDB file no one holds open any more (a finished fit's, a CLI run's), opened read-only. */
+export async function fileRows(path: string, sql: string): ReturnType<typeof queryRows> {
+  const store = await DuckDBStore.open({ path, readOnly: true });
+  try {
+    return await queryRows(store, sql);
+  } finally {
+    await store.close();
+  }
+}
+
 /** The rows of `sql` once there are `count` of them (spans some servers store a moment after answering), or what is there after 2 s. */
 export async function eventually(store: DuckDBStore, sql: string, count: number): Promise<Record<string, unknown>[]> {
   for (let i = 0; ; i++) {

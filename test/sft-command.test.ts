@@ -2,8 +2,7 @@ import assert from 'node:assert/strict';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { DuckDBStore } from '../src/store/store.js';
-import { queryRows, removeDir, newTempDir, runCli } from './helpers.js';
+import { fileRows, newTempDir, removeDir, runCli } from './helpers.js';
 import { APPS } from './instrumented-app.js';
 import { startOpenAITestServer, type OpenAITestServer } from './openai-server.js';
 
@@ -79,15 +78,6 @@ ${more}`,
   return path;
 }
 
-async function rows(db: string, sql: string) {
-  const store = await DuckDBStore.open({ path: db });
-  try {
-    return await queryRows(store, sql);
-  } finally {
-    await store.close();
-  }
-}
-
 test('agl train sft: the starting model from the config file, options from flags; two iterations end to end', async () => {
   const run = await sft([
     '--config',
@@ -124,12 +114,15 @@ test('agl train sft: the starting model from the config file, options from flags
   assert.deepEqual(new Set(base.requests.map((r) => r.body.model)), new Set(['base-model']));
   assert.deepEqual(new Set(tuned.requests.map((r) => r.body.model)), new Set(['tuned-1']));
   const db = join(dir, 'run.duckdb');
-  const iterations = await rows(db, 'SELECT iteration, status, records, model FROM sft_iterations ORDER BY iteration');
+  const iterations = await fileRows(
+    db,
+    'SELECT iteration, status, records, model FROM sft_iterations ORDER BY iteration',
+  );
   assert.deepEqual(iterations, [
     { iteration: 1, status: 'trained', records: 1, model: 'tuned-1' },
     { iteration: 2, status: 'trained', records: 1, model: 'tuned-2' },
   ]);
-  const versions = await rows(db, `SELECT resources->'llm'->>'model' AS model FROM resources ORDER BY create_time`);
+  const versions = await fileRows(db, `SELECT resources->'llm'->>'model' AS model FROM resources ORDER BY create_time`);
   assert.deepEqual(
     versions.map((v) => v.model),
     ['base-model', 'tuned-1', 'tuned-2'],
@@ -166,7 +159,7 @@ test('agl train sft: the starting model from --llm-model and --llm-endpoint', as
   assert.match(run.stdout, /\n1 +trained +0\.500 +- +2 +2 +tuned-1\n/);
   assert.equal(run.stderr, '');
   assert.ok(base.requests.some((r) => r.body.model === 'flag-model'));
-  const versions = await rows(db, `SELECT resources->'llm'->>'model' AS model FROM resources ORDER BY create_time`);
+  const versions = await fileRows(db, `SELECT resources->'llm'->>'model' AS model FROM resources ORDER BY create_time`);
   assert.deepEqual(
     versions.map((v) => v.model),
     ['flag-model', 'tuned-1'],

@@ -14,7 +14,7 @@ import { fillPlaceholders, runCommand, shellQuote, type PlaceholderValues } from
 import { rollout } from '../src/runtime/agent.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { DuckDBStore } from '../src/store/store.js';
-import { json, newTempDir, queryRows, removeDir, until } from './helpers.js';
+import { fileRows, json, newTempDir, removeDir, until } from './helpers.js';
 import { APPS } from './instrumented-app.js';
 import { startOpenAITestServer, testTokenIds, type OpenAITestServer } from './openai-server.js';
 
@@ -111,16 +111,6 @@ const jsonl = async (path: string) =>
     .map((line) => JSON.parse(line));
 const sorted = (records: unknown[]) => records.map((r) => JSON.stringify(r)).sort();
 
-/** The rows of `sql` on the file a finished fit left. */
-async function storeRows(db: string, sql: string) {
-  const store = await DuckDBStore.open({ path: db });
-  try {
-    return await queryRows(store, sql);
-  } finally {
-    await store.close();
-  }
-}
-
 test('two iterations: datasets hold exactly the selected records, versions advance, the next rollouts use the trained model', async () => {
   const db = join(dir, 'sft.duckdb');
   const outDir = join(dir, 'run');
@@ -175,7 +165,7 @@ test('two iterations: datasets hold exactly the selected records, versions advan
   assert.equal(tuned.requests.length, 12);
   assert.deepEqual([result.model, result.endpoint], ['tuned-2', tuned.baseURL]);
 
-  const versions = await storeRows(
+  const versions = await fileRows(
     db,
     `SELECT resources_id, resources->'llm'->>'model' AS model FROM resources ORDER BY create_time`,
   );
@@ -184,7 +174,7 @@ test('two iterations: datasets hold exactly the selected records, versions advan
     ['base-model', 'tuned-1', 'tuned-2'],
   );
   assert.equal(result.resourcesId, versions[2].resources_id);
-  const used = await storeRows(
+  const used = await fileRows(
     db,
     `SELECT DISTINCT metadata->>'agl.sft.iteration' AS iteration, resources_id FROM rollouts WHERE mode = 'train' ORDER BY iteration`,
   );
@@ -196,7 +186,7 @@ test('two iterations: datasets hold exactly the selected records, versions advan
     ],
   );
 
-  const rows = await storeRows(db, 'SELECT * FROM sft_iterations ORDER BY iteration');
+  const rows = await fileRows(db, 'SELECT * FROM sft_iterations ORDER BY iteration');
   assert.deepEqual(
     rows.map((r) => [
       r.run_id,
@@ -242,7 +232,7 @@ test('two iterations: datasets hold exactly the selected records, versions advan
   assert.equal((json(rows[0].kept_rollout_ids) as string[]).length, 4);
   assert.deepEqual([rows[0].kept_rollouts, rows[0].duplicates], [4, 1]);
   assert.ok(Math.abs(Number(rows[0].mean_reward) - 6.6 / 12) < 1e-9, String(rows[0].mean_reward));
-  const [run] = await storeRows(db, `SELECT status, mode FROM rollouts WHERE rollout_id = '${result.runId}'`);
+  const [run] = await fileRows(db, `SELECT status, mode FROM rollouts WHERE rollout_id = '${result.runId}'`);
   assert.deepEqual(run, { status: 'succeeded', mode: null });
 });
 
@@ -273,7 +263,7 @@ test('a failing training command stops the loop with its output; datasets and ve
   assert.deepEqual(await jsonl(join(outDir, 'iteration-2', 'dataset.jsonl')), [chat('delta')]);
   assert.ok(!existsSync(join(outDir, 'iteration-3')));
 
-  const versions = await storeRows(
+  const versions = await fileRows(
     db,
     `SELECT resources->'llm'->>'model' AS model FROM resources ORDER BY create_time`,
   );
@@ -281,7 +271,7 @@ test('a failing training command stops the loop with its output; datasets and ve
     versions.map((v) => v.model),
     ['base-model', 'tuned-1'],
   );
-  const rows = await storeRows(
+  const rows = await fileRows(
     db,
     'SELECT iteration, status, exit_code, error, output_tail, resources_id FROM sft_iterations ORDER BY iteration',
   );
@@ -294,7 +284,7 @@ test('a failing training command stops the loop with its output; datasets and ve
   );
   assert.equal(rows[1].error, 'the training command exited with code 3');
   assert.ok(String(rows[1].output_tail).split('\n').includes('loss exploded'), String(rows[1].output_tail));
-  const [run] = await storeRows(
+  const [run] = await fileRows(
     db,
     `SELECT r.status FROM rollouts r JOIN sft_iterations s ON s.run_id = r.rollout_id LIMIT 1`,
   );
@@ -387,7 +377,7 @@ test('Ctrl-C during training: the command and what it started are killed, the ru
   await until(async () => {
     for (const pid of pids) assert.throws(() => process.kill(pid, 0), /ESRCH/);
   }, 10_000);
-  const rows = await storeRows(db, 'SELECT iteration, status, error, output_tail, exit_signal FROM sft_iterations');
+  const rows = await fileRows(db, 'SELECT iteration, status, error, output_tail, exit_signal FROM sft_iterations');
   assert.deepEqual(
     rows.map((r) => [r.iteration, r.status, r.error, r.exit_signal]),
     [[1, 'stopped', 'stopped by the signal', 'SIGTERM']],
@@ -401,7 +391,7 @@ test('Ctrl-C during training: the command and what it started are killed, the ru
       ],
     },
   ]);
-  const [run] = await storeRows(db, `SELECT status FROM rollouts WHERE mode IS NULL`);
+  const [run] = await fileRows(db, `SELECT status FROM rollouts WHERE mode IS NULL`);
   assert.equal(run.status, 'cancelled');
 });
 
@@ -446,9 +436,9 @@ test('validation tasks: scored each iteration and once more with the last model;
   assert.equal(result.finalValMeanReward, 0.75);
   assert.deepEqual(tuned.requests.at(-1)?.body.messages?.[1], { role: 'user', content: 'iota #1' });
   // The published version keeps the other resources.
-  const [latest] = await storeRows(db, 'SELECT resources FROM resources ORDER BY create_time DESC LIMIT 1');
+  const [latest] = await fileRows(db, 'SELECT resources FROM resources ORDER BY create_time DESC LIMIT 1');
   assert.deepEqual(json(latest.resources), { llm: { ...llm, endpoint: tuned.baseURL, model: 'tuned-1' }, prompt });
-  const rows = await storeRows(
+  const rows = await fileRows(
     db,
     'SELECT iteration, status, val_mean_reward, dataset FROM sft_iterations ORDER BY iteration',
   );
@@ -477,7 +467,7 @@ test('an iteration that keeps nothing stops the loop before training, and says w
     name: 'SftError',
     message: 'SFT iteration 1: no training records: 0 of 2 rollout(s) kept',
   });
-  const rows = await storeRows(db, 'SELECT status, rollouts, kept_rollouts, command FROM sft_iterations');
+  const rows = await fileRows(db, 'SELECT status, rollouts, kept_rollouts, command FROM sft_iterations');
   assert.deepEqual(rows, [{ status: 'no_records', rollouts: 2, kept_rollouts: 0, command: null }]);
   assert.ok(!existsSync(join(dir, 'empty', 'iteration-1')));
 });
