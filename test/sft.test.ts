@@ -232,8 +232,17 @@ test('two iterations: datasets hold exactly the selected records, versions advan
   assert.equal((json(rows[0].kept_rollout_ids) as string[]).length, 4);
   assert.deepEqual([rows[0].kept_rollouts, rows[0].duplicates], [4, 1]);
   assert.ok(Math.abs(Number(rows[0].mean_reward) - 6.6 / 12) < 1e-9, String(rows[0].mean_reward));
-  const [run] = await fileRows(db, `SELECT status, mode FROM rollouts WHERE rollout_id = '${result.runId}'`);
-  assert.deepEqual(run, { status: 'succeeded', mode: null });
+  // The run is a rollout of its own, as every algorithm's (algorithm-run.ts), from the first version.
+  const [run] = await fileRows(
+    db,
+    `SELECT status, mode, metadata->>'agl_algorithm' AS algorithm, resources_id FROM rollouts WHERE rollout_id = '${result.runId}'`,
+  );
+  assert.deepEqual(run, { status: 'succeeded', mode: null, algorithm: 'sft', resources_id: versions[0].resources_id });
+  const spans = await fileRows(
+    db,
+    `SELECT count(*)::INTEGER AS n, bool_and(end_time > start_time) AS timed FROM spans WHERE rollout_id = '${result.runId}'`,
+  );
+  assert.deepEqual(spans, [{ n: 2, timed: true }]);
 });
 
 test('a failing training command stops the loop with its output; datasets and versions so far are kept', async () => {
@@ -283,6 +292,14 @@ test('a failing training command stops the loop with its output; datasets and ve
     ],
   );
   assert.equal(rows[1].error, 'the training command exited with code 3');
+  const statuses = await fileRows(
+    db,
+    `SELECT status_code, status_message FROM spans WHERE name = 'agl.sft.iteration' ORDER BY sequence_id`,
+  );
+  assert.deepEqual(statuses, [
+    { status_code: 'OK', status_message: null },
+    { status_code: 'ERROR', status_message: 'the training command exited with code 3' },
+  ]);
   assert.ok(String(rows[1].output_tail).split('\n').includes('loss exploded'), String(rows[1].output_tail));
   const [run] = await fileRows(
     db,

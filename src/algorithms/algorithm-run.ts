@@ -2,18 +2,28 @@ import { randomBytes } from 'node:crypto';
 import type { QuerySource } from '../adapters/source.js';
 import { allRows } from '../adapters/source.js';
 import type { LightningStore } from '../api/lightning-store.js';
-import type { AttemptStatus, Span } from '../api/types.js';
+import type { Attempt, AttemptStatus, Span } from '../api/types.js';
 
 /**
  * What an algorithm records about its own run, through the LightningStore interface alone: the
  * run is a rollout of its own (mode NULL, `metadata.agl_algorithm` naming the algorithm, never
  * queued, so no runner takes it), and each thing the algorithm decides is a span of that rollout,
  * named `agl.<algorithm>.<what>` with flat `agl.<algorithm>.*` attributes. SQL views read the
- * spans (prompt_versions for APO; docs/sql.md); a resumed run is a new attempt of the same
- * rollout, so every session of a run is kept and told apart.
+ * spans (prompt_versions for APO, sft_iterations for SFT; docs/sql.md); a resumed run is a new
+ * attempt of the same rollout, so every session of a run is kept and told apart.
  */
 
-export type RunAttribute = string | number | boolean | null;
+/** A span attribute of a run's event; null and undefined ones are left out. */
+export type RunAttribute = string | number | boolean | readonly string[] | null | undefined;
+
+/** When an event happened, if it took time (default: now), and whether it failed. */
+export interface EventSpan {
+  /** Seconds since the epoch. */
+  readonly startTime?: number;
+  readonly endTime?: number;
+  /** What went wrong: the span's status is ERROR with this description. */
+  readonly error?: string;
+}
 
 export class AlgorithmRun {
   private readonly traceId = randomBytes(16).toString('hex');
@@ -39,13 +49,19 @@ export class AlgorithmRun {
       resources_id: resourcesId ?? null,
       metadata: { agl_algorithm: algorithm },
     });
-    return new AlgorithmRun(store, started.rollout_id, started.attempt.attempt_id, started.attempt.sequence_id);
+    return AlgorithmRun.running(store, started.rollout_id, started.attempt);
   }
 
   /** A new session of an earlier run, after an interruption. */
   static async resume(store: LightningStore, runId: string): Promise<AlgorithmRun> {
     const started = await store.startAttempt(runId);
-    return new AlgorithmRun(store, runId, started.attempt.attempt_id, started.attempt.sequence_id);
+    return AlgorithmRun.running(store, runId, started.attempt);
+  }
+
+  /** The session, marked running: the run reads so in `rollouts` until it ends, not only from its first span on. */
+  private static async running(store: LightningStore, runId: string, attempt: Attempt): Promise<AlgorithmRun> {
+    await store.updateAttempt(runId, attempt.attempt_id, { status: 'running' });
+    return new AlgorithmRun(store, runId, attempt.attempt_id, attempt.sequence_id);
   }
 
   /** The id of the latest run of `algorithm` in the store, or null. */
@@ -58,7 +74,7 @@ export class AlgorithmRun {
   }
 
   /** Records one event of the run as a span named `name`. */
-  async record(name: string, attributes: Record<string, RunAttribute>): Promise<void> {
+  async record(name: string, attributes: Record<string, RunAttribute>, event: EventSpan = {}): Promise<void> {
     const now = Date.now() / 1000;
     const spanId = randomBytes(8).toString('hex');
     const context = { trace_id: this.traceId, span_id: spanId, is_remote: false, trace_state: {} };
@@ -70,12 +86,17 @@ export class AlgorithmRun {
       span_id: spanId,
       parent_id: null,
       name,
-      status: { status_code: 'OK', description: null },
-      attributes: Object.fromEntries(Object.entries(attributes).filter(([, value]) => value !== null)),
+      status:
+        event.error === undefined
+          ? { status_code: 'OK', description: null }
+          : { status_code: 'ERROR', description: event.error },
+      attributes: Object.fromEntries(
+        Object.entries(attributes).filter(([, value]) => value !== null && value !== undefined),
+      ),
       events: [],
       links: [],
-      start_time: now,
-      end_time: now,
+      start_time: event.startTime ?? now,
+      end_time: event.endTime ?? now,
       context,
       parent: null,
       resource: { attributes: { 'service.name': 'agl-algorithm' }, schema_url: '' },

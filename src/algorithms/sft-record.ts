@@ -1,14 +1,11 @@
-import { randomBytes } from 'node:crypto';
-import type { LightningStore } from '../api/lightning-store.js';
 import { SFT } from '../api/semconv.js';
-import type { AttemptedRollout, Span } from '../api/types.js';
+import type { AlgorithmRun, RunAttribute } from './algorithm-run.js';
 
 /**
- * What an SFT run leaves in the store besides its rollouts and resources versions: the run is a
- * rollout of its own (started, never queued, so no runner takes it; its input the options), and
- * each iteration one span on it, `agl.sft.iteration`, whose attributes say what the iteration
- * selected, exported, ran and published. Only the LightningStore interface is used, so it works
- * the same against a server; the `sft_iterations` view (store/views.ts) reads the spans.
+ * What an SFT run leaves in the store besides its rollouts and resources versions: spans of the
+ * run's own rollout (algorithm-run.ts), one per iteration, `agl.sft.iteration`, whose attributes
+ * say what the iteration selected, exported, ran and published. The `sft_iterations` view
+ * (store/views.ts) reads them: change the names there and here together.
  */
 
 /** How an iteration ended. */
@@ -44,11 +41,18 @@ export interface IterationRecord {
   readonly error?: string;
 }
 
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
+/** Records an iteration as a span of the run, over the iteration's time; one that went wrong is an ERROR span. */
+export function recordIteration(run: AlgorithmRun, record: IterationRecord): Promise<void> {
+  return run.record(SFT.iterationSpan, attributesOf(record), {
+    startTime: record.startTime,
+    endTime: record.endTime,
+    error: record.error,
+  });
+}
 
-/** The span attributes of a record: every field that is set, under its `agl.sft.*` key. */
-function attributesOf(record: IterationRecord): Record<string, unknown> {
-  const values: Record<string, unknown> = {
+/** The span attributes of a record: each field under its `agl.sft.*` key (those not set are left out). */
+function attributesOf(record: IterationRecord): Record<string, RunAttribute> {
+  return {
     [SFT.iteration]: record.iteration,
     [SFT.status]: record.status,
     [SFT.usedResourcesId]: record.usedResourcesId,
@@ -73,58 +77,4 @@ function attributesOf(record: IterationRecord): Record<string, unknown> {
     [SFT.endpoint]: record.endpoint,
     [SFT.error]: record.error,
   };
-  return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== undefined && value !== null));
-}
-
-export class SftRun {
-  private readonly traceId = hex(16);
-
-  private constructor(
-    private readonly store: LightningStore,
-    private readonly rollout: AttemptedRollout,
-  ) {}
-
-  /** Starts the run's rollout; `input` describes the run (its options). */
-  static async start(store: LightningStore, input: unknown): Promise<SftRun> {
-    const rollout = await store.startRollout({ input, mode: null, metadata: { 'agl.algorithm': 'sft' } });
-    await store.updateAttempt(rollout.rollout_id, rollout.attempt.attempt_id, { status: 'running' });
-    return new SftRun(store, rollout);
-  }
-
-  /** The run's rollout id: the `run_id` of `sft_iterations`, and `agl.sft.run` in its rollouts' metadata. */
-  get id(): string {
-    return this.rollout.rollout_id;
-  }
-
-  async record(record: IterationRecord): Promise<void> {
-    const { rollout_id, attempt } = this.rollout;
-    const spanId = hex(8);
-    const span: Span = {
-      rollout_id,
-      attempt_id: attempt.attempt_id,
-      sequence_id: await this.store.getNextSpanSequenceId(rollout_id, attempt.attempt_id),
-      trace_id: this.traceId,
-      span_id: spanId,
-      parent_id: null,
-      name: SFT.iterationSpan,
-      status:
-        record.error === undefined
-          ? { status_code: 'OK', description: null }
-          : { status_code: 'ERROR', description: record.error },
-      attributes: attributesOf(record),
-      events: [],
-      links: [],
-      start_time: record.startTime,
-      end_time: record.endTime,
-      context: { trace_id: this.traceId, span_id: spanId, is_remote: false, trace_state: {} },
-      parent: null,
-      resource: { attributes: { 'service.name': 'agl-sft' }, schema_url: '' },
-    };
-    await this.store.addSpan(span);
-  }
-
-  /** Ends the run's rollout: succeeded, failed (a training command failed) or cancelled (stopped). */
-  async finish(status: 'succeeded' | 'failed' | 'cancelled'): Promise<void> {
-    await this.store.updateAttempt(this.rollout.rollout_id, this.rollout.attempt.attempt_id, { status });
-  }
 }

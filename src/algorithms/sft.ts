@@ -3,9 +3,10 @@ import { join, resolve } from 'node:path';
 import type { LightningStore } from '../api/lightning-store.js';
 import type { LlmResource, NamedResources, ResourcesUpdate } from '../api/types.js';
 import type { Algorithm, AlgorithmContext } from './algorithm.js';
+import { AlgorithmRun } from './algorithm-run.js';
 import { formatScore } from './report-text.js';
 import { parseSftOptions, type SftOptions, type SftOptionsInput } from './sft-options.js';
-import { SftRun, type IterationRecord } from './sft-record.js';
+import { recordIteration, type IterationRecord } from './sft-record.js';
 import { meanReward, runRollouts, type RolloutRecord } from './sft-rollouts.js';
 import { chatRecords, selectSamples, tokenRecords, type Records, type Sample } from './sft-select.js';
 import {
@@ -22,9 +23,10 @@ import {
  * deduplicated), exports them (OpenAI chat JSONL or token-level Parquet) into `outDir/iteration-N/`,
  * runs the user's training command on them, and publishes the model it produced as a new
  * resources version, which the next iteration's rollouts use. Everything an iteration did is
- * recorded in the store (sft-record.ts; SQL: `sft_iterations`). A failed training command ends
- * the loop with an SftError that shows its output, after the iteration is recorded; datasets and
- * the versions published so far stay. A stop (Ctrl-C) ends it cleanly, the command killed.
+ * recorded in the store, as spans of the run's own rollout (algorithm-run.ts, sft-record.ts;
+ * SQL: `sft_iterations`). A failed training command ends the loop with an SftError that shows
+ * its output, after the iteration is recorded; datasets and the versions published so far stay.
+ * A stop (Ctrl-C) ends it cleanly, the command killed.
  */
 
 export interface SftResult {
@@ -99,10 +101,10 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
     const outDir = resolve(this.options.outDir);
     await this.checkOutDir(outDir);
     let current = await this.startingResources(store);
-    const run = await SftRun.start(store, { algorithm: 'sft', options: this.describedOptions() });
+    const run = await AlgorithmRun.start(store, 'sft', this.describedOptions(), current.id);
     const iterations: IterationRecord[] = [];
     const result = (stopped: boolean, finalValMeanReward: number | null = null): SftResult => ({
-      runId: run.id,
+      runId: run.runId,
       iterations,
       resourcesId: current.id,
       model: llmOf(current).model,
@@ -116,13 +118,13 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
           i,
           { store, train, val, signal },
           current,
-          run.id,
+          run.runId,
           join(outDir, `iteration-${i}`),
         );
         iterations.push(record);
-        await run.record(record);
+        await recordIteration(run, record);
         if (record.status === 'stopped') {
-          await run.finish('cancelled');
+          await run.end('cancelled');
           return result(true);
         }
         if (!next) throw new SftError(failureMessage(record), record);
@@ -132,20 +134,20 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
         this.options.iterations + 1,
         { store, train, val, signal },
         current,
-        run.id,
+        run.runId,
       );
       if (evaluation) {
         iterations.push(evaluation);
-        await run.record(evaluation);
+        await recordIteration(run, evaluation);
       }
       if (signal.aborted) {
-        await run.finish('cancelled');
+        await run.end('cancelled');
         return result(true);
       }
-      await run.finish('succeeded');
+      await run.end('succeeded');
       return result(false, evaluation?.valMeanReward ?? null);
     } catch (error) {
-      await run.finish('failed').catch(() => {});
+      await run.end('failed').catch(() => {});
       throw error;
     }
   }
