@@ -1,7 +1,7 @@
 import { findFinalReward } from '../adapters/rewards.js';
 import type { QuerySource } from '../adapters/source.js';
 import type { LightningStore } from '../api/lightning-store.js';
-import type { RolloutMode, RolloutStatus } from '../api/types.js';
+import type { Rollout, RolloutMode, RolloutStatus } from '../api/types.js';
 
 /** What an algorithm gets from the Trainer: the store its runners work from, and the tasks. */
 export interface AlgorithmContext<T> {
@@ -27,6 +27,33 @@ export interface RolloutOutcome {
   readonly status: RolloutStatus;
   /** The rollout's final reward (the last one its spans carry), else null. */
   readonly reward: number | null;
+}
+
+/**
+ * Waits until every rollout of `ids` finished, or, when a `signal` is given, until it is aborted
+ * (a stop leaves the rest to the runners). Answers the finished ones by id.
+ */
+export async function waitUntilFinished(
+  store: LightningStore,
+  ids: readonly string[],
+  signal?: AbortSignal,
+): Promise<Map<string, Rollout>> {
+  const finished = new Map<string, Rollout>();
+  while (finished.size < ids.length && !signal?.aborted) {
+    // A second at a time, so that a stop is seen soon.
+    for (const rollout of await store.waitForRollouts(
+      ids.filter((id) => !finished.has(id)),
+      1,
+    ))
+      finished.set(rollout.rollout_id, rollout);
+  }
+  return finished;
+}
+
+/** The mean of the rewards that exist, null when none does. */
+export function meanReward(records: readonly { reward: number | null }[]): number | null {
+  const values = records.map((r) => r.reward).filter((r): r is number => r !== null);
+  return values.length ? values.reduce((a, b) => a + b, 0) / values.length : null;
 }
 
 /** The final rewards of rollouts, read from their spans in sequence order. */

@@ -3,6 +3,7 @@ import { allRows, type QuerySource } from '../adapters/source.js';
 import type { LightningStore } from '../api/lightning-store.js';
 import { ATTR } from '../api/semconv.js';
 import type { Rollout, RolloutMode } from '../api/types.js';
+import { waitUntilFinished } from './algorithm.js';
 import type { RunTranscript } from './apo-prompts.js';
 
 /**
@@ -50,7 +51,9 @@ export async function evaluate(
     ),
   );
   const waitStarted = performance.now();
-  const finished = await waitForAll(
+  // No signal: a stop request does not cut an evaluation short; the one in flight is finished
+  // first (the Trainer keeps its runners until the algorithm returns).
+  const finished = await waitUntilFinished(
     store,
     queued.map((r) => r.rollout_id),
   );
@@ -69,19 +72,6 @@ export async function evaluate(
     };
   });
   return { evaluations, waitedSeconds };
-}
-
-/**
- * Waits until every rollout finished. A stop request does not cut this short: the evaluation in
- * flight is finished first (the Trainer keeps its runners until the algorithm returns).
- */
-async function waitForAll(store: LightningStore, ids: readonly string[]): Promise<Map<string, Rollout>> {
-  const finished = new Map<string, Rollout>();
-  while (finished.size < ids.length) {
-    const open = ids.filter((id) => !finished.has(id));
-    for (const rollout of await store.waitForRollouts(open, 5)) finished.set(rollout.rollout_id, rollout);
-  }
-  return finished;
 }
 
 /**

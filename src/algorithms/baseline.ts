@@ -1,5 +1,5 @@
-import type { NamedResources, RolloutMode, RolloutStatus } from '../api/types.js';
-import { finalRewards, type Algorithm, type AlgorithmContext, type RolloutOutcome } from './algorithm.js';
+import type { NamedResources } from '../api/types.js';
+import { finalRewards, meanReward, waitUntilFinished, type Algorithm, type AlgorithmContext, type RolloutOutcome } from './algorithm.js';
 
 export interface BaselineResult {
   readonly rollouts: RolloutOutcome[];
@@ -25,22 +25,18 @@ export class Baseline<T = unknown> implements Algorithm<T, BaselineResult> {
     ];
     const queued = requests.length ? await store.enqueueManyRollouts(requests) : [];
     const ids = queued.map((r) => r.rollout_id);
-    const done = new Map<string, { mode: RolloutMode | null; status: RolloutStatus }>();
-    while (done.size < ids.length && !signal.aborted) {
-      for (const rollout of await store.waitForRollouts(ids.filter((id) => !done.has(id)), 1)) done.set(rollout.rollout_id, rollout);
-    }
+    const done = await waitUntilFinished(store, ids, signal);
     const rewards = await finalRewards(store, [...done.keys()]);
     const rollouts = ids.flatMap((id) => {
       const rollout = done.get(id);
       return rollout ? [{ rollout_id: id, mode: rollout.mode, status: rollout.status, reward: rewards.get(id) ?? null }] : [];
     });
-    const values = rollouts.map((r) => r.reward).filter((r): r is number => r !== null);
     return {
       rollouts,
       total: rollouts.length,
       succeeded: rollouts.filter((r) => r.status === 'succeeded').length,
       failed: rollouts.filter((r) => r.status === 'failed').length,
-      meanReward: values.length ? values.reduce((a, b) => a + b, 0) / values.length : null,
+      meanReward: meanReward(rollouts),
     };
   }
 }

@@ -2,6 +2,7 @@ import { llmCallsOfSpans, type SpanLlmCall } from '../adapters/llm-spans.js';
 import { findFinalReward } from '../adapters/rewards.js';
 import type { LightningStore } from '../api/lightning-store.js';
 import type { Rollout, RolloutMode, RolloutRequest, RolloutStatus } from '../api/types.js';
+import { waitUntilFinished } from './algorithm.js';
 
 /** A finished rollout, with what its latest attempt recorded. */
 export interface RolloutRecord {
@@ -23,14 +24,7 @@ export async function runRollouts(
   signal: AbortSignal,
 ): Promise<RolloutRecord[]> {
   const ids = requests.length ? (await store.enqueueManyRollouts(requests)).map((r) => r.rollout_id) : [];
-  const done = new Map<string, Rollout>();
-  while (done.size < ids.length && !signal.aborted) {
-    for (const rollout of await store.waitForRollouts(
-      ids.filter((id) => !done.has(id)),
-      1,
-    ))
-      done.set(rollout.rollout_id, rollout);
-  }
+  const done = await waitUntilFinished(store, ids, signal);
   const records: RolloutRecord[] = [];
   for (const id of ids) {
     const rollout = done.get(id);
@@ -49,10 +43,4 @@ async function readRollout(store: LightningStore, rollout: Rollout): Promise<Rol
   });
   const { rollout_id: rolloutId, mode, metadata, status } = rollout;
   return { rolloutId, mode, metadata, status, reward: findFinalReward(items), calls: llmCallsOfSpans(items) };
-}
-
-/** The mean of the rewards that exist, null when none does. */
-export function meanReward(records: readonly { reward: number | null }[]): number | null {
-  const values = records.map((r) => r.reward).filter((r): r is number => r !== null);
-  return values.length ? values.reduce((a, b) => a + b, 0) / values.length : null;
 }

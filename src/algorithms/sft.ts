@@ -2,12 +2,12 @@ import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { LightningStore } from '../api/lightning-store.js';
 import type { LlmResource, NamedResources, ResourcesUpdate } from '../api/types.js';
-import type { Algorithm, AlgorithmContext } from './algorithm.js';
+import { type Algorithm, type AlgorithmContext, meanReward } from './algorithm.js';
 import { AlgorithmRun } from './algorithm-run.js';
 import { formatScore } from './report-text.js';
 import { parseSftOptions, type SftOptions, type SftOptionsInput } from './sft-options.js';
 import { recordIteration, type IterationRecord } from './sft-record.js';
-import { meanReward, runRollouts, type RolloutRecord } from './sft-rollouts.js';
+import { runRollouts, type RolloutRecord } from './sft-rollouts.js';
 import { chatRecords, selectSamples, tokenRecords, type Records, type Sample } from './sft-select.js';
 import {
   fillPlaceholders,
