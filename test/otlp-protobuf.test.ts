@@ -2,14 +2,16 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { decodeOtlp } from '../src/otlp/decode.js';
+import { OtlpDecoder } from '../src/otlp/decode.js';
 import type { ByteColumn, ColumnValue } from '../src/otlp/columns.js';
 import { SPAN } from '../src/otlp/span-columns.js';
 import { serialized } from './otlp-batches.js';
 
 // The protobuf decoder reuses the JSON of an attribute that comes again at the same position
 // with the same bytes (most of an SDK's attributes repeat in every span): what it reads must be
-// what the span holds all the same.
+// what the span holds all the same. One decoder serves every test, as one serves a decode
+// thread: what it learned from one request must not leak into the next.
+const decoder = new OtlpDecoder();
 
 function request(attributes: (i: number) => Record<string, string | number>, count: number): Buffer {
   const exporter = new InMemorySpanExporter();
@@ -19,7 +21,7 @@ function request(attributes: (i: number) => Record<string, string | number>, cou
 }
 
 function decoded(body: Buffer): { attributes: unknown[]; rolloutIds: ColumnValue[] } {
-  const { rows } = decodeOtlp('traces', 'protobuf', body);
+  const { rows } = decoder.decode('traces', 'protobuf', body);
   const column = rows.columns[SPAN.attributes] as ByteColumn;
   const text = (i: number) => Buffer.from(column.data.subarray(column.slices[2 * i], column.slices[2 * i + 1])).toString('utf8');
   return {
@@ -66,7 +68,7 @@ test('a string that is not UTF-8 is stored with U+FFFD and counted, short or lon
     const body = request(() => ({ prompt: marker }), 3);
     const at = body.indexOf(marker) + length - 2;
     body[at] = 0xff; // a byte no UTF-8 text holds, in the first span's text
-    const batch = decodeOtlp('traces', 'protobuf', body);
+    const batch = decoder.decode('traces', 'protobuf', body);
     assert.equal(batch.replacedValues, 1);
     const { attributes } = decoded(body);
     assert.deepEqual(attributes, [{ prompt: `${'M'.repeat(length - 2)}\ufffdM` }, { prompt: marker }, { prompt: marker }]);
@@ -79,7 +81,7 @@ test('a string that is not UTF-8 is stored with U+FFFD and counted, short or lon
   span.end();
   const body = serialized(ProtobufTraceSerializer.serializeRequest(exporter.getFinishedSpans()));
   for (let at = body.indexOf('-XQ'); at >= 0; at = body.indexOf('-XQ', at + 1)) body[at] = 0xc3; // a lead byte cut short
-  const { rows, replacedValues } = decodeOtlp('traces', 'protobuf', body);
+  const { rows, replacedValues } = decoder.decode('traces', 'protobuf', body);
   assert.equal(replacedValues, 3);
   const text = (column: number) => {
     const c = rows.columns[column] as ByteColumn;

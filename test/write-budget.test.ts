@@ -2,13 +2,15 @@ import assert from 'node:assert/strict';
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { decodeOtlp } from '../src/otlp/decode.js';
+import { OtlpDecoder } from '../src/otlp/decode.js';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { StoreUnavailableError } from '../src/api/errors.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { WriteBudget } from '../src/store/write-budget.js';
 import { queryRows, tempDir } from './helpers.js';
 import { freshCopy, makeBatch } from './otlp-batches.js';
+
+const decoder = new OtlpDecoder();
 
 test('under a small write budget, written rows wait on disk and reads still get the memory they need', async (t) => {
   const path = join(await tempDir(t), 'budget.duckdb');
@@ -17,7 +19,7 @@ test('under a small write budget, written rows wait on disk and reads still get 
   const template = await makeBatch(500, { rolloutId: 'ro-budget', promptBytes: 4096 });
   for (let serial = 1; serial <= 8; serial++) {
     const body = freshCopy(template, serial);
-    const { stored } = await store.writeSpans(decodeOtlp('traces', 'protobuf', body).rows, body.length);
+    const { stored } = await store.writeSpans(decoder.decode('traces', 'protobuf', body).rows, body.length);
     assert.equal(stored, 500);
   }
   // Rows over the budget wait on disk: in the temporary folder, or in the file when a commit that
@@ -38,7 +40,7 @@ test('under a small write budget, written rows wait on disk and reads still get 
 
   // Writes go on after the reads, and everything reaches the file.
   const body = freshCopy(template, 9);
-  await store.writeSpans(decodeOtlp('traces', 'protobuf', body).rows, body.length);
+  await store.writeSpans(decoder.decode('traces', 'protobuf', body).rows, body.length);
   await store.close();
   const reopened = await DuckDBStore.open({ path, readOnly: true });
   t.after(() => reopened.close());
@@ -55,7 +57,7 @@ test('a group commit larger than the write budget is written with the default li
   // with more memory. Two more requests come while a group commits: their rows, added to the
   // appender meanwhile, must be stored once, by their own group.
   let serial = 1;
-  const write = (body: Buffer) => store.writeSpans(decodeOtlp('traces', 'protobuf', body).rows, body.length);
+  const write = (body: Buffer) => store.writeSpans(decoder.decode('traces', 'protobuf', body).rows, body.length);
   for (let group = 0; group < 3; group++) {
     const bodies = Array.from({ length: 8 }, () => freshCopy(template, serial++));
     const later = Array.from({ length: 2 }, () => freshCopy(template, serial++));
@@ -79,7 +81,7 @@ test('a group whose COMMIT needs more than the write budget keeps every span who
   let serial = 1;
   for (let group = 0; group < 3; group++) {
     const bodies = Array.from({ length: 10 }, () => freshCopy(template, serial++));
-    const results = await Promise.all(bodies.map((body) => store.writeSpans(decodeOtlp('traces', 'protobuf', body).rows, body.length)));
+    const results = await Promise.all(bodies.map((body) => store.writeSpans(decoder.decode('traces', 'protobuf', body).rows, body.length)));
     assert.deepEqual(results.map((r) => r.stored), Array(10).fill(500));
   }
   // A span's attributes name its place in its request (gen_ai.response.id chatcmpl-<i>): each
@@ -148,7 +150,7 @@ test('a COMMIT that DuckDB leaves half undone is found (503), and the file holds
   const path = join(await tempDir(t), 'damaged.duckdb');
   const template = await makeBatch(500, { promptBytes: 4096 });
   const requests = Array.from({ length: 3 }, (_, group) => Array.from({ length: 10 }, (_, i) => freshCopy(template, 1 + group * 10 + i)));
-  const write = (store: DuckDBStore, body: Buffer) => store.writeSpans(decodeOtlp('traces', 'protobuf', body).rows, body.length);
+  const write = (store: DuckDBStore, body: Buffer) => store.writeSpans(decoder.decode('traces', 'protobuf', body).rows, body.length);
   // No COMMIT runs with more memory from the start: the second group's fails under the budget,
   // which DuckDB 1.5.6 leaves half undone (a column one vector longer than its row group).
   const store = await DuckDBStore.open({ path, writeMemoryBytes: 16 * 2 ** 20, commitWithMoreMemoryBytes: Infinity, deriveWhenIdleMs: Infinity });

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { decodeErrorFromName, decodeOtlp, type Signal } from '../otlp/decode.js';
+import { decodeErrorFromName, OtlpDecoder, type Signal } from '../otlp/decode.js';
 import type { DecodeRequest } from './decode-worker.js';
 import type { Encoding } from '../otlp/responses.js';
 import type { DecodedBatch } from '../otlp/batch.js';
@@ -8,6 +8,9 @@ interface Pending {
   readonly resolve: (batch: DecodedBatch) => void;
   readonly reject: (error: Error) => void;
 }
+
+/** What decode-worker.ts posts back: the batch, or the error by name (errors do not cross threads whole). */
+type DecodeAnswer = { readonly id: number; readonly batch: DecodedBatch } | { readonly id: number; readonly error: { name: string; message: string } };
 
 interface DecodeThread {
   readonly worker: Worker;
@@ -24,17 +27,19 @@ const INLINE_BYTES = 32 * 1024;
  */
 export class DecodePool {
   private readonly threads: DecodeThread[] = [];
+  /** For the bodies decoded on the calling thread. */
+  private readonly inline = new OtlpDecoder();
   private nextId = 1;
 
   constructor(threads: number) {
     for (let i = 0; i < threads; i++) {
       const worker = new Worker(new URL('./decode-worker.js', import.meta.url));
       const thread: DecodeThread = { worker, pending: new Map() };
-      worker.on('message', (message: { id: number; batch?: DecodedBatch; error?: { name: string; message: string } }) => {
+      worker.on('message', (message: DecodeAnswer) => {
         const pending = thread.pending.get(message.id);
         thread.pending.delete(message.id);
-        if (message.error) pending?.reject(decodeErrorFromName(message.error.name, message.error.message));
-        else pending?.resolve(message.batch!);
+        if ('error' in message) pending?.reject(decodeErrorFromName(message.error.name, message.error.message));
+        else pending?.resolve(message.batch);
       });
       worker.on('error', (error) => {
         for (const pending of thread.pending.values()) pending.reject(error);
@@ -47,7 +52,7 @@ export class DecodePool {
   decode(signal: Signal, encoding: Encoding, body: Buffer): Promise<DecodedBatch> {
     if (this.threads.length === 0 || body.length < INLINE_BYTES) {
       try {
-        return Promise.resolve(decodeOtlp(signal, encoding, body));
+        return Promise.resolve(this.inline.decode(signal, encoding, body));
       } catch (error) {
         return Promise.reject(error);
       }

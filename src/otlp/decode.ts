@@ -1,19 +1,24 @@
 import { decodeLogsJson, decodeTracesJson, OtlpJsonError } from './json-decoder.js';
-import { decodeLogsProtobuf, decodeTracesProtobuf } from './protobuf-decoder.js';
+import { ProtobufDecoder } from './protobuf-decoder.js';
 import type { Encoding } from './responses.js';
 import type { DecodedBatch } from './batch.js';
 import { ProtobufError } from './protobuf-reader.js';
 
 export type Signal = 'traces' | 'logs';
 
-const DECODERS: Record<Signal, Record<Encoding, (body: Buffer) => DecodedBatch>> = {
-  traces: { protobuf: decodeTracesProtobuf, json: (body) => decodeTracesJson(body.toString('utf8')) },
-  logs: { protobuf: decodeLogsProtobuf, json: (body) => decodeLogsJson(body.toString('utf8')) },
-};
+/**
+ * Decodes OTLP request bodies of either signal and encoding. The protobuf decoder keeps what
+ * its requests repeat from one to the next (protobuf-values.ts): whoever decodes a stream of
+ * requests (a decode thread, DecodePool on its own thread) keeps one OtlpDecoder.
+ */
+export class OtlpDecoder {
+  private readonly protobuf = new ProtobufDecoder();
 
-/** Decodes one OTLP request body; throws ProtobufError or OtlpJsonError for a bad one. */
-export function decodeOtlp(signal: Signal, encoding: Encoding, body: Buffer): DecodedBatch {
-  return DECODERS[signal][encoding](body);
+  /** Throws ProtobufError or OtlpJsonError for a bad body. */
+  decode(signal: Signal, encoding: Encoding, body: Buffer): DecodedBatch {
+    if (encoding === 'json') return signal === 'traces' ? decodeTracesJson(body.toString('utf8')) : decodeLogsJson(body.toString('utf8'));
+    return signal === 'traces' ? this.protobuf.decodeTraces(body) : this.protobuf.decodeLogs(body);
+  }
 }
 
 /** Errors that mean "bad request", by name, so that they survive a trip between threads. */

@@ -1,3 +1,5 @@
+import { FIXED32, FIXED64, LEN, VARINT } from './protobuf-wire.js';
+
 /** A body that is not valid protobuf for the expected message; the message says where. */
 export class ProtobufError extends Error {
   constructor(message: string) {
@@ -6,10 +8,6 @@ export class ProtobufError extends Error {
   }
 }
 
-export const VARINT = 0;
-export const FIXED64 = 1;
-export const LEN = 2;
-export const FIXED32 = 5;
 
 /**
  * A cursor over protobuf wire format (https://protobuf.dev/programming-guides/encoding/),
@@ -164,6 +162,18 @@ export class ProtobufReader {
     return s;
   }
 
+  /** Skips the value of the field whose tag was just read, of `wireType`; returns where it starts, to read it later. */
+  mark(wireType: number): number {
+    const at = this.pos;
+    this.skip(wireType);
+    return at;
+  }
+
+  /** Skips the value of the field whose tag was just read (one unknown to the reader, or unwanted). */
+  skipField(tag: number): void {
+    this.skip(tag & 7);
+  }
+
   skip(wireType: number): void {
     switch (wireType) {
       case VARINT:
@@ -182,13 +192,6 @@ export class ProtobufReader {
         return;
       default:
         throw new ProtobufError(`unsupported wire type ${wireType} at byte ${this.pos}`);
-    }
-  }
-
-  /** Requires `wireType` for the field just read (a mismatch means a corrupt or foreign body). */
-  expect(tag: number, wireType: number): void {
-    if ((tag & 7) !== wireType) {
-      throw new ProtobufError(`field ${tag >>> 3} has wire type ${tag & 7}, expected ${wireType} (byte ${this.pos})`);
     }
   }
 
