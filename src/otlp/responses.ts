@@ -1,3 +1,6 @@
+import { ExportPartialSuccess, ExportServiceResponse, RpcStatus } from './otlp-proto.js';
+import { LEN, tag, VARINT } from './protobuf-wire.js';
+
 /**
  * OTLP/HTTP responses, in the encoding of the request: Export{Trace,Logs}ServiceResponse for
  * success and google.rpc.Status for errors (field numbers from the OTLP and googleapis protos).
@@ -18,7 +21,8 @@ export function exportResponse(encoding: Encoding, signal: 'traces' | 'logs' | '
     return json(body);
   }
   if (rejected === 0 && message === '') return protobuf(Buffer.alloc(0));
-  return protobuf(lengthDelimited(1, Buffer.concat([varintField(1, rejected), lengthDelimited(2, Buffer.from(message))])));
+  const partialSuccess = Buffer.concat([varintField(ExportPartialSuccess.rejected, rejected), lengthDelimited(ExportPartialSuccess.error_message, Buffer.from(message))]);
+  return protobuf(lengthDelimited(ExportServiceResponse.partial_success, partialSuccess));
 }
 
 /** google.rpc.Code values used here. */
@@ -26,7 +30,7 @@ export const RpcCode = { INVALID_ARGUMENT: 3, RESOURCE_EXHAUSTED: 8, INTERNAL: 1
 
 export function statusResponse(encoding: Encoding, code: number, message: string): EncodedBody {
   if (encoding === 'json') return json({ code, message });
-  return protobuf(Buffer.concat([varintField(1, code), lengthDelimited(2, Buffer.from(message))]));
+  return protobuf(Buffer.concat([varintField(RpcStatus.code, code), lengthDelimited(RpcStatus.message, Buffer.from(message))]));
 }
 
 const json = (value: unknown): EncodedBody => ({ contentType: 'application/json', body: Buffer.from(JSON.stringify(value)) });
@@ -42,5 +46,5 @@ function varint(value: number): Buffer {
   return Buffer.from(bytes);
 }
 
-const varintField = (field: number, value: number) => Buffer.concat([varint(field << 3), varint(value)]);
-const lengthDelimited = (field: number, bytes: Buffer) => Buffer.concat([varint((field << 3) | 2), varint(bytes.length), bytes]);
+const varintField = (field: number, value: number) => Buffer.concat([varint(tag(field, VARINT)), varint(value)]);
+const lengthDelimited = (field: number, bytes: Buffer) => Buffer.concat([varint(tag(field, LEN)), varint(bytes.length), bytes]);

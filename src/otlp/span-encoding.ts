@@ -2,7 +2,9 @@ import type { Context, SpanContext } from '@opentelemetry/api';
 import { ProtobufTraceSerializer, type IExportTraceServiceResponse, type ISerializer } from '@opentelemetry/otlp-transformer';
 import type { Resource } from '@opentelemetry/resources';
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { encodeSpanField } from './protobuf-encoder.js';
+import { ExportTraceServiceRequest, ResourceSpans, ScopeSpans } from './otlp-proto.js';
+import { SpanMessageWriter } from './protobuf-encoder.js';
+import { FIXED32, FIXED64, LEN, tag, VARINT } from './protobuf-wire.js';
 
 /**
  * OTLP protobuf requests put together from spans encoded as each one ended. The SDK's serializer
@@ -16,11 +18,6 @@ import { encodeSpanField } from './protobuf-encoder.js';
  * are the same for many spans, are cut out of the SDK serializer's request of one of their
  * spans, once.
  */
-
-// Field numbers: ExportTraceServiceRequest.resource_spans, ResourceSpans.scope_spans, ScopeSpans.spans.
-const RESOURCE_SPANS = 1;
-const SCOPE_SPANS = 2;
-const SPANS = 2;
 
 /**
  * An ended span as the export queue holds it: its encoding and what a request groups it by, not
@@ -53,6 +50,8 @@ class EncodedSpan {
  * exit flush) its encoding in the span's place.
  */
 export class SpanEncoder implements SpanProcessor {
+  private readonly encoder = new GroupEncoder();
+
   constructor(private readonly next: readonly SpanProcessor[]) {}
 
   onStart(span: Span, context: Context): void {
@@ -60,8 +59,9 @@ export class SpanEncoder implements SpanProcessor {
   }
 
   onEnd(span: ReadableSpan): void {
-    const resourceFields = span.resource.asyncAttributesPending ? span : resourceFieldsOf(span.resource, span);
-    const encoded = new EncodedSpan(span.resource, span.instrumentationScope, span.spanContext(), encodeSpan(span), scopeFieldsOf(scopeKey(span), span), resourceFields);
+    const encoder = this.encoder;
+    const resourceFields = span.resource.asyncAttributesPending ? span : encoder.resourceFieldsOf(span.resource, span);
+    const encoded = new EncodedSpan(span.resource, span.instrumentationScope, span.spanContext(), encoder.span(span), encoder.scopeFieldsOf(scopeKey(span), span), resourceFields);
     for (const processor of this.next) processor.onEnd(encoded as unknown as ReadableSpan);
   }
 
@@ -79,28 +79,34 @@ export function requestOf(spans: readonly ReadableSpan[]): Uint8Array {
   const groups = new Map<Resource, Map<string, ReadableSpan[]>>();
   for (const span of spans) {
     let scopes = groups.get(span.resource);
-    if (!scopes) groups.set(span.resource, (scopes = new Map()));
+    if (!scopes) {
+      scopes = new Map();
+      groups.set(span.resource, scopes);
+    }
     const key = scopeKey(span);
     const group = scopes.get(key);
     if (group) group.push(span);
     else scopes.set(key, [span]);
   }
+  // For the spans that did not pass a SpanEncoder, and resources that were pending when they did.
+  const encoder = new GroupEncoder();
   const out = new ByteList();
   for (const [resource, scopes] of groups) {
     const scopeSpans = new ByteList();
     for (const [key, group] of scopes) {
       const scope = new ByteList();
       const first = group[0];
-      scope.push(first instanceof EncodedSpan ? first.scopeFields : scopeFieldsOf(key, first));
-      for (const span of group) scope.push(span instanceof EncodedSpan ? span.bytes : encodeSpan(span));
-      scopeSpans.field(SCOPE_SPANS, scope);
+      scope.push(first instanceof EncodedSpan ? first.scopeFields : encoder.scopeFieldsOf(key, first));
+      for (const span of group) scope.push(span instanceof EncodedSpan ? span.bytes : encoder.span(span));
+      scopeSpans.field(ResourceSpans.scope_spans, scope);
     }
-    const first = scopes.values().next().value![0];
+    const [firstGroup] = scopes.values();
+    const first = firstGroup[0];
     const fields = first instanceof EncodedSpan ? first.resourceFields : first;
     const resourceSpans = new ByteList();
-    resourceSpans.push(fields instanceof Uint8Array ? fields : resourceFieldsOf(resource, fields));
+    resourceSpans.push(fields instanceof Uint8Array ? fields : encoder.resourceFieldsOf(resource, fields));
     resourceSpans.append(scopeSpans);
-    out.field(RESOURCE_SPANS, resourceSpans);
+    out.field(ExportTraceServiceRequest.resource_spans, resourceSpans);
   }
   return out.join();
 }
@@ -111,29 +117,40 @@ export const spanSerializer: ISerializer<ReadableSpan[], IExportTraceServiceResp
   deserializeResponse: (data) => ProtobufTraceSerializer.deserializeResponse(data),
 };
 
-// A resource's and a scope's own fields, encoded once: the same for every span of them.
-const resources = new WeakMap<Resource, Uint8Array>();
-const scopes = new Map<string, Uint8Array>();
+/**
+ * Encodes the parts of a request: spans (protobuf-encoder.ts), and a resource's and a scope's
+ * own fields, once each: the same for every span of them.
+ */
+class GroupEncoder {
+  private readonly spans = new SpanMessageWriter();
+  private readonly resources = new WeakMap<Resource, Uint8Array>();
+  private readonly scopes = new Map<string, Uint8Array>();
 
-/** ResourceSpans' fields but its scope_spans (resource, schema URL). */
-function resourceFieldsOf(resource: Resource, span: ReadableSpan): Uint8Array {
-  let fields = resources.get(resource);
-  if (!fields) {
-    fields = splitField(resourceSpansOf(span), SCOPE_SPANS).rest;
-    // Attributes still to come from an asynchronous detector are encoded once they are there.
-    if (!resource.asyncAttributesPending) resources.set(resource, fields);
+  /** A span as a `spans` field of ScopeSpans (tag, length, Span message). */
+  span(span: ReadableSpan): Uint8Array {
+    return this.spans.spanField(span, ScopeSpans.spans);
   }
-  return fields;
-}
 
-/** ScopeSpans' fields but its spans (scope, schema URL). */
-function scopeFieldsOf(key: string, span: ReadableSpan): Uint8Array {
-  let fields = scopes.get(key);
-  if (!fields) {
-    fields = splitField(splitField(resourceSpansOf(span), SCOPE_SPANS).value, SPANS).rest;
-    scopes.set(key, fields);
+  /** ResourceSpans' fields but its scope_spans (resource, schema URL). */
+  resourceFieldsOf(resource: Resource, span: ReadableSpan): Uint8Array {
+    let fields = this.resources.get(resource);
+    if (!fields) {
+      fields = splitField(resourceSpansOf(span), ResourceSpans.scope_spans).rest;
+      // Attributes still to come from an asynchronous detector are encoded once they are there.
+      if (!resource.asyncAttributesPending) this.resources.set(resource, fields);
+    }
+    return fields;
   }
-  return fields;
+
+  /** ScopeSpans' fields but its spans (scope, schema URL). */
+  scopeFieldsOf(key: string, span: ReadableSpan): Uint8Array {
+    let fields = this.scopes.get(key);
+    if (!fields) {
+      fields = splitField(splitField(resourceSpansOf(span), ResourceSpans.scope_spans).value, ScopeSpans.spans).rest;
+      this.scopes.set(key, fields);
+    }
+    return fields;
+  }
 }
 
 /** The key the SDK's serializer groups scopes by. */
@@ -141,11 +158,10 @@ const scopeKey = ({ instrumentationScope: scope }: ReadableSpan) => `${scope.nam
 
 /** The ResourceSpans of the request of `span` alone. */
 function resourceSpansOf(span: ReadableSpan): Uint8Array {
-  return splitField(ProtobufTraceSerializer.serializeRequest([span])!, RESOURCE_SPANS).value;
+  const request = ProtobufTraceSerializer.serializeRequest([span]);
+  if (!request) throw new Error('the SDK serializer encoded no request');
+  return splitField(request, ExportTraceServiceRequest.resource_spans).value;
 }
-
-/** A span as a `spans` field of ScopeSpans (tag, length, Span message). */
-const encodeSpan = (span: ReadableSpan) => encodeSpanField(span, SPANS);
 
 /** Byte strings to join, with their total length (protobuf lengths are known before the bytes). */
 class ByteList {
@@ -163,7 +179,7 @@ class ByteList {
 
   /** Appends `value` as the length-delimited field `number`. */
   field(number: number, value: ByteList | Uint8Array): void {
-    this.push(Uint8Array.from([...varint(number * 8 + 2), ...varint(value.length)]));
+    this.push(Uint8Array.from([...varint(tag(number, LEN)), ...varint(value.length)]));
     if (value instanceof ByteList) this.append(value);
     else this.push(value);
   }
@@ -199,18 +215,18 @@ function splitField(message: Uint8Array, number: number): { value: Uint8Array; r
   };
   while (at < message.length) {
     const start = at;
-    const tag = read();
-    const wire = tag & 7;
+    const fieldTag = read();
+    const wire = fieldTag & 7;
     let valueStart = at;
-    if (wire === 0) read();
-    else if (wire === 1) at += 8;
-    else if (wire === 5) at += 4;
-    else if (wire === 2) {
+    if (wire === VARINT) read();
+    else if (wire === FIXED64) at += 8;
+    else if (wire === FIXED32) at += 4;
+    else if (wire === LEN) {
       const length = read();
       valueStart = at;
       at += length;
     } else throw new Error(`unexpected protobuf wire type ${wire}`);
-    if (wire === 2 && Math.floor(tag / 8) === number && value === undefined) value = message.subarray(valueStart, at);
+    if (fieldTag === tag(number, LEN) && value === undefined) value = message.subarray(valueStart, at);
     else rest.push(message.subarray(start, at));
   }
   if (value === undefined) throw new Error(`protobuf field ${number} missing`);
