@@ -1,6 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { meets, type Benchmark, type Figure } from './figures.js';
+import { decode } from './decode.js';
 import { ingest } from './ingest.js';
 import { adapters } from './adapters.js';
 import { apo } from './apo.js';
@@ -10,7 +11,7 @@ import { runtime } from './runtime.js';
 import { store } from './store.js';
 
 /** Every benchmark of `npm run bench`, in run order. Later issues add theirs here. */
-const BENCHMARKS: Benchmark[] = [ingest, store, instrumentation, gateway, adapters, runtime, apo];
+const BENCHMARKS: Benchmark[] = [ingest, decode, store, instrumentation, gateway, adapters, runtime, apo];
 
 const { values } = parseArgs({
   options: { json: { type: 'string', default: 'bench-results.json' }, only: { type: 'string' } },
