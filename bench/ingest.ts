@@ -54,7 +54,9 @@ async function inProcessCeiling(template: BatchTemplate, totalSpans: number, ser
 
 async function rssMb(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
+  const kb = /VmRSS:\s+(\d+)/.exec(status)?.[1];
+  if (kb === undefined) throw new Error(`no VmRSS in /proc/${pid}/status`);
+  return Number(kb) / 1024;
 }
 
 /** `agl serve` in its own process, SENDERS concurrent clients posting BATCH-span requests. */
@@ -90,7 +92,9 @@ async function overHttp(template: BatchTemplate, totalSpans: number, serialBase:
     const start = performance.now();
     await Promise.all(Array.from({ length: SENDERS }, sender));
     const seconds = (performance.now() - start) / 1000;
-    const rss = await rssMb(serve.child.pid!);
+    const pid = serve.child.pid;
+    if (pid === undefined) throw new Error('agl serve has no pid');
+    const rss = await rssMb(pid);
     latencies.sort((a, b) => a - b);
     return { spansPerSec: (batches * template.spanCount) / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), coldMax, rss, retries };
   } finally {
