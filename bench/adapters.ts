@@ -16,26 +16,77 @@ const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
 function rolloutSpans(r: number): SpanInput[] {
   const trace = hex(r + 1, 32);
   let id = 0;
-  const base = (name: string, start: number, attributes: Record<string, unknown>, parent: string | null): SpanInput => ({
-    rollout_id: `ro-${r}`, attempt_id: 'at-1', sequence_id: null, trace_id: trace, span_id: hex(r * 16 + ++id, 16), parent_id: parent, name, kind: 'INTERNAL',
-    status: { status_code: 'UNSET', description: null }, attributes, events: [], links: [], start_time: 1_700_000_000 + r + start / 100, end_time: 1_700_000_000 + r + (start + 1) / 100,
-    context: null, parent: null, resource: { attributes: { 'service.name': 'bench' }, schema_url: '' },
+  const base = (
+    name: string,
+    start: number,
+    attributes: Record<string, unknown>,
+    parent: string | null,
+  ): SpanInput => ({
+    rollout_id: `ro-${r}`,
+    attempt_id: 'at-1',
+    sequence_id: null,
+    trace_id: trace,
+    span_id: hex(r * 16 + ++id, 16),
+    parent_id: parent,
+    name,
+    kind: 'INTERNAL',
+    status: { status_code: 'UNSET', description: null },
+    attributes,
+    events: [],
+    links: [],
+    start_time: 1_700_000_000 + r + start / 100,
+    end_time: 1_700_000_000 + r + (start + 1) / 100,
+    context: null,
+    parent: null,
+    resource: { attributes: { 'service.name': 'bench' }, schema_url: '' },
   });
   const root = base('agent', 0, { 'agent.name': 'solver' }, null);
   const spans = [root];
   let prompt = [1, 2, 3, 4, 5, 6, 7, 8];
   for (let c = 0; c < CALLS; c++) {
     const response = [100 + c, 101 + c, 102 + c, 103 + c, 104 + c, 105 + c, 106 + c, 107 + c];
-    spans.push(base('chat bench', 10 * c + 1, {
-      'agl.llm.api': 'chat',
-      'agl.llm.request': JSON.stringify({ model: 'bench', messages: [{ role: 'system', content: 'Solve the task.' }, { role: 'user', content: `task ${r} step ${c}` }] }),
-      'agl.llm.response': JSON.stringify({ id: `resp-${r}-${c}`, model: 'bench', prompt_token_ids: prompt, usage: { prompt_tokens: prompt.length, completion_tokens: 8 },
-        choices: [{ index: 0, message: { role: 'assistant', content: `step ${c} of task ${r}` }, finish_reason: 'stop', token_ids: response }] }),
-    }, root.span_id));
+    spans.push(
+      base(
+        'chat bench',
+        10 * c + 1,
+        {
+          'agl.llm.api': 'chat',
+          'agl.llm.request': JSON.stringify({
+            model: 'bench',
+            messages: [
+              { role: 'system', content: 'Solve the task.' },
+              { role: 'user', content: `task ${r} step ${c}` },
+            ],
+          }),
+          'agl.llm.response': JSON.stringify({
+            id: `resp-${r}-${c}`,
+            model: 'bench',
+            prompt_token_ids: prompt,
+            usage: { prompt_tokens: prompt.length, completion_tokens: 8 },
+            choices: [
+              {
+                index: 0,
+                message: { role: 'assistant', content: `step ${c} of task ${r}` },
+                finish_reason: 'stop',
+                token_ids: response,
+              },
+            ],
+          }),
+        },
+        root.span_id,
+      ),
+    );
     if (c < 4) spans.push(base('execute_tool search', 10 * c + 3, { 'gen_ai.tool.name': 'search' }, root.span_id));
     prompt = [...prompt, ...response, 9, 9];
   }
-  spans.push(base('agentlightning.annotation', 99, { 'agentlightning.reward.0.name': 'primary', 'agentlightning.reward.0.value': r % 2 }, root.span_id));
+  spans.push(
+    base(
+      'agentlightning.annotation',
+      99,
+      { 'agentlightning.reward.0.name': 'primary', 'agentlightning.reward.0.value': r % 2 },
+      root.span_id,
+    ),
+  );
   return spans;
 }
 
@@ -43,7 +94,10 @@ function timeCli(args: string[]): Promise<number> {
   const start = performance.now();
   return new Promise((resolve, reject) =>
     execFile(process.execPath, [CLI, ...args], { maxBuffer: 16 * 1024 * 1024 }, (error, _stdout, stderr) =>
-      error ? reject(new Error(`agl ${args.join(' ')} failed: ${stderr}`)) : resolve((performance.now() - start) / 1000)),
+      error
+        ? reject(new Error(`agl ${args.join(' ')} failed: ${stderr}`))
+        : resolve((performance.now() - start) / 1000),
+    ),
   );
 }
 
@@ -68,11 +122,16 @@ export const adapters: Benchmark = {
       const deriveStart = performance.now();
       await store.deriveAll();
       const deriveSeconds = (performance.now() - deriveStart) / 1000;
-      console.error(`  stored ${spanCount} spans in ${storeSeconds.toFixed(1)} s, derived them in ${deriveSeconds.toFixed(1)} s`);
+      console.error(
+        `  stored ${spanCount} spans in ${storeSeconds.toFixed(1)} s, derived them in ${deriveSeconds.toFixed(1)} s`,
+      );
       // DuckDB's own scan of the columns a triplet holds (the baseline of the export figures).
       const scanStart = performance.now();
-      await store.query(`SELECT sum(length(input_messages::VARCHAR) + length(output_messages::VARCHAR) + len(prompt_token_ids) + len(response_token_ids)
-        + length(rollout_id) + length(span_id) + length(response_id) + length(model)) FROM derived_calls`, { guard: false });
+      await store.query(
+        `SELECT sum(length(input_messages::VARCHAR) + length(output_messages::VARCHAR) + len(prompt_token_ids) + len(response_token_ids)
+        + length(rollout_id) + length(span_id) + length(response_id) + length(model)) FROM derived_calls`,
+        { guard: false },
+      );
       const scanSeconds = (performance.now() - scanStart) / 1000;
       await store.close();
       const rates: Record<string, number> = {};
@@ -84,9 +143,19 @@ export const adapters: Benchmark = {
         { name: 'export triplets to parquet', value: Math.round(rates.triplets), unit: 'spans/s', target: '>= 500000' },
         { name: 'export messages to parquet', value: Math.round(rates.messages), unit: 'spans/s', target: '' },
         { name: 'export trajectories to parquet', value: Math.round(rates.trajectories), unit: 'spans/s', target: '' },
-        { name: 'derive stored spans (idle-time work)', value: Math.round(spanCount / deriveSeconds), unit: 'spans/s', target: '' },
+        {
+          name: 'derive stored spans (idle-time work)',
+          value: Math.round(spanCount / deriveSeconds),
+          unit: 'spans/s',
+          target: '',
+        },
         { name: 'duckdb scan of the same columns', value: Math.round(scanRate), unit: 'spans/s', target: '' },
-        { name: 'triplets export / scan', value: Number((rates.triplets / scanRate).toFixed(3)), unit: 'ratio', target: '' },
+        {
+          name: 'triplets export / scan',
+          value: Number((rates.triplets / scanRate).toFixed(3)),
+          unit: 'ratio',
+          target: '',
+        },
       ];
     } finally {
       await removeDir(dir);

@@ -18,10 +18,14 @@ export function meets(figure: Figure): boolean {
   if (!match) return true;
   const limit = Number(match[2]);
   switch (match[1]) {
-    case '>=': return figure.value >= limit;
-    case '<=': return figure.value <= limit;
-    case '<': return figure.value < limit;
-    default: return figure.value > limit;
+    case '>=':
+      return figure.value >= limit;
+    case '<=':
+      return figure.value <= limit;
+    case '<':
+      return figure.value < limit;
+    default:
+      return figure.value > limit;
   }
 }
 

@@ -13,14 +13,22 @@ const THROUGHPUT_SECONDS = 5;
 
 export async function startLlmServer(): Promise<{ baseURL: string; stop: () => void }> {
   const child = spawn(process.execPath, [LLM_SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const baseURL = await new Promise<string>((resolve) => child.stdout.once('data', (chunk: Buffer) => resolve(chunk.toString().trim())));
+  const baseURL = await new Promise<string>((resolve) =>
+    child.stdout.once('data', (chunk: Buffer) => resolve(chunk.toString().trim())),
+  );
   return { baseURL, stop: () => child.kill('SIGTERM') };
 }
 
 const body = JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'hello there' }] });
 // Clients use node:http with keep-alive: fetch would spend more of the 2 cores than the gateway.
 async function call(baseURL: string): Promise<void> {
-  const answer = await httpRequest(`${baseURL}/chat/completions`, 'POST', { 'content-type': 'application/json' }, body, 30_000);
+  const answer = await httpRequest(
+    `${baseURL}/chat/completions`,
+    'POST',
+    { 'content-type': 'application/json' },
+    body,
+    30_000,
+  );
   if (answer.status !== 200) throw new Error(`call failed: ${answer.status}`);
 }
 
@@ -39,12 +47,14 @@ async function throughput(baseURL: string): Promise<number> {
   let calls = 0;
   const started = performance.now();
   const until = started + THROUGHPUT_SECONDS * 1000;
-  await Promise.all(Array.from({ length: CLIENTS }, async () => {
-    while (performance.now() < until) {
-      await call(baseURL);
-      calls++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async () => {
+      while (performance.now() < until) {
+        await call(baseURL);
+        calls++;
+      }
+    }),
+  );
   return calls / ((performance.now() - started) / 1000);
 }
 
@@ -80,11 +90,31 @@ export const gateway: Benchmark = {
       const base = stats(direct);
       const viaGateway = stats(gatewayed);
       return [
-        { name: 'gateway overhead per call: median', value: Number((viaGateway.median - base.median).toFixed(3)), unit: 'ms', target: '< 1' },
-        { name: 'gateway overhead per call: p99', value: Number((viaGateway.p99 - base.p99).toFixed(3)), unit: 'ms', target: '' },
+        {
+          name: 'gateway overhead per call: median',
+          value: Number((viaGateway.median - base.median).toFixed(3)),
+          unit: 'ms',
+          target: '< 1',
+        },
+        {
+          name: 'gateway overhead per call: p99',
+          value: Number((viaGateway.p99 - base.p99).toFixed(3)),
+          unit: 'ms',
+          target: '',
+        },
         { name: `gateway throughput, ${CLIENTS} clients`, value: Math.round(rate), unit: 'calls/s', target: '>= 2000' },
-        { name: `upstream throughput without the gateway, ${CLIENTS} clients`, value: Math.round(directRate), unit: 'calls/s', target: '' },
-        { name: 'gateway / direct throughput', value: Number((rate / directRate).toFixed(2)), unit: 'ratio', target: '' },
+        {
+          name: `upstream throughput without the gateway, ${CLIENTS} clients`,
+          value: Math.round(directRate),
+          unit: 'calls/s',
+          target: '',
+        },
+        {
+          name: 'gateway / direct throughput',
+          value: Number((rate / directRate).toFixed(2)),
+          unit: 'ratio',
+          target: '',
+        },
       ];
     } finally {
       serve.child.kill('SIGTERM');

@@ -71,7 +71,13 @@ async function overHttp(template: BatchTemplate, totalSpans: number, serialBase:
       const body = freshCopy(template, serial);
       for (;;) {
         const sent = performance.now();
-        const { status } = await httpRequest(`${serve.url}/v1/traces`, 'POST', { 'content-type': 'application/x-protobuf' }, body, 60_000);
+        const { status } = await httpRequest(
+          `${serve.url}/v1/traces`,
+          'POST',
+          { 'content-type': 'application/x-protobuf' },
+          body,
+          60_000,
+        );
         latencies.push(performance.now() - sent);
         if (status === 200) return;
         if (status !== 503 && status !== 429) throw new Error(`ingest failed: ${status}`);
@@ -96,7 +102,14 @@ async function overHttp(template: BatchTemplate, totalSpans: number, serialBase:
     if (pid === undefined) throw new Error('agl serve has no pid');
     const rss = await rssMb(pid);
     latencies.sort((a, b) => a - b);
-    return { spansPerSec: (batches * template.spanCount) / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), coldMax, rss, retries };
+    return {
+      spansPerSec: (batches * template.spanCount) / seconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      coldMax,
+      rss,
+      retries,
+    };
   } finally {
     serve.child.kill('SIGTERM');
     await serve.exited;
@@ -115,16 +128,31 @@ export const ingest: Benchmark = {
       const http = await overHttp(template, shape.totalSpans, 1_000_000);
       const prefix = `ingest.${shape.key}`;
       figures.push(
-        { name: `${prefix}.http_spans_per_s`, value: Math.round(http.spansPerSec), unit: 'spans/s', target: `>= ${shape.target}` },
+        {
+          name: `${prefix}.http_spans_per_s`,
+          value: Math.round(http.spansPerSec),
+          unit: 'spans/s',
+          target: `>= ${shape.target}`,
+        },
         { name: `${prefix}.in_process_spans_per_s`, value: Math.round(ceiling), unit: 'spans/s', target: '' },
-        { name: `${prefix}.http_vs_in_process`, value: round(http.spansPerSec / ceiling, 2), unit: 'ratio', target: '>= 0.6' },
+        {
+          name: `${prefix}.http_vs_in_process`,
+          value: round(http.spansPerSec / ceiling, 2),
+          unit: 'ratio',
+          target: '>= 0.6',
+        },
         { name: `${prefix}.p50_latency`, value: round(http.p50, 1), unit: 'ms', target: '' },
         { name: `${prefix}.p99_latency`, value: round(http.p99, 1), unit: 'ms', target: '< 500' },
         { name: `${prefix}.cold_burst_max_latency`, value: round(http.coldMax, 1), unit: 'ms', target: '' },
         { name: `${prefix}.retried_requests`, value: http.retries, unit: 'requests', target: '' },
       );
       if (shape.key === 'small') {
-        figures.push({ name: `${prefix}.server_rss_after_${shape.totalSpans / 1e6}M`, value: Math.round(http.rss), unit: 'MB', target: '< 400' });
+        figures.push({
+          name: `${prefix}.server_rss_after_${shape.totalSpans / 1e6}M`,
+          value: Math.round(http.rss),
+          unit: 'MB',
+          target: '< 400',
+        });
       }
     }
     return figures;

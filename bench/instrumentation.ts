@@ -21,22 +21,32 @@ interface AppTimes {
 
 function runApp(env: Record<string, string>, register: boolean, calls = CALLS): Promise<AppTimes> {
   const args = ['--expose-gc', ...(register ? ['--import', REGISTER] : []), APP];
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env, CALLS: String(calls) }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, args, {
+    env: { ...process.env, ...env, CALLS: String(calls) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
   child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
   return new Promise((resolve, reject) =>
-    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out) as AppTimes) : reject(new Error(`bench app exited with ${code}`)))),
+    child.on('close', (code) =>
+      code === 0 ? resolve(JSON.parse(out) as AppTimes) : reject(new Error(`bench app exited with ${code}`)),
+    ),
   );
 }
 
 /** agl's fetch against the original in one process, alternating blocks of calls (same-process-ab.mjs). */
 function runSameProcess(env: Record<string, string>): Promise<{ plain: number; agl: number; added: number }> {
   const args = ['--import', join(APPS, 'keep-fetch.mjs'), '--import', REGISTER, join(APPS, 'same-process-ab.mjs')];
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, args, {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
   child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
   return new Promise((resolve, reject) =>
-    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`bench app exited with ${code}`)))),
+    child.on('close', (code) =>
+      code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`bench app exited with ${code}`)),
+    ),
   );
 }
 
@@ -87,11 +97,21 @@ export const instrumentation: Benchmark = {
         { name: 'llm call, plain: p99', value: round(base.p99), unit: 'ms', target: '' },
         { name: 'added per llm call: median', value: round(withAgl.median - base.median), unit: 'ms', target: '< 0.3' },
         // How far the median's difference can be trusted: the standard error of the rounds' own differences.
-        { name: 'added per llm call: median, standard error', value: round(standardError(roundDifferences)), unit: 'ms', target: '' },
+        {
+          name: 'added per llm call: median, standard error',
+          value: round(standardError(roundDifferences)),
+          unit: 'ms',
+          target: '',
+        },
         { name: 'added per llm call: p99', value: round(withAgl.p99 - base.p99), unit: 'ms', target: '< 2' },
         // The same difference with the machine's drift taken out (one process, alternating blocks).
         { name: 'added per llm call, same process: median', value: round(sameProcess.added), unit: 'ms', target: '' },
-        { name: 'live heap added over 10k calls, collector down', value: round(down.heapGrowthMb - downPlain.heapGrowthMb, 1), unit: 'MB', target: '< 32' },
+        {
+          name: 'live heap added over 10k calls, collector down',
+          value: round(down.heapGrowthMb - downPlain.heapGrowthMb, 1),
+          unit: 'MB',
+          target: '< 32',
+        },
       ];
     } finally {
       serve.child.kill('SIGTERM');

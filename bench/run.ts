@@ -28,10 +28,25 @@ for (const benchmark of selected) {
   figures.push(...(await benchmark.run()));
 }
 
-const rows = figures.map((f) => [f.name, String(f.value), f.unit, f.target || '-', f.target ? (meets(f) ? 'ok' : 'MISSED') : '']);
+const rows = figures.map((f) => [
+  f.name,
+  String(f.value),
+  f.unit,
+  f.target || '-',
+  f.target ? (meets(f) ? 'ok' : 'MISSED') : '',
+]);
 const header = ['figure', 'value', 'unit', 'target', ''];
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-for (const row of [header, ...rows]) console.log(row.map((cell, i) => (i === 1 ? cell.padStart(widths[i]) : cell.padEnd(widths[i]))).join('  ').trimEnd());
+for (const row of [header, ...rows])
+  console.log(
+    row
+      .map((cell, i) => (i === 1 ? cell.padStart(widths[i]) : cell.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd(),
+  );
 
-await writeFile(values.json, JSON.stringify({ date: new Date().toISOString(), node: process.version, figures }, null, 2));
+await writeFile(
+  values.json,
+  JSON.stringify({ date: new Date().toISOString(), node: process.version, figures }, null, 2),
+);
 console.error(`wrote ${values.json}`);

@@ -11,11 +11,25 @@ const ROLLOUTS = Number(process.env.AGL_BENCH_RUNTIME_ROLLOUTS ?? 2000);
 const AGENT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'apps', 'trivial-agent.mjs');
 
 /** Rollouts/s of the Baseline over ROLLOUTS tasks of the trivial agent, with the Trainer's `options`. */
-async function rolloutsPerSecond(llmBaseURL: string, options: { strategy: 'in-process' | 'processes'; nRunners: number; runnerConcurrency?: number }): Promise<{ rate: number; succeeded: number }> {
+async function rolloutsPerSecond(
+  llmBaseURL: string,
+  options: { strategy: 'in-process' | 'processes'; nRunners: number; runnerConcurrency?: number },
+): Promise<{ rate: number; succeeded: number }> {
   const dir = await newTempDir();
   try {
-    const llm = { resource_type: 'llm' as const, endpoint: llmBaseURL, model: 'bench-model', api_key: null, sampling_parameters: {} };
-    const trainer = new Trainer({ algorithm: new Baseline({ resources: { llm } }), db: join(dir, 'runtime.duckdb'), progress: false, ...options });
+    const llm = {
+      resource_type: 'llm' as const,
+      endpoint: llmBaseURL,
+      model: 'bench-model',
+      api_key: null,
+      sampling_parameters: {},
+    };
+    const trainer = new Trainer({
+      algorithm: new Baseline({ resources: { llm } }),
+      db: join(dir, 'runtime.duckdb'),
+      progress: false,
+      ...options,
+    });
     const tasks = Array.from({ length: ROLLOUTS }, (_, i) => ({ i }));
     const started = performance.now();
     const result = await trainer.fit(AGENT, { train: tasks });
@@ -34,15 +48,49 @@ export const runtime: Benchmark = {
     try {
       const storeOnly = (await runRollouts(32)).rolloutsPerSec;
       const inProcess = await rolloutsPerSecond(llm.baseURL, { strategy: 'in-process', nRunners: 16 });
-      const processes = await rolloutsPerSecond(llm.baseURL, { strategy: 'processes', nRunners: 2, runnerConcurrency: 8 });
+      const processes = await rolloutsPerSecond(llm.baseURL, {
+        strategy: 'processes',
+        nRunners: 2,
+        runnerConcurrency: 8,
+      });
       return [
-        { name: 'runtime.in_process.rollouts_per_s', value: Math.round(inProcess.rate), unit: 'rollouts/s', target: '' },
-        { name: 'runtime.in_process.succeeded', value: inProcess.succeeded, unit: 'rollouts', target: `>= ${ROLLOUTS}` },
-        { name: 'runtime.processes_2.rollouts_per_s', value: Math.round(processes.rate), unit: 'rollouts/s', target: '' },
-        { name: 'runtime.processes_2.succeeded', value: processes.succeeded, unit: 'rollouts', target: `>= ${ROLLOUTS}` },
+        {
+          name: 'runtime.in_process.rollouts_per_s',
+          value: Math.round(inProcess.rate),
+          unit: 'rollouts/s',
+          target: '',
+        },
+        {
+          name: 'runtime.in_process.succeeded',
+          value: inProcess.succeeded,
+          unit: 'rollouts',
+          target: `>= ${ROLLOUTS}`,
+        },
+        {
+          name: 'runtime.processes_2.rollouts_per_s',
+          value: Math.round(processes.rate),
+          unit: 'rollouts/s',
+          target: '',
+        },
+        {
+          name: 'runtime.processes_2.succeeded',
+          value: processes.succeeded,
+          unit: 'rollouts',
+          target: `>= ${ROLLOUTS}`,
+        },
         { name: 'runtime.store_only.rollouts_per_s', value: Math.round(storeOnly), unit: 'rollouts/s', target: '' },
-        { name: 'runtime.in_process / store_only', value: Number((inProcess.rate / storeOnly).toFixed(3)), unit: 'ratio', target: '' },
-        { name: 'runtime.processes_2 / store_only', value: Number((processes.rate / storeOnly).toFixed(3)), unit: 'ratio', target: '' },
+        {
+          name: 'runtime.in_process / store_only',
+          value: Number((inProcess.rate / storeOnly).toFixed(3)),
+          unit: 'ratio',
+          target: '',
+        },
+        {
+          name: 'runtime.processes_2 / store_only',
+          value: Number((processes.rate / storeOnly).toFixed(3)),
+          unit: 'ratio',
+          target: '',
+        },
       ];
     } finally {
       llm.stop();

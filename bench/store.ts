@@ -20,13 +20,17 @@ function turnSpans(rolloutId: string, attemptId: string, turn: number): string {
     attributes: [{ key: 'turn', value: { intValue: String(turn) } }],
   });
   return JSON.stringify({
-    resourceSpans: [{
-      resource: { attributes: [
-        { key: 'agentlightning.rollout_id', value: { stringValue: rolloutId } },
-        { key: 'agentlightning.attempt_id', value: { stringValue: attemptId } },
-      ] },
-      scopeSpans: [{ spans: [span(0, 'llm'), span(1, 'tool')] }],
-    }],
+    resourceSpans: [
+      {
+        resource: {
+          attributes: [
+            { key: 'agentlightning.rollout_id', value: { stringValue: rolloutId } },
+            { key: 'agentlightning.attempt_id', value: { stringValue: attemptId } },
+          ],
+        },
+        scopeSpans: [{ spans: [span(0, 'llm'), span(1, 'tool')] }],
+      },
+    ],
   });
 }
 
@@ -35,7 +39,9 @@ function turnSpans(rolloutId: string, attemptId: string, turn: number): string {
  * for them; N runners dequeue, send TURNS turns of 2 spans through OTLP, and mark the attempt
  * succeeded. Every rollout must finish exactly once, with one attempt and all its spans.
  */
-export async function runRollouts(runners: number): Promise<{ rolloutsPerSec: number; lost: number; duplicated: number; spans: number }> {
+export async function runRollouts(
+  runners: number,
+): Promise<{ rolloutsPerSec: number; lost: number; duplicated: number; spans: number }> {
   const dir = await newTempDir();
   const serve = await spawnServe(['--quiet', '--db', join(dir, 'store-bench.duckdb')]);
   try {
@@ -50,7 +56,13 @@ export async function runRollouts(runners: number): Promise<{ rolloutsPerSec: nu
         if (!rollout) continue;
         for (let turn = 0; turn < TURNS; turn++) {
           const body = turnSpans(rollout.rollout_id, rollout.attempt.attempt_id, turn);
-          const response = await httpRequest(`${serve.url}/v1/traces`, 'POST', { 'content-type': 'application/json' }, body, 30_000);
+          const response = await httpRequest(
+            `${serve.url}/v1/traces`,
+            'POST',
+            { 'content-type': 'application/json' },
+            body,
+            30_000,
+          );
           if (response.status !== 200) throw new Error(`OTLP answered ${response.status}`);
         }
         await client.updateAttempt(rollout.rollout_id, rollout.attempt.attempt_id, { status: 'succeeded' });
@@ -60,7 +72,9 @@ export async function runRollouts(runners: number): Promise<{ rolloutsPerSec: nu
     const workers = Array.from({ length: runners }, (_, i) => runner(i));
     const ids: string[] = [];
     for (let i = 0; i < ROLLOUTS; i += ENQUEUE_BATCH) {
-      const batch = await algorithm.enqueueManyRollouts(Array.from({ length: Math.min(ENQUEUE_BATCH, ROLLOUTS - i) }, (_, k) => ({ input: { task: i + k } })));
+      const batch = await algorithm.enqueueManyRollouts(
+        Array.from({ length: Math.min(ENQUEUE_BATCH, ROLLOUTS - i) }, (_, k) => ({ input: { task: i + k } })),
+      );
       ids.push(...batch.map((r) => r.rollout_id));
     }
     const finished = await algorithm.waitForRollouts(ids, 600);
@@ -91,10 +105,25 @@ export const store: Benchmark = {
     for (const runners of [32, 256]) {
       const result = await runRollouts(runners);
       figures.push(
-        { name: `store.runners_${runners}.rollouts_per_s`, value: Math.round(result.rolloutsPerSec), unit: 'rollouts/s', target: '>= 500' },
+        {
+          name: `store.runners_${runners}.rollouts_per_s`,
+          value: Math.round(result.rolloutsPerSec),
+          unit: 'rollouts/s',
+          target: '>= 500',
+        },
         { name: `store.runners_${runners}.lost_rollouts`, value: result.lost, unit: 'rollouts', target: '<= 0' },
-        { name: `store.runners_${runners}.duplicated_rollouts`, value: result.duplicated, unit: 'rollouts', target: '<= 0' },
-        { name: `store.runners_${runners}.spans_stored`, value: result.spans, unit: 'spans', target: `>= ${ROLLOUTS * TURNS * 2}` },
+        {
+          name: `store.runners_${runners}.duplicated_rollouts`,
+          value: result.duplicated,
+          unit: 'rollouts',
+          target: '<= 0',
+        },
+        {
+          name: `store.runners_${runners}.spans_stored`,
+          value: result.spans,
+          unit: 'spans',
+          target: `>= ${ROLLOUTS * TURNS * 2}`,
+        },
       );
     }
     return figures;

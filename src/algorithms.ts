@@ -2,13 +2,36 @@
 // with a store, a server and runners in one process, and what `agl train` needs of an algorithm.
 export { finalRewards, type Algorithm, type AlgorithmContext, type RolloutOutcome } from './algorithms/algorithm.js';
 export { Baseline, type BaselineResult } from './algorithms/baseline.js';
-export { APO, APO_OPTIONS, type APOExtras, type APOOptionsInput, type APOResult, type APOSettings, type Candidate, type Cost, type StopKind } from './algorithms/apo.js';
+export {
+  APO,
+  APO_OPTIONS,
+  type APOExtras,
+  type APOOptionsInput,
+  type APOResult,
+  type APOSettings,
+  type Candidate,
+  type Cost,
+  type StopKind,
+} from './algorithms/apo.js';
 export { Trainer, type TrainerOptions } from './runtime/trainer.js';
 export { loadDataset, type Dataset } from './runtime/dataset.js';
 export { SFT, SftError, sftFromOptions, type SftExtras, type SftResult } from './algorithms/sft.js';
-export { sftOptionsSchema, parseSftOptions, SFT_PLACEHOLDERS, type SftOptions, type SftOptionsInput } from './algorithms/sft-options.js';
+export {
+  sftOptionsSchema,
+  parseSftOptions,
+  SFT_PLACEHOLDERS,
+  type SftOptions,
+  type SftOptionsInput,
+} from './algorithms/sft-options.js';
 export type { IterationRecord, IterationStatus } from './algorithms/sft-record.js';
 export { formatApoReport, wordDiff } from './algorithms/apo-report.js';
 export { formatSftReport } from './algorithms/sft-report.js';
-export { ChatModel, ChatError, type ChatAnswer, type ChatEndpoint, type ChatMessage, type RetryPolicy } from './algorithms/chat-model.js';
+export {
+  ChatModel,
+  ChatError,
+  type ChatAnswer,
+  type ChatEndpoint,
+  type ChatMessage,
+  type RetryPolicy,
+} from './algorithms/chat-model.js';
 export type { AlgorithmCommand, CommandContext } from './algorithms/command.js';

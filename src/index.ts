@@ -1,11 +1,25 @@
 // `agl`: what an agent imports. Light on purpose (no database, no server): recording itself is
 // started by `node --import agl/register`; the store's client is `agl/client`, the store
 // `agl/store`, the server `agl/server`, algorithms and the Trainer `agl/algorithms`.
-export { emitAnnotation, emitException, emitMessage, emitObject, emitReward, operation, type RewardOptions } from './instrumentation/emitters.js';
+export {
+  emitAnnotation,
+  emitException,
+  emitMessage,
+  emitObject,
+  emitReward,
+  operation,
+  type RewardOptions,
+} from './instrumentation/emitters.js';
 export { withRollout, currentRollout, type RolloutScope } from './instrumentation/rollout-context.js';
 export { findFinalReward, findRewardSpans, getRewardValue, getRewards } from './adapters/rewards.js';
 export { rollout, formatTemplate, type Agent, type RolloutContext } from './runtime/agent.js';
 export { Runner, type RunnerOptions, type RunnerHooks } from './runtime/runner.js';
-export type { LightningStore, RolloutQuery, WorkerQuery, ResourcesQuery, StoreStatistics } from './api/lightning-store.js';
+export type {
+  LightningStore,
+  RolloutQuery,
+  WorkerQuery,
+  ResourcesQuery,
+  StoreStatistics,
+} from './api/lightning-store.js';
 export * from './api/errors.js';
 export * from './api/types.js';

@@ -1,4 +1,9 @@
 // `agl/server`: the HTTP server of `agl serve` (OTLP, the store's REST API, SQL, the gateway) over
 // a store from `agl/store`, and a small OpenAI-compatible model server for demos and examples.
 export { startServer, type ServerOptions, type RunningServer } from './collector/server.js';
-export { startExampleModel, EXAMPLE_MODEL, EXAMPLE_CRITIC_MODEL, EXAMPLE_EDITOR_MODEL } from './collector/example-model.js';
+export {
+  startExampleModel,
+  EXAMPLE_MODEL,
+  EXAMPLE_CRITIC_MODEL,
+  EXAMPLE_EDITOR_MODEL,
+} from './collector/example-model.js';

@@ -179,7 +179,10 @@ test('APO stops cleanly when its rollout budget would be passed, and when its to
   assert.equal(byRollouts.stopped, 'budget');
   assert.match(byRollouts.stopReason, /rollout budget \(30\) does not cover the next 8 rollouts \(28 spent\)/);
   assert.equal(byRollouts.best.version, 'v0');
-  const [{ n }] = await fileRows(db, "SELECT count(*)::INTEGER AS n FROM rollouts WHERE metadata->>'agl_run' IS NOT NULL");
+  const [{ n }] = await fileRows(
+    db,
+    "SELECT count(*)::INTEGER AS n FROM rollouts WHERE metadata->>'agl_run' IS NOT NULL",
+  );
   assert.equal(n, 28);
 
   const before = models.calls.critic + models.calls.editor;

@@ -14,23 +14,43 @@ test('small and large batches of one commit keep every value and every null', as
   const store = await DuckDBStore.open({ path: join(dir, 'append.duckdb'), deriveWhenIdleMs: Infinity });
   try {
     const batch = (n: number, size: number) =>
-      Array.from({ length: size }, (_, i) => span({
-        name: `b${n}-${i}`, start: n * 10_000 + i + 1, end: n * 10_000 + i + 2, trace: n + 1,
-        rollout_id: (n + i) % 3 === 0 ? null : `ro-${n}`, attempt_id: (n + i) % 3 === 0 ? null : 'at-1',
-        // (The store numbers a rollout's spans that come without a sequence id.)
-        parent_id: i % 2 === 0 ? null : 'ab'.repeat(8), sequence_id: (n + i) % 3 === 0 ? null : i + 1,
-        resource: { attributes: { 'service.name': `svc-${n}` }, schema_url: '' },
-      }));
+      Array.from({ length: size }, (_, i) =>
+        span({
+          name: `b${n}-${i}`,
+          start: n * 10_000 + i + 1,
+          end: n * 10_000 + i + 2,
+          trace: n + 1,
+          rollout_id: (n + i) % 3 === 0 ? null : `ro-${n}`,
+          attempt_id: (n + i) % 3 === 0 ? null : 'at-1',
+          // (The store numbers a rollout's spans that come without a sequence id.)
+          parent_id: i % 2 === 0 ? null : 'ab'.repeat(8),
+          sequence_id: (n + i) % 3 === 0 ? null : i + 1,
+          resource: { attributes: { 'service.name': `svc-${n}` }, schema_url: '' },
+        }),
+      );
     // Sizes around the packing bound (256) and the chunk size (2048), all in one group commit.
     const batches = [1, 2, 3, 300, 1, 2047, 5, 2050, 2].map((size, n) => batch(n, size));
     await Promise.all(batches.map((spans) => store.writeSpans(spanRows(...spans), 1)));
-    const { rows } = await store.query('SELECT name, rollout_id, attempt_id, parent_id, sequence_id, service_name FROM spans ORDER BY start_time', { guard: false });
-    const expected = batches.flat().sort((a, b) => (a.start_time ?? 0) - (b.start_time ?? 0)).map((s) => ({
-      name: s.name, rollout_id: s.rollout_id, attempt_id: s.attempt_id, parent_id: s.parent_id,
-      sequence_id: s.sequence_id, service_name: s.resource?.attributes['service.name'],
-    }));
+    const { rows } = await store.query(
+      'SELECT name, rollout_id, attempt_id, parent_id, sequence_id, service_name FROM spans ORDER BY start_time',
+      { guard: false },
+    );
+    const expected = batches
+      .flat()
+      .sort((a, b) => (a.start_time ?? 0) - (b.start_time ?? 0))
+      .map((s) => ({
+        name: s.name,
+        rollout_id: s.rollout_id,
+        attempt_id: s.attempt_id,
+        parent_id: s.parent_id,
+        sequence_id: s.sequence_id,
+        service_name: s.resource?.attributes['service.name'],
+      }));
     assert.equal(rows.length, expected.length);
-    assert.deepEqual(rows.map((r) => ({ ...r, sequence_id: r.sequence_id === null ? null : Number(r.sequence_id) })), expected);
+    assert.deepEqual(
+      rows.map((r) => ({ ...r, sequence_id: r.sequence_id === null ? null : Number(r.sequence_id) })),
+      expected,
+    );
   } finally {
     await store.close();
     await removeDir(dir);
@@ -43,23 +63,67 @@ test('short and long strings side by side come back equal, compare equal and gro
   try {
     // Up to 12 bytes DuckDB keeps a string inside its 16-byte header, longer ones elsewhere:
     // lengths around that bound, empty, and multi-byte characters on both sides of it.
-    const names = ['', 'a', 'chat', 'exactly-12by', 'thirteen-byte', 'éééééé', 'ééééééé', 'x'.repeat(40), '日本語の名前'];
+    const names = [
+      '',
+      'a',
+      'chat',
+      'exactly-12by',
+      'thirteen-byte',
+      'éééééé',
+      'ééééééé',
+      'x'.repeat(40),
+      '日本語の名前',
+    ];
     // Rollout ids are kept as JS strings (the store reads them): the same bounds, and nulls.
     const rolloutIds = [null, 'ro-1', 'ro-exactly12', 'ro-thirteen-1', 'ro-ééééé', `ro-日本語の名前-${'y'.repeat(30)}`];
     const spans = Array.from({ length: 600 }, (_, i) =>
-      span({ name: names[i % names.length], rollout_id: rolloutIds[i % rolloutIds.length], start: i + 1, end: i + 2, trace: i + 1 }));
+      span({
+        name: names[i % names.length],
+        rollout_id: rolloutIds[i % rolloutIds.length],
+        start: i + 1,
+        end: i + 2,
+        trace: i + 1,
+      }),
+    );
     // Two requests in one group commit share a data chunk; one more in the next has chunks of its own.
-    await Promise.all([store.writeSpans(spanRows(...spans.slice(0, 7)), 1), store.writeSpans(spanRows(...spans.slice(7, 300)), 1)]);
+    await Promise.all([
+      store.writeSpans(spanRows(...spans.slice(0, 7)), 1),
+      store.writeSpans(spanRows(...spans.slice(7, 300)), 1),
+    ]);
     await store.writeSpans(spanRows(...spans.slice(300)), 1);
     const { rows } = await store.query('SELECT name, rollout_id FROM spans ORDER BY start_time', { guard: false });
-    assert.deepEqual(rows.map((r) => r.name), spans.map((s) => s.name));
-    assert.deepEqual(rows.map((r) => r.rollout_id), spans.map((s) => s.rollout_id));
-    const byRollout = await store.query("SELECT rollout_id, count(*) AS n FROM spans WHERE rollout_id LIKE 'ro-%' GROUP BY rollout_id ORDER BY rollout_id", { guard: false });
-    assert.deepEqual(byRollout.rows.map((r) => [r.rollout_id, Number(r.n)]), rolloutIds.slice(1).sort().map((id) => [id, 100]));
-    const groups = await store.query('SELECT name, count(*) AS n FROM spans GROUP BY name ORDER BY name', { guard: false });
-    assert.deepEqual(groups.rows.map((r) => [r.name, Number(r.n)]), [...names].sort().map((name) => [name, spans.filter((s) => s.name === name).length]));
+    assert.deepEqual(
+      rows.map((r) => r.name),
+      spans.map((s) => s.name),
+    );
+    assert.deepEqual(
+      rows.map((r) => r.rollout_id),
+      spans.map((s) => s.rollout_id),
+    );
+    const byRollout = await store.query(
+      "SELECT rollout_id, count(*) AS n FROM spans WHERE rollout_id LIKE 'ro-%' GROUP BY rollout_id ORDER BY rollout_id",
+      { guard: false },
+    );
+    assert.deepEqual(
+      byRollout.rows.map((r) => [r.rollout_id, Number(r.n)]),
+      rolloutIds
+        .slice(1)
+        .sort()
+        .map((id) => [id, 100]),
+    );
+    const groups = await store.query('SELECT name, count(*) AS n FROM spans GROUP BY name ORDER BY name', {
+      guard: false,
+    });
+    assert.deepEqual(
+      groups.rows.map((r) => [r.name, Number(r.n)]),
+      [...names].sort().map((name) => [name, spans.filter((s) => s.name === name).length]),
+    );
     for (const name of names) {
-      const { rows: [hit] } = await store.query(`SELECT count(*) AS n FROM spans WHERE name = '${name}' AND name LIKE '${name}%'`, { guard: false });
+      const {
+        rows: [hit],
+      } = await store.query(`SELECT count(*) AS n FROM spans WHERE name = '${name}' AND name LIKE '${name}%'`, {
+        guard: false,
+      });
       assert.equal(Number(hit.n), spans.filter((s) => s.name === name).length, name);
     }
   } finally {

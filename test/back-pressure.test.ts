@@ -10,7 +10,9 @@ test('a full write queue answers 503 with Retry-After, and every acknowledged sp
   t.after(() => agl.close());
   const template = await makeBatch(200);
   const responses = await Promise.all(
-    Array.from({ length: 16 }, (_, i) => post(`${agl.url}/v1/traces`, freshCopy(template, i + 1), { 'content-type': 'application/x-protobuf' })),
+    Array.from({ length: 16 }, (_, i) =>
+      post(`${agl.url}/v1/traces`, freshCopy(template, i + 1), { 'content-type': 'application/x-protobuf' }),
+    ),
   );
   const statuses = responses.map((r) => r.status);
   assert.ok(statuses.includes(200), `some writes succeed: ${statuses}`);

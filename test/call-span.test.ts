@@ -3,7 +3,13 @@ import { test } from 'node:test';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Span } from '@opentelemetry/api';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan, type Span as SdkSpan } from '@opentelemetry/sdk-trace';
+import {
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+  TracerProvider,
+  type ReadableSpan,
+  type Span as SdkSpan,
+} from '@opentelemetry/sdk-trace';
 import { callSpanStarter } from '../src/instrumentation/call-span.js';
 import { readConfig } from '../src/instrumentation/config.js';
 import { requestOf, SpanEncoder } from '../src/otlp/span-encoding.js';
@@ -21,12 +27,21 @@ const provider = new TracerProvider({
 const tracer = provider.getTracer('agl');
 // The SDK's tracer makes SDK spans: an API span that is a ReadableSpan too.
 const probe = tracer.startSpan('probe') as SdkSpan;
-const start = callSpanStarter({ resource: probe.resource, instrumentationScope: probe.instrumentationScope, processor: new SimpleSpanProcessor({ exporter }) });
+const start = callSpanStarter({
+  resource: probe.resource,
+  instrumentationScope: probe.instrumentationScope,
+  processor: new SimpleSpanProcessor({ exporter }),
+});
 
 /** What the fetch capture does to an LLM span, done to `span`. */
 function describeCall(span: Span, failure?: Error): void {
   span.updateName('chat model-a');
-  span.setAttributes({ 'gen_ai.request.model': 'model-a', 'gen_ai.request.temperature': 0.5, 'gen_ai.response.finish_reasons': ['stop'], dropped: undefined });
+  span.setAttributes({
+    'gen_ai.request.model': 'model-a',
+    'gen_ai.request.temperature': 0.5,
+    'gen_ai.response.finish_reasons': ['stop'],
+    dropped: undefined,
+  });
   span.setAttribute('http.response.status_code', failure ? 500 : 200);
   if (failure) {
     span.recordException(failure);
@@ -35,7 +50,7 @@ function describeCall(span: Span, failure?: Error): void {
   span.end(Date.now() + 5);
 }
 
-test('a call span holds what the SDK\'s span holds for the same call, under the same resource and scope', () => {
+test("a call span holds what the SDK's span holds for the same call, under the same resource and scope", () => {
   exporter.reset();
   const parent = tracer.startSpan('agent step');
   const inStep = trace.setSpan(ROOT_CONTEXT, parent);
@@ -45,12 +60,18 @@ test('a call span holds what the SDK\'s span holds for the same call, under the 
   }
   const spans = exporter.getFinishedSpans();
   assert.equal(spans.length, 4);
-  for (const [sdk, ours] of [[spans[0], spans[1]], [spans[2], spans[3]]]) {
+  for (const [sdk, ours] of [
+    [spans[0], spans[1]],
+    [spans[2], spans[3]],
+  ]) {
     assert.equal(ours.name, sdk.name);
     assert.equal(ours.kind, sdk.kind);
     assert.deepEqual(ours.attributes, sdk.attributes);
     assert.deepEqual(ours.status, sdk.status);
-    assert.deepEqual(ours.events.map((e) => [e.name, e.attributes]), sdk.events.map((e) => [e.name, e.attributes]));
+    assert.deepEqual(
+      ours.events.map((e) => [e.name, e.attributes]),
+      sdk.events.map((e) => [e.name, e.attributes]),
+    );
     assert.equal(ours.resource, sdk.resource);
     assert.deepEqual(ours.instrumentationScope, sdk.instrumentationScope);
     assert.equal(ours.spanContext().traceId, parent.spanContext().traceId);
@@ -60,7 +81,9 @@ test('a call span holds what the SDK\'s span holds for the same call, under the 
     assert.ok(ours.duration[0] >= 0 && ours.duration[1] >= 0);
     // agl's encoder writes it as the SDK's serializer does.
     const queued: ReadableSpan[] = [];
-    new SpanEncoder([{ onStart() {}, onEnd: (span) => void queued.push(span), forceFlush: async () => {}, shutdown: async () => {} }]).onEnd(ours);
+    new SpanEncoder([
+      { onStart() {}, onEnd: (span) => void queued.push(span), forceFlush: async () => {}, shutdown: async () => {} },
+    ]).onEnd(ours);
     assert.deepEqual(Buffer.from(requestOf(queued)), serialized(ProtobufTraceSerializer.serializeRequest([ours])));
   }
   // Ended once; later changes are ignored, as the SDK ignores them.
@@ -80,7 +103,12 @@ test('a call span starts a trace of its own at the root, and is not recorded und
   assert.match(recorded.spanContext().traceId, /^[0-9a-f]{32}$/);
   assert.notEqual(recorded.spanContext().traceId, '0'.repeat(32));
 
-  const unsampled = trace.setSpanContext(ROOT_CONTEXT, { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', traceFlags: TraceFlags.NONE, isRemote: true });
+  const unsampled = trace.setSpanContext(ROOT_CONTEXT, {
+    traceId: '0af7651916cd43dd8448eb211c80319c',
+    spanId: 'b7ad6b7169203331',
+    traceFlags: TraceFlags.NONE,
+    isRemote: true,
+  });
   const span = start('chat', unsampled);
   assert.equal(span.isRecording(), false);
   assert.equal(span.spanContext().traceId, '0af7651916cd43dd8448eb211c80319c', 'its request still carries the trace');
@@ -91,12 +119,21 @@ test('a call span starts a trace of its own at the root, and is not recorded und
 
 test('a call span made inside withRollout belongs to that rollout', async () => {
   exporter.reset();
-  await Promise.all(['a', 'b'].map((id) => withRollout({ rollout_id: `ro-${id}`, attempt_id: `at-${id}` }, async () => {
-    await new Promise((resolve) => setImmediate(resolve));
-    start('chat', ROOT_CONTEXT).end();
-  })));
-  const attribution = exporter.getFinishedSpans().map((span) => [span.attributes['agentlightning.rollout_id'], span.attributes['agentlightning.attempt_id']]);
-  assert.deepEqual(attribution.sort(), [['ro-a', 'at-a'], ['ro-b', 'at-b']]);
+  await Promise.all(
+    ['a', 'b'].map((id) =>
+      withRollout({ rollout_id: `ro-${id}`, attempt_id: `at-${id}` }, async () => {
+        await new Promise((resolve) => setImmediate(resolve));
+        start('chat', ROOT_CONTEXT).end();
+      }),
+    ),
+  );
+  const attribution = exporter
+    .getFinishedSpans()
+    .map((span) => [span.attributes['agentlightning.rollout_id'], span.attributes['agentlightning.attempt_id']]);
+  assert.deepEqual(attribution.sort(), [
+    ['ro-a', 'at-a'],
+    ['ro-b', 'at-b'],
+  ]);
 });
 
 test('a sampler other than the default, or attribute limits, leave LLM call spans to the SDK', () => {
@@ -112,7 +149,14 @@ test('a pipeline that fails to take a call span does not throw into the app', ()
   const failing = callSpanStarter({
     resource: probe.resource,
     instrumentationScope: probe.instrumentationScope,
-    processor: { onStart() {}, onEnd() { throw new Error('queue broke'); }, forceFlush: async () => {}, shutdown: async () => {} },
+    processor: {
+      onStart() {},
+      onEnd() {
+        throw new Error('queue broke');
+      },
+      forceFlush: async () => {},
+      shutdown: async () => {},
+    },
   });
   const span = failing('chat', ROOT_CONTEXT);
   assert.doesNotThrow(() => span.end());

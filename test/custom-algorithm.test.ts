@@ -14,7 +14,10 @@ test('examples/custom-algorithm: three templates tried, the number-only one foun
   const env = { ...process.env };
   delete env.OPENAI_API_KEY;
   const main = join(EXAMPLES, 'custom-algorithm', 'main.mjs');
-  const runner = spawn(process.execPath, ['--import', REGISTER, main, 'runner', '--store', serve.url], { env: { ...env, AGL_ENDPOINT: serve.url }, stdio: 'ignore' });
+  const runner = spawn(process.execPath, ['--import', REGISTER, main, 'runner', '--store', serve.url], {
+    env: { ...env, AGL_ENDPOINT: serve.url },
+    stdio: 'ignore',
+  });
   const runnerExited = new Promise((resolve) => runner.once('exit', resolve));
   t.after(async () => {
     runner.kill('SIGTERM');
@@ -23,7 +26,12 @@ test('examples/custom-algorithm: three templates tried, the number-only one foun
     await serve.exited;
   });
   const output = await new Promise<string>((resolve, reject) =>
-    execFile(process.execPath, [main, 'algo', '--store', serve.url], { env, timeout: 120_000 }, (error, stdout, stderr) => (error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout))),
+    execFile(
+      process.execPath,
+      [main, 'algo', '--store', serve.url],
+      { env, timeout: 120_000 },
+      (error, stdout, stderr) => (error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout)),
+    ),
   );
   assert.match(output, /offline EXAMPLE model server/);
   assert.match(output, /0 {2}"\{question\}"/);

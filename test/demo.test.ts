@@ -19,7 +19,10 @@ test('agl demo runs the whole loop offline, APO improves the prompt, and the fil
   // APO: the critic finds the sentences, then the careless sums; the editor asks for the number only, then for care.
   assert.match(result.stdout, /baseline score\s+0\.00/);
   assert.match(result.stdout, /optimized score\s+1\.00/);
-  assert.match(result.stdout, /best prompt\s+"Work carefully and double-check your arithmetic\. Answer with the number only\. \{question\}"/);
+  assert.match(
+    result.stdout,
+    /best prompt\s+"Work carefully and double-check your arithmetic\. Answer with the number only\. \{question\}"/,
+  );
   assert.match(result.stdout, /prompt_versions/);
   assert.match(result.stderr, /apo: round 2\/2: leader v\d+ scores 1\.000/);
 
@@ -31,7 +34,11 @@ test('agl demo runs the whole loop offline, APO improves the prompt, and the fil
         (SELECT resources->'prompt'->>'template' FROM resources ORDER BY update_time DESC LIMIT 1) AS latest`,
       { guard: false },
     );
-    assert.deepEqual(rows[0], { versions: 3, best: 1, latest: 'Work carefully and double-check your arithmetic. Answer with the number only. {question}' });
+    assert.deepEqual(rows[0], {
+      versions: 3,
+      best: 1,
+      latest: 'Work carefully and double-check your arithmetic. Answer with the number only. {question}',
+    });
   } finally {
     await store.close();
   }

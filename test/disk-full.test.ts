@@ -67,7 +67,12 @@ async function health(agl: InProcessAgl): Promise<unknown> {
 }
 
 /** Posts batches until one gets a 503 (the disk is full); counts the spans acknowledged before it. */
-async function postUntilRefused(agl: InProcessAgl, template: BatchTemplate, serial: { next: number }, acked: { spans: number }): Promise<Buffer> {
+async function postUntilRefused(
+  agl: InProcessAgl,
+  template: BatchTemplate,
+  serial: { next: number },
+  acked: { spans: number },
+): Promise<Buffer> {
   for (let i = 0; i < 50; i++) {
     const body = freshCopy(template, serial.next++);
     const answer = await post(`${agl.url}/v1/traces`, body, PROTOBUF);
@@ -120,7 +125,9 @@ test('disk full at commit: 503 + Retry-After, health degraded; with room again i
   assert.match(degraded.reason, /No space left on device/);
   // Larger than what is left of the WAL's last page (a few bytes may still fit there).
   const input = { task: 'x'.repeat(100_000) };
-  const enqueue = await post(`${agl.url}/v1/agl/queues/rollouts/enqueue`, JSON.stringify({ rollouts: [{ input }] }), { 'content-type': 'application/json' });
+  const enqueue = await post(`${agl.url}/v1/agl/queues/rollouts/enqueue`, JSON.stringify({ rollouts: [{ input }] }), {
+    'content-type': 'application/json',
+  });
   assert.equal(enqueue.status, 503, 'a REST write too');
   assert.ok(Number(enqueue.headers.get('retry-after')) > 0);
   assert.match(JSON.parse(enqueue.body.toString()).detail, /cannot write now/);
@@ -160,7 +167,10 @@ test('disk full at a checkpoint (DuckDB invalidates the database): 503s, then th
   const refused = await postUntilRefused(agl, template, serial, acked);
   // A state change that fails now has its state loaded again from the database, which must
   // itself be opened again first: neither may leave the store refusing every later write.
-  const enqueue = () => post(`${agl.url}/v1/agl/queues/rollouts/enqueue`, JSON.stringify({ rollouts: [{ input: 'x'.repeat(100_000) }] }), { 'content-type': 'application/json' });
+  const enqueue = () =>
+    post(`${agl.url}/v1/agl/queues/rollouts/enqueue`, JSON.stringify({ rollouts: [{ input: 'x'.repeat(100_000) }] }), {
+      'content-type': 'application/json',
+    });
   assert.equal((await enqueue()).status, 503);
 
   await rm(filler);
@@ -169,7 +179,11 @@ test('disk full at a checkpoint (DuckDB invalidates the database): 503s, then th
   acked.spans += template.spanCount;
   assert.equal((await enqueue()).status, 201);
   assert.deepEqual(await health(agl), { status: 'ok' });
-  assert.equal(Number((await agl.store.query('SELECT count(*) AS n FROM spans')).rows[0].n), acked.spans, 'reads see every span');
+  assert.equal(
+    Number((await agl.store.query('SELECT count(*) AS n FROM spans')).rows[0].n),
+    acked.spans,
+    'reads see every span',
+  );
 
   await agl.close();
   closed = true;

@@ -13,9 +13,14 @@ test('acknowledged spans survive SIGKILL of the server right after the 200', asy
   const first = await spawnServe(['--db', db]);
   t.after(() => first.child.kill('SIGKILL'));
   const responses = await Promise.all(
-    [1, 2, 3, 4].map((i) => post(`${first.url}/v1/traces`, freshCopy(template, i), { 'content-type': 'application/x-protobuf' })),
+    [1, 2, 3, 4].map((i) =>
+      post(`${first.url}/v1/traces`, freshCopy(template, i), { 'content-type': 'application/x-protobuf' }),
+    ),
   );
-  assert.deepEqual(responses.map((r) => r.status), [200, 200, 200, 200]);
+  assert.deepEqual(
+    responses.map((r) => r.status),
+    [200, 200, 200, 200],
+  );
   first.child.kill('SIGKILL');
   await first.exited;
 
@@ -24,7 +29,14 @@ test('acknowledged spans survive SIGKILL of the server right after the 200', asy
     second.child.kill('SIGTERM');
     await second.exited;
   });
-  const count = await runCli(['query', 'SELECT count(*) AS n, max(sequence_id) AS last FROM spans', '--url', second.url, '--format', 'json']);
+  const count = await runCli([
+    'query',
+    'SELECT count(*) AS n, max(sequence_id) AS last FROM spans',
+    '--url',
+    second.url,
+    '--format',
+    'json',
+  ]);
   assert.equal(count.code, 0, count.stderr);
   assert.deepEqual(JSON.parse(count.stdout), [{ n: 1200, last: 1200 }]);
 
@@ -34,11 +46,22 @@ test('acknowledged spans survive SIGKILL of the server right after the 200', asy
   assert.equal(viaServer.stdout, 'n\r\n1200\r\n');
 
   // After the restart, a re-delivery is still recognised and the rollout's counter goes on.
-  const redelivered = await post(`${second.url}/v1/traces`, freshCopy(template, 2), { 'content-type': 'application/x-protobuf' });
+  const redelivered = await post(`${second.url}/v1/traces`, freshCopy(template, 2), {
+    'content-type': 'application/x-protobuf',
+  });
   assert.equal(redelivered.status, 200);
-  const fresh = await post(`${second.url}/v1/traces`, freshCopy(template, 5), { 'content-type': 'application/x-protobuf' });
+  const fresh = await post(`${second.url}/v1/traces`, freshCopy(template, 5), {
+    'content-type': 'application/x-protobuf',
+  });
   assert.equal(fresh.status, 200);
-  const after = await runCli(['query', 'SELECT count(*) AS n, count(DISTINCT sequence_id) AS ids, max(sequence_id) AS last FROM spans', '--db', db, '--format', 'json']);
+  const after = await runCli([
+    'query',
+    'SELECT count(*) AS n, count(DISTINCT sequence_id) AS ids, max(sequence_id) AS last FROM spans',
+    '--db',
+    db,
+    '--format',
+    'json',
+  ]);
   assert.equal(after.code, 0, after.stderr);
   assert.deepEqual(JSON.parse(after.stdout), [{ n: 1500, ids: 1500, last: 1500 }]);
 });
@@ -49,7 +72,10 @@ test('SIGTERM flushes, checkpoints and removes the server announcement', async (
   t.after(() => serve.child.kill('SIGKILL'));
   assert.ok(existsSync(`${db}.agl-server.json`), 'the server announces itself for agl query');
   const template = await makeBatch(50);
-  assert.equal((await post(`${serve.url}/v1/traces`, template.body, { 'content-type': 'application/x-protobuf' })).status, 200);
+  assert.equal(
+    (await post(`${serve.url}/v1/traces`, template.body, { 'content-type': 'application/x-protobuf' })).status,
+    200,
+  );
   serve.child.kill('SIGTERM');
   assert.equal(await serve.exited, 0);
   assert.ok(!existsSync(`${db}.agl-server.json`));
@@ -63,7 +89,9 @@ test('the store survives SIGKILL: queued rollouts stay queued, running attempts 
   const first = await spawnServe(['--db', db]);
   t.after(() => first.child.kill('SIGKILL'));
   const client = new StoreClient(first.url);
-  const resources = await client.addResources({ prompt: { resource_type: 'prompt_template', template: '{q}', engine: 'f-string' } });
+  const resources = await client.addResources({
+    prompt: { resource_type: 'prompt_template', template: '{q}', engine: 'f-string' },
+  });
   const [running, queued] = await client.enqueueManyRollouts([
     { input: 'running', config: { unresponsive_seconds: 0.2, max_attempts: 2, retry_condition: ['unresponsive'] } },
     { input: 'queued' },
@@ -85,7 +113,13 @@ test('the store survives SIGKILL: queued rollouts stay queued, running attempts 
   assert.equal(stale.attempt.status, 'unresponsive');
   assert.equal(stale.status, 'requeuing');
   const next = await again.dequeueManyRollouts({ limit: 2 });
-  assert.deepEqual(next.map((r) => [r.rollout_id, r.attempt.sequence_id]), [[queued.rollout_id, 1], [running.rollout_id, 2]]);
+  assert.deepEqual(
+    next.map((r) => [r.rollout_id, r.attempt.sequence_id]),
+    [
+      [queued.rollout_id, 1],
+      [running.rollout_id, 2],
+    ],
+  );
 });
 
 test('an idle store checkpoints a large WAL into the file, then derives the new spans, by itself', async (t) => {
@@ -94,10 +128,17 @@ test('an idle store checkpoints a large WAL into the file, then derives the new 
   t.after(() => agl.close());
   const template = await makeBatch(512, { promptBytes: 4096 });
   for (let i = 1; i <= 8; i++) {
-    assert.equal((await post(`${agl.url}/v1/traces`, freshCopy(template, i), { 'content-type': 'application/x-protobuf' })).status, 200);
+    assert.equal(
+      (await post(`${agl.url}/v1/traces`, freshCopy(template, i), { 'content-type': 'application/x-protobuf' })).status,
+      200,
+    );
   }
   // 8 x 512 spans with 4 KB prompts: over the 16 MB at which an idle store checkpoints.
-  await until(async () => assert.ok(!existsSync(`${db}.wal`) || statSync(`${db}.wal`).size < 2 ** 20, 'the WAL was folded into the file'), 20_000);
+  await until(
+    async () =>
+      assert.ok(!existsSync(`${db}.wal`) || statSync(`${db}.wal`).size < 2 ** 20, 'the WAL was folded into the file'),
+    20_000,
+  );
   const { rows } = await agl.store.query('SELECT count(*) AS n FROM spans');
   assert.equal(Number(rows[0].n), 4096);
   await until(async () => {

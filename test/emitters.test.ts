@@ -3,7 +3,18 @@ import { before, beforeEach, test } from 'node:test';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { emitAnnotation, emitException, emitMessage, emitObject, emitReward, findFinalReward, findRewardSpans, getRewardValue, operation, withRollout } from '../src/index.js';
+import {
+  emitAnnotation,
+  emitException,
+  emitMessage,
+  emitObject,
+  emitReward,
+  findFinalReward,
+  findRewardSpans,
+  getRewardValue,
+  operation,
+  withRollout,
+} from '../src/index.js';
 import { RolloutSpanProcessor } from '../src/instrumentation/rollout-context.js';
 
 // The emitters write Agent Lightning's span names and attribute encoding; checked on the spans
@@ -12,7 +23,9 @@ import { RolloutSpanProcessor } from '../src/instrumentation/rollout-context.js'
 const exporter = new InMemorySpanExporter();
 before(() => {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  trace.setGlobalTracerProvider(new TracerProvider({ spanProcessors: [new RolloutSpanProcessor(), new SimpleSpanProcessor({ exporter })] }));
+  trace.setGlobalTracerProvider(
+    new TracerProvider({ spanProcessors: [new RolloutSpanProcessor(), new SimpleSpanProcessor({ exporter })] }),
+  );
 });
 beforeEach(() => exporter.reset());
 const spans = () => exporter.getFinishedSpans();
@@ -21,14 +34,19 @@ test('emitReward: one number is the primary reward', () => {
   emitReward(0.5);
   const [span] = spans();
   assert.equal(span.name, 'agentlightning.annotation');
-  assert.deepEqual(span.attributes, { 'agentlightning.reward.0.name': 'primary', 'agentlightning.reward.0.value': 0.5 });
+  assert.deepEqual(span.attributes, {
+    'agentlightning.reward.0.name': 'primary',
+    'agentlightning.reward.0.value': 0.5,
+  });
 });
 
 test('emitReward: named rewards put the primary first, extra attributes kept', () => {
   emitReward({ speed: 0.2, accuracy: 1 }, { primaryKey: 'accuracy', attributes: { tag: ['fast'] } });
   assert.deepEqual(spans()[0].attributes, {
-    'agentlightning.reward.0.name': 'accuracy', 'agentlightning.reward.0.value': 1,
-    'agentlightning.reward.1.name': 'speed', 'agentlightning.reward.1.value': 0.2,
+    'agentlightning.reward.0.name': 'accuracy',
+    'agentlightning.reward.0.value': 1,
+    'agentlightning.reward.1.name': 'speed',
+    'agentlightning.reward.1.value': 0.2,
     tag: ['fast'],
   });
 });
@@ -38,7 +56,10 @@ test('emitReward refuses what is not a reward, with a message naming the problem
   assert.throws(() => emitReward(Number.NaN), /finite number, got NaN/);
   assert.throws(() => emitReward({ a: 1 }), /named rewards need options.primaryKey/);
   assert.throws(() => emitReward({ a: 1 }, { primaryKey: 'b' }), /primaryKey "b" is not one of the rewards \(a\)/);
-  assert.throws(() => emitReward({ a: true } as never, { primaryKey: 'a' }), /the reward "a" must be a finite number, got boolean/);
+  assert.throws(
+    () => emitReward({ a: true } as never, { primaryKey: 'a' }),
+    /the reward "a" must be a finite number, got boolean/,
+  );
   assert.equal(spans().length, 0);
 });
 
@@ -55,8 +76,14 @@ test('emitMessage, emitObject and emitException', () => {
   emitObject(true);
   emitException(new RangeError('too far'));
   const [message, object, int, bool, exception] = spans();
-  assert.deepEqual([message.name, message.attributes], ['agentlightning.message', { 'agentlightning.message.body': 'hello', level: 'info' }]);
-  assert.deepEqual(object.attributes, { 'agentlightning.object.type': 'dict', 'agentlightning.object.json': '{"a":[1]}' });
+  assert.deepEqual(
+    [message.name, message.attributes],
+    ['agentlightning.message', { 'agentlightning.message.body': 'hello', level: 'info' }],
+  );
+  assert.deepEqual(object.attributes, {
+    'agentlightning.object.type': 'dict',
+    'agentlightning.object.json': '{"a":[1]}',
+  });
   assert.deepEqual(int.attributes, { 'agentlightning.object.type': 'int', 'agentlightning.object.literal': '3' });
   assert.deepEqual(bool.attributes, { 'agentlightning.object.type': 'bool', 'agentlightning.object.literal': 'True' });
   assert.equal(exception.name, 'agentlightning.exception');
@@ -94,10 +121,14 @@ test('operation records input, output and nesting; a failure is recorded and ret
 });
 
 test('withRollout attributes spans across awaits, concurrent scopes kept apart', async () => {
-  await Promise.all(['a', 'b'].map((id) => withRollout({ rollout_id: `ro-${id}`, attempt_id: `at-${id}` }, async () => {
-    await new Promise((resolve) => setTimeout(resolve, id === 'a' ? 5 : 0));
-    emitMessage(id);
-  })));
+  await Promise.all(
+    ['a', 'b'].map((id) =>
+      withRollout({ rollout_id: `ro-${id}`, attempt_id: `at-${id}` }, async () => {
+        await new Promise((resolve) => setTimeout(resolve, id === 'a' ? 5 : 0));
+        emitMessage(id);
+      }),
+    ),
+  );
   for (const span of spans()) {
     const id = span.attributes['agentlightning.message.body'];
     assert.equal(span.attributes['agentlightning.rollout_id'], `ro-${id}`);

@@ -6,7 +6,9 @@ import { integerText, parseJsonExact } from '../src/otlp/exact-json.js';
 // back digit for digit, wherever it stands; long digit runs inside strings are plain text.
 
 test('integers beyond 2^53 stay exact in every value position; long digits in strings stay strings', () => {
-  const parsed = parseJsonExact('{"a": 9007199254740993, "b": [1, -9223372036854775807], "c": {"d":12345678901234567890}}') as { a: unknown; b: unknown[]; c: { d: unknown } };
+  const parsed = parseJsonExact(
+    '{"a": 9007199254740993, "b": [1, -9223372036854775807], "c": {"d":12345678901234567890}}',
+  ) as { a: unknown; b: unknown[]; c: { d: unknown } };
   assert.equal(integerText(parsed.a), '9007199254740993');
   assert.equal(integerText(parsed.b[1]), '-9223372036854775807');
   assert.equal(integerText(parsed.c.d), '12345678901234567890');

@@ -19,7 +19,8 @@ const capture = new FetchCapture({ tracer: provider.getTracer('test'), captureCo
 let llm: OpenAITestServer;
 
 /** The descriptors of Response's readers, which the capture wraps. */
-const responseReaders = () => ['text', 'json', 'arrayBuffer', 'body'].map((name) => Object.getOwnPropertyDescriptor(Response.prototype, name));
+const responseReaders = () =>
+  ['text', 'json', 'arrayBuffer', 'body'].map((name) => Object.getOwnPropertyDescriptor(Response.prototype, name));
 /** What the process had before the capture was enabled. */
 const fetchBefore = globalThis.fetch;
 const ResponseBefore = globalThis.Response;
@@ -34,11 +35,12 @@ before(async () => {
 
 after(() => llm.close());
 
-const chat = (content: string) => fetch(`${llm.baseURL}/chat/completions`, {
-  method: 'POST',
-  headers: { 'content-type': 'application/json' },
-  body: JSON.stringify({ model: 'test-model', messages: [{ role: 'user', content }] }),
-});
+const chat = (content: string) =>
+  fetch(`${llm.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'test-model', messages: [{ role: 'user', content }] }),
+  });
 
 test('an answer dropped unread ends its span a minute later; one being read is left to its reader', async () => {
   exporter.reset();
@@ -63,7 +65,7 @@ test('an answer dropped unread ends its span a minute later; one being read is l
   assert.equal(read?.attributes['agl.llm.response'], JSON.stringify(answer), 'the answer being read is recorded whole');
 });
 
-test('each request carries the traceparent of its own span; the app\'s headers are left as they were', async () => {
+test("each request carries the traceparent of its own span; the app's headers are left as they were", async () => {
   exporter.reset();
   llm.requests.length = 0;
   const headers = new Headers({ 'content-type': 'application/json', authorization: 'Bearer app' });
@@ -76,14 +78,22 @@ test('each request carries the traceparent of its own span; the app\'s headers a
   ]);
   await Promise.all(answers.map((answer) => answer.text()));
   await new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
-  assert.deepEqual([...headers.keys()], ['authorization', 'content-type'], 'the app\'s Headers object gets no traceparent');
+  assert.deepEqual(
+    [...headers.keys()],
+    ['authorization', 'content-type'],
+    "the app's Headers object gets no traceparent",
+  );
 
   const spans = exporter.getFinishedSpans();
   assert.equal(spans.length, 3);
   const sent = llm.requests.map((request) => request.headers.traceparent);
   for (const span of spans) {
     const { traceId, spanId } = span.spanContext();
-    assert.equal(sent.filter((value) => value === `00-${traceId}-${spanId}-01`).length, 1, `one request carries ${span.name}'s context`);
+    assert.equal(
+      sent.filter((value) => value === `00-${traceId}-${spanId}-01`).length,
+      1,
+      `one request carries ${span.name}'s context`,
+    );
   }
   assert.equal(new Set(sent).size, 3);
 
@@ -98,12 +108,21 @@ test('each request carries the traceparent of its own span; the app\'s headers a
   await new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
   const call = exporter.getFinishedSpans().find((span) => span.name === 'chat test-model');
   assert.equal(call?.parentSpanContext?.spanId, step.spanContext().spanId);
-  assert.equal(llm.requests[0].headers.traceparent, `00-${step.spanContext().traceId}-${call?.spanContext().spanId}-01`);
+  assert.equal(
+    llm.requests[0].headers.traceparent,
+    `00-${step.spanContext().traceId}-${call?.spanContext().spanId}-01`,
+  );
 
   // A traceparent the app sets itself is sent as it is, once.
   llm.requests.length = 0;
   const own = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
-  await (await fetch(`${llm.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: own }, body: body('fourth') })).text();
+  await (
+    await fetch(`${llm.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', traceparent: own },
+      body: body('fourth'),
+    })
+  ).text();
   assert.equal(llm.requests[0].headers.traceparent, own);
 });
 
@@ -117,7 +136,7 @@ test('disable() puts fetch and Response back as they were and records nothing; e
     assert.equal(readers[i]?.value, before?.value);
     assert.equal(readers[i]?.get, before?.get);
   }
-  assert.equal(hasSubscribers('undici:request:create'), false, 'undici\'s channel is left');
+  assert.equal(hasSubscribers('undici:request:create'), false, "undici's channel is left");
 
   exporter.reset();
   llm.requests.length = 0;
@@ -139,7 +158,9 @@ test('disable() puts fetch and Response back as they were and records nothing; e
 });
 
 // A sweep left running would keep the app alive (the guard below only keeps a hang from lasting).
-test('a process that enables and disables the capture ends by itself, no interval left', { timeout: 60_000 }, async () => {
+test('a process that enables and disables the capture ends by itself, no interval left', {
+  timeout: 60_000,
+}, async () => {
   const run = await runApp('fetch-capture-toggle.mjs', { OPENAI_BASE_URL: llm.baseURL }, { register: false });
   assert.equal(run.code, 0, run.stderr);
   assert.deepEqual(JSON.parse(run.stdout), { spans: 1, intervals: 0 });

@@ -11,5 +11,9 @@ import { formatReport, runFuzz } from './fuzz/run.js';
 test('no fuzzed OTLP, REST or SQL request gets a 5xx or leaves the store unreadable', async () => {
   const reports = await runFuzz({ runs: 200, seed: 20_2026, checkEvery: 50, maxShrinks: 10 });
   const text = formatReport(reports);
-  assert.equal(reports.reduce((sum, r) => sum + r.broken, 0), 0, text);
+  assert.equal(
+    reports.reduce((sum, r) => sum + r.broken, 0),
+    0,
+    text,
+  );
 });

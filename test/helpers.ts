@@ -32,7 +32,10 @@ export interface InProcessAgl {
 }
 
 /** A store and server in this process on a free port of 127.0.0.1. */
-export async function startAgl(dbPath: string, options: Omit<StoreOptions, 'path'> & ServerOptions = {}): Promise<InProcessAgl> {
+export async function startAgl(
+  dbPath: string,
+  options: Omit<StoreOptions, 'path'> & ServerOptions = {},
+): Promise<InProcessAgl> {
   const store = await DuckDBStore.open({ ...options, path: dbPath });
   const server = await startServer(store, { port: 0, ...options });
   return {
@@ -54,9 +57,14 @@ export interface CliResult {
 
 export function runCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { cwd: options.cwd, env: options.env, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { cwd: options.cwd, env: options.env, maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -68,7 +76,9 @@ process.once('exit', () => {
 });
 
 /** `agl serve` as a child process; resolves once it printed its address. */
-export async function spawnServe(args: string[]): Promise<{ url: string; child: ChildProcess; exited: Promise<number | null>; output: () => string }> {
+export async function spawnServe(
+  args: string[],
+): Promise<{ url: string; child: ChildProcess; exited: Promise<number | null>; output: () => string }> {
   const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   const exited = new Promise<number | null>((resolve) =>
@@ -91,13 +101,18 @@ export async function spawnServe(args: string[]): Promise<{ url: string; child: 
   return { url, child, exited, output: () => output };
 }
 
-export async function post(url: string, body: Buffer | string, headers: Record<string, string>): Promise<{ status: number; headers: Headers; body: Buffer }> {
+export async function post(
+  url: string,
+  body: Buffer | string,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: Headers; body: Buffer }> {
   const response = await fetch(url, { method: 'POST', body, headers });
   return { status: response.status, headers: response.headers, body: Buffer.from(await response.arrayBuffer()) };
 }
 
 /** Rows of a query on a test's store, any SQL allowed. */
-export const queryRows = async (store: DuckDBStore, sql: string): Promise<Record<string, unknown>[]> => (await store.query(sql, { guard: false })).rows;
+export const queryRows = async (store: DuckDBStore, sql: string): Promise<Record<string, unknown>[]> =>
+  (await store.query(sql, { guard: false })).rows;
 
 /** The rows of `sql` on a DuckDB file no one holds open any more (a finished fit's, a CLI run's), opened read-only. */
 export async function fileRows(path: string, sql: string): ReturnType<typeof queryRows> {

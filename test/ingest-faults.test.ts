@@ -78,14 +78,23 @@ test('a truncated protobuf body is a 400 naming the truncation', async () => {
 
 test('JSON with wrong types is a 400 with a JSON Status naming the field', async () => {
   const body = JSON.stringify({
-    resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', name: 42 }] }] }],
+    resourceSpans: [
+      {
+        scopeSpans: [
+          { spans: [{ traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', name: 42 }] },
+        ],
+      },
+    ],
   });
   const response = await post(`${agl.url}/v1/traces`, body, JSON_TYPE);
   assert.equal(response.status, 400);
   assert.equal(response.headers.get('content-type'), 'application/json');
   const status = JSON.parse(response.body.toString());
   assert.equal(status.code, 3);
-  assert.match(status.message, /resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[0\]\.name: expected a string, got a number/);
+  assert.match(
+    status.message,
+    /resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[0\]\.name: expected a string, got a number/,
+  );
 
   const notJson = await post(`${agl.url}/v1/traces`, '{"resourceSpans": [', JSON_TYPE);
   assert.equal(notJson.status, 400);
@@ -112,7 +121,11 @@ test('a body over the cap is a 413', async () => {
 });
 
 /** POSTs `body` in 64 KiB chunks (Transfer-Encoding: chunked); rejects when the connection is cut. */
-function postChunked(url: string, body: Buffer, headers: Record<string, string>): Promise<{ status: number; body: Buffer }> {
+function postChunked(
+  url: string,
+  body: Buffer,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: Buffer }> {
   return new Promise((resolve, reject) => {
     const request = httpRequest(url, { method: 'POST', headers }, (response) => {
       const chunks: Buffer[] = [];
@@ -121,7 +134,8 @@ function postChunked(url: string, body: Buffer, headers: Record<string, string>)
       response.once('error', reject);
     });
     request.once('error', reject);
-    for (let offset = 0; offset < body.length; offset += 64 * 1024) request.write(body.subarray(offset, offset + 64 * 1024));
+    for (let offset = 0; offset < body.length; offset += 64 * 1024)
+      request.write(body.subarray(offset, offset + 64 * 1024));
     request.end();
   });
 }
@@ -131,7 +145,10 @@ test('a chunked body over the cap is a 413 the client gets, plain or gzipped', a
   const plain = await postChunked(`${agl.url}/v1/traces`, noise, PROTOBUF);
   assert.equal(plain.status, 413);
   assert.match(rpcStatus(plain.body).message, /larger than 1048576 bytes/);
-  const gzipped = await postChunked(`${agl.url}/v1/traces`, gzipSync(noise), { ...PROTOBUF, 'content-encoding': 'gzip' });
+  const gzipped = await postChunked(`${agl.url}/v1/traces`, gzipSync(noise), {
+    ...PROTOBUF,
+    'content-encoding': 'gzip',
+  });
   assert.equal(gzipped.status, 413);
   const store = await postChunked(`${agl.url}/v1/agl/query`, Buffer.alloc(3 * MAX_BODY, ' '), JSON_TYPE);
   assert.equal(store.status, 413);
@@ -139,7 +156,10 @@ test('a chunked body over the cap is a 413 the client gets, plain or gzipped', a
 });
 
 test('corrupt gzip and unknown encodings are 400s', async () => {
-  const corrupt = await post(`${agl.url}/v1/traces`, Buffer.from('not gzip at all'), { ...PROTOBUF, 'content-encoding': 'gzip' });
+  const corrupt = await post(`${agl.url}/v1/traces`, Buffer.from('not gzip at all'), {
+    ...PROTOBUF,
+    'content-encoding': 'gzip',
+  });
   assert.equal(corrupt.status, 400);
   assert.match(rpcStatus(corrupt.body).message, /not valid gzip/);
   const brotli = await post(`${agl.url}/v1/traces`, Buffer.from('x'), { ...PROTOBUF, 'content-encoding': 'br' });
@@ -152,30 +172,39 @@ test('an unsupported content type is a 415 that names the accepted ones', async 
   for (const path of ['/v1/traces', '/v1/logs', '/v1/metrics']) {
     const response = await post(`${agl.url}${path}`, 'hello', { 'content-type': 'text/plain' });
     assert.equal(response.status, 415);
-    assert.match(JSON.parse(response.body.toString()).message, /unsupported Content-Type "text\/plain".*application\/x-protobuf, application\/protobuf or application\/json/);
+    assert.match(
+      JSON.parse(response.body.toString()).message,
+      /unsupported Content-Type "text\/plain".*application\/x-protobuf, application\/protobuf or application\/json/,
+    );
   }
   await assertUnharmed();
 });
 
 test('spans with invalid ids are rejected one by one in partial_success; the others are stored', async () => {
   const body = JSON.stringify({
-    resourceSpans: [{
-      resource: { attributes: [{ key: 'agentlightning.rollout_id', value: { stringValue: 'ro-partial' } }] },
-      scopeSpans: [{
-        spans: [
-          { traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', name: 'good' },
-          { traceId: '5b8efff798038103d269b633813fc60c', spanId: '0000000000000000', name: 'zero-id' },
-          { traceId: 'W47/95gDgQPSabYzgT/GDA==', spanId: '7uGbfsPBsXU=', name: 'base64-ids', parentSpanId: '' },
+    resourceSpans: [
+      {
+        resource: { attributes: [{ key: 'agentlightning.rollout_id', value: { stringValue: 'ro-partial' } }] },
+        scopeSpans: [
+          {
+            spans: [
+              { traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', name: 'good' },
+              { traceId: '5b8efff798038103d269b633813fc60c', spanId: '0000000000000000', name: 'zero-id' },
+              { traceId: 'W47/95gDgQPSabYzgT/GDA==', spanId: '7uGbfsPBsXU=', name: 'base64-ids', parentSpanId: '' },
+            ],
+          },
         ],
-      }],
-    }],
+      },
+    ],
   });
   const response = await post(`${agl.url}/v1/traces`, body, JSON_TYPE);
   assert.equal(response.status, 200);
   const answer = JSON.parse(response.body.toString());
   assert.equal(answer.partialSuccess.rejectedSpans, '1');
   assert.match(answer.partialSuccess.errorMessage, /span "zero-id": invalid span_id/);
-  const { rows } = await agl.store.query("SELECT name, trace_id, span_id FROM spans WHERE rollout_id = 'ro-partial' ORDER BY name");
+  const { rows } = await agl.store.query(
+    "SELECT name, trace_id, span_id FROM spans WHERE rollout_id = 'ro-partial' ORDER BY name",
+  );
   assert.deepEqual(rows, [
     { name: 'base64-ids', trace_id: '5b8efff798038103d269b633813fc60c', span_id: 'eee19b7ec3c1b175' },
     { name: 'good', trace_id: '5b8efff798038103d269b633813fc60c', span_id: 'eee19b7ec3c1b174' },
@@ -214,9 +243,14 @@ test('re-delivered spans are stored once', async () => {
   const gzipped = await post(`${agl.url}/v1/traces`, gzipSync(body), { ...PROTOBUF, 'content-encoding': 'gzip' });
   assert.equal(gzipped.status, 200);
   const concurrent = await Promise.all([1, 2, 3].map(() => post(`${agl.url}/v1/traces`, body, PROTOBUF)));
-  assert.deepEqual(concurrent.map((r) => r.status), [200, 200, 200]);
+  assert.deepEqual(
+    concurrent.map((r) => r.status),
+    [200, 200, 200],
+  );
   assert.equal(await spanCount(), storedBefore);
-  const { rows } = await agl.store.query('SELECT count(*) AS n FROM (SELECT DISTINCT trace_id, span_id, rollout_id, attempt_id FROM spans)');
+  const { rows } = await agl.store.query(
+    'SELECT count(*) AS n FROM (SELECT DISTINCT trace_id, span_id, rollout_id, attempt_id FROM spans)',
+  );
   assert.equal(rows[0].n, storedBefore);
 });
 
@@ -235,16 +269,18 @@ test('unknown routes and methods get 404 and 405, broken percent-encoding a 400'
 test('a request larger than one DuckDB chunk keeps each span with its own resource', async () => {
   const group = (service: string, count: number, offset: number) => ({
     resource: { attributes: [{ key: 'service.name', value: { stringValue: service } }] },
-    scopeSpans: [{
-      scope: { name: `scope-${service}` },
-      spans: Array.from({ length: count }, (_, i) => ({
-        traceId: '7b8efff798038103d269b633813fc60c',
-        spanId: (offset + i + 1).toString(16).padStart(16, '0'),
-        name: `span-${offset + i}`,
-        kind: (offset + i) % 6,
-        attributes: [{ key: 'i', value: { intValue: String(offset + i) } }],
-      })),
-    }],
+    scopeSpans: [
+      {
+        scope: { name: `scope-${service}` },
+        spans: Array.from({ length: count }, (_, i) => ({
+          traceId: '7b8efff798038103d269b633813fc60c',
+          spanId: (offset + i + 1).toString(16).padStart(16, '0'),
+          name: `span-${offset + i}`,
+          kind: (offset + i) % 6,
+          attributes: [{ key: 'i', value: { intValue: String(offset + i) } }],
+        })),
+      },
+    ],
   });
   const body = JSON.stringify({ resourceSpans: [group('svc-big-a', 2500, 0), group('svc-big-b', 700, 2500)] });
   assert.equal((await post(`${agl.url}/v1/traces`, body, JSON_TYPE)).status, 200);
@@ -254,8 +290,24 @@ test('a request larger than one DuckDB chunk keeps each span with its own resour
      FROM spans WHERE service_name LIKE 'svc-big-%' GROUP BY ALL ORDER BY 1`,
   );
   assert.deepEqual(rows, [
-    { service_name: 'svc-big-a', scope_name: 'scope-svc-big-a', resource_service: 'svc-big-a', n: 2500, kinds: 6, lo: 0, hi: 2499 },
-    { service_name: 'svc-big-b', scope_name: 'scope-svc-big-b', resource_service: 'svc-big-b', n: 700, kinds: 6, lo: 2500, hi: 3199 },
+    {
+      service_name: 'svc-big-a',
+      scope_name: 'scope-svc-big-a',
+      resource_service: 'svc-big-a',
+      n: 2500,
+      kinds: 6,
+      lo: 0,
+      hi: 2499,
+    },
+    {
+      service_name: 'svc-big-b',
+      scope_name: 'scope-svc-big-b',
+      resource_service: 'svc-big-b',
+      n: 700,
+      kinds: 6,
+      lo: 2500,
+      hi: 3199,
+    },
   ]);
   storedBefore = await spanCount();
 });

@@ -28,7 +28,8 @@ function jsonSpan(name: string, attributes: unknown[]): object {
     attributes: [{ key: 'agentlightning.rollout_id', value: { stringValue: 'ro-valid' } }, ...attributes],
   };
 }
-const jsonRequest = (...spans: object[]) => JSON.stringify({ resourceSpans: [{ scopeSpans: [{ scope: { name: 'test' }, spans }] }] });
+const jsonRequest = (...spans: object[]) =>
+  JSON.stringify({ resourceSpans: [{ scopeSpans: [{ scope: { name: 'test' }, spans }] }] });
 
 /** Every export and view over the whole store; each must succeed. */
 async function assertEverythingReads(agl: InProcessAgl, dir: string): Promise<void> {
@@ -45,7 +46,8 @@ async function assertEverythingReads(agl: InProcessAgl, dir: string): Promise<vo
  * A kvlist AnyValue nested `depth` levels deep, as JSON text (JSON.stringify would overflow the
  * stack on it), for `jsonRequest` to put in place of the string "NESTED".
  */
-const nestedJsonValue = (depth: number) => `${'{"kvlistValue":{"values":[{"key":"a","value":'.repeat(depth)}{"stringValue":"bottom"}${'}]}}'.repeat(depth)}`;
+const nestedJsonValue = (depth: number) =>
+  `${'{"kvlistValue":{"values":[{"key":"a","value":'.repeat(depth)}{"stringValue":"bottom"}${'}]}}'.repeat(depth)}`;
 const withNested = (request: string, depth: number) => request.replace('"NESTED"', nestedJsonValue(depth));
 
 test('a lone surrogate in an OTLP/JSON span is stored as U+FFFD, and every export and view still reads', async (t) => {
@@ -68,7 +70,10 @@ test('a lone surrogate in an OTLP/JSON span is stored as U+FFFD, and every expor
   assert.equal(response.status, 200, response.body.toString());
   assert.deepEqual(JSON.parse(response.body.toString()), {});
 
-  const [row] = await queryRows(agl.store, 'SELECT name, status_message, attributes::VARCHAR AS attributes, events::VARCHAR AS events FROM spans');
+  const [row] = await queryRows(
+    agl.store,
+    'SELECT name, status_message, attributes::VARCHAR AS attributes, events::VARCHAR AS events FROM spans',
+  );
   const fixed = 'bad \ufffd text';
   assert.equal(row.name, `name ${fixed}`);
   assert.equal(row.status_message, fixed);
@@ -104,11 +109,14 @@ test('a protobuf span with invalid UTF-8 is stored with U+FFFD, the batch accept
   assert.equal(response.status, 200, response.body.toString());
   assert.equal(response.body.length, 0, 'full success');
 
-  const rows = await queryRows(agl.store, "SELECT name, attributes::VARCHAR AS attributes FROM spans ORDER BY name");
-  assert.deepEqual(rows.map((row) => [row.name, JSON.parse(String(row.attributes))]), [
-    ['span 0', { prompt: '\ufffdAAA-marker', '\ufffdZZZ': 'x' }],
-    ['span 1', { prompt: 'fine' }],
-  ]);
+  const rows = await queryRows(agl.store, 'SELECT name, attributes::VARCHAR AS attributes FROM spans ORDER BY name');
+  assert.deepEqual(
+    rows.map((row) => [row.name, JSON.parse(String(row.attributes))]),
+    [
+      ['span 0', { prompt: '\ufffdAAA-marker', '\ufffdZZZ': 'x' }],
+      ['span 1', { prompt: 'fine' }],
+    ],
+  );
   assert.equal(warnings.length, 1, warnings.join('\n'));
   // Both strings are in one stored value, the span's attributes.
   assert.match(warnings[0], /invalid Unicode replaced with U\+FFFD in 1 value\(s\) of a traces request \(protobuf\)/);
@@ -136,9 +144,17 @@ test(`an attribute nested deeper than ${MAX_NESTING_DEPTH} levels rejects its sp
   assert.match(response2.body.toString('latin1'), /span "span 1": attribute "deep" is nested deeper than 64 levels/);
 
   // A resource nested too deep: none of its spans can be stored.
-  const deepResource = withNested(JSON.stringify({
-    resourceSpans: [{ resource: { attributes: [{ key: 'host', value: 'NESTED' }] }, scopeSpans: [{ spans: [jsonSpan('a', []), jsonSpan('b', [])] }] }],
-  }), 100);
+  const deepResource = withNested(
+    JSON.stringify({
+      resourceSpans: [
+        {
+          resource: { attributes: [{ key: 'host', value: 'NESTED' }] },
+          scopeSpans: [{ spans: [jsonSpan('a', []), jsonSpan('b', [])] }],
+        },
+      ],
+    }),
+    100,
+  );
   const response3 = await post(`${agl.url}/v1/traces`, deepResource, json);
   assert.equal(response3.status, 200);
   assert.deepEqual(JSON.parse(response3.body.toString()).partialSuccess, {
@@ -148,7 +164,10 @@ test(`an attribute nested deeper than ${MAX_NESTING_DEPTH} levels rejects its sp
   const deepResourcePb = withDeepAttribute(protobufRequest({ a: '1' }, { b: '2' }), 'service.name', 100);
   const response4 = await post(`${agl.url}/v1/traces`, deepResourcePb, protobuf);
   assert.equal(response4.status, 200);
-  assert.match(response4.body.toString('latin1'), /rejected 2 spans; first: resource attribute "deep" is nested deeper than 64 levels/);
+  assert.match(
+    response4.body.toString('latin1'),
+    /rejected 2 spans; first: resource attribute "deep" is nested deeper than 64 levels/,
+  );
 
   const names = (await queryRows(agl.store, 'SELECT name FROM spans ORDER BY name')).map((row) => row.name);
   assert.deepEqual(names, ['deepest allowed', 'span 0']);
@@ -160,7 +179,14 @@ test('a JSON value nested 5,000 deep that a query makes comes back as its text i
   const agl = await startAgl(join(dir, 'agl.duckdb'));
   t.after(() => agl.close());
   const text = `${'['.repeat(5000)}${']'.repeat(5000)}`;
-  const query = await runCli(['query', '--url', agl.url, `SELECT '${text}'::JSON AS deep, '[[1]]'::JSON AS shallow`, '--format', 'json']);
+  const query = await runCli([
+    'query',
+    '--url',
+    agl.url,
+    `SELECT '${text}'::JSON AS deep, '[[1]]'::JSON AS shallow`,
+    '--format',
+    'json',
+  ]);
   assert.equal(query.code, 0, query.stderr);
   assert.deepEqual(JSON.parse(query.stdout), [{ deep: text, shallow: [[1]] }]);
 });
@@ -177,7 +203,11 @@ test('a body nested 100,000 deep is a 400 or a rejection, never a crash', async 
   const withLongNumber = await post(`${agl.url}/v1/traces`, text.replace('"1000"', '1000000000000000000'), json);
   assert.equal(withLongNumber.status, 400, withLongNumber.body.toString());
   assert.match(withLongNumber.body.toString(), /nested too deeply/);
-  const pb = await post(`${agl.url}/v1/traces`, withDeepAttribute(protobufRequest({ doomed: 'yes' }), 'doomed', 100_000), protobuf);
+  const pb = await post(
+    `${agl.url}/v1/traces`,
+    withDeepAttribute(protobufRequest({ doomed: 'yes' }), 'doomed', 100_000),
+    protobuf,
+  );
   assert.equal(pb.status, 200);
   assert.equal((await queryRows(agl.store, 'SELECT count(*)::INTEGER AS n FROM spans'))[0].n, 0);
 });
@@ -189,7 +219,8 @@ function varint(n: number): Buffer {
   bytes.push(n);
   return Buffer.from(bytes);
 }
-const lengthDelimited = (field: number, content: Buffer) => Buffer.concat([varint((field << 3) | 2), varint(content.length), content]);
+const lengthDelimited = (field: number, content: Buffer) =>
+  Buffer.concat([varint((field << 3) | 2), varint(content.length), content]);
 
 /**
  * `body` with the string attribute `key` replaced by an attribute "deep" whose value is a kvlist
@@ -204,7 +235,16 @@ function withDeepAttribute(body: Buffer, key: string, depth: number): Buffer {
   for (let i = 0; i < depth; i++) {
     const keyValue = 3 + 1 + varint(size).length + size;
     const list = 1 + varint(keyValue).length + keyValue;
-    prefixes.push(Buffer.concat([Buffer.from([6 << 3 | 2]), varint(list), Buffer.from([1 << 3 | 2]), varint(keyValue), Buffer.from([0x0a, 1, 0x61, 2 << 3 | 2]), varint(size)]));
+    prefixes.push(
+      Buffer.concat([
+        Buffer.from([(6 << 3) | 2]),
+        varint(list),
+        Buffer.from([(1 << 3) | 2]),
+        varint(keyValue),
+        Buffer.from([0x0a, 1, 0x61, (2 << 3) | 2]),
+        varint(size),
+      ]),
+    );
     size = 1 + varint(list).length + list;
   }
   const value = Buffer.concat([...prefixes.reverse(), innermost]);
@@ -288,7 +328,11 @@ test(`a log body nested deeper than ${MAX_NESTING_DEPTH} levels rejects its reco
   t.after(() => agl.close());
   const records = [
     { timeUnixNano: '1000', body: 'NESTED', attributes: [{ key: 'n', value: { intValue: 1 } }] },
-    { timeUnixNano: '2000', body: { stringValue: 'cut \ud800 short' }, attributes: [{ key: 'n', value: { intValue: 2 } }] },
+    {
+      timeUnixNano: '2000',
+      body: { stringValue: 'cut \ud800 short' },
+      attributes: [{ key: 'n', value: { intValue: 2 } }],
+    },
   ];
   const request = withNested(JSON.stringify({ resourceLogs: [{ scopeLogs: [{ logRecords: records }] }] }), 5000);
   t.mock.method(console, 'warn', () => {});
@@ -299,7 +343,10 @@ test(`a log body nested deeper than ${MAX_NESTING_DEPTH} levels rejects its reco
     errorMessage: `rejected 1 log records; first: log record: body is nested deeper than ${MAX_NESTING_DEPTH} levels`,
   });
   const rows = await queryRows(agl.store, 'SELECT body::VARCHAR AS body FROM logs');
-  assert.deepEqual(rows.map((row) => JSON.parse(String(row.body))), ['cut \ufffd short']);
+  assert.deepEqual(
+    rows.map((row) => JSON.parse(String(row.body))),
+    ['cut \ufffd short'],
+  );
   const query = await runCli(['query', '--url', agl.url, 'SELECT * FROM logs', '--format', 'json']);
   assert.equal(query.code, 0, query.stderr);
 });
@@ -307,9 +354,23 @@ test(`a log body nested deeper than ${MAX_NESTING_DEPTH} levels rejects its reco
 /** A span as the REST route takes it; `attributes` go into the store as JSON.stringify writes them. */
 function restSpan(spanId: string, name: string, attributes: Record<string, unknown>): SpanInput {
   return {
-    rollout_id: 'ro-poison', attempt_id: 'at-1', sequence_id: null, trace_id: 'c'.repeat(32), span_id: spanId, parent_id: null, name, kind: 'CLIENT',
-    status: { status_code: 'UNSET', description: null }, attributes, events: [], links: [], start_time: 1, end_time: 2,
-    context: null, parent: null, resource: { attributes: {}, schema_url: '' },
+    rollout_id: 'ro-poison',
+    attempt_id: 'at-1',
+    sequence_id: null,
+    trace_id: 'c'.repeat(32),
+    span_id: spanId,
+    parent_id: null,
+    name,
+    kind: 'CLIENT',
+    status: { status_code: 'UNSET', description: null },
+    attributes,
+    events: [],
+    links: [],
+    start_time: 1,
+    end_time: 2,
+    context: null,
+    parent: null,
+    resource: { attributes: {}, schema_url: '' },
   };
 }
 
@@ -319,19 +380,35 @@ test('a stored span whose JSON cannot be read is skipped and named by the derive
   const agl = await startAgl(join(dir, 'agl.duckdb'), { deriveWhenIdleMs: Infinity });
   t.after(() => agl.close());
   const request = { model: 'm', messages: [{ role: 'user', content: 'q' }] };
-  const response = { id: 'r-1', choices: [{ index: 0, message: { role: 'assistant', content: 'a' }, finish_reason: 'stop' }] };
-  const call = { 'agl.llm.api': 'chat', 'agl.llm.request': JSON.stringify(request), 'agl.llm.response': JSON.stringify(response) };
+  const response = {
+    id: 'r-1',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'a' }, finish_reason: 'stop' }],
+  };
+  const call = {
+    'agl.llm.api': 'chat',
+    'agl.llm.request': JSON.stringify(request),
+    'agl.llm.response': JSON.stringify(response),
+  };
   // Written to the store directly, past the decoders, as an older agl stored such a span: the
   // lone surrogate becomes the escape \ud800, which DuckDB's JSON reader refuses.
   const poisoned = 'd'.repeat(16);
-  await agl.store.writeSpans(spanRows(restSpan('e'.repeat(16), 'chat m', call), restSpan(poisoned, 'chat m', { ...call, note: 'x\ud800' })), 0);
+  await agl.store.writeSpans(
+    spanRows(restSpan('e'.repeat(16), 'chat m', call), restSpan(poisoned, 'chat m', { ...call, note: 'x\ud800' })),
+    0,
+  );
 
   const exportAll = async (label: string, ...flags: string[]) => {
     for (const kind of ['triplets', 'messages', 'trajectories']) {
       const result = await runCli(['export', kind, '--url', agl.url, '--out', join(dir, `${kind}.jsonl`), ...flags]);
       assert.equal(result.code, flags.includes('--strict') ? 1 : 0, `${label}: agl export ${kind}: ${result.stderr}`);
       assert.match(result.stderr, /skipped 1:/, `${label}: ${kind}`);
-      assert.match(result.stderr, new RegExp(`1 x span whose stored attributes are not readable JSON \\(e\\.g\\. rollout ro-poison, span ${poisoned}\\)`), `${label}: ${kind}`);
+      assert.match(
+        result.stderr,
+        new RegExp(
+          `1 x span whose stored attributes are not readable JSON \\(e\\.g\\. rollout ro-poison, span ${poisoned}\\)`,
+        ),
+        `${label}: ${kind}`,
+      );
     }
   };
   const calls = async () => (await queryRows(agl.store, 'SELECT span_id FROM llm_calls')).map((row) => row.span_id);
@@ -342,7 +419,9 @@ test('a stored span whose JSON cannot be read is skipped and named by the derive
   t.mock.method(console, 'error', (line: string) => errors.push(line));
   assert.equal(await agl.store.deriveAll(), 2, 'the derive goes past the span');
   t.mock.restoreAll();
-  assert.deepEqual(errors, [`agl: derived 2 span(s) but skipped 1 (${poisoned}), whose attributes are not readable JSON`]);
+  assert.deepEqual(errors, [
+    `agl: derived 2 span(s) but skipped 1 (${poisoned}), whose attributes are not readable JSON`,
+  ]);
   assert.deepEqual(await calls(), ['e'.repeat(16)]);
   await queryRows(agl.store, 'SELECT * FROM rewards');
   await exportAll('derived');

@@ -18,7 +18,11 @@ export interface AppRun {
 }
 
 /** Runs an app as a child process, `node --import agl/register app` unless `register` is false. */
-export function runApp(app: string, env: Record<string, string | undefined>, options: { register?: boolean; onStdout?: (text: string) => void; signalAfter?: [RegExp, NodeJS.Signals] } = {}): Promise<AppRun> {
+export function runApp(
+  app: string,
+  env: Record<string, string | undefined>,
+  options: { register?: boolean; onStdout?: (text: string) => void; signalAfter?: [RegExp, NodeJS.Signals] } = {},
+): Promise<AppRun> {
   const args = options.register === false ? [join(APPS, app)] : ['--import', REGISTER, join(APPS, app)];
   const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';

@@ -30,15 +30,25 @@ const native = (urls: string[]) => urls.filter((u) => /@duckdb|\.node$/.test(u))
 
 test('a decode worker thread loads the codecs and nothing of the store or DuckDB', async () => {
   const loaded = await modulesLoadedBy(new URL('../src/collector/decode-worker.js', import.meta.url));
-  assert.ok(loaded.some((u) => u.endsWith('/otlp/protobuf-decoder.js')), 'the protobuf decoder is loaded');
+  assert.ok(
+    loaded.some((u) => u.endsWith('/otlp/protobuf-decoder.js')),
+    'the protobuf decoder is loaded',
+  );
   assert.deepEqual(native(loaded), []);
-  assert.deepEqual(loaded.filter((u) => /\/src\/(store|collector\/(?!decode-worker))/.test(u)), []);
+  assert.deepEqual(
+    loaded.filter((u) => /\/src\/(store|collector\/(?!decode-worker))/.test(u)),
+    [],
+  );
 });
 
 test('the light `agl` entry and `agl/client` load no DuckDB', async () => {
   for (const entry of ['../src/index.js', '../src/client.js']) {
     const loaded = await modulesLoadedBy(new URL(entry, import.meta.url));
     assert.deepEqual(native(loaded), [], entry);
-    assert.deepEqual(loaded.filter((u) => u.includes('/src/store/')), [], entry);
+    assert.deepEqual(
+      loaded.filter((u) => u.includes('/src/store/')),
+      [],
+      entry,
+    );
   }
 });

@@ -33,13 +33,26 @@ const variants: [string, (t: Context) => Promise<{ lightning: LightningStore }>]
 for (const [label, open] of variants) {
   test(`${label}: enqueued rollouts are dequeued first in, first out, each with a new attempt`, async (t) => {
     const { lightning: ls } = await open(t);
-    const [a, b, c] = await ls.enqueueManyRollouts([{ input: 'a' }, { input: { q: 'b' }, mode: 'train' }, { input: 3 }]);
+    const [a, b, c] = await ls.enqueueManyRollouts([
+      { input: 'a' },
+      { input: { q: 'b' }, mode: 'train' },
+      { input: 3 },
+    ]);
     assert.match(a.rollout_id, /^ro-[0-9a-f]{12}$/);
     assert.equal(a.status, 'queuing');
-    assert.deepEqual(a.config, { timeout_seconds: null, unresponsive_seconds: null, max_attempts: 1, retry_condition: [] });
+    assert.deepEqual(a.config, {
+      timeout_seconds: null,
+      unresponsive_seconds: null,
+      max_attempts: 1,
+      retry_condition: [],
+    });
     await ls.updateRollout(b.rollout_id, { status: 'cancelled' });
     const taken = await ls.dequeueManyRollouts({ limit: 5, workerId: 'w1' });
-    assert.deepEqual(taken.map((r) => r.rollout_id), [a.rollout_id, c.rollout_id], 'a cancelled rollout is skipped');
+    assert.deepEqual(
+      taken.map((r) => r.rollout_id),
+      [a.rollout_id, c.rollout_id],
+      'a cancelled rollout is skipped',
+    );
     for (const r of taken) {
       assert.equal(r.status, 'preparing');
       assert.equal(r.attempt.status, 'preparing');
@@ -57,7 +70,10 @@ for (const [label, open] of variants) {
 
   test(`${label}: a failed latest attempt requeues the rollout while attempts remain, then fails it`, async (t) => {
     const { lightning: ls } = await open(t);
-    const rollout = await ls.enqueueRollout({ input: 1, config: { max_attempts: 2, retry_condition: ['failed', 'timeout'] } });
+    const rollout = await ls.enqueueRollout({
+      input: 1,
+      config: { max_attempts: 2, retry_condition: ['failed', 'timeout'] },
+    });
     const first = await ls.dequeueRollout();
     assert.ok(first);
     await ls.updateAttempt(rollout.rollout_id, first.attempt.attempt_id, { status: 'failed' });
@@ -84,7 +100,10 @@ for (const [label, open] of variants) {
     assert.equal(third.attempt.sequence_id, 3);
     assert.equal(third.status, 'preparing');
     const attempts = await ls.queryAttempts(rollout.rollout_id);
-    assert.deepEqual(attempts.items.map((a) => a.sequence_id), [1, 2, 3]);
+    assert.deepEqual(
+      attempts.items.map((a) => a.sequence_id),
+      [1, 2, 3],
+    );
     assert.equal(attempts.total, 3);
   });
 
@@ -98,7 +117,10 @@ for (const [label, open] of variants) {
 
   test(`${label}: the watchdog times out attempts and marks silent ones unresponsive`, async (t) => {
     const { lightning: ls } = await open(t);
-    const slow = await ls.enqueueRollout({ input: 'slow', config: { timeout_seconds: 0.05, max_attempts: 2, retry_condition: ['timeout'] } });
+    const slow = await ls.enqueueRollout({
+      input: 'slow',
+      config: { timeout_seconds: 0.05, max_attempts: 2, retry_condition: ['timeout'] },
+    });
     const silent = await ls.enqueueRollout({ input: 'silent', config: { unresponsive_seconds: 0.05 } });
     await ls.dequeueManyRollouts({ limit: 2, workerId: 'w' });
     await sleep(120);
@@ -121,20 +143,44 @@ for (const [label, open] of variants) {
     await sleep(120);
     await ls.queryRollouts();
     const span = (rolloutId: string, attemptId: string, spanId: string) => ({
-      rollout_id: rolloutId, attempt_id: attemptId, sequence_id: 1, trace_id: '7c8efff798038103d269b633813fc60c', span_id: spanId,
-      parent_id: null, name: 'late span', status: { status_code: 'UNSET' as const, description: null }, attributes: {}, events: [], links: [],
-      start_time: null, end_time: null, context: null, parent: null, resource: { attributes: {}, schema_url: '' },
+      rollout_id: rolloutId,
+      attempt_id: attemptId,
+      sequence_id: 1,
+      trace_id: '7c8efff798038103d269b633813fc60c',
+      span_id: spanId,
+      parent_id: null,
+      name: 'late span',
+      status: { status_code: 'UNSET' as const, description: null },
+      attributes: {},
+      events: [],
+      links: [],
+      start_time: null,
+      end_time: null,
+      context: null,
+      parent: null,
+      resource: { attributes: {}, schema_url: '' },
     });
     await ls.addSpan(span(late.rollout_id, taken[0].attempt.attempt_id, '0000000000000011'));
     await ls.addSpan(span(silent.rollout_id, taken[1].attempt.attempt_id, '0000000000000012'));
-    assert.equal((await ls.getLatestAttempt(late.rollout_id))?.status, 'timeout', 'a timed-out attempt stays timed out');
-    assert.equal((await ls.getLatestAttempt(silent.rollout_id))?.status, 'running', 'an unresponsive attempt runs again');
+    assert.equal(
+      (await ls.getLatestAttempt(late.rollout_id))?.status,
+      'timeout',
+      'a timed-out attempt stays timed out',
+    );
+    assert.equal(
+      (await ls.getLatestAttempt(silent.rollout_id))?.status,
+      'running',
+      'an unresponsive attempt runs again',
+    );
     await assert.rejects(ls.addSpan(span('ro-unknown', 'at-x', '0000000000000013')), NotFoundError);
   });
 
   test(`${label}: a heartbeat sent with updateAttempt runs a preparing attempt and revives an unresponsive one`, async (t) => {
     const { lightning: ls } = await open(t);
-    const [fresh, silent] = await ls.enqueueManyRollouts([{ input: 'fresh' }, { input: 'silent', config: { unresponsive_seconds: 0.05 } }]);
+    const [fresh, silent] = await ls.enqueueManyRollouts([
+      { input: 'fresh' },
+      { input: 'silent', config: { unresponsive_seconds: 0.05 } },
+    ]);
     const taken = await ls.dequeueManyRollouts({ limit: 2 });
     await ls.updateAttempt(fresh.rollout_id, taken[0].attempt.attempt_id, { last_heartbeat_time: Date.now() / 1000 });
     const running = (await ls.getRolloutById(fresh.rollout_id)) as { status: string; attempt: { status: string } };
@@ -159,7 +205,9 @@ for (const [label, open] of variants) {
     const rollout = await ls.enqueueRollout({ input: 1 });
     assert.equal(rollout.resources_id, first.resources_id);
     await sleep(5);
-    const second = await ls.updateResources(first.resources_id, { prompt: { ...prompt, template: 'Think, then answer: {q}' } });
+    const second = await ls.updateResources(first.resources_id, {
+      prompt: { ...prompt, template: 'Think, then answer: {q}' },
+    });
     assert.equal(second.version, 2);
     assert.equal(second.create_time, first.create_time);
     assert.ok(second.update_time > first.update_time);
@@ -178,9 +226,22 @@ for (const [label, open] of variants) {
     await ls.updateAttempt(a.rollout_id, 'latest', { status: 'succeeded' });
     await ls.updateRollout(b.rollout_id, { status: 'cancelled' });
     const done = await waiting;
-    assert.deepEqual(done.map((r) => [r.rollout_id, r.status]), [[a.rollout_id, 'succeeded'], [b.rollout_id, 'cancelled']]);
-    const partial = await ls.waitForRollouts([a.rollout_id, (await ls.enqueueRollout({ input: 'c' })).rollout_id], 0.05);
-    assert.deepEqual(partial.map((r) => r.rollout_id), [a.rollout_id], 'the deadline returns what finished');
+    assert.deepEqual(
+      done.map((r) => [r.rollout_id, r.status]),
+      [
+        [a.rollout_id, 'succeeded'],
+        [b.rollout_id, 'cancelled'],
+      ],
+    );
+    const partial = await ls.waitForRollouts(
+      [a.rollout_id, (await ls.enqueueRollout({ input: 'c' })).rollout_id],
+      0.05,
+    );
+    assert.deepEqual(
+      partial.map((r) => r.rollout_id),
+      [a.rollout_id],
+      'the deadline returns what finished',
+    );
   });
 
   test(`${label}: a waiting dequeue is woken by the next enqueue`, async (t) => {
@@ -195,7 +256,12 @@ for (const [label, open] of variants) {
     await ls.enqueueManyRollouts(Array.from({ length: 300 }, (_, i) => ({ input: i })));
     const runner = async (id: number) => {
       const got: string[] = [];
-      for (let r = await ls.dequeueRollout({ workerId: `w${id}` }); r; r = await ls.dequeueRollout({ workerId: `w${id}` })) got.push(r.rollout_id);
+      for (
+        let r = await ls.dequeueRollout({ workerId: `w${id}` });
+        r;
+        r = await ls.dequeueRollout({ workerId: `w${id}` })
+      )
+        got.push(r.rollout_id);
       return got;
     };
     const all = (await Promise.all(Array.from({ length: 100 }, (_, i) => runner(i)))).flat();
@@ -221,11 +287,20 @@ for (const [label, open] of variants) {
     const { lightning: ls } = await open(t);
     const made = await ls.enqueueManyRollouts([{ input: 1 }, { input: 2 }, { input: 3 }]);
     await ls.dequeueRollout();
-    const queuing = await ls.queryRollouts({ status_in: ['queuing'], sort_by: 'start_time', sort_order: 'desc', limit: 1 });
+    const queuing = await ls.queryRollouts({
+      status_in: ['queuing'],
+      sort_by: 'start_time',
+      sort_order: 'desc',
+      limit: 1,
+    });
     assert.equal(queuing.total, 2);
     assert.equal(queuing.items.length, 1);
     const byId = await ls.queryRollouts({ rollout_id_in: [made[0].rollout_id] });
-    assert.equal((byId.items[0] as { attempt?: unknown }).attempt !== undefined, true, 'rollouts come with their latest attempt');
+    assert.equal(
+      (byId.items[0] as { attempt?: unknown }).attempt !== undefined,
+      true,
+      'rollouts come with their latest attempt',
+    );
   });
 }
 
@@ -233,7 +308,15 @@ test('state survives a restart: the queue, attempts, resources and workers', asy
   const path = join(await tempDir(t), 'restart.duckdb');
   const before = await DuckDBStore.open({ path });
   const ls = before.lightning;
-  const res = await ls.addResources({ llm: { resource_type: 'llm', endpoint: 'http://127.0.0.1:1/v1', model: 'm', api_key: null, sampling_parameters: {} } });
+  const res = await ls.addResources({
+    llm: {
+      resource_type: 'llm',
+      endpoint: 'http://127.0.0.1:1/v1',
+      model: 'm',
+      api_key: null,
+      sampling_parameters: {},
+    },
+  });
   const [a, b] = await ls.enqueueManyRollouts([{ input: 'a' }, { input: 'b' }]);
   const running = await ls.dequeueRollout({ workerId: 'w' });
   assert.ok(running);
@@ -247,5 +330,8 @@ test('state survives a restart: the queue, attempts, resources and workers', asy
   assert.equal((await again.dequeueRollout())?.rollout_id, b.rollout_id, 'b is still queued');
   assert.equal((await again.getWorkerById('w'))?.status, 'busy');
   const stats = await again.statistics();
-  assert.deepEqual([stats.total_rollouts, stats.total_attempts, stats.total_resources, stats.total_workers], [2, 2, 1, 1]);
+  assert.deepEqual(
+    [stats.total_rollouts, stats.total_attempts, stats.total_resources, stats.total_workers],
+    [2, 2, 1, 1],
+  );
 });

@@ -21,8 +21,14 @@ before(async () => {
   // No idle-time deriving: every read before the last test takes the on-the-fly path.
   agl = await startAgl(`${dir}/dialects.duckdb`, { deriveWhenIdleMs: Infinity });
   const resource = resourceFromAttributes({ 'service.name': 'dialects' });
-  tracerProvider = new TracerProvider({ resource, spanProcessors: [new SimpleSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${agl.url}/v1/traces` }) })] });
-  loggerProvider = new LoggerProvider({ resource, processors: [new SimpleLogRecordProcessor({ exporter: new OTLPLogExporter({ url: `${agl.url}/v1/logs` }) })] });
+  tracerProvider = new TracerProvider({
+    resource,
+    spanProcessors: [new SimpleSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${agl.url}/v1/traces` }) })],
+  });
+  loggerProvider = new LoggerProvider({
+    resource,
+    processors: [new SimpleLogRecordProcessor({ exporter: new OTLPLogExporter({ url: `${agl.url}/v1/logs` }) })],
+  });
   record();
   await tracerProvider.forceFlush();
   await loggerProvider.forceFlush();
@@ -106,7 +112,9 @@ function recordGenAiSemconv(): void {
       { role: 'assistant', parts: [{ type: 'tool_call', id: 'k1', name: 'add', arguments: { a: 1 } }] },
       { role: 'tool', parts: [{ type: 'tool_call_response', id: 'k1', response: '2' }] },
     ]),
-    'gen_ai.output.messages': JSON.stringify([{ role: 'assistant', parts: [{ type: 'text', content: 'it is 2' }], finish_reason: 'stop' }]),
+    'gen_ai.output.messages': JSON.stringify([
+      { role: 'assistant', parts: [{ type: 'text', content: 'it is 2' }], finish_reason: 'stop' },
+    ]),
     'gen_ai.usage.input_tokens': 7,
     'gen_ai.usage.output_tokens': 4,
   }).end();
@@ -114,23 +122,48 @@ function recordGenAiSemconv(): void {
 
 /** @opentelemetry/instrumentation-openai: content in log-record events joined by span id. */
 function recordGenAiEvents(): void {
-  const span = spanWith('chat gpt-events', { 'gen_ai.system': 'openai', 'gen_ai.request.model': 'gpt-events', 'gen_ai.response.id': 'resp-events' });
+  const span = spanWith('chat gpt-events', {
+    'gen_ai.system': 'openai',
+    'gen_ai.request.model': 'gpt-events',
+    'gen_ai.response.id': 'resp-events',
+  });
   const ctx = trace.setSpan(ROOT_CONTEXT, span);
   const logger = loggerProvider.getLogger('@opentelemetry/instrumentation-openai');
-  logger.emit({ eventName: 'gen_ai.system.message', body: { content: 'sys' }, context: ctx, attributes: { 'gen_ai.system': 'openai' } });
+  logger.emit({
+    eventName: 'gen_ai.system.message',
+    body: { content: 'sys' },
+    context: ctx,
+    attributes: { 'gen_ai.system': 'openai' },
+  });
   logger.emit({ eventName: 'gen_ai.user.message', body: { content: 'q' }, context: ctx });
-  logger.emit({ eventName: 'gen_ai.choice', body: { index: 0, finish_reason: 'stop', message: { content: 'a' } }, context: ctx });
+  logger.emit({
+    eventName: 'gen_ai.choice',
+    body: { index: 0, finish_reason: 'stop', message: { content: 'a' } },
+    context: ctx,
+  });
   span.end();
 }
 
 /** A framework's LLM span with agl's HTTP-level capture as its child: one call, one row. */
 function recordFrameworkOverCapture(): void {
-  const framework = spanWith('framework llm', { 'openinference.span.kind': 'LLM', 'llm.input_messages.0.message.role': 'user', 'llm.input_messages.0.message.content': 'twice?' });
-  spanWith('chat m', {
-    'agl.llm.api': 'chat',
-    'agl.llm.request': JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'twice?' }] }),
-    'agl.llm.response': JSON.stringify({ id: 'x1', model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'once' }, finish_reason: 'stop' }] }),
-  }, trace.setSpan(ROOT_CONTEXT, framework)).end();
+  const framework = spanWith('framework llm', {
+    'openinference.span.kind': 'LLM',
+    'llm.input_messages.0.message.role': 'user',
+    'llm.input_messages.0.message.content': 'twice?',
+  });
+  spanWith(
+    'chat m',
+    {
+      'agl.llm.api': 'chat',
+      'agl.llm.request': JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'twice?' }] }),
+      'agl.llm.response': JSON.stringify({
+        id: 'x1',
+        model: 'm',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'once' }, finish_reason: 'stop' }],
+      }),
+    },
+    trace.setSpan(ROOT_CONTEXT, framework),
+  ).end();
   framework.end();
 }
 
@@ -147,17 +180,35 @@ const call = async (model: string) => {
 
 test('OpenLLMetry gen_ai.prompt.N.* attributes', async () => {
   const row = await call('gpt-ol');
-  assert.deepEqual(row.input_messages, [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'look it up' }]);
-  assert.deepEqual(row.output_messages, [{ role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'lookup', arguments: '{"q":1}' } }] }]);
-  assert.deepEqual(row.tools, [{ type: 'function', function: { name: 'lookup', description: 'Looks up', parameters: { type: 'object' } } }]);
-  assert.deepEqual([row.provider, row.input_tokens, row.output_tokens, row.finish_reason, row.response_id], ['openai', 11, 3, 'tool_calls', 'resp-openllmetry']);
+  assert.deepEqual(row.input_messages, [
+    { role: 'system', content: 'be brief' },
+    { role: 'user', content: 'look it up' },
+  ]);
+  assert.deepEqual(row.output_messages, [
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'c1', type: 'function', function: { name: 'lookup', arguments: '{"q":1}' } }],
+    },
+  ]);
+  assert.deepEqual(row.tools, [
+    { type: 'function', function: { name: 'lookup', description: 'Looks up', parameters: { type: 'object' } } },
+  ]);
+  assert.deepEqual(
+    [row.provider, row.input_tokens, row.output_tokens, row.finish_reason, row.response_id],
+    ['openai', 11, 3, 'tool_calls', 'resp-openllmetry'],
+  );
 });
 
 test('OpenInference llm.input_messages.N.message.* attributes', async () => {
   const row = await call('gpt-oi');
   assert.deepEqual(row.input_messages, [
     { role: 'user', content: 'hi' },
-    { role: 'assistant', content: null, tool_calls: [{ id: 't9', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 't9', type: 'function', function: { name: 'f', arguments: '{}' } }],
+    },
     { role: 'tool', content: 'done', tool_call_id: 't9' },
   ]);
   assert.deepEqual(row.output_messages, [{ role: 'assistant', content: 'hello' }]);
@@ -170,7 +221,11 @@ test('OpenTelemetry GenAI gen_ai.input.messages (parts format)', async () => {
   assert.deepEqual(row.input_messages, [
     { role: 'system', content: 'be kind' },
     { role: 'user', content: 'add' },
-    { role: 'assistant', content: null, tool_calls: [{ id: 'k1', type: 'function', function: { name: 'add', arguments: '{"a":1}' } }] },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'k1', type: 'function', function: { name: 'add', arguments: '{"a":1}' } }],
+    },
     { role: 'tool', content: '2', tool_call_id: 'k1' },
   ]);
   assert.deepEqual(row.output_messages, [{ role: 'assistant', content: 'it is 2' }]);
@@ -179,13 +234,19 @@ test('OpenTelemetry GenAI gen_ai.input.messages (parts format)', async () => {
 
 test('GenAI log-record events joined to their span', async () => {
   const row = await call('gpt-events');
-  assert.deepEqual(row.input_messages, [{ role: 'system', content: 'sys' }, { role: 'user', content: 'q' }]);
+  assert.deepEqual(row.input_messages, [
+    { role: 'system', content: 'sys' },
+    { role: 'user', content: 'q' },
+  ]);
   assert.deepEqual(row.output_messages, [{ role: 'assistant', content: 'a' }]);
   assert.deepEqual([row.finish_reason, row.response_id], ['stop', 'resp-events']);
 });
 
 test('a call described by a framework span and by agl capture is one row, the exact one', async () => {
-  const { rows } = await agl.store.query(`SELECT model, output_messages FROM llm_calls c JOIN spans s USING (span_id) WHERE s.name IN ('framework llm', 'chat m')`, { guard: false });
+  const { rows } = await agl.store.query(
+    `SELECT model, output_messages FROM llm_calls c JOIN spans s USING (span_id) WHERE s.name IN ('framework llm', 'chat m')`,
+    { guard: false },
+  );
   assert.equal(rows.length, 1);
   assert.equal(rows[0].model, 'm');
 });
@@ -198,7 +259,10 @@ test('derivation (idle-time or deriveAll) changes no row of llm_calls or rewards
   assert.equal(none[0].n, 0, 'read on the fly so far');
   await agl.store.deriveAll();
   assert.equal(await agl.store.deriveAll(), 0, 'nothing left to derive');
-  const { rows } = await agl.store.query("SELECT (SELECT count(*) FROM derived_calls)::INTEGER AS calls, (SELECT value FROM agl_meta WHERE key = 'derived_through') AS through", { guard: false });
+  const { rows } = await agl.store.query(
+    "SELECT (SELECT count(*) FROM derived_calls)::INTEGER AS calls, (SELECT value FROM agl_meta WHERE key = 'derived_through') AS through",
+    { guard: false },
+  );
   assert.ok(Number(rows[0].calls) >= 4, 'the calls are derived');
   assert.deepEqual([await all(), await rewards()], before);
 });

@@ -97,13 +97,21 @@ export async function startOpenAITestServer(options: OpenAITestServerOptions = {
   };
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenAITestServer['requests'], options: OpenAITestServerOptions): Promise<void> {
+async function handle(
+  req: IncomingMessage,
+  res: ServerResponse,
+  requests: OpenAITestServer['requests'],
+  options: OpenAITestServerOptions,
+): Promise<void> {
   const { latencyMs = 0, fixedIds = false } = options;
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
   const path = new URL(req.url ?? '/', 'http://x').pathname;
   if (req.method === 'GET' && path === '/v1/models') {
-    return json(res, 200, { object: 'list', data: [{ id: 'test-model', object: 'model', created: 0, owned_by: 'agl' }] });
+    return json(res, 200, {
+      object: 'list',
+      data: [{ id: 'test-model', object: 'model', created: 0, owned_by: 'agl' }],
+    });
   }
   let body: RequestBody;
   try {
@@ -114,13 +122,19 @@ async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenA
   requests.push({ path, headers: req.headers, body });
   const script = path === '/v1/chat/completions' ? options.chat?.(body as ChatRequest) : undefined;
   if (script?.delayMs) await new Promise((resolve) => setTimeout(resolve, script.delayMs));
-  if (script?.status) return json(res, script.status, { error: { message: `test server answers ${script.status}`, type: 'test_error', code: null } });
+  if (script?.status)
+    return json(res, script.status, {
+      error: { message: `test server answers ${script.status}`, type: 'test_error', code: null },
+    });
   const model = String(body.model ?? '');
   const slow = /^slow-(\d+)$/.exec(model);
   const wait = slow ? Number(slow[1]) : latencyMs;
   if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
   const error = /^error-(\d{3})$/.exec(model);
-  if (error) return json(res, Number(error[1]), { error: { message: `test server answers ${error[1]}`, type: 'test_error', code: null } });
+  if (error)
+    return json(res, Number(error[1]), {
+      error: { message: `test server answers ${error[1]}`, type: 'test_error', code: null },
+    });
   if (model.startsWith('gzip-')) res = gzipped(res);
 
   switch (path) {
@@ -134,7 +148,9 @@ async function handle(req: IncomingMessage, res: ServerResponse, requests: OpenA
       return json(res, 200, {
         object: 'list',
         model,
-        data: ([] as unknown[]).concat(body.input).map((_, index) => ({ object: 'embedding', index, embedding: [0.1, 0.2, 0.3] })),
+        data: ([] as unknown[])
+          .concat(body.input)
+          .map((_, index) => ({ object: 'embedding', index, embedding: [0.1, 0.2, 0.3] })),
         usage: { prompt_tokens: 2, total_tokens: 2 },
       });
     default:
@@ -183,7 +199,8 @@ const words = (text: string) => text.split(/(?<=\s)/).filter((w) => w.length > 0
 
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
-  if (Array.isArray(content)) return content.map((part) => (typeof part === 'string' ? part : String(part?.text ?? ''))).join('');
+  if (Array.isArray(content))
+    return content.map((part) => (typeof part === 'string' ? part : String(part?.text ?? ''))).join('');
   return '';
 }
 
@@ -217,7 +234,9 @@ function chatAnswerOf(body: RequestBody, scripted?: string): ChatAnswer {
   const lastUser = [...messages].reverse().find((m) => m.role === 'user');
   const toolResult = messages.some((m) => m.role === 'tool');
   const tool = body.tools?.length && !toolResult && scripted === undefined ? body.tools[0] : undefined;
-  const toolCall = tool ? { id: 'call_1', type: 'function', function: { name: tool.function?.name ?? '', arguments: argumentsFor(tool) } } : undefined;
+  const toolCall = tool
+    ? { id: 'call_1', type: 'function', function: { name: tool.function?.name ?? '', arguments: argumentsFor(tool) } }
+    : undefined;
   const text = toolCall ? toolCall.function.arguments : (scripted ?? `Echo: ${textOf(lastUser?.content)}`);
   return { toolCall, text, outputIds: testTokenIds(text), promptIds: testTokenIds(promptText(messages)) };
 }
@@ -240,30 +259,66 @@ function chatCompletion(res: ServerResponse, body: RequestBody, fixedIds: boolea
     index: 0,
     message: { role: 'assistant', content, ...(toolCall ? { tool_calls: [toolCall] } : {}) },
     finish_reason: toolCall ? 'tool_calls' : 'stop',
-    ...(body.logprobs ? { logprobs: { content: words(content ?? '').map((token) => ({ token, logprob: -0.5, top_logprobs: [] })) } } : {}),
+    ...(body.logprobs
+      ? { logprobs: { content: words(content ?? '').map((token) => ({ token, logprob: -0.5, top_logprobs: [] })) } }
+      : {}),
     ...(tokenIds ? { token_ids: outputIds } : {}),
   };
   json(res, 200, {
-    id: head.id, object: 'chat.completion', created: head.created, model: head.model, choices: [choice], usage: usageOf(answer),
+    id: head.id,
+    object: 'chat.completion',
+    created: head.created,
+    model: head.model,
+    choices: [choice],
+    usage: usageOf(answer),
     ...(tokenIds ? { prompt_token_ids: promptIds } : {}),
   });
 }
 
-const usageOf = ({ promptIds, outputIds }: ChatAnswer) => ({ prompt_tokens: promptIds.length, completion_tokens: outputIds.length, total_tokens: promptIds.length + outputIds.length });
+const usageOf = ({ promptIds, outputIds }: ChatAnswer) => ({
+  prompt_tokens: promptIds.length,
+  completion_tokens: outputIds.length,
+  total_tokens: promptIds.length + outputIds.length,
+});
 
 /** The answer as SSE chunks: tool-call arguments in two halves, text word by word; `cut-stream` stops after the first word. */
-function streamChatCompletion(res: ServerResponse, body: RequestBody, head: { id: string; created: number; model: unknown }, answer: ChatAnswer): void {
+function streamChatCompletion(
+  res: ServerResponse,
+  body: RequestBody,
+  head: { id: string; created: number; model: unknown },
+  answer: ChatAnswer,
+): void {
   const { toolCall, text, outputIds, promptIds } = answer;
   const tokenIds = body.return_token_ids === true;
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
   const chunk = (choice: object | null, extra: object = {}) =>
-    res.write(`data: ${JSON.stringify({ id: head.id, object: 'chat.completion.chunk', created: head.created, model: head.model, choices: choice ? [{ index: 0, ...choice }] : [], ...extra })}\n\n`);
-  chunk({ delta: { role: 'assistant', content: '' }, finish_reason: null }, tokenIds ? { prompt_token_ids: promptIds } : {});
+    res.write(
+      `data: ${JSON.stringify({ id: head.id, object: 'chat.completion.chunk', created: head.created, model: head.model, choices: choice ? [{ index: 0, ...choice }] : [], ...extra })}\n\n`,
+    );
+  chunk(
+    { delta: { role: 'assistant', content: '' }, finish_reason: null },
+    tokenIds ? { prompt_token_ids: promptIds } : {},
+  );
   if (toolCall) {
     const half = Math.floor(text.length / 2);
-    chunk({ delta: { tool_calls: [{ index: 0, id: toolCall.id, type: 'function', function: { name: toolCall.function.name, arguments: '' } }] }, finish_reason: null });
-    chunk({ delta: { tool_calls: [{ index: 0, function: { arguments: text.slice(0, half) } }] }, finish_reason: null, ...(tokenIds ? { token_ids: outputIds.slice(0, 1) } : {}) });
-    chunk({ delta: { tool_calls: [{ index: 0, function: { arguments: text.slice(half) } }] }, finish_reason: null, ...(tokenIds ? { token_ids: outputIds.slice(1) } : {}) });
+    chunk({
+      delta: {
+        tool_calls: [
+          { index: 0, id: toolCall.id, type: 'function', function: { name: toolCall.function.name, arguments: '' } },
+        ],
+      },
+      finish_reason: null,
+    });
+    chunk({
+      delta: { tool_calls: [{ index: 0, function: { arguments: text.slice(0, half) } }] },
+      finish_reason: null,
+      ...(tokenIds ? { token_ids: outputIds.slice(0, 1) } : {}),
+    });
+    chunk({
+      delta: { tool_calls: [{ index: 0, function: { arguments: text.slice(half) } }] },
+      finish_reason: null,
+      ...(tokenIds ? { token_ids: outputIds.slice(1) } : {}),
+    });
   } else {
     const pieces = words(text);
     for (let i = 0; i < pieces.length; i++) {
@@ -290,22 +345,38 @@ function completion(res: ServerResponse, body: RequestBody): void {
   const outputIds = testTokenIds(text);
   const promptIds = testTokenIds(prompt);
   const tokenIds = body.return_token_ids === true;
-  const usage = { prompt_tokens: promptIds.length, completion_tokens: outputIds.length, total_tokens: promptIds.length + outputIds.length };
+  const usage = {
+    prompt_tokens: promptIds.length,
+    completion_tokens: outputIds.length,
+    total_tokens: promptIds.length + outputIds.length,
+  };
   const id = `cmpl-${Math.random().toString(36).slice(2, 10)}`;
   const base = { id, object: 'text_completion', created: Math.floor(Date.now() / 1000), model: body.model };
   if (!body.stream) {
     json(res, 200, {
       ...base,
-      choices: [{ index: 0, text, finish_reason: 'stop', logprobs: null, ...(tokenIds ? { token_ids: outputIds, prompt_token_ids: promptIds } : {}) }],
+      choices: [
+        {
+          index: 0,
+          text,
+          finish_reason: 'stop',
+          logprobs: null,
+          ...(tokenIds ? { token_ids: outputIds, prompt_token_ids: promptIds } : {}),
+        },
+      ],
       usage,
     });
     return;
   }
   res.writeHead(200, { 'content-type': 'text/event-stream' });
   for (const [i, piece] of words(text).entries()) {
-    res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: piece, finish_reason: null, ...(tokenIds ? { token_ids: [outputIds[i]], ...(i === 0 ? { prompt_token_ids: promptIds } : {}) } : {}) }] })}\n\n`);
+    res.write(
+      `data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: piece, finish_reason: null, ...(tokenIds ? { token_ids: [outputIds[i]], ...(i === 0 ? { prompt_token_ids: promptIds } : {}) } : {}) }] })}\n\n`,
+    );
   }
-  res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: '', finish_reason: 'stop' }], ...(body.stream_options?.include_usage ? { usage } : {}) })}\n\n`);
+  res.write(
+    `data: ${JSON.stringify({ ...base, choices: [{ index: 0, text: '', finish_reason: 'stop' }], ...(body.stream_options?.include_usage ? { usage } : {}) })}\n\n`,
+  );
   res.end('data: [DONE]\n\n');
 }
 
@@ -318,8 +389,20 @@ function response(res: ServerResponse, body: RequestBody): void {
     created_at: Math.floor(Date.now() / 1000),
     status: 'completed',
     model: body.model,
-    output: [{ type: 'message', id: 'msg_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] }],
-    usage: { input_tokens: testTokenIds(input).length, output_tokens: testTokenIds(text).length, total_tokens: testTokenIds(input).length + testTokenIds(text).length },
+    output: [
+      {
+        type: 'message',
+        id: 'msg_1',
+        status: 'completed',
+        role: 'assistant',
+        content: [{ type: 'output_text', text, annotations: [] }],
+      },
+    ],
+    usage: {
+      input_tokens: testTokenIds(input).length,
+      output_tokens: testTokenIds(text).length,
+      total_tokens: testTokenIds(input).length + testTokenIds(text).length,
+    },
   };
   if (!body.stream) {
     json(res, 200, full);
@@ -327,9 +410,11 @@ function response(res: ServerResponse, body: RequestBody): void {
   }
   res.writeHead(200, { 'content-type': 'text/event-stream' });
   let sequence = 0;
-  const event = (type: string, data: object) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
+  const event = (type: string, data: object) =>
+    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`);
   event('response.created', { response: { ...full, status: 'in_progress', output: [] } });
-  for (const piece of words(text)) event('response.output_text.delta', { item_id: 'msg_1', output_index: 0, content_index: 0, delta: piece });
+  for (const piece of words(text))
+    event('response.output_text.delta', { item_id: 'msg_1', output_index: 0, content_index: 0, delta: piece });
   event('response.completed', { response: full });
   res.end();
 }

@@ -75,7 +75,10 @@ async function assertTraceStored(service: string, rolloutId: string): Promise<vo
             attributes, events, scope_name, scope_version, service_name
      FROM spans WHERE service_name = '${service}' ORDER BY name`,
   );
-  assert.deepEqual(rows.map((r) => r.name), ['agent.run', 'chat gpt-test', 'tool.calculator']);
+  assert.deepEqual(
+    rows.map((r) => r.name),
+    ['agent.run', 'chat gpt-test', 'tool.calculator'],
+  );
   const [root, llm, tool] = rows;
   assert.equal(root.parent_id, null);
   assert.equal(llm.parent_id, root.span_id);
@@ -115,7 +118,11 @@ test('the OTLP JSON exporter delivers the same', async () => {
 });
 
 test('gzip-compressed exports are accepted', async () => {
-  await recordTrace(new OTLPTraceExporter({ url: `${url}/v1/traces`, compression: 'gzip' as never }), 'svc-gzip', 'ro-gzip');
+  await recordTrace(
+    new OTLPTraceExporter({ url: `${url}/v1/traces`, compression: 'gzip' as never }),
+    'svc-gzip',
+    'ro-gzip',
+  );
   await assertTraceStored('svc-gzip', 'ro-gzip');
 });
 

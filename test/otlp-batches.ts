@@ -20,14 +20,22 @@ export interface BatchTemplate {
  * Spans made with the real SDK and encoded by the official OTLP serializer: `count` spans of
  * `rolloutId` with about ten attributes, or an LLM-sized prompt when `promptBytes` is given.
  */
-export async function makeBatch(count: number, options: { rolloutId?: string; promptBytes?: number } = {}): Promise<BatchTemplate> {
+export async function makeBatch(
+  count: number,
+  options: { rolloutId?: string; promptBytes?: number } = {},
+): Promise<BatchTemplate> {
   const exporter = new InMemorySpanExporter();
   const provider = new TracerProvider({
-    resource: resourceFromAttributes({ 'service.name': 'agl-bench', ...(options.rolloutId ? { 'agentlightning.rollout_id': options.rolloutId } : {}) }),
+    resource: resourceFromAttributes({
+      'service.name': 'agl-bench',
+      ...(options.rolloutId ? { 'agentlightning.rollout_id': options.rolloutId } : {}),
+    }),
     spanProcessors: [new SimpleSpanProcessor({ exporter })],
   });
   const tracer = provider.getTracer('agl-batches');
-  const prompt = options.promptBytes ? 'You are a helpful agent. '.repeat(Math.ceil(options.promptBytes / 25)).slice(0, options.promptBytes) : undefined;
+  const prompt = options.promptBytes
+    ? 'You are a helpful agent. '.repeat(Math.ceil(options.promptBytes / 25)).slice(0, options.promptBytes)
+    : undefined;
   for (let i = 0; i < count; i++) {
     const span = tracer.startSpan(`chat step-${i % 16}`, {
       attributes: {

@@ -54,15 +54,21 @@ test('every span of an independently encoded ExportTraceServiceRequest is stored
 });
 
 test('the same spans sent as OTLP/JSON are stored exactly alike', async () => {
-  const expected = parseJsonExact(await readFile(join(FIXTURES, 'traces.expected.json'), 'utf8')) as { spans: ExpectedSpan[] };
-  const response = await post(`${aglJson.url}/v1/traces`, JSON.stringify(toOtlpJson(expected.spans)), { 'content-type': 'application/json' });
+  const expected = parseJsonExact(await readFile(join(FIXTURES, 'traces.expected.json'), 'utf8')) as {
+    spans: ExpectedSpan[];
+  };
+  const response = await post(`${aglJson.url}/v1/traces`, JSON.stringify(toOtlpJson(expected.spans)), {
+    'content-type': 'application/json',
+  });
   assert.equal(response.status, 200);
   assert.deepEqual(JSON.parse(response.body.toString()), {});
   await assertStoredAsExpected(aglJson);
 });
 
 async function assertStoredAsExpected(agl: InProcessAgl): Promise<void> {
-  const expected = parseJsonExact(await readFile(join(FIXTURES, 'traces.expected.json'), 'utf8')) as { spans: Record<string, unknown>[] };
+  const expected = parseJsonExact(await readFile(join(FIXTURES, 'traces.expected.json'), 'utf8')) as {
+    spans: Record<string, unknown>[];
+  };
   const { rows } = await agl.store.query(
     `SELECT *, epoch_ns(start_time)::VARCHAR AS start_ns, epoch_ns(end_time)::VARCHAR AS end_ns FROM spans`,
   );
@@ -101,9 +107,15 @@ test('spans of a rollout get increasing sequence ids, one counter per rollout', 
   assert.ok(rows.length > 0);
   for (const row of rows) {
     const seq = row.seq as number[];
-    assert.deepEqual([...seq].sort((a, b) => a - b), Array.from({ length: row.n as number }, (_, i) => i + 1), `rollout ${row.rollout_id}`);
+    assert.deepEqual(
+      [...seq].sort((a, b) => a - b),
+      Array.from({ length: row.n as number }, (_, i) => i + 1),
+      `rollout ${row.rollout_id}`,
+    );
   }
-  const unattributed = await agl.store.query('SELECT count(*) AS n FROM spans WHERE rollout_id IS NULL AND sequence_id IS NOT NULL');
+  const unattributed = await agl.store.query(
+    'SELECT count(*) AS n FROM spans WHERE rollout_id IS NULL AND sequence_id IS NOT NULL',
+  );
   assert.equal(unattributed.rows[0].n, 0, 'spans without a rollout have no sequence id');
 });
 
@@ -117,29 +129,37 @@ test('log records, GenAI events among them, are stored with their body and span 
 test('the same log records sent as OTLP/JSON are stored alike', async () => {
   const { logs } = JSON.parse(await readFile(join(FIXTURES, 'logs.expected.json'), 'utf8')) as { logs: ExpectedLog[] };
   const request = {
-    resourceLogs: [{
-      resource: { attributes: keyValues({ 'service.name': 'svc-log1' }) },
-      scopeLogs: [{
-        scope: { name: 'genai' },
-        logRecords: logs.map((log) => ({
-          timeUnixNano: log.time_unix_nano,
-          traceId: log.trace_id,
-          spanId: log.span_id,
-          eventName: log.event_name,
-          severityNumber: log.severity_number,
-          body: anyValue(log.body),
-          attributes: keyValues(log.attributes),
-        })),
-      }],
-    }],
+    resourceLogs: [
+      {
+        resource: { attributes: keyValues({ 'service.name': 'svc-log1' }) },
+        scopeLogs: [
+          {
+            scope: { name: 'genai' },
+            logRecords: logs.map((log) => ({
+              timeUnixNano: log.time_unix_nano,
+              traceId: log.trace_id,
+              spanId: log.span_id,
+              eventName: log.event_name,
+              severityNumber: log.severity_number,
+              body: anyValue(log.body),
+              attributes: keyValues(log.attributes),
+            })),
+          },
+        ],
+      },
+    ],
   };
-  const response = await post(`${aglJson.url}/v1/logs`, JSON.stringify(request), { 'content-type': 'application/json' });
+  const response = await post(`${aglJson.url}/v1/logs`, JSON.stringify(request), {
+    'content-type': 'application/json',
+  });
   assert.equal(response.status, 200);
   await assertLogsStoredAsExpected(aglJson);
 });
 
 async function assertLogsStoredAsExpected(agl: InProcessAgl): Promise<void> {
-  const expected = JSON.parse(await readFile(join(FIXTURES, 'logs.expected.json'), 'utf8')) as { logs: Record<string, unknown>[] };
+  const expected = JSON.parse(await readFile(join(FIXTURES, 'logs.expected.json'), 'utf8')) as {
+    logs: Record<string, unknown>[];
+  };
   const { rows } = await agl.store.query(`SELECT *, epoch_ns(time)::VARCHAR AS time_ns FROM logs ORDER BY time`);
   assert.equal(rows.length, expected.logs.length);
   expected.logs.forEach((want, i) => {
@@ -182,8 +202,17 @@ function toOtlpJson(spans: ExpectedSpan[]): unknown {
             startTimeUnixNano: span.start_time_unix_nano,
             endTimeUnixNano: span.end_time_unix_nano,
             attributes: keyValues(span.attributes),
-            events: span.events.map((e) => ({ timeUnixNano: e.time_unix_nano, name: e.name, attributes: keyValues(e.attributes) })),
-            links: span.links.map((l) => ({ traceId: l.trace_id, spanId: l.span_id, traceState: l.trace_state, attributes: keyValues(l.attributes) })),
+            events: span.events.map((e) => ({
+              timeUnixNano: e.time_unix_nano,
+              name: e.name,
+              attributes: keyValues(e.attributes),
+            })),
+            links: span.links.map((l) => ({
+              traceId: l.trace_id,
+              spanId: l.span_id,
+              traceState: l.trace_state,
+              attributes: keyValues(l.attributes),
+            })),
             status: { code: span.status_code, message: span.status_message },
           })),
         };
@@ -202,6 +231,7 @@ function anyValue(value: unknown, bytes = false): unknown {
   if (typeof value === 'boolean') return { boolValue: value };
   if (typeof value === 'number') return Number.isInteger(value) ? { intValue: String(value) } : { doubleValue: value };
   if (Array.isArray(value)) return { arrayValue: { values: value.map((v) => anyValue(v)) } };
-  if (value !== null && typeof value === 'object' && 'rawJSON' in value) return { intValue: String((value as { rawJSON: string }).rawJSON) };
+  if (value !== null && typeof value === 'object' && 'rawJSON' in value)
+    return { intValue: String((value as { rawJSON: string }).rawJSON) };
   return { kvlistValue: { values: keyValues(value as Record<string, unknown>) } };
 }

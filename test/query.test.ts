@@ -22,7 +22,11 @@ after(async () => {
 type QueryAnswer = Partial<QueryResult> & { detail?: string };
 
 async function queryApi(body: unknown): Promise<{ status: number; json: QueryAnswer }> {
-  const response = await fetch(`${agl.url}/v1/agl/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const response = await fetch(`${agl.url}/v1/agl/query`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: response.status, json: (await response.json()) as QueryAnswer };
 }
 
@@ -73,7 +77,7 @@ test('read-only queries of every shape users write are allowed', async () => {
     'SUMMARIZE spans',
     'WITH s AS (SELECT * FROM spans) SELECT count(*) FROM s',
     'SELECT * FROM range(3)',
-    "SELECT key FROM spans, json_each(attributes) LIMIT 1",
+    'SELECT key FROM spans, json_each(attributes) LIMIT 1',
   ]) {
     const { status, json } = await queryApi({ sql });
     assert.equal(status, 200, `${sql}: ${JSON.stringify(json)}`);
@@ -115,13 +119,25 @@ test('agl query prints an aligned table, CSV, JSON and NDJSON', async () => {
   const sql = "SELECT name, kind FROM spans WHERE rollout_id = 'ro-fixture1' ORDER BY name LIMIT 2";
   const table = await runCli(['query', sql, '--url', agl.url]);
   assert.equal(table.code, 0, table.stderr);
-  assert.equal(table.stdout, ['name     │ kind', '─────────┼─────────', 'op.0.0.0 │ INTERNAL', 'op.0.0.1 │ SERVER', '(2 rows)', ''].join('\n'));
+  assert.equal(
+    table.stdout,
+    ['name     │ kind', '─────────┼─────────', 'op.0.0.0 │ INTERNAL', 'op.0.0.1 │ SERVER', '(2 rows)', ''].join('\n'),
+  );
   const csv = await runCli(['query', sql, '--url', agl.url, '--format', 'csv']);
   assert.equal(csv.stdout, 'name,kind\r\nop.0.0.0,INTERNAL\r\nop.0.0.1,SERVER\r\n');
   const json = await runCli(['query', sql, '--url', agl.url, '--format', 'json']);
-  assert.deepEqual(JSON.parse(json.stdout), [{ name: 'op.0.0.0', kind: 'INTERNAL' }, { name: 'op.0.0.1', kind: 'SERVER' }]);
+  assert.deepEqual(JSON.parse(json.stdout), [
+    { name: 'op.0.0.0', kind: 'INTERNAL' },
+    { name: 'op.0.0.1', kind: 'SERVER' },
+  ]);
   const ndjson = await runCli(['query', sql, '--url', agl.url, '--format', 'ndjson']);
-  assert.deepEqual(ndjson.stdout.trim().split('\n').map((line) => JSON.parse(line)), JSON.parse(json.stdout));
+  assert.deepEqual(
+    ndjson.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line)),
+    JSON.parse(json.stdout),
+  );
 });
 
 test('agl query --out exports Parquet, CSV and JSON through the server, types intact', async () => {
@@ -135,7 +151,10 @@ test('agl query --out exports Parquet, CSV and JSON through the server, types in
   // Read the exports back with DuckDB itself, through a read-only open of another file.
   const check = await startAgl(join(dir, 'reader.duckdb'));
   try {
-    const parquet = await check.store.query(`SELECT typeof(start_time) AS t, count(*) AS n FROM '${join(dir, 'export.parquet')}' GROUP BY ALL`, { guard: false });
+    const parquet = await check.store.query(
+      `SELECT typeof(start_time) AS t, count(*) AS n FROM '${join(dir, 'export.parquet')}' GROUP BY ALL`,
+      { guard: false },
+    );
     const { rows } = await agl.store.query('SELECT count(*) AS n FROM spans');
     assert.deepEqual(parquet.rows, [{ t: 'TIMESTAMP_NS', n: rows[0].n }]);
   } finally {

@@ -12,7 +12,12 @@ import { queryRows, startAgl, tempDir, type InProcessAgl } from './helpers.js';
 // Bodies of the LightningStore REST API that once broke the server, and writes that fail.
 
 /** A REST call; `Answer` is the body the test expects (its assertions check it). */
-async function call<Answer = unknown>(agl: InProcessAgl, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: Answer }> {
+async function call<Answer = unknown>(
+  agl: InProcessAgl,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; json: Answer }> {
   const response = await fetch(`${agl.url}/v1/agl${path}`, {
     method,
     headers: body === undefined ? {} : { 'content-type': 'application/json' },
@@ -21,7 +26,12 @@ async function call<Answer = unknown>(agl: InProcessAgl, method: 'GET' | 'POST',
   return { status: response.status, json: (await response.json()) as Answer };
 }
 
-async function ok<Answer = unknown>(agl: InProcessAgl, method: 'GET' | 'POST', path: string, body?: unknown): Promise<Answer> {
+async function ok<Answer = unknown>(
+  agl: InProcessAgl,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<Answer> {
   const { status, json } = await call<Answer>(agl, method, path, body);
   assert.ok(status >= 200 && status < 300, `${method} ${path}: ${status} ${JSON.stringify(json)}`);
   return json;
@@ -48,7 +58,9 @@ test('a rollout input nested 2,000 deep is a 400 naming where; reads and dequeue
   const agl = await startAgl(join(await tempDir(t), 'deep.duckdb'));
   t.after(() => agl.close());
 
-  const refused = await call<{ detail: string }>(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: nested(2_000) }] });
+  const refused = await call<{ detail: string }>(agl, 'POST', '/queues/rollouts/enqueue', {
+    rollouts: [{ input: nested(2_000) }],
+  });
   assert.equal(refused.status, 400);
   assert.match(refused.json.detail, /nests deeper than 64 levels at rollouts\[0\]\.input\.a\.a/);
   assert.ok(refused.json.detail.length < 300, 'the message stays short');
@@ -59,7 +71,12 @@ test('a rollout input nested 2,000 deep is a 400 naming where; reads and dequeue
 
   // Every JSON field of a body is held to the same limit.
   const started = await ok<AttemptedRollout>(agl, 'POST', '/rollouts', { input: nested(50) });
-  const deepSpan = await call<{ detail: string }>(agl, 'POST', '/spans', spanOf(started.rollout_id, started.attempt.attempt_id, '1'.repeat(16), { attributes: { x: nested(100) } }));
+  const deepSpan = await call<{ detail: string }>(
+    agl,
+    'POST',
+    '/spans',
+    spanOf(started.rollout_id, started.attempt.attempt_id, '1'.repeat(16), { attributes: { x: nested(100) } }),
+  );
   assert.equal(deepSpan.status, 400);
   assert.match(deepSpan.json.detail, /at attributes\.x\.a/);
   const deepStats = await call<{ detail: string }>(agl, 'POST', '/workers/w1', { heartbeat_stats: nested(100) });
@@ -71,18 +88,25 @@ test('a rollout input nested 2,000 deep is a 400 naming where; reads and dequeue
 test('a lone surrogate in a REST body is stored as U+FFFD, and the views still read', async (t) => {
   const agl = await startAgl(join(await tempDir(t), 'unicode.duckdb'));
   t.after(() => agl.close());
-  const send = (path: string, text: string) => fetch(`${agl.url}/v1/agl${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
+  const send = (path: string, text: string) =>
+    fetch(`${agl.url}/v1/agl${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
 
-  const enqueued = await send('/queues/rollouts/enqueue', '{"rollouts":[{"input":"a\\ud800","metadata":{"k\\udc00":"v"}}]}');
+  const enqueued = await send(
+    '/queues/rollouts/enqueue',
+    '{"rollouts":[{"input":"a\\ud800","metadata":{"k\\udc00":"v"}}]}',
+  );
   assert.equal(enqueued.status, 201);
   const [rollout] = (await enqueued.json()) as { input: string; metadata: object }[];
   assert.equal(rollout.input, 'a\ufffd');
   assert.deepEqual(rollout.metadata, { 'k\ufffd': 'v' });
   const started = await ok<AttemptedRollout>(agl, 'POST', '/rollouts', { input: 1 });
-  const span = JSON.stringify(spanOf(started.rollout_id, started.attempt.attempt_id, '1'.repeat(16), { attributes: { a: 'SURROGATE' } }));
+  const span = JSON.stringify(
+    spanOf(started.rollout_id, started.attempt.attempt_id, '1'.repeat(16), { attributes: { a: 'SURROGATE' } }),
+  );
   assert.equal((await send('/spans', span.replace('SURROGATE', '\\ud800'))).status, 201);
 
-  for (const view of ['rollouts', 'spans', 'llm_calls']) await ok(agl, 'POST', '/query', { sql: `SELECT * FROM ${view}` });
+  for (const view of ['rollouts', 'spans', 'llm_calls'])
+    await ok(agl, 'POST', '/query', { sql: `SELECT * FROM ${view}` });
 });
 
 test('a stored rollout row that DuckDB cannot read as JSON does not stop the store from opening', async (t) => {
@@ -93,7 +117,17 @@ test('a stored rollout row that DuckDB cannot read as JSON does not stop the sto
   const instance = await DuckDBInstance.create(path);
   const connection = await instance.connect();
   const appender = await connection.createAppender('state_history');
-  const rollout = { rollout_id: 'ro-legacy', input: 'a\ud800', start_time: 1, end_time: null, mode: null, resources_id: null, status: 'queuing', config: {}, metadata: {} };
+  const rollout = {
+    rollout_id: 'ro-legacy',
+    input: 'a\ud800',
+    start_time: 1,
+    end_time: null,
+    mode: null,
+    resources_id: null,
+    status: 'queuing',
+    config: {},
+    metadata: {},
+  };
   for (const value of ['rollout', 'ro-legacy']) appender.appendVarchar(value);
   appender.appendBigInt(1n);
   appender.appendVarchar(JSON.stringify(rollout));
@@ -124,7 +158,9 @@ async function stateSeen(agl: InProcessAgl): Promise<unknown> {
   return {
     rollouts,
     perRollout,
-    searched: await ok<PaginatedResult<Rollout>>(agl, 'POST', '/rollouts/search', { status_in: ['queuing', 'running'] }),
+    searched: await ok<PaginatedResult<Rollout>>(agl, 'POST', '/rollouts/search', {
+      status_in: ['queuing', 'running'],
+    }),
     workers: await ok(agl, 'GET', '/workers'),
     resources: await ok(agl, 'GET', '/resources'),
     latestResources: await ok(agl, 'GET', '/resources/latest'),
@@ -158,7 +194,9 @@ test('a write that fails leaves the rollout state as it was, for every REST writ
 
   const llm = (endpoint: string) => ({ llm: { resource_type: 'llm', endpoint, model: 'm' } });
   const resources = await ok<ResourcesUpdate>(agl, 'POST', '/resources', llm('http://model'));
-  const [a, b, c] = await ok<Rollout[]>(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'a' }, { input: 'b' }, { input: 'c' }] });
+  const [a, b, c] = await ok<Rollout[]>(agl, 'POST', '/queues/rollouts/enqueue', {
+    rollouts: [{ input: 'a' }, { input: 'b' }, { input: 'c' }],
+  });
   const [taken] = await ok<AttemptedRollout[]>(agl, 'POST', '/queues/rollouts/dequeue', { worker_id: 'w1' });
   assert.equal(taken.rollout_id, a.rollout_id);
   const d = await ok<AttemptedRollout>(agl, 'POST', '/rollouts', { input: 'd', worker_id: 'fail-when-running' });
@@ -173,12 +211,24 @@ test('a write that fails leaves the rollout state as it was, for every REST writ
     ['start a rollout', '/rollouts', { input: 'fail-this-write' }],
     ['update a rollout', `/rollouts/${a.rollout_id}`, { status: 'succeeded', metadata: marked }],
     ['start an attempt', `/rollouts/${b.rollout_id}/attempts`, { worker_id: 'fail-this-write' }],
-    ['update an attempt', `/rollouts/${a.rollout_id}/attempts/${taken.attempt.attempt_id}`, { status: 'succeeded', metadata: marked }],
+    [
+      'update an attempt',
+      `/rollouts/${a.rollout_id}/attempts/${taken.attempt.attempt_id}`,
+      { status: 'succeeded', metadata: marked },
+    ],
     ['add resources', '/resources', llm('fail-this-write')],
     ['update resources', `/resources/${resources.resources_id}`, llm('fail-this-write')],
     ['update a worker', '/workers/w2', { heartbeat_stats: marked }],
-    ['add a span (a heartbeat)', '/spans', spanOf(d.rollout_id, d.attempt.attempt_id, '2'.repeat(16), { sequence_id: 1 })],
-    ['add a span (a heartbeat written later)', '/spans', spanOf(a.rollout_id, taken.attempt.attempt_id, '3'.repeat(16), { name: 'fail-this-write' })],
+    [
+      'add a span (a heartbeat)',
+      '/spans',
+      spanOf(d.rollout_id, d.attempt.attempt_id, '2'.repeat(16), { sequence_id: 1 }),
+    ],
+    [
+      'add a span (a heartbeat written later)',
+      '/spans',
+      spanOf(a.rollout_id, taken.attempt.attempt_id, '3'.repeat(16), { name: 'fail-this-write' }),
+    ],
   ];
   for (const [name, route, body] of failing) {
     const { status } = await call(agl, 'POST', route, body);
@@ -193,7 +243,10 @@ test('a write that fails leaves the rollout state as it was, for every REST writ
   await ok(agl, 'POST', `/rollouts/${a.rollout_id}/attempts/latest`, { status: 'succeeded' });
   assert.equal((await ok<AttemptedRollout>(agl, 'GET', `/rollouts/${a.rollout_id}`)).status, 'succeeded');
   // The version counter went back too: the history has no gap where the failed writes were.
-  const [history] = await queryRows(agl.store, 'SELECT count(*)::INTEGER AS n, max(version)::INTEGER AS last FROM state_history');
+  const [history] = await queryRows(
+    agl.store,
+    'SELECT count(*)::INTEGER AS n, max(version)::INTEGER AS last FROM state_history',
+  );
   assert.equal(history.last, history.n);
 });
 
@@ -209,7 +262,9 @@ test('after writes that fail among others in flight, the state is what the file 
   for (let i = 0; i < 12; i++) {
     const worker = i % 3 === 0 ? 'fail-this-write' : `w${i}`;
     const wave = [
-      call(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: i, metadata: i % 4 === 0 ? { x: 'fail-this-write' } : {} }] }),
+      call(agl, 'POST', '/queues/rollouts/enqueue', {
+        rollouts: [{ input: i, metadata: i % 4 === 0 ? { x: 'fail-this-write' } : {} }],
+      }),
       call(agl, 'POST', '/queues/rollouts/dequeue', { worker_id: worker }),
       call(agl, 'POST', `/workers/${worker}`, { heartbeat_stats: { i } }),
     ];
@@ -217,7 +272,10 @@ test('after writes that fail among others in flight, the state is what the file 
     await wave[0];
   }
   const statuses = (await Promise.all(calls)).map((r) => r.status);
-  assert.ok(statuses.some((s) => s >= 500), statuses.join(' '));
+  assert.ok(
+    statuses.some((s) => s >= 500),
+    statuses.join(' '),
+  );
   await ok<Rollout[]>(agl, 'POST', '/queues/rollouts/enqueue', { rollouts: [{ input: 'after' }] });
 
   const seen = await stateSeen(agl);
@@ -236,16 +294,22 @@ test('a span with sequence_id 0 is stored with 0, as Agent Lightning stores it',
   assert.equal(zero.status, 201);
   assert.equal(zero.json.sequence_id, 0);
   // The counter keeps the highest id seen: the next one handed out is still 1.
-  assert.deepEqual(await ok(agl, 'POST', '/spans/next', { rollout_id: ids[0], attempt_id: ids[1] }), { sequence_id: 1 });
+  assert.deepEqual(await ok(agl, 'POST', '/spans/next', { rollout_id: ids[0], attempt_id: ids[1] }), {
+    sequence_id: 1,
+  });
   const stored = await ok<PaginatedResult<Span>>(agl, 'GET', `/spans?rollout_id=${ids[0]}`);
-  assert.deepEqual(stored.items.map((s: { sequence_id: number }) => s.sequence_id), [0]);
+  assert.deepEqual(
+    stored.items.map((s: { sequence_id: number }) => s.sequence_id),
+    [0],
+  );
 });
 
 test('odd span and resource bodies are 400s naming the field, not 500s or values stored wrong', async (t) => {
   const agl = await startAgl(join(await tempDir(t), 'odd.duckdb'));
   t.after(() => agl.close());
   const started = await ok<AttemptedRollout>(agl, 'POST', '/rollouts', { input: 1 });
-  const span = (extra: Record<string, unknown>) => spanOf(started.rollout_id, started.attempt.attempt_id, '3'.repeat(16), extra);
+  const span = (extra: Record<string, unknown>) =>
+    spanOf(started.rollout_id, started.attempt.attempt_id, '3'.repeat(16), extra);
 
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ events: [null] }, /^events\[0\] must be an object/],
@@ -257,11 +321,17 @@ test('odd span and resource bodies are 400s naming the field, not 500s or values
     // Past what a span's nanosecond timestamps hold, and past what JSON numbers hold exactly.
     [{ start_time: 1e300 }, /^start_time must be a number of at least 0 and at most/],
     [{ events: [{ name: 'e', timestamp: 1e19 }] }, /^events\[0\]\.timestamp must be a number/],
-    [{ links: [{ context: { trace_id: 'x', span_id: 'y' }, attributes: [] }] }, /^links\[0\]\.attributes must be an object/],
+    [
+      { links: [{ context: { trace_id: 'x', span_id: 'y' }, attributes: [] }] },
+      /^links\[0\]\.attributes must be an object/,
+    ],
     [{ sequence_id: 1e300 }, /^sequence_id must be an integer/],
     // A context is Agent Lightning's SpanContext (is_remote and trace_state may be left out).
     [{ context: { trace_id: 'x' } }, /^context\.span_id is required$/],
-    [{ parent: { trace_id: 'x', span_id: 'y', trace_state: { k: 1 } } }, /^parent\.trace_state\.k must be a string, not 1$/],
+    [
+      { parent: { trace_id: 'x', span_id: 'y', trace_state: { k: 1 } } },
+      /^parent\.trace_state\.k must be a string, not 1$/,
+    ],
     [{ status: { status_code: 'OK', description: 5 } }, /^status\.description must be a string, not 5$/],
   ];
   for (const [extra, message] of cases) {
@@ -285,12 +355,18 @@ test('odd span and resource bodies are 400s naming the field, not 500s or values
 
   // Agent Lightning's LLM resource: sampling_parameters a dict, api_key a string or null.
   const llm = { resource_type: 'llm', endpoint: 'http://model', model: 'm' };
-  for (const [extra, message] of [[{ sampling_parameters: 5 }, /^main\.sampling_parameters must be an object/], [{ api_key: 7 }, /^main\.api_key must be a string/]] as const) {
+  for (const [extra, message] of [
+    [{ sampling_parameters: 5 }, /^main\.sampling_parameters must be an object/],
+    [{ api_key: 7 }, /^main\.api_key must be a string/],
+  ] as const) {
     const { status, json } = await call<{ detail: string }>(agl, 'POST', '/resources', { main: { ...llm, ...extra } });
     assert.equal(status, 400);
     assert.match(json.detail, message);
   }
-  assert.deepEqual(await ok(agl, 'POST', '/spans/next', { rollout_id: started.rollout_id, attempt_id: started.attempt.attempt_id }), { sequence_id: 1 });
+  assert.deepEqual(
+    await ok(agl, 'POST', '/spans/next', { rollout_id: started.rollout_id, attempt_id: started.attempt.attempt_id }),
+    { sequence_id: 1 },
+  );
 });
 
 test('span searches with a NUL character or quotes in a filter answer, and match exactly', async (t) => {
@@ -301,8 +377,17 @@ test('span searches with a NUL character or quotes in a filter answer, and match
   await ok(agl, 'POST', '/spans', spanOf(...ids, '2'.repeat(16), { name: "a\u0000b'c" }));
   await ok(agl, 'POST', '/spans', spanOf(...ids, '3'.repeat(16), { name: 'ab' }));
   // DuckDB's parser ends a statement at a NUL: the filter was a 500 ("unterminated quoted string").
-  const found = await ok<PaginatedResult<Span>>(agl, 'POST', '/spans/search', { rollout_id: ids[0], name_contains: "\u0000b'" });
-  assert.deepEqual(found.items.map((s: { name: string }) => s.name), ["a\u0000b'c"]);
-  assert.equal((await ok<PaginatedResult<Span>>(agl, 'POST', '/spans/search', { rollout_id: `${ids[0]}\u0000` })).items.length, 0);
+  const found = await ok<PaginatedResult<Span>>(agl, 'POST', '/spans/search', {
+    rollout_id: ids[0],
+    name_contains: "\u0000b'",
+  });
+  assert.deepEqual(
+    found.items.map((s: { name: string }) => s.name),
+    ["a\u0000b'c"],
+  );
+  assert.equal(
+    (await ok<PaginatedResult<Span>>(agl, 'POST', '/spans/search', { rollout_id: `${ids[0]}\u0000` })).items.length,
+    0,
+  );
   assert.equal((await ok<PaginatedResult<Span>>(agl, 'GET', `/spans?rollout_id=${ids[0]}&name=ab`)).items.length, 1);
 });

@@ -30,7 +30,10 @@ after(async () => {
 const SLEEPY = join(APPS, 'sleepy-agent.mjs');
 
 function startRunner(url: string, args: string[] = [], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, [CLI, 'runner', SLEEPY, '--store', url, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const child = spawn(process.execPath, [CLI, 'runner', SLEEPY, '--store', url, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -52,18 +55,28 @@ async function serve(name: string) {
 }
 
 async function finished(store: StoreClient, rollouts: Rollout[], seconds: number): Promise<Rollout[]> {
-  return store.waitForRollouts(rollouts.map((r) => r.rollout_id), seconds);
+  return store.waitForRollouts(
+    rollouts.map((r) => r.rollout_id),
+    seconds,
+  );
 }
 
 test('a hanging agent: its attempt times out, the slot goes on; a throwing agent fails with its error', async () => {
   const { server, store } = await serve('hang');
   const config = { timeout_seconds: 1, max_attempts: 1 };
-  const queued = await store.enqueueManyRollouts([{ input: { hang: true }, config }, { input: { fail: 'this' } }, { input: { ms: 10 } }]);
+  const queued = await store.enqueueManyRollouts([
+    { input: { hang: true }, config },
+    { input: { fail: 'this' } },
+    { input: { ms: 10 } },
+  ]);
   const runner = new Runner({ store, agent: await loadAgent(SLEEPY), concurrency: 1, maxRollouts: 3 });
   // The agent of the first never returns: that run() returns at all is the slot going on.
   assert.deepEqual(await runner.run(), { rollouts: 3 });
   const attempts = await Promise.all(queued.map((r) => store.getLatestAttempt(r.rollout_id)));
-  assert.deepEqual(attempts.map((a) => a?.status), ['timeout', 'failed', 'succeeded']);
+  assert.deepEqual(
+    attempts.map((a) => a?.status),
+    ['timeout', 'failed', 'succeeded'],
+  );
   assert.match(String(attempts[0]?.metadata?.error), /ran past its timeout of 1 s/);
   assert.deepEqual(attempts[1]?.metadata, { error: 'cannot do this' });
   server.child.kill('SIGTERM');
@@ -72,7 +85,9 @@ test('a hanging agent: its attempt times out, the slot goes on; a throwing agent
 
 test('a runner killed mid-rollout: the attempt becomes unresponsive and the rollout runs again elsewhere, never twice at once', async () => {
   const { server, store } = await serve('kill');
-  const [rollout] = await store.enqueueManyRollouts([{ input: {}, config: { unresponsive_seconds: 1, max_attempts: 2, retry_condition: ['unresponsive'] } }]);
+  const [rollout] = await store.enqueueManyRollouts([
+    { input: {}, config: { unresponsive_seconds: 1, max_attempts: 2, retry_condition: ['unresponsive'] } },
+  ]);
   const doomed = startRunner(server.url, [], { AGENT_SLEEP_MS: '60000' });
   await until(async () => assert.equal((await store.getLatestAttempt(rollout.rollout_id))?.status, 'running'), 15_000);
   doomed.child.kill('SIGKILL');
@@ -83,7 +98,10 @@ test('a runner killed mid-rollout: the attempt becomes unresponsive and the roll
   const [done] = await finished(store, [rollout], 10);
   assert.equal(done.status, 'succeeded');
   const attempts = (await store.queryAttempts(rollout.rollout_id)).items;
-  assert.deepEqual(attempts.map((a) => a.status), ['unresponsive', 'succeeded']);
+  assert.deepEqual(
+    attempts.map((a) => a.status),
+    ['unresponsive', 'succeeded'],
+  );
   assert.ok(attempts[1].start_time >= attempts[0].start_time);
   server.child.kill('SIGTERM');
   await server.exited;
@@ -100,7 +118,10 @@ test('the server killed and restarted while runners work: they reconnect and eve
   const config = { unresponsive_seconds: 3, max_attempts: 3, retry_condition: ['unresponsive' as const] };
   const queued = await store.enqueueManyRollouts(Array.from({ length: 24 }, () => ({ input: { ms: 250 }, config })));
   const runner = startRunner(server.url, ['--concurrency', '2']);
-  await until(async () => assert.ok((await store.queryRollouts({ status_in: ['succeeded'] })).items.length >= 3), 20_000);
+  await until(
+    async () => assert.ok((await store.queryRollouts({ status_in: ['succeeded'] })).items.length >= 3),
+    20_000,
+  );
   server.child.kill('SIGKILL');
   await server.exited;
   await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -108,7 +129,10 @@ test('the server killed and restarted while runners work: they reconnect and eve
   servers.add(server.child);
   const done = await finished(store, queued, 60);
   assert.equal(done.length, 24);
-  assert.ok(done.every((r) => r.status === 'succeeded'), JSON.stringify(done.map((r) => r.status)));
+  assert.ok(
+    done.every((r) => r.status === 'succeeded'),
+    JSON.stringify(done.map((r) => r.status)),
+  );
   assert.equal(runner.child.exitCode, null, 'the runner lives on');
   runner.child.kill('SIGINT');
   assert.equal(await runner.exited, 0, runner.output());
@@ -135,21 +159,36 @@ test('--workers 2: two runner processes share the queue; Ctrl-C stops both', asy
  * A proxy in front of `upstream` that answers `fault`'s status (with a JSON detail) instead of
  * passing a request on, for the requests `fault` picks.
  */
-async function faultyProxy(t: TestContext, upstream: string, fault: (path: string, body: string) => number | undefined): Promise<string> {
-  const proxy = createServer((request, response) => void relay(request, response).catch((error: Error) => response.destroy(error)));
+async function faultyProxy(
+  t: TestContext,
+  upstream: string,
+  fault: (path: string, body: string) => number | undefined,
+): Promise<string> {
+  const proxy = createServer(
+    (request, response) => void relay(request, response).catch((error: Error) => response.destroy(error)),
+  );
   async function relay(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
     const body = Buffer.concat(chunks);
     const status = fault(request.url ?? '', body.toString());
     if (status !== undefined) {
-      response.writeHead(status, { 'content-type': 'application/json', 'retry-after': '0' }).end(JSON.stringify({ detail: `injected ${status}` }));
+      response
+        .writeHead(status, { 'content-type': 'application/json', 'retry-after': '0' })
+        .end(JSON.stringify({ detail: `injected ${status}` }));
       return;
     }
     const headers: Record<string, string> = {};
-    for (const name of ['content-type', 'content-encoding', 'authorization']) if (request.headers[name]) headers[name] = request.headers[name] as string;
-    const answer = await fetch(`${upstream}${request.url}`, { method: request.method, headers, body: chunks.length ? body : undefined });
-    response.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' }).end(Buffer.from(await answer.arrayBuffer()));
+    for (const name of ['content-type', 'content-encoding', 'authorization'])
+      if (request.headers[name]) headers[name] = request.headers[name] as string;
+    const answer = await fetch(`${upstream}${request.url}`, {
+      method: request.method,
+      headers,
+      body: chunks.length ? body : undefined,
+    });
+    response
+      .writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' })
+      .end(Buffer.from(await answer.arrayBuffer()));
   }
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   t.after(() => {
@@ -163,7 +202,9 @@ const ATTEMPT_UPDATE = /^\/v1\/agl\/rollouts\/[^/]+\/attempts\/[^/]+$/;
 
 test('a store answering 500 while the runner marks an attempt running: the rollout fails at once with that error', async (t) => {
   const { server, store } = await serve('answer-500');
-  const proxy = await faultyProxy(t, server.url, (path, body) => (ATTEMPT_UPDATE.test(path) && body.includes('"running"') ? 500 : undefined));
+  const proxy = await faultyProxy(t, server.url, (path, body) =>
+    ATTEMPT_UPDATE.test(path) && body.includes('"running"') ? 500 : undefined,
+  );
   const [rollout] = await store.enqueueManyRollouts([{ input: { ms: 10 }, config: { unresponsive_seconds: 60 } }]);
   const runner = startRunner(proxy, ['--max-rollouts', '1']);
   assert.equal(await runner.exited, 0, runner.output());
@@ -179,9 +220,11 @@ test('a store answering 500 while the runner marks an attempt running: the rollo
   await server.exited;
 });
 
-test('a store answering 500 to an attempt\'s outcome: said on stderr at once, not retried as a store away', async (t) => {
+test("a store answering 500 to an attempt's outcome: said on stderr at once, not retried as a store away", async (t) => {
   const { server, store } = await serve('outcome-500');
-  const proxy = await faultyProxy(t, server.url, (path, body) => (ATTEMPT_UPDATE.test(path) && body.includes('"succeeded"') ? 500 : undefined));
+  const proxy = await faultyProxy(t, server.url, (path, body) =>
+    ATTEMPT_UPDATE.test(path) && body.includes('"succeeded"') ? 500 : undefined,
+  );
   // On the old runner this retried for unresponsive_seconds.
   await store.enqueueManyRollouts([{ input: { ms: 10 }, config: { unresponsive_seconds: 120 } }]);
   const runner = startRunner(proxy, ['--max-rollouts', '1']);
@@ -196,7 +239,9 @@ test('a store answering 503 to dequeues is waited for: the rollout runs once it 
   const { server, store } = await serve('dequeue-503');
   let refused = 0;
   // The client does not retry a dequeue (it could hand out a rollout twice): the runner does.
-  const proxy = await faultyProxy(t, server.url, (path) => (path.endsWith('/dequeue') && refused++ < 3 ? 503 : undefined));
+  const proxy = await faultyProxy(t, server.url, (path) =>
+    path.endsWith('/dequeue') && refused++ < 3 ? 503 : undefined,
+  );
   const [rollout] = await store.enqueueManyRollouts([{ input: { ms: 10 } }]);
   const runner = startRunner(proxy, ['--max-rollouts', '1']);
   assert.equal(await runner.exited, 0, runner.output());

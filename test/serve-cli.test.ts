@@ -26,7 +26,10 @@ test('agl serve names what is wrong with its arguments', async () => {
   assert.match(unknown.stderr, /Unknown option '--prot'/);
   const badOrigin = await runCli(['serve', '--allow-origin', 'http://ok.example,file:///etc']);
   assert.equal(badOrigin.code, 2);
-  assert.match(badOrigin.stderr, /--allow-origin must be a web page origin such as http:\/\/localhost:3000, not "file:\/\/\/etc"/);
+  assert.match(
+    badOrigin.stderr,
+    /--allow-origin must be a web page origin such as http:\/\/localhost:3000, not "file:\/\/\/etc"/,
+  );
   const command = await runCli(['srve']);
   assert.equal(command.code, 2);
   assert.match(command.stderr, /unknown command "srve"/);
@@ -48,7 +51,11 @@ test('agl serve applies --max-body, --decode-threads and --query-timeout', async
   assert.equal(tooBig.status, 413);
   const small = await post(`${serve.url}/v1/traces`, '{}', { 'content-type': 'application/json' });
   assert.equal(small.status, 200);
-  const slow = await post(`${serve.url}/v1/agl/query`, JSON.stringify({ sql: 'SELECT count(*) FROM range(100000000000) t(x) WHERE x % 7 = 3' }), { 'content-type': 'application/json' });
+  const slow = await post(
+    `${serve.url}/v1/agl/query`,
+    JSON.stringify({ sql: 'SELECT count(*) FROM range(100000000000) t(x) WHERE x % 7 = 3' }),
+    { 'content-type': 'application/json' },
+  );
   assert.equal(slow.status, 408);
   assert.match(slow.body.toString(), /longer than 0.2 s/);
 });
@@ -72,21 +79,42 @@ test('with --token every route needs the bearer token, OTLP included', async (t)
   const serve = await spawnServe(['--db', db, '--token', 's3cret']);
   t.after(() => serve.child.kill('SIGKILL'));
   const span = JSON.stringify({
-    resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', name: 'guarded' }] }] }],
+    resourceSpans: [
+      {
+        scopeSpans: [
+          { spans: [{ traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', name: 'guarded' }] },
+        ],
+      },
+    ],
   });
   const anonymous = await post(`${serve.url}/v1/traces`, span, { 'content-type': 'application/json' });
   assert.equal(anonymous.status, 401);
   assert.equal(anonymous.headers.get('www-authenticate'), 'Bearer');
-  const wrong = await post(`${serve.url}/v1/traces`, span, { 'content-type': 'application/json', authorization: 'Bearer s3cre' });
+  const wrong = await post(`${serve.url}/v1/traces`, span, {
+    'content-type': 'application/json',
+    authorization: 'Bearer s3cre',
+  });
   assert.equal(wrong.status, 401);
   assert.equal((await fetch(`${serve.url}/v1/agl/health`)).status, 401);
-  const right = await post(`${serve.url}/v1/traces`, span, { 'content-type': 'application/json', authorization: 'Bearer s3cret' });
+  const right = await post(`${serve.url}/v1/traces`, span, {
+    'content-type': 'application/json',
+    authorization: 'Bearer s3cret',
+  });
   assert.equal(right.status, 200);
 
   const noToken = await runCli(['query', 'SELECT count(*) AS n FROM spans', '--db', db]);
   assert.equal(noToken.code, 2);
   assert.match(noToken.stderr, /\(401\): this agl server needs Authorization: Bearer <token>/);
-  const withToken = await runCli(['query', 'SELECT count(*) AS n FROM spans', '--db', db, '--token', 's3cret', '--format', 'csv']);
+  const withToken = await runCli([
+    'query',
+    'SELECT count(*) AS n FROM spans',
+    '--db',
+    db,
+    '--token',
+    's3cret',
+    '--format',
+    'csv',
+  ]);
   assert.equal(withToken.stdout, 'n\r\n1\r\n');
 });
 
@@ -103,7 +131,8 @@ test('agl serve logs a line per store and gateway request, none with --quiet', a
   for (const serve of [loud, quiet]) await fetch(`${serve.url}/v1/agl/statistics`);
   await fetch(`${loud.url}/v1/agl/no-such-route`);
   // The lines reach this process through a pipe, a moment after the answers.
-  for (let i = 0; i < 100 && !/no-such-route/.test(loud.output()); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  for (let i = 0; i < 100 && !/no-such-route/.test(loud.output()); i++)
+    await new Promise((resolve) => setTimeout(resolve, 20));
   assert.match(loud.output(), /agl: GET \/v1\/agl\/statistics 200 \d+\.\d ms/);
   assert.match(loud.output(), /agl: GET \/v1\/agl\/no-such-route 404/);
   assert.doesNotMatch(quiet.output(), /GET \/v1\/agl/);
@@ -130,7 +159,10 @@ test('listening beyond loopback without --token warns of what anyone could do', 
     return serve.output();
   };
   const open = await stopped(['--db', join(dir, 'open.duckdb'), '--host', '0.0.0.0']);
-  assert.match(open, /warning: listening on 0\.0\.0\.0 without --token: anyone who can reach this address can read all stored data, enqueue work and redirect agents' LLM calls; set --token/);
+  assert.match(
+    open,
+    /warning: listening on 0\.0\.0\.0 without --token: anyone who can reach this address can read all stored data, enqueue work and redirect agents' LLM calls; set --token/,
+  );
   const guarded = await stopped(['--db', join(dir, 'guarded.duckdb'), '--host', '0.0.0.0', '--token', 's3cret']);
   assert.doesNotMatch(guarded, /warning/);
   const local = await stopped(['--db', join(dir, 'local.duckdb')]);

@@ -10,7 +10,12 @@ import type { LightningStore } from '../src/api/lightning-store.js';
 import { SFT, SftError } from '../src/algorithms/sft.js';
 import { parseSftOptions } from '../src/algorithms/sft-options.js';
 import { selectSamples, type Sample } from '../src/algorithms/sft-select.js';
-import { fillPlaceholders, runCommand, shellQuote, type PlaceholderValues } from '../src/algorithms/training-process.js';
+import {
+  fillPlaceholders,
+  runCommand,
+  shellQuote,
+  type PlaceholderValues,
+} from '../src/algorithms/training-process.js';
 import { rollout } from '../src/runtime/agent.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { DuckDBStore } from '../src/store/store.js';
@@ -227,7 +232,10 @@ test('two iterations: datasets hold exactly the selected records, versions advan
       ],
     ],
   );
-  assert.match(String(rows[0].command), /train\.mjs' '.*iteration-1\/dataset\.jsonl' '.*iteration-1\/model' '1' 'base-model'$/);
+  assert.match(
+    String(rows[0].command),
+    /train\.mjs' '.*iteration-1\/dataset\.jsonl' '.*iteration-1\/model' '1' 'base-model'$/,
+  );
   assert.deepEqual(String(rows[0].output_tail).split('\n').sort(), log.trim().split('\n').sort());
   assert.equal((json(rows[0].kept_rollout_ids) as string[]).length, 4);
   assert.deepEqual([rows[0].kept_rollouts, rows[0].duplicates], [4, 1]);
@@ -272,10 +280,7 @@ test('a failing training command stops the loop with its output; datasets and ve
   assert.deepEqual(await jsonl(join(outDir, 'iteration-2', 'dataset.jsonl')), [chat('delta')]);
   assert.ok(!existsSync(join(outDir, 'iteration-3')));
 
-  const versions = await fileRows(
-    db,
-    `SELECT resources->'llm'->>'model' AS model FROM resources ORDER BY create_time`,
-  );
+  const versions = await fileRows(db, `SELECT resources->'llm'->>'model' AS model FROM resources ORDER BY create_time`);
   assert.deepEqual(
     versions.map((v) => v.model),
     ['base-model', 'tuned-1'],

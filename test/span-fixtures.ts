@@ -6,12 +6,27 @@ let nextId = 1;
 const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
 
 /** A span; times in seconds; `trace` picks the trace id. */
-export function span(fields: Partial<SpanInput> & { name: string; start: number; end: number; trace?: number }): SpanInput {
+export function span(
+  fields: Partial<SpanInput> & { name: string; start: number; end: number; trace?: number },
+): SpanInput {
   const { start, end, trace = 1, ...rest } = fields;
   return {
-    rollout_id: 'ro-t', attempt_id: 'at-1', sequence_id: null, trace_id: hex(trace, 32), span_id: hex(nextId++, 16), parent_id: null,
-    kind: 'INTERNAL', status: { status_code: 'UNSET', description: null }, attributes: {}, events: [], links: [],
-    start_time: start, end_time: end, context: null, parent: null, resource: { attributes: {}, schema_url: '' },
+    rollout_id: 'ro-t',
+    attempt_id: 'at-1',
+    sequence_id: null,
+    trace_id: hex(trace, 32),
+    span_id: hex(nextId++, 16),
+    parent_id: null,
+    kind: 'INTERNAL',
+    status: { status_code: 'UNSET', description: null },
+    attributes: {},
+    events: [],
+    links: [],
+    start_time: start,
+    end_time: end,
+    context: null,
+    parent: null,
+    resource: { attributes: {}, schema_url: '' },
     ...rest,
   };
 }
@@ -28,15 +43,25 @@ export interface CallFields extends Partial<SpanInput> {
 export function call(question: string, answer: string, start: number, fields: CallFields = {}): SpanInput {
   const { responseId = `resp-${question}`, promptIds = [1, 2], responseIds = [3], logprobs, ...rest } = fields;
   const choice = {
-    index: 0, message: { role: 'assistant', content: answer }, finish_reason: 'stop', token_ids: responseIds,
+    index: 0,
+    message: { role: 'assistant', content: answer },
+    finish_reason: 'stop',
+    token_ids: responseIds,
     ...(logprobs ? { logprobs: { content: logprobs.map((logprob) => ({ token: 't', logprob })) } } : {}),
   };
   return span({
-    name: 'chat m', start, end: start + 1,
+    name: 'chat m',
+    start,
+    end: start + 1,
     attributes: {
       'agl.llm.api': 'chat',
       'agl.llm.request': JSON.stringify({ model: 'm', messages: [{ role: 'user', content: question }] }),
-      'agl.llm.response': JSON.stringify({ id: responseId, model: 'm', prompt_token_ids: promptIds, choices: [choice] }),
+      'agl.llm.response': JSON.stringify({
+        id: responseId,
+        model: 'm',
+        prompt_token_ids: promptIds,
+        choices: [choice],
+      }),
     },
     ...rest,
   });
@@ -44,4 +69,10 @@ export function call(question: string, answer: string, start: number, fields: Ca
 
 /** A reward span (Agent Lightning's annotation) at `time`. */
 export const reward = (value: number, time: number, fields: Partial<SpanInput> & { trace?: number } = {}) =>
-  span({ name: 'agentlightning.annotation', start: time, end: time, attributes: { 'agentlightning.reward.0.name': 'primary', 'agentlightning.reward.0.value': value }, ...fields });
+  span({
+    name: 'agentlightning.annotation',
+    start: time,
+    end: time,
+    attributes: { 'agentlightning.reward.0.name': 'primary', 'agentlightning.reward.0.value': value },
+    ...fields,
+  });

@@ -7,7 +7,10 @@ import { SpanKeyIndex } from '../src/store/span-keys.js';
 
 test('the span index knows every span it saw, and forgets only what it is told to', () => {
   const index = new SpanKeyIndex();
-  const key = (i: number): [string, string] => [(i * 7919).toString(16).padStart(32, '0'), i.toString(16).padStart(16, '0')];
+  const key = (i: number): [string, string] => [
+    (i * 7919).toString(16).padStart(32, '0'),
+    i.toString(16).padStart(16, '0'),
+  ];
   const N = 200_000; // past several doublings of the table
   for (let i = 0; i < N; i++) assert.equal(index.add(...key(i)), true);
   for (let i = 0; i < N; i += 1000) assert.equal(index.add(...key(i)), false, 'a span seen is a suspected duplicate');

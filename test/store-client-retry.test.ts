@@ -8,11 +8,15 @@ import { StoreClient } from '../src/client/store-client.js';
 // (enqueue, a new attempt, resources) only when it never reached the server: an answer lost
 // after the server acted must not enqueue the rollout twice.
 
-const listen = (server: Server, port = 0) => new Promise<number>((resolve) => server.listen(port, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
-const close = (server: Server) => new Promise<void>((resolve) => {
-  server.close(() => resolve());
-  server.closeAllConnections(); // the client's keep-alive connections would hold it open
-});
+const listen = (server: Server, port = 0) =>
+  new Promise<number>((resolve) =>
+    server.listen(port, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)),
+  );
+const close = (server: Server) =>
+  new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections(); // the client's keep-alive connections would hold it open
+  });
 
 test('a lost answer is retried for reads, not for an enqueue; a refused connection is retried for both', async () => {
   const seen: string[] = [];
@@ -25,7 +29,10 @@ test('a lost answer is retried for reads, not for an enqueue; a refused connecti
   const port = await listen(dropping);
   try {
     const client = new StoreClient(`http://127.0.0.1:${port}`, { retryDelaysSeconds: [0.01, 0.01] });
-    await assert.rejects(client.enqueueRollout({ input: 1 }), /did not answer POST \/queues\/rollouts\/enqueue: other side closed/);
+    await assert.rejects(
+      client.enqueueRollout({ input: 1 }),
+      /did not answer POST \/queues\/rollouts\/enqueue: other side closed/,
+    );
     assert.deepEqual(seen, ['POST /v1/agl/queues/rollouts/enqueue'], 'sent once');
     await assert.rejects(client.getLatestResources(), /did not answer GET/);
     assert.equal(seen.filter((line) => line.startsWith('GET')).length, 3, 'a read is tried again');
@@ -36,7 +43,9 @@ test('a lost answer is retried for reads, not for an enqueue; a refused connecti
   // Nothing listens at first: the enqueue is retried, and the server that comes up answers it.
   const answering = createServer((request, response) => {
     request.resume();
-    request.on('end', () => response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify([{ rollout_id: 'ro-later' }])));
+    request.on('end', () =>
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify([{ rollout_id: 'ro-later' }])),
+    );
   });
   const late = new StoreClient(`http://127.0.0.1:${port}`, { retryDelaysSeconds: [0.3] });
   const enqueued = late.enqueueRollout({ input: 2 });

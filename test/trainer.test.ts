@@ -33,20 +33,44 @@ const agent = rollout<{ question: string }>(async (task, ctx) => {
   const { llm } = ctx;
   if (!llm) throw new Error('the rollout has no llm resource');
   const client = new OpenAI({ baseURL: llm.baseURL, apiKey: llm.apiKey });
-  const answer = await client.chat.completions.create({ model: llm.model, messages: [{ role: 'user', content: task.question }] });
+  const answer = await client.chat.completions.create({
+    model: llm.model,
+    messages: [{ role: 'user', content: task.question }],
+  });
   return answer.choices[0].message.content?.includes(task.question) ? 1 : 0;
 });
 
 test('fit with the Baseline: every task runs once, outcomes and rewards reported, everything stored', async () => {
   const db = join(dir, 'trainer.duckdb');
   const trainer = new Trainer({
-    algorithm: new Baseline({ resources: { llm: { resource_type: 'llm', endpoint: llm.baseURL, model: 'test-model', api_key: null, sampling_parameters: {} } } }),
+    algorithm: new Baseline({
+      resources: {
+        llm: {
+          resource_type: 'llm',
+          endpoint: llm.baseURL,
+          model: 'test-model',
+          api_key: null,
+          sampling_parameters: {},
+        },
+      },
+    }),
     nRunners: 2,
     db,
   });
-  const result = await trainer.fit(agent, { train: [{ question: 'a' }, { question: 'b' }, { question: 'c' }], val: [{ question: 'fail' }] });
+  const result = await trainer.fit(agent, {
+    train: [{ question: 'a' }, { question: 'b' }, { question: 'c' }],
+    val: [{ question: 'fail' }],
+  });
   assert.deepEqual([result.total, result.succeeded, result.failed, result.meanReward], [4, 3, 1, 1]);
-  assert.deepEqual(result.rollouts.map((r) => [r.mode, r.status, r.reward]), [['train', 'succeeded', 1], ['train', 'succeeded', 1], ['train', 'succeeded', 1], ['val', 'failed', null]]);
+  assert.deepEqual(
+    result.rollouts.map((r) => [r.mode, r.status, r.reward]),
+    [
+      ['train', 'succeeded', 1],
+      ['train', 'succeeded', 1],
+      ['train', 'succeeded', 1],
+      ['val', 'failed', null],
+    ],
+  );
 
   const store = await DuckDBStore.open({ path: db, readOnly: true });
   try {
@@ -55,19 +79,37 @@ test('fit with the Baseline: every task runs once, outcomes and rewards reported
   } finally {
     await store.close();
   }
-  assert.throws(() => new Trainer({ algorithm: new Baseline(), strategy: 'threads' as never }), /strategy must be "in-process" or "processes"/);
+  assert.throws(
+    () => new Trainer({ algorithm: new Baseline(), strategy: 'threads' as never }),
+    /strategy must be "in-process" or "processes"/,
+  );
 });
 
 test('dev: a few tasks with the Baseline, each rollout printed with its spans', async () => {
   const lines: string[] = [];
   const trainer = new Trainer({ algorithm: new Baseline(), db: join(dir, 'dev.duckdb') });
-  const resources = { llm: { resource_type: 'llm' as const, endpoint: llm.baseURL, model: 'test-model', api_key: null, sampling_parameters: {} } };
-  const result = await trainer.dev(rollout<{ question: string }>(async (task, ctx) => {
-    if (!ctx.llm) throw new Error('the rollout has no llm resource');
-    const client = new OpenAI({ baseURL: ctx.llm.baseURL, apiKey: 'k' });
-    await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: task.question }] });
-    return 0.5;
-  }), [{ question: 'hi' }], { resources, print: (line) => lines.push(line) });
+  const resources = {
+    llm: {
+      resource_type: 'llm' as const,
+      endpoint: llm.baseURL,
+      model: 'test-model',
+      api_key: null,
+      sampling_parameters: {},
+    },
+  };
+  const result = await trainer.dev(
+    rollout<{ question: string }>(async (task, ctx) => {
+      if (!ctx.llm) throw new Error('the rollout has no llm resource');
+      const client = new OpenAI({ baseURL: ctx.llm.baseURL, apiKey: 'k' });
+      await client.chat.completions.create({
+        model: 'test-model',
+        messages: [{ role: 'user', content: task.question }],
+      });
+      return 0.5;
+    }),
+    [{ question: 'hi' }],
+    { resources, print: (line) => lines.push(line) },
+  );
   assert.equal(result.succeeded, 1);
   const text = lines.join('\n');
   assert.match(text, /^rollout ro-\S+: succeeded, reward 0.5/);
@@ -85,11 +127,31 @@ test('processes: agl serve and runner processes started and stopped by the train
   connection.closeSync();
   instance.closeSync();
   const db = join(dir, 'processes.duckdb');
-  const llmResource = { llm: { resource_type: 'llm' as const, endpoint: llm.baseURL, model: 'test-model', api_key: null, sampling_parameters: {} } };
-  const trainer = new Trainer({ algorithm: new Baseline({ resources: llmResource }), strategy: 'processes', nRunners: 2, db });
+  const llmResource = {
+    llm: {
+      resource_type: 'llm' as const,
+      endpoint: llm.baseURL,
+      model: 'test-model',
+      api_key: null,
+      sampling_parameters: {},
+    },
+  };
+  const trainer = new Trainer({
+    algorithm: new Baseline({ resources: llmResource }),
+    strategy: 'processes',
+    nRunners: 2,
+    db,
+  });
   const result = await trainer.fit(join(APPS, 'echo-agent.mjs'), { train: tasks, val });
   assert.deepEqual([result.total, result.succeeded, result.meanReward], [3, 3, 1]);
-  assert.deepEqual(result.rollouts.map((r) => [r.mode, r.reward]), [['train', 1], ['train', 1], ['val', 1]]);
+  assert.deepEqual(
+    result.rollouts.map((r) => [r.mode, r.reward]),
+    [
+      ['train', 1],
+      ['train', 1],
+      ['val', 1],
+    ],
+  );
   // Everything stopped: the file opens for writing, and holds the calls the runners made.
   const store = await DuckDBStore.open({ path: db });
   try {
@@ -98,8 +160,20 @@ test('processes: agl serve and runner processes started and stopped by the train
   } finally {
     await store.close();
   }
-  await assert.rejects(trainer.fit(rollout(async () => 1), { train: [] }), /give the path of its module/);
-  await assert.rejects(new Trainer({ algorithm: new Baseline(), db }).fit(rollout(async () => 1), { train: join(dir, 'nope.txt') }), /ends in .jsonl, .ndjson, .json or .parquet/);
+  await assert.rejects(
+    trainer.fit(
+      rollout(async () => 1),
+      { train: [] },
+    ),
+    /give the path of its module/,
+  );
+  await assert.rejects(
+    new Trainer({ algorithm: new Baseline(), db }).fit(
+      rollout(async () => 1),
+      { train: join(dir, 'nope.txt') },
+    ),
+    /ends in .jsonl, .ndjson, .json or .parquet/,
+  );
 });
 
 test('datasets: arrays, JSON, JSONL and Parquet files; a bad file is named with what is wrong', async () => {
@@ -115,7 +189,11 @@ test('processes: Ctrl-C stops the algorithm, the runners (killed after the grace
   const tasks = join(dir, 'slow.jsonl');
   await writeFile(tasks, `${JSON.stringify({ ms: 60_000 })}\n`);
   const db = join(dir, 'interrupted.duckdb');
-  const child = spawn(process.execPath, [join(APPS, 'trainer-processes.mjs'), db, join(APPS, 'sleepy-agent.mjs'), tasks], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [join(APPS, 'trainer-processes.mjs'), db, join(APPS, 'sleepy-agent.mjs'), tasks],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));

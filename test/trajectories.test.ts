@@ -18,15 +18,18 @@ before(async () => {
   dir = await newTempDir();
   store = await DuckDBStore.open({ path: join(dir, 'trajectories.duckdb') });
   const at = { rollout_id: 'ro-j', attempt_id: 'at-1' };
-  await store.writeSpans(spanRows(
-    call('one', 'A', 10, { ...at, promptIds: [1, 2], responseIds: [3, 4], logprobs: [-0.1, -0.2] }),
-    // Continues the first: its prompt is prompt + response + a tool result [9, 9].
-    call('two', 'B', 20, { ...at, promptIds: [1, 2, 3, 4, 9, 9], responseIds: [5] }),
-    reward(1, 25, at),
-    call('three', 'C', 30, { ...at, promptIds: [7], responseIds: [8] }),
-    reward(0.5, 35, at),
-    call('four', 'D', 40, { ...at, promptIds: [], responseIds: [] }),
-  ), 0);
+  await store.writeSpans(
+    spanRows(
+      call('one', 'A', 10, { ...at, promptIds: [1, 2], responseIds: [3, 4], logprobs: [-0.1, -0.2] }),
+      // Continues the first: its prompt is prompt + response + a tool result [9, 9].
+      call('two', 'B', 20, { ...at, promptIds: [1, 2, 3, 4, 9, 9], responseIds: [5] }),
+      reward(1, 25, at),
+      call('three', 'C', 30, { ...at, promptIds: [7], responseIds: [8] }),
+      reward(0.5, 35, at),
+      call('four', 'D', 40, { ...at, promptIds: [], responseIds: [] }),
+    ),
+    0,
+  );
 });
 after(async () => {
   await store.close();
@@ -34,7 +37,13 @@ after(async () => {
 });
 
 const shape = (rows: Awaited<ReturnType<typeof traceToTrajectories>>['rows']) =>
-  rows.map((r) => ({ prompt: r.prompt_ids, response: r.response_ids, mask: r.response_mask, reward: r.reward, calls: r.calls }));
+  rows.map((r) => ({
+    prompt: r.prompt_ids,
+    response: r.response_ids,
+    mask: r.response_mask,
+    reward: r.reward,
+    calls: r.calls,
+  }));
 
 test('transition: one row per call with token ids; calls without them are counted, never empty rows', async () => {
   const { rows, stats } = await traceToTrajectories(source, { mode: 'transition' });
@@ -45,7 +54,14 @@ test('transition: one row per call with token ids; calls without them are counte
   ]);
   assert.deepEqual(rows[0].response_logprobs, [-0.1, -0.2]);
   assert.equal(rows[0].group_key, 'ro-j');
-  assert.deepEqual(stats, { calls: 4, rows: 3, truncated: 0, dropped: 0, missingTokenIds: 1, missingTokenIdRollouts: ['ro-j'] });
+  assert.deepEqual(stats, {
+    calls: 4,
+    rows: 3,
+    truncated: 0,
+    dropped: 0,
+    missingTokenIds: 1,
+    missingTokenIdRollouts: ['ro-j'],
+  });
 });
 
 test('trajectory: a continuing call merges, the inserted tokens masked out; a break starts a new row', async () => {
@@ -59,10 +75,19 @@ test('trajectory: a continuing call merges, the inserted tokens masked out; a br
 
 test('length limits truncate or drop, and say how many', async () => {
   const truncated = await traceToTrajectories(source, { mode: 'trajectory', maxResponseLength: 3, maxPromptLength: 1 });
-  assert.deepEqual(shape(truncated.rows).map((r) => [r.prompt, r.response, r.mask]), [[[2], [3, 4, 9], [1, 1, 0]], [[7], [8], [1]]]);
+  assert.deepEqual(
+    shape(truncated.rows).map((r) => [r.prompt, r.response, r.mask]),
+    [
+      [[2], [3, 4, 9], [1, 1, 0]],
+      [[7], [8], [1]],
+    ],
+  );
   assert.equal(truncated.stats.truncated, 1);
   const dropped = await traceToTrajectories(source, { mode: 'trajectory', maxResponseLength: 3, overlong: 'drop' });
   assert.equal(dropped.rows.length, 1);
   assert.equal(dropped.stats.dropped, 1);
-  await assert.rejects(traceToTrajectories(source, { maxPromptLength: 0 }), /maxPromptLength must be a whole number above 0/);
+  await assert.rejects(
+    traceToTrajectories(source, { maxPromptLength: 0 }),
+    /maxPromptLength must be a whole number above 0/,
+  );
 });

@@ -19,7 +19,8 @@ let dir: string;
 let store: DuckDBStore;
 const source = { stream: (sql: string) => store.streamQuery(sql, { guard: false }) };
 
-const agentSpan = (name: string, fields: Partial<SpanInput> & { trace: number }) => span({ name: `agent ${name}`, start: 0, end: 100, attributes: { 'agent.name': name }, ...fields });
+const agentSpan = (name: string, fields: Partial<SpanInput> & { trace: number }) =>
+  span({ name: `agent ${name}`, start: 0, end: 100, attributes: { 'agent.name': name }, ...fields });
 
 /** The spans, in the batches they arrive in; the store derives after each. */
 function batches(): SpanInput[][] {
@@ -34,10 +35,27 @@ function batches(): SpanInput[][] {
   const gateway = call('c1', 'C1', 1, { ...c, responseId: 'resp-c1', parent_id: capture.span_id });
   gateway.attributes = { ...gateway.attributes, 'agl.gateway': 'true' };
   return [
-    [call('a1', 'A1', 1, { ...a, parent_id: planner.span_id }), call('b1', 'B1', 2, { ...b, parent_id: tool.span_id }), reward(1, 5, b), capture],
-    [call('a2', 'A2', 3, { ...a, parent_id: planner.span_id }), reward(0.5, 6, a), call('t1', 'T1', 1, t), call('t2', 'T2', 3, t), gateway],
+    [
+      call('a1', 'A1', 1, { ...a, parent_id: planner.span_id }),
+      call('b1', 'B1', 2, { ...b, parent_id: tool.span_id }),
+      reward(1, 5, b),
+      capture,
+    ],
+    [
+      call('a2', 'A2', 3, { ...a, parent_id: planner.span_id }),
+      reward(0.5, 6, a),
+      call('t1', 'T1', 1, t),
+      call('t2', 'T2', 3, t),
+      gateway,
+    ],
     // a3 repeats a2's response (a retry): it counts once. The agents and the tool come last.
-    [call('a3', 'A3', 4, { ...a, responseId: 'resp-a2', parent_id: planner.span_id }), planner, coder, tool, reward(0.25, 9, t)],
+    [
+      call('a3', 'A3', 4, { ...a, responseId: 'resp-a2', parent_id: planner.span_id }),
+      planner,
+      coder,
+      tool,
+      reward(0.25, 9, t),
+    ],
   ];
 }
 const arrivals = batches();
@@ -55,7 +73,8 @@ after(async () => {
   await removeDir(dir);
 });
 
-const groupOf = (t: Triplet) => (t.metadata.rollout_id ? `${t.metadata.rollout_id}/${t.metadata.attempt_id}` : `trace:${t.metadata.trace_id}`);
+const groupOf = (t: Triplet) =>
+  t.metadata.rollout_id ? `${t.metadata.rollout_id}/${t.metadata.attempt_id}` : `trace:${t.metadata.trace_id}`;
 
 /** Triplets by attempt, each attempt's in its order; fails unless each attempt's triplets come together. */
 function byAttempt(triplets: Triplet[]): Map<string, Triplet[]> {
@@ -75,13 +94,31 @@ test('a derived store exports default triplets by a scan, the same as computed f
   const scanned = await traceToTriplets(source);
   const computed = (await allRows(source, tripletsSql())) as Triplet[];
   assert.deepEqual(byAttempt(scanned), byAttempt(computed));
-  const summary = [...byAttempt(scanned)].map(([group, triplets]) => [group, triplets.map((t) => [(t.prompt.messages as { content: string }[])[0].content, t.metadata.agent_name, t.reward])]);
-  assert.deepEqual(new Map(summary as [string, unknown][]), new Map<string, unknown>([
-    ['ro-a/at-1', [['a1', 'planner', null], ['a2', 'planner', 0.5]]],
-    ['ro-b/at-1', [['b1', 'coder', 1]]],
-    [`trace:${(23).toString(16).padStart(32, '0')}`, [['t1', null, null], ['t2', null, 0.25]]],
-    ['ro-c/at-1', [['c1', null, null]]],
-  ]));
+  const summary = [...byAttempt(scanned)].map(([group, triplets]) => [
+    group,
+    triplets.map((t) => [(t.prompt.messages as { content: string }[])[0].content, t.metadata.agent_name, t.reward]),
+  ]);
+  assert.deepEqual(
+    new Map(summary as [string, unknown][]),
+    new Map<string, unknown>([
+      [
+        'ro-a/at-1',
+        [
+          ['a1', 'planner', null],
+          ['a2', 'planner', 0.5],
+        ],
+      ],
+      ['ro-b/at-1', [['b1', 'coder', 1]]],
+      [
+        `trace:${(23).toString(16).padStart(32, '0')}`,
+        [
+          ['t1', null, null],
+          ['t2', null, 0.25],
+        ],
+      ],
+      ['ro-c/at-1', [['c1', null, null]]],
+    ]),
+  );
   // The gateway's record of c1 is the one that counts, not the agent's own.
   assert.equal(byAttempt(scanned).get('ro-c/at-1')?.[0].metadata.span_id, arrivals[1][4].span_id);
 });
@@ -99,7 +136,14 @@ test('options other than the defaults, spans not derived yet and GenAI log event
   assert.deepEqual(byAttempt(await traceToTriplets(source)), byAttempt(fresh));
 
   // A GenAI event of the official OpenAI instrumentation: the llm_calls view reads those from logs.
-  const event: Record<string, string> = { trace_id: (25).toString(16).padStart(32, '0'), span_id: 'feedfacefeedface', event_name: 'gen_ai.choice', body: '{"index":0}', attributes: '{}', resource: '{}' };
+  const event: Record<string, string> = {
+    trace_id: (25).toString(16).padStart(32, '0'),
+    span_id: 'feedfacefeedface',
+    event_name: 'gen_ai.choice',
+    body: '{"index":0}',
+    attributes: '{}',
+    resource: '{}',
+  };
   const logs = newLogRows();
   for (const [name, index] of Object.entries(LOG)) logs.columns[index].push(event[name] ?? null);
   logs.length = 1;

@@ -26,16 +26,23 @@ test('under a small write budget, written rows wait on disk and reads still get 
   // ran out of memory had its tables checked by a checkpoint (writer.ts), which empties the WAL.
   const spilled = await readdir(`${path}.tmp`).catch(() => []);
   const wal = await stat(`${path}.wal`).catch(() => ({ size: 0 }));
-  assert.ok(spilled.length > 0 || wal.size < 4 * 2 ** 20, `rows over the budget went to disk (temporary files: ${spilled.length}, WAL ${wal.size} bytes)`);
+  assert.ok(
+    spilled.length > 0 || wal.size < 4 * 2 ** 20,
+    `rows over the budget went to disk (temporary files: ${spilled.length}, WAL ${wal.size} bytes)`,
+  );
 
   // string_agg keeps its whole result in memory (18 MB here): far over the write budget.
-  const [whole] = await queryRows(store, `SELECT count(*) AS n, count(DISTINCT (trace_id, span_id)) AS ids, sum(length(attributes)) AS chars,
-    length(string_agg(attributes, '')) AS joined FROM spans`);
+  const [whole] = await queryRows(
+    store,
+    `SELECT count(*) AS n, count(DISTINCT (trace_id, span_id)) AS ids, sum(length(attributes)) AS chars,
+    length(string_agg(attributes, '')) AS joined FROM spans`,
+  );
   assert.equal(whole.n, 4000);
   assert.equal(whole.ids, 4000);
   assert.equal(whole.joined, whole.chars);
   let streamed = 0;
-  for await (const rows of store.streamQuery('SELECT attributes FROM spans ORDER BY attributes DESC')) streamed += rows.length;
+  for await (const rows of store.streamQuery('SELECT attributes FROM spans ORDER BY attributes DESC'))
+    streamed += rows.length;
   assert.equal(streamed, 4000);
 
   // Writes go on after the reads, and everything reaches the file.
@@ -44,7 +51,9 @@ test('under a small write budget, written rows wait on disk and reads still get 
   await store.close();
   const reopened = await DuckDBStore.open({ path, readOnly: true });
   t.after(() => reopened.close());
-  assert.deepEqual(await queryRows(reopened, 'SELECT count(*) AS n, max(sequence_id) AS last FROM spans'), [{ n: 4500, last: 4500 }]);
+  assert.deepEqual(await queryRows(reopened, 'SELECT count(*) AS n, max(sequence_id) AS last FROM spans'), [
+    { n: 4500, last: 4500 },
+  ]);
 });
 
 test('a group commit larger than the write budget is written with the default limit', async (t) => {
@@ -65,9 +74,15 @@ test('a group commit larger than the write budget is written with the default li
       ...bodies.map(write),
       new Promise((resolve) => setTimeout(resolve, 20)).then(() => Promise.all(later.map(write))),
     ]);
-    assert.deepEqual(results.flat().map((r) => r.stored), Array(10).fill(500));
+    assert.deepEqual(
+      results.flat().map((r) => r.stored),
+      Array(10).fill(500),
+    );
   }
-  assert.deepEqual(await queryRows(store, 'SELECT count(*) AS n, count(DISTINCT (trace_id, span_id)) AS spans FROM spans'), [{ n: 15000, spans: 15000 }]);
+  assert.deepEqual(
+    await queryRows(store, 'SELECT count(*) AS n, count(DISTINCT (trace_id, span_id)) AS spans FROM spans'),
+    [{ n: 15000, spans: 15000 }],
+  );
 });
 
 test('a group whose COMMIT needs more than the write budget keeps every span whole', async (t) => {
@@ -81,15 +96,26 @@ test('a group whose COMMIT needs more than the write budget keeps every span who
   let serial = 1;
   for (let group = 0; group < 3; group++) {
     const bodies = Array.from({ length: 10 }, () => freshCopy(template, serial++));
-    const results = await Promise.all(bodies.map((body) => store.writeSpans(decoder.decode('traces', 'protobuf', body).rows, body.length)));
-    assert.deepEqual(results.map((r) => r.stored), Array(10).fill(500));
+    const results = await Promise.all(
+      bodies.map((body) => store.writeSpans(decoder.decode('traces', 'protobuf', body).rows, body.length)),
+    );
+    assert.deepEqual(
+      results.map((r) => r.stored),
+      Array(10).fill(500),
+    );
   }
   // A span's attributes name its place in its request (gen_ai.response.id chatcmpl-<i>): each
   // stored span must have the trace id and start time of the span at that place.
-  assert.deepEqual(await queryRows(store, `WITH stored AS (
+  assert.deepEqual(
+    await queryRows(
+      store,
+      `WITH stored AS (
       SELECT trace_id, span_id, start_time, regexp_extract(attributes, 'chatcmpl-([0-9]+)', 1) AS place FROM spans)
     SELECT count(*) AS n, count(DISTINCT (trace_id, span_id)) AS spans, count(DISTINCT (place, right(trace_id, 16), start_time)) AS places
-    FROM stored`), [{ n: 15000, spans: 15000, places: 500 }]);
+    FROM stored`,
+    ),
+    [{ n: 15000, spans: 15000, places: 500 }],
+  );
 });
 
 test('the write budget holds for writes and is lifted while a read runs', async () => {
@@ -134,10 +160,12 @@ test('the write budget holds for writes and is lifted while a read runs', async 
   assert.deepEqual(await settings(), ['1', '3.0 MiB']);
 
   // Reads and writes interleaved without waiting: every read runs lifted, and the last state wins.
-  await Promise.all(Array.from({ length: 20 }, async (_, i) => {
-    if (i % 3 === 0) budget.noteWrite();
-    await budget.whileReading(lifted);
-  }));
+  await Promise.all(
+    Array.from({ length: 20 }, async (_, i) => {
+      if (i % 3 === 0) budget.noteWrite();
+      await budget.whileReading(lifted);
+    }),
+  );
   budget.noteWrite();
   await budget.settle();
   assert.deepEqual(await settings(), ['1', '3.0 MiB']);
@@ -149,17 +177,31 @@ test('the write budget holds for writes and is lifted while a read runs', async 
 test('a COMMIT that DuckDB leaves half undone is found (503), and the file holds only whole spans', async (t) => {
   const path = join(await tempDir(t), 'damaged.duckdb');
   const template = await makeBatch(500, { promptBytes: 4096 });
-  const requests = Array.from({ length: 3 }, (_, group) => Array.from({ length: 10 }, (_, i) => freshCopy(template, 1 + group * 10 + i)));
-  const write = (store: DuckDBStore, body: Buffer) => store.writeSpans(decoder.decode('traces', 'protobuf', body).rows, body.length);
+  const requests = Array.from({ length: 3 }, (_, group) =>
+    Array.from({ length: 10 }, (_, i) => freshCopy(template, 1 + group * 10 + i)),
+  );
+  const write = (store: DuckDBStore, body: Buffer) =>
+    store.writeSpans(decoder.decode('traces', 'protobuf', body).rows, body.length);
   // No COMMIT runs with more memory from the start: the second group's fails under the budget,
   // which DuckDB 1.5.6 leaves half undone (a column one vector longer than its row group).
-  const store = await DuckDBStore.open({ path, writeMemoryBytes: 16 * 2 ** 20, commitWithMoreMemoryBytes: Infinity, deriveWhenIdleMs: Infinity });
+  const store = await DuckDBStore.open({
+    path,
+    writeMemoryBytes: 16 * 2 ** 20,
+    commitWithMoreMemoryBytes: Infinity,
+    deriveWhenIdleMs: Infinity,
+  });
   let closed = false;
   t.after(() => closed || store.close());
-  assert.deepEqual((await Promise.all(requests[0].map((body) => write(store, body)))).map((r) => r.stored), Array(10).fill(500));
+  assert.deepEqual(
+    (await Promise.all(requests[0].map((body) => write(store, body)))).map((r) => r.stored),
+    Array(10).fill(500),
+  );
   const second = await Promise.allSettled(requests[1].map((body) => write(store, body)));
   const refused = second.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason);
-  assert.ok(refused.length > 0 && refused.every((e) => e instanceof StoreUnavailableError), 'the damaged group is refused with a 503, not acknowledged');
+  assert.ok(
+    refused.length > 0 && refused.every((e) => e instanceof StoreUnavailableError),
+    'the damaged group is refused with a 503, not acknowledged',
+  );
   assert.match((refused[0] as StoreUnavailableError).reason, /Corrupted in-memory column/);
   await store.close();
   closed = true;
@@ -172,8 +214,14 @@ test('a COMMIT that DuckDB leaves half undone is found (503), and the file holds
     const bodies = requests[group].filter((_, i) => group === 2 || second[i].status === 'rejected');
     assert.ok((await Promise.all(bodies.map((body) => write(reopened, body)))).every((r) => r.stored === 500));
   }
-  assert.deepEqual(await queryRows(reopened, `WITH stored AS (
+  assert.deepEqual(
+    await queryRows(
+      reopened,
+      `WITH stored AS (
       SELECT trace_id, span_id, start_time, regexp_extract(attributes, 'chatcmpl-([0-9]+)', 1) AS place FROM spans)
     SELECT count(*) AS n, count(DISTINCT (trace_id, span_id)) AS spans, count(DISTINCT (place, right(trace_id, 16), start_time)) AS places
-    FROM stored`), [{ n: 15000, spans: 15000, places: 500 }]);
+    FROM stored`,
+    ),
+    [{ n: 15000, spans: 15000, places: 500 }],
+  );
 });

@@ -6,9 +6,14 @@ import OpenAI from 'openai';
 
 const original = globalThis.__aglBenchOriginalFetch;
 const recorded = globalThis.fetch;
-if (typeof original !== 'function' || original === recorded) throw new Error('start with --import keep-fetch.mjs --import agl/register');
+if (typeof original !== 'function' || original === recorded)
+  throw new Error('start with --import keep-fetch.mjs --import agl/register');
 let withAgl = false;
-const client = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: 'bench', fetch: (input, init) => (withAgl ? recorded : original)(input, init) });
+const client = new OpenAI({
+  baseURL: process.env.OPENAI_BASE_URL,
+  apiKey: 'bench',
+  fetch: (input, init) => (withAgl ? recorded : original)(input, init),
+});
 const median = (values) => [...values].sort((a, b) => a - b)[values.length >> 1];
 
 async function block(agl, calls) {

@@ -10,15 +10,13 @@ import { Runner, findFinalReward, rollout } from 'agl';
 import { StoreClient } from 'agl/client';
 import { EXAMPLE_MODEL, startExampleModel } from 'agl/server';
 
-const storeUrl = process.argv.includes('--store') ? process.argv[process.argv.indexOf('--store') + 1] : 'http://127.0.0.1:4318';
+const storeUrl = process.argv.includes('--store')
+  ? process.argv[process.argv.indexOf('--store') + 1]
+  : 'http://127.0.0.1:4318';
 const store = new StoreClient(storeUrl);
 
 const TASK = { question: 'What is 17 * 3?', answer: 51 };
-const TEMPLATES = [
-  '{question}',
-  'Answer with the number only. {question}',
-  '{question} Think it over, then reply.',
-];
+const TEMPLATES = ['{question}', 'Answer with the number only. {question}', '{question} Think it over, then reply.'];
 
 // The agent: asks the model with the rollout's prompt template; reward 1 when the first number it says is right.
 const agent = rollout(async (task, ctx) => {
@@ -51,7 +49,10 @@ async function algo() {
   if (example) console.log('algo: using the offline EXAMPLE model server (rule-based, not a language model)');
   const results = [];
   for (const template of TEMPLATES) {
-    const { resources_id } = await store.addResources({ prompt: { resource_type: 'prompt_template', template, engine: 'f-string' }, llm });
+    const { resources_id } = await store.addResources({
+      prompt: { resource_type: 'prompt_template', template, engine: 'f-string' },
+      llm,
+    });
     const { rollout_id } = await store.enqueueRollout({ input: TASK, resources_id });
     console.log(`algo: template ${JSON.stringify(template)} -> rollout ${rollout_id}; waiting`);
     await store.waitForRollouts([rollout_id], 60);

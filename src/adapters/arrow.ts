@@ -6,8 +6,21 @@
 import { createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import {
-  Bool, Field, Float64, Int32, Int64, Int8, List, RecordBatch, RecordBatchFileWriter, Struct, Table, Utf8,
-  vectorFromArray, type DataType, type Vector,
+  Bool,
+  Field,
+  Float64,
+  Int32,
+  Int64,
+  Int8,
+  List,
+  RecordBatch,
+  RecordBatchFileWriter,
+  Struct,
+  Table,
+  Utf8,
+  vectorFromArray,
+  type DataType,
+  type Vector,
 } from 'apache-arrow';
 import type { ChatRecord } from './messages.js';
 import type { TrajectoryRow } from './trajectories.js';
@@ -18,7 +31,8 @@ export type RecordKind = 'triplets' | 'messages' | 'trajectories';
 const text = () => new Utf8();
 const ids = () => new List(new Field('item', new Int32(), true));
 const floats = () => new List(new Field('item', new Float64(), true));
-const struct = (fields: Record<string, DataType>) => new Struct(Object.entries(fields).map(([name, type]) => new Field(name, type, true)));
+const struct = (fields: Record<string, DataType>) =>
+  new Struct(Object.entries(fields).map(([name, type]) => new Field(name, type, true)));
 
 /** The record type of each kind. */
 export interface Records {
@@ -35,16 +49,29 @@ const int64 = (value: unknown) => (value === null || value === undefined ? null 
 
 const COLUMNS: { [K in RecordKind]: Columns<Records[K]> } = {
   triplets: {
-    prompt: { type: struct({ messages: text(), token_ids: ids() }), value: (t) => ({ messages: jsonText(t.prompt.messages), token_ids: t.prompt.token_ids }) },
+    prompt: {
+      type: struct({ messages: text(), token_ids: ids() }),
+      value: (t) => ({ messages: jsonText(t.prompt.messages), token_ids: t.prompt.token_ids }),
+    },
     response: {
       type: struct({ message: text(), token_ids: ids(), logprobs: floats() }),
-      value: (t) => ({ message: jsonText(t.response.message), token_ids: t.response.token_ids, logprobs: t.response.logprobs }),
+      value: (t) => ({
+        message: jsonText(t.response.message),
+        token_ids: t.response.token_ids,
+        logprobs: t.response.logprobs,
+      }),
     },
     reward: { type: new Float64(), value: (t) => t.reward },
     metadata: {
       type: struct({
-        rollout_id: text(), attempt_id: text(), trace_id: text(), span_id: text(), sequence_id: new Int64(),
-        agent_name: text(), response_id: text(), model: text(),
+        rollout_id: text(),
+        attempt_id: text(),
+        trace_id: text(),
+        span_id: text(),
+        sequence_id: new Int64(),
+        agent_name: text(),
+        response_id: text(),
+        model: text(),
       }),
       value: (t) => ({ ...t.metadata, sequence_id: int64(t.metadata.sequence_id) }),
     },
@@ -79,14 +106,23 @@ export function recordBatchOf<K extends RecordKind>(kind: K, records: readonly R
 }
 
 /** An Arrow Table of records, built in batches of `batchRows`. */
-export async function arrowTableOf<K extends RecordKind>(kind: K, records: AsyncIterable<Records[K]> | Iterable<Records[K]>, batchRows = 16_384): Promise<Table> {
+export async function arrowTableOf<K extends RecordKind>(
+  kind: K,
+  records: AsyncIterable<Records[K]> | Iterable<Records[K]>,
+  batchRows = 16_384,
+): Promise<Table> {
   const batches: RecordBatch[] = [];
   for await (const batch of inBatches(records, batchRows)) batches.push(recordBatchOf(kind, batch));
   return batches.length > 0 ? new Table(batches) : new Table(recordBatchOf(kind, []).schema);
 }
 
 /** Writes records to an Arrow IPC file, a record batch of `batchRows` at a time; returns how many. */
-export async function writeArrowFile<K extends RecordKind>(kind: K, records: AsyncIterable<Records[K]> | Iterable<Records[K]>, path: string, batchRows = 16_384): Promise<number> {
+export async function writeArrowFile<K extends RecordKind>(
+  kind: K,
+  records: AsyncIterable<Records[K]> | Iterable<Records[K]>,
+  path: string,
+  batchRows = 16_384,
+): Promise<number> {
   const writer = new RecordBatchFileWriter();
   const written = pipeline(writer.toNodeStream(), createWriteStream(path));
   let count = 0;

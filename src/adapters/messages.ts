@@ -33,7 +33,10 @@ export function messagesSql(options: MessagesOptions): string {
   const conditions = ['input_messages IS NOT NULL', 'output_messages IS NOT NULL'];
   if (options.where) conditions.push(`(${options.where})`);
   if (options.minReward !== undefined) conditions.push(minRewardCondition(options.minReward));
-  if (options.rolloutMode !== undefined) conditions.push(`rollout_id IN (SELECT rollout_id FROM rollouts WHERE ${rolloutModeCondition('mode', options.rolloutMode)})`);
+  if (options.rolloutMode !== undefined)
+    conditions.push(
+      `rollout_id IN (SELECT rollout_id FROM rollouts WHERE ${rolloutModeCondition('mode', options.rolloutMode)})`,
+    );
   return `SELECT rollout_id, attempt_id, span_id, input_messages, output_messages, tools
     FROM llm_calls WHERE ${conditions.join(' AND ')}
     ORDER BY rollout_id NULLS LAST, attempt_id, sequence_id, start_time, span_id`;
@@ -63,15 +66,22 @@ export function invalidReason(record: RecordCandidate): string | null {
     const reason = invalidMessageReason(message, `message ${i}`, callIds);
     if (reason !== null) return reason;
   }
-  if (fieldsOf(record.messages.at(-1)).role !== 'assistant') return 'the last message is not the assistant\'s answer';
-  if (record.tools !== undefined && !(Array.isArray(record.tools) && record.tools.every((tool) => typeof fieldsOf(fieldsOf(tool).function).name === 'string'))) {
+  if (fieldsOf(record.messages.at(-1)).role !== 'assistant') return "the last message is not the assistant's answer";
+  if (
+    record.tools !== undefined &&
+    !(
+      Array.isArray(record.tools) &&
+      record.tools.every((tool) => typeof fieldsOf(fieldsOf(tool).function).name === 'string')
+    )
+  ) {
     return 'tools must be a list of {type: "function", function: {name, ...}}';
   }
   return null;
 }
 
 /** The fields of a parsed JSON object; none for anything else. */
-const fieldsOf = (value: unknown): Record<string, unknown> => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {});
+const fieldsOf = (value: unknown): Record<string, unknown> =>
+  typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {};
 
 /** Why one message (`where` in the record) is not valid, or null; adds the ids of its tool calls to `callIds`. */
 function invalidMessageReason(message: unknown, where: string, callIds: Set<string>): string | null {
@@ -87,11 +97,14 @@ function invalidMessageReason(message: unknown, where: string, callIds: Set<stri
       callIds.add(fieldsOf(call).id as string);
     }
   }
-  const textOrParts = typeof content === 'string' || (Array.isArray(content) && content.every((part) => typeof fieldsOf(part).type === 'string'));
+  const textOrParts =
+    typeof content === 'string' ||
+    (Array.isArray(content) && content.every((part) => typeof fieldsOf(part).type === 'string'));
   if (!textOrParts && !(content === null && toolCalls !== undefined)) return `${where} has no text content`;
   if (role === 'tool') {
     if (typeof toolCallId !== 'string') return `${where}: a tool result without tool_call_id`;
-    if (!callIds.has(toolCallId)) return `${where}: tool result for ${toolCallId}, which no earlier assistant message called`;
+    if (!callIds.has(toolCallId))
+      return `${where}: tool result for ${toolCallId}, which no earlier assistant message called`;
   }
   return null;
 }
@@ -131,12 +144,20 @@ export function chatRecordOf(input: unknown, output: unknown, tools: unknown): R
 }
 
 /** The valid records, in order, and the skipped ones with their reasons. */
-export async function* traceToMessages(source: QuerySource, options: MessagesOptions = {}, skipped: SkippedRecord[] = []): AsyncGenerator<ChatRecord> {
+export async function* traceToMessages(
+  source: QuerySource,
+  options: MessagesOptions = {},
+  skipped: SkippedRecord[] = [],
+): AsyncGenerator<ChatRecord> {
   for await (const { record } of traceToRolloutMessages(source, options, skipped)) yield record;
 }
 
 /** traceToMessages with the rollout of each record: one query for the calls of many rollouts. */
-export async function* traceToRolloutMessages(source: QuerySource, options: MessagesOptions = {}, skipped: SkippedRecord[] = []): AsyncGenerator<{ rolloutId: string | null; record: ChatRecord }> {
+export async function* traceToRolloutMessages(
+  source: QuerySource,
+  options: MessagesOptions = {},
+  skipped: SkippedRecord[] = [],
+): AsyncGenerator<{ rolloutId: string | null; record: ChatRecord }> {
   for await (const rows of source.stream(messagesSql(options))) {
     for (const row of rows) {
       let record: RecordCandidate = { messages: [] };
@@ -149,7 +170,8 @@ export async function* traceToRolloutMessages(source: QuerySource, options: Mess
       }
       // what invalidReason found valid
       if (reason === null) yield { rolloutId: (row.rollout_id as string | null) ?? null, record: record as ChatRecord };
-      else skipped.push({ rollout_id: (row.rollout_id as string | null) ?? null, span_id: String(row.span_id), reason });
+      else
+        skipped.push({ rollout_id: (row.rollout_id as string | null) ?? null, span_id: String(row.span_id), reason });
     }
   }
 }

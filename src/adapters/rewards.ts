@@ -16,15 +16,23 @@ export function getRewards(span: SpanLike): { name: string; value: number }[] {
     const value = span.attributes[`${ATTR.reward}.${i}.value`];
     if (value === undefined) break;
     const number = Number(value);
-    if (Number.isFinite(number)) rewards.push({ name: String(span.attributes[`${ATTR.reward}.${i}.name`] ?? (i === 0 ? 'primary' : String(i))), value: number });
+    if (Number.isFinite(number))
+      rewards.push({
+        name: String(span.attributes[`${ATTR.reward}.${i}.name`] ?? (i === 0 ? 'primary' : String(i))),
+        value: number,
+      });
   }
-  if (rewards.length === 0 && span.name === ATTR.reward && typeof span.attributes.reward === 'number') rewards.push({ name: 'primary', value: span.attributes.reward });
+  if (rewards.length === 0 && span.name === ATTR.reward && typeof span.attributes.reward === 'number')
+    rewards.push({ name: 'primary', value: span.attributes.reward });
   return rewards;
 }
 
 /** The primary reward of a reward span (an annotation, or an operation named agentlightning.reward), else null. */
 export function getRewardValue(span: SpanLike): number | null {
-  const isReward = span.name === AGL.annotation || span.name === ATTR.reward || (span.name === AGL.operation && span.attributes[ATTR.operationName] === AGL.rewardOperation);
+  const isReward =
+    span.name === AGL.annotation ||
+    span.name === ATTR.reward ||
+    (span.name === AGL.operation && span.attributes[ATTR.operationName] === AGL.rewardOperation);
   return isReward ? (getRewards(span)[0]?.value ?? null) : null;
 }
 

@@ -45,7 +45,8 @@ export interface TrajectoryStats {
   missingTokenIdRollouts: string[];
 }
 
-const startsWith = (ids: number[], prefix: number[]) => prefix.length <= ids.length && prefix.every((id, i) => ids[i] === id);
+const startsWith = (ids: number[], prefix: number[]) =>
+  prefix.length <= ids.length && prefix.every((id, i) => ids[i] === id);
 const tokenIds = (value: unknown) => (Array.isArray(value) && value.length > 0 ? value.map(Number) : null);
 
 /** One selected call (CALL_SELECT), in call order, with its credited reward (creditedCallsSql). */
@@ -79,11 +80,14 @@ function newRow(call: Call, prompt: number[], response: number[]): TrajectoryRow
 }
 
 function checkOptions(options: TrajectoryOptions): void {
-  if (options.mode !== undefined && options.mode !== 'transition' && options.mode !== 'trajectory') throw new TypeError(`mode must be transition or trajectory, not "${options.mode}"`);
-  if (options.overlong !== undefined && options.overlong !== 'truncate' && options.overlong !== 'drop') throw new TypeError(`overlong must be truncate or drop, not "${options.overlong}"`);
+  if (options.mode !== undefined && options.mode !== 'transition' && options.mode !== 'trajectory')
+    throw new TypeError(`mode must be transition or trajectory, not "${options.mode}"`);
+  if (options.overlong !== undefined && options.overlong !== 'truncate' && options.overlong !== 'drop')
+    throw new TypeError(`overlong must be truncate or drop, not "${options.overlong}"`);
   for (const key of ['maxPromptLength', 'maxResponseLength'] as const) {
     const value = options[key];
-    if (value !== undefined && !(Number.isInteger(value) && value > 0)) throw new TypeError(`${key} must be a whole number above 0, not ${value}`);
+    if (value !== undefined && !(Number.isInteger(value) && value > 0))
+      throw new TypeError(`${key} must be a whole number above 0, not ${value}`);
   }
 }
 
@@ -107,9 +111,19 @@ function fitLimits(row: TrajectoryRow, options: TrajectoryOptions, stats: Trajec
   return true;
 }
 
-export async function traceToTrajectories(source: QuerySource, options: TrajectoryOptions = {}): Promise<{ rows: TrajectoryRow[]; stats: TrajectoryStats }> {
+export async function traceToTrajectories(
+  source: QuerySource,
+  options: TrajectoryOptions = {},
+): Promise<{ rows: TrajectoryRow[]; stats: TrajectoryStats }> {
   checkOptions(options);
-  const stats: TrajectoryStats = { calls: 0, rows: 0, truncated: 0, dropped: 0, missingTokenIds: 0, missingTokenIdRollouts: [] };
+  const stats: TrajectoryStats = {
+    calls: 0,
+    rows: 0,
+    truncated: 0,
+    dropped: 0,
+    missingTokenIds: 0,
+    missingTokenIdRollouts: [],
+  };
   const missingRollouts = new Set<string>();
   const rows: TrajectoryRow[] = [];
   const emit = (row: TrajectoryRow | undefined) => {
@@ -120,7 +134,8 @@ export async function traceToTrajectories(source: QuerySource, options: Trajecto
   let open: TrajectoryRow | undefined;
   let context: number[] = []; // the open row's prompt + everything after it so far
   for await (const batch of source.stream(creditedCallsSql(options, CALL_SELECT))) {
-    for (const call of batch as Call[]) { // the rows of CALL_SELECT
+    for (const call of batch as Call[]) {
+      // the rows of CALL_SELECT
       stats.calls++;
       if (call.group_id !== group) {
         emit(open);

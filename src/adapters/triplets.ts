@@ -4,7 +4,13 @@
  * attempt's triplets together. Attempts come in no fixed order.
  */
 import { allRows, type QuerySource } from './source.js';
-import { checkCallSelection, creditedCallsSql, type CallSelection, type Credit, type RewardMatch } from '../store/credited-calls.js';
+import {
+  checkCallSelection,
+  creditedCallsSql,
+  type CallSelection,
+  type Credit,
+  type RewardMatch,
+} from '../store/credited-calls.js';
 import { CREDITED_CALLS_READY_SQL } from '../store/deriver.js';
 
 export type { Credit, RewardMatch };
@@ -31,7 +37,10 @@ export type Triplet = {
  * The triplet columns: prompt, response, reward, metadata (structs, so Parquet keeps their
  * types), over `c` (the call's llm_calls row) and `s` (its group, agent and reward).
  */
-const tripletSelect = (c: string, s: string) => `{'messages': ${c}.input_messages, 'token_ids': ${c}.prompt_token_ids} AS prompt,
+const tripletSelect = (
+  c: string,
+  s: string,
+) => `{'messages': ${c}.input_messages, 'token_ids': ${c}.prompt_token_ids} AS prompt,
   {'message': ${c}.output_messages->0, 'token_ids': ${c}.response_token_ids, 'logprobs': ${c}.response_logprobs} AS response,
   ${s}.reward,
   {'rollout_id': ${s}.rollout_id, 'attempt_id': ${s}.attempt_id, 'trace_id': ${s}.trace_id, 'span_id': ${s}.span_id, 'sequence_id': ${s}.sequence_id,
@@ -44,8 +53,14 @@ export function tripletsSql(options: TripletOptions = {}): string {
 
 /** Whether `options` are the defaults, whose answer the store's deriver keeps per call. */
 const isDefault = (options: TripletOptions) =>
-  options.where === undefined && options.spanMatch === undefined && options.agentMatch === undefined && options.minReward === undefined &&
-  options.rolloutMode === undefined && !options.repairFlat && (options.rewardMatch ?? 'first_occurrence') === 'first_occurrence' && (options.credit ?? 'step') === 'step';
+  options.where === undefined &&
+  options.spanMatch === undefined &&
+  options.agentMatch === undefined &&
+  options.minReward === undefined &&
+  options.rolloutMode === undefined &&
+  !options.repairFlat &&
+  (options.rewardMatch ?? 'first_occurrence') === 'first_occurrence' &&
+  (options.credit ?? 'step') === 'step';
 
 /**
  * The query of the triplets that `options` select. With the default options and every span

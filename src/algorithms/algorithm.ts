@@ -57,7 +57,10 @@ export function meanReward(records: readonly { reward: number | null }[]): numbe
 }
 
 /** The final rewards of rollouts, read from their spans in sequence order. */
-export async function finalRewards(store: LightningStore, rolloutIds: readonly string[]): Promise<Map<string, number | null>> {
+export async function finalRewards(
+  store: LightningStore,
+  rolloutIds: readonly string[],
+): Promise<Map<string, number | null>> {
   const rewards = new Map<string, number | null>();
   for (const rolloutId of rolloutIds) {
     const { items } = await store.querySpans({ rollout_id: rolloutId, sort_by: 'sequence_id', sort_order: 'asc' });

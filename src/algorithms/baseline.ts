@@ -1,5 +1,12 @@
 import type { NamedResources } from '../api/types.js';
-import { finalRewards, meanReward, waitUntilFinished, type Algorithm, type AlgorithmContext, type RolloutOutcome } from './algorithm.js';
+import {
+  finalRewards,
+  meanReward,
+  waitUntilFinished,
+  type Algorithm,
+  type AlgorithmContext,
+  type RolloutOutcome,
+} from './algorithm.js';
 
 export interface BaselineResult {
   readonly rollouts: RolloutOutcome[];
@@ -18,7 +25,9 @@ export class Baseline<T = unknown> implements Algorithm<T, BaselineResult> {
   constructor(private readonly options: { resources?: NamedResources } = {}) {}
 
   async run({ store, train, val, signal }: AlgorithmContext<T>): Promise<BaselineResult> {
-    const resourcesId = this.options.resources ? (await store.addResources(this.options.resources)).resources_id : undefined;
+    const resourcesId = this.options.resources
+      ? (await store.addResources(this.options.resources)).resources_id
+      : undefined;
     const requests = [
       ...train.map((input) => ({ input, mode: 'train' as const, resources_id: resourcesId })),
       ...val.map((input) => ({ input, mode: 'val' as const, resources_id: resourcesId })),
@@ -29,7 +38,9 @@ export class Baseline<T = unknown> implements Algorithm<T, BaselineResult> {
     const rewards = await finalRewards(store, [...done.keys()]);
     const rollouts = ids.flatMap((id) => {
       const rollout = done.get(id);
-      return rollout ? [{ rollout_id: id, mode: rollout.mode, status: rollout.status, reward: rewards.get(id) ?? null }] : [];
+      return rollout
+        ? [{ rollout_id: id, mode: rollout.mode, status: rollout.status, reward: rewards.get(id) ?? null }]
+        : [];
     });
     return {
       rollouts,

@@ -27,12 +27,7 @@ export const sftOptionsSchema = z
       .describe(
         'the training command, run by /bin/sh; {dataset} {output} {iteration} {model} {endpoint} {records} {format} are substituted, shell-quoted',
       ),
-    iterations: z
-      .number()
-      .int()
-      .min(1)
-      .default(2)
-      .describe('rounds of rollouts, selection, training and publishing'),
+    iterations: z.number().int().min(1).default(2).describe('rounds of rollouts, selection, training and publishing'),
     samplesPerTask: z
       .number()
       .int()
@@ -44,9 +39,7 @@ export const sftOptionsSchema = z
       .gt(0)
       .max(1)
       .default(0.25)
-      .describe(
-        "keep each task's best rollouts: this fraction of its samples, rounded up (0.25 of 4: the best one)",
-      ),
+      .describe("keep each task's best rollouts: this fraction of its samples, rounded up (0.25 of 4: the best one)"),
     threshold: z
       .number()
       .optional()

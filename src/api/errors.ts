@@ -17,7 +17,6 @@ export class InvalidQueryError extends Error {
   }
 }
 
-
 /** The write queue is over its bound: the caller should retry later (HTTP 503 + Retry-After). */
 export class StoreBusyError extends Error {
   constructor(readonly retryAfterSeconds: number) {

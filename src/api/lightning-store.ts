@@ -38,7 +38,11 @@ export interface LightningStore {
   enqueueRollout(request: RolloutRequest): Promise<Rollout>;
   enqueueManyRollouts(requests: RolloutRequest[]): Promise<Rollout[]>;
   dequeueRollout(options?: { workerId?: string | null; waitSeconds?: number }): Promise<AttemptedRollout | null>;
-  dequeueManyRollouts(options?: { limit?: number; workerId?: string | null; waitSeconds?: number }): Promise<AttemptedRollout[]>;
+  dequeueManyRollouts(options?: {
+    limit?: number;
+    workerId?: string | null;
+    waitSeconds?: number;
+  }): Promise<AttemptedRollout[]>;
   startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout>;
   startAttempt(rolloutId: string, workerId?: string | null): Promise<AttemptedRollout>;
   queryRollouts(query?: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>>;

@@ -9,10 +9,26 @@ import type * as requests from './requests.js';
  * not load zod.
  */
 
-export const ROLLOUT_STATUSES = ['queuing', 'preparing', 'running', 'succeeded', 'failed', 'cancelled', 'requeuing'] as const;
+export const ROLLOUT_STATUSES = [
+  'queuing',
+  'preparing',
+  'running',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'requeuing',
+] as const;
 export type RolloutStatus = (typeof ROLLOUT_STATUSES)[number];
 
-export const ATTEMPT_STATUSES = ['preparing', 'running', 'succeeded', 'failed', 'cancelled', 'timeout', 'unresponsive'] as const;
+export const ATTEMPT_STATUSES = [
+  'preparing',
+  'running',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'timeout',
+  'unresponsive',
+] as const;
 export type AttemptStatus = (typeof ATTEMPT_STATUSES)[number];
 
 export const ROLLOUT_MODES = ['train', 'val', 'test'] as const;

@@ -9,5 +9,9 @@ export function gatewayBaseUrl(serverUrl: string, rolloutId: string, attemptId: 
 
 /** Environment for an agent process of that rollout: its base URL and the ids (for `agl/register`). */
 export function gatewayEnv(serverUrl: string, rolloutId: string, attemptId: string): Record<string, string> {
-  return { OPENAI_BASE_URL: gatewayBaseUrl(serverUrl, rolloutId, attemptId), AGL_ROLLOUT_ID: rolloutId, AGL_ATTEMPT_ID: attemptId };
+  return {
+    OPENAI_BASE_URL: gatewayBaseUrl(serverUrl, rolloutId, attemptId),
+    AGL_ROLLOUT_ID: rolloutId,
+    AGL_ATTEMPT_ID: attemptId,
+  };
 }

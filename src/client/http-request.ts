@@ -11,7 +11,13 @@ export interface HttpAnswer {
 const dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
 
 /** One request with a text body; rejects on network errors and after `timeoutMs`. */
-export async function httpRequest(url: string, method: string, headers: Record<string, string>, body: string | Buffer | undefined, timeoutMs: number): Promise<HttpAnswer> {
+export async function httpRequest(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body: string | Buffer | undefined,
+  timeoutMs: number,
+): Promise<HttpAnswer> {
   const signal = AbortSignal.timeout(timeoutMs);
   try {
     const answer = await request(url, { method: method as 'GET', headers, body, signal, dispatcher });

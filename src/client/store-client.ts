@@ -1,4 +1,11 @@
-import { addSpansInOrder, type LightningStore, type ResourcesQuery, type RolloutQuery, type StoreStatistics, type WorkerQuery } from '../api/lightning-store.js';
+import {
+  addSpansInOrder,
+  type LightningStore,
+  type ResourcesQuery,
+  type RolloutQuery,
+  type StoreStatistics,
+  type WorkerQuery,
+} from '../api/lightning-store.js';
 import { httpRequest, type HttpAnswer } from './http-request.js';
 import { InvalidQueryError, NotFoundError } from '../api/errors.js';
 import type {
@@ -37,7 +44,11 @@ interface RequestOptions {
  * is unavailable for now (502, 503, 504): the same call may succeed later.
  */
 export class StoreUnreachableError extends Error {
-  constructor(message: string, readonly status?: number, options?: ErrorOptions) {
+  constructor(
+    message: string,
+    readonly status?: number,
+    options?: ErrorOptions,
+  ) {
     super(message, options);
     this.name = 'StoreUnreachableError';
   }
@@ -45,7 +56,10 @@ export class StoreUnreachableError extends Error {
 
 /** The store answered with an error that retrying will not fix (a 500, a 401, ...). */
 export class StoreAnswerError extends Error {
-  constructor(message: string, readonly status: number) {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
     super(message);
     this.name = 'StoreAnswerError';
   }
@@ -81,11 +95,15 @@ export class StoreClient implements LightningStore {
     return this.post('/queues/rollouts/enqueue', { rollouts: requests }, { retry: 'unsent' });
   }
 
-  async dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+  async dequeueRollout(
+    options: { workerId?: string | null; waitSeconds?: number } = {},
+  ): Promise<AttemptedRollout | null> {
     return (await this.dequeueManyRollouts({ ...options, limit: 1 }))[0] ?? null;
   }
 
-  async dequeueManyRollouts(options: { limit?: number; workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout[]> {
+  async dequeueManyRollouts(
+    options: { limit?: number; workerId?: string | null; waitSeconds?: number } = {},
+  ): Promise<AttemptedRollout[]> {
     const deadline = Date.now() + (options.waitSeconds ?? 0) * 1000;
     for (;;) {
       const wait = Math.min(LONG_POLL_SECONDS, Math.max(0, (deadline - Date.now()) / 1000));
@@ -135,7 +153,11 @@ export class StoreClient implements LightningStore {
     const deadline = timeoutSeconds === null ? Infinity : Date.now() + Math.max(0, timeoutSeconds) * 1000;
     for (;;) {
       const wait = Math.min(LONG_POLL_SECONDS, Math.max(0, (deadline - Date.now()) / 1000));
-      const finished = await this.post<Rollout[]>('/waits/rollouts', { rollout_ids: rolloutIds, timeout: wait }, { timeoutSeconds: wait + this.timeout });
+      const finished = await this.post<Rollout[]>(
+        '/waits/rollouts',
+        { rollout_ids: rolloutIds, timeout: wait },
+        { timeoutSeconds: wait + this.timeout },
+      );
       if (Date.now() >= deadline || finished.length === (await this.knownCount(rolloutIds, finished))) return finished;
     }
   }
@@ -161,7 +183,8 @@ export class StoreClient implements LightningStore {
   }
 
   async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
-    return (await this.post<{ sequence_id: number }>('/spans/next', { rollout_id: rolloutId, attempt_id: attemptId })).sequence_id;
+    return (await this.post<{ sequence_id: number }>('/spans/next', { rollout_id: rolloutId, attempt_id: attemptId }))
+      .sequence_id;
   }
 
   addSpan(span: Span): Promise<Span | null> {
@@ -185,7 +208,10 @@ export class StoreClient implements LightningStore {
   }
 
   updateWorker(workerId: string, heartbeatStats?: Record<string, unknown>): Promise<Worker> {
-    return this.post(`/workers/${enc(workerId)}`, heartbeatStats === undefined ? {} : { heartbeat_stats: heartbeatStats });
+    return this.post(
+      `/workers/${enc(workerId)}`,
+      heartbeatStats === undefined ? {} : { heartbeat_stats: heartbeatStats },
+    );
   }
 
   statistics(): Promise<StoreStatistics> {
@@ -211,7 +237,12 @@ export class StoreClient implements LightningStore {
     return this.request<T>('POST', path, body, options);
   }
 
-  private async request<T>(method: string, path: string, body: unknown, { retry = true, timeoutSeconds = this.timeout }: RequestOptions): Promise<T> {
+  private async request<T>(
+    method: string,
+    path: string,
+    body: unknown,
+    { retry = true, timeoutSeconds = this.timeout }: RequestOptions,
+  ): Promise<T> {
     const delays = retry ? (this.options.retryDelaysSeconds ?? [1, 2, 5]) : [];
     for (let attempt = 0; ; attempt++) {
       let response: HttpAnswer;
@@ -220,14 +251,24 @@ export class StoreClient implements LightningStore {
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
           ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
         };
-        response = await httpRequest(`${this.base}${path}`, method, headers, body === undefined ? undefined : JSON.stringify(body), timeoutSeconds * 1000);
+        response = await httpRequest(
+          `${this.base}${path}`,
+          method,
+          headers,
+          body === undefined ? undefined : JSON.stringify(body),
+          timeoutSeconds * 1000,
+        );
       } catch (error) {
         // The server did not answer (down, restarting): retry after a pause, then give up. A call
         // that creates something is retried only when it never reached the server: an answer
         // lost after the server acted would otherwise create it twice.
         const unsent = (error as NodeJS.ErrnoException).code === 'ECONNREFUSED';
         if (attempt >= delays.length || (retry === 'unsent' && !unsent)) {
-          throw new StoreUnreachableError(`agl store at ${this.base} did not answer ${method} ${path}: ${(error as Error).message}`, undefined, { cause: error });
+          throw new StoreUnreachableError(
+            `agl store at ${this.base} did not answer ${method} ${path}: ${(error as Error).message}`,
+            undefined,
+            { cause: error },
+          );
         }
         await new Promise((resolve) => setTimeout(resolve, delays[attempt] * 1000));
         continue;
@@ -238,7 +279,9 @@ export class StoreClient implements LightningStore {
       if (response.status === 404) throw new NotFoundError(detail);
       if (response.status === 400) throw new InvalidQueryError(detail);
       if ((response.status === 503 || response.status === 429) && attempt < delays.length) {
-        await new Promise((resolve) => setTimeout(resolve, Number(response.headers['retry-after'] ?? delays[attempt]) * 1000));
+        await new Promise((resolve) =>
+          setTimeout(resolve, Number(response.headers['retry-after'] ?? delays[attempt]) * 1000),
+        );
         continue;
       }
       const message = `agl store answered ${response.status} to ${method} ${path}: ${detail}`;
@@ -261,7 +304,8 @@ function detailOf(text: string): string {
 
 function queryString(query: object): string {
   const params = new URLSearchParams();
-  for (const [key, value] of Object.entries(query)) if (value !== undefined && value !== null) params.append(key, String(value));
+  for (const [key, value] of Object.entries(query))
+    if (value !== undefined && value !== null) params.append(key, String(value));
   const text = params.toString();
   return text ? `?${text}` : '';
 }

@@ -46,7 +46,8 @@ export async function readBody(request: IncomingMessage, maxBytes: number): Prom
     // Before 'end', the client went away mid-body. (Every request closes: the error, and its
     // stack trace, are made only when it matters.)
     request.once('close', () => {
-      if (!request.complete) reject(new BodyError(400, 'the client closed the connection before the body was complete'));
+      if (!request.complete)
+        reject(new BodyError(400, 'the client closed the connection before the body was complete'));
     });
   });
   const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
@@ -64,5 +65,8 @@ export async function readBody(request: IncomingMessage, maxBytes: number): Prom
 }
 
 function tooLarge(maxBytes: number): BodyError {
-  return new BodyError(413, `the body is larger than ${maxBytes} bytes (after decompression); send smaller batches or raise --max-body`);
+  return new BodyError(
+    413,
+    `the body is larger than ${maxBytes} bytes (after decompression); send smaller batches or raise --max-body`,
+  );
 }

@@ -5,7 +5,9 @@ import { sendJson } from './http.js';
 /** This machine's own names and addresses: localhost (and its subdomains), 127.0.0.0/8, ::1. */
 export function isLoopbackHost(name: string): boolean {
   const host = name.toLowerCase();
-  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || (host.startsWith('127.') && isIPv4(host));
+  return (
+    host === 'localhost' || host.endsWith('.localhost') || host === '::1' || (host.startsWith('127.') && isIPv4(host))
+  );
 }
 
 /** The name in a Host header, without its port and brackets ("[::1]:4318" is "::1"). */
@@ -26,7 +28,8 @@ export function parseOrigin(value: string): string | undefined {
   } catch {
     return undefined;
   }
-  const bare = url.pathname === '/' && url.search === '' && url.hash === '' && url.username === '' && url.password === '';
+  const bare =
+    url.pathname === '/' && url.search === '' && url.hash === '' && url.username === '' && url.password === '';
   return (url.protocol === 'http:' || url.protocol === 'https:') && bare ? url.origin : undefined;
 }
 
@@ -50,7 +53,9 @@ const HEADER_LIST = /^[!#$%&'*+.^_`|~0-9a-z-]+(\s*,\s*[!#$%&'*+.^_`|~0-9a-z-]+)*
  * Requests from programs carry neither header: they cost three header reads and the Host check
  * here (0.2-0.3 µs; OTLP ingest is the hot path).
  */
-export function browserGuard(options: BrowserGuardOptions): (request: IncomingMessage, response: ServerResponse) => boolean {
+export function browserGuard(
+  options: BrowserGuardOptions,
+): (request: IncomingMessage, response: ServerResponse) => boolean {
   const checkHost = isLoopbackHost(options.host);
   const allowed = new Set(
     (options.allowOrigins ?? []).map((origin) => {
@@ -62,7 +67,9 @@ export function browserGuard(options: BrowserGuardOptions): (request: IncomingMe
   return (request, response) => {
     const { host, origin } = request.headers;
     if (checkHost && host !== undefined && !isLoopbackHost(hostName(host))) {
-      sendJson(response, 421, { detail: `this agl server listens on a loopback address and answers only to loopback names, not to Host "${host}"` });
+      sendJson(response, 421, {
+        detail: `this agl server listens on a loopback address and answers only to loopback names, not to Host "${host}"`,
+      });
       return false;
     }
     const site = request.headers['sec-fetch-site'];
@@ -73,7 +80,11 @@ export function browserGuard(options: BrowserGuardOptions): (request: IncomingMe
       return false;
     }
     if (site === 'cross-site') {
-      refuse(response, 'cross-site requests (Sec-Fetch-Site: cross-site) are refused', '--allow-origin <the page origin>');
+      refuse(
+        response,
+        'cross-site requests (Sec-Fetch-Site: cross-site) are refused',
+        '--allow-origin <the page origin>',
+      );
       return false;
     }
     return true;
@@ -81,7 +92,9 @@ export function browserGuard(options: BrowserGuardOptions): (request: IncomingMe
 }
 
 function refuse(response: ServerResponse, what: string, flag: string): void {
-  sendJson(response, 403, { detail: `${what}: a web page must not drive agl; to let one, start agl serve with ${flag}` });
+  sendJson(response, 403, {
+    detail: `${what}: a web page must not drive agl; to let one, start agl serve with ${flag}`,
+  });
 }
 
 /** CORS for an allowed origin: its preflight is answered here, its requests go on. */

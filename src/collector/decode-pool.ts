@@ -10,7 +10,9 @@ interface Pending {
 }
 
 /** What decode-worker.ts posts back: the batch, or the error by name (errors do not cross threads whole). */
-type DecodeAnswer = { readonly id: number; readonly batch: DecodedBatch } | { readonly id: number; readonly error: { name: string; message: string } };
+type DecodeAnswer =
+  | { readonly id: number; readonly batch: DecodedBatch }
+  | { readonly id: number; readonly error: { name: string; message: string } };
 
 interface DecodeThread {
   readonly worker: Worker;

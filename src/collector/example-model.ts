@@ -36,14 +36,17 @@ function chatRequestOf(body: Buffer): ChatRequest | undefined {
     const request: unknown = JSON.parse(body.toString('utf8'));
     if (typeof request !== 'object' || request === null) return undefined;
     const { model, seed, messages } = request as Record<string, unknown>;
-    return Array.isArray(messages) ? { model, seed, messages: messages.map((m) => (typeof m === 'object' && m !== null ? m : {})) } : undefined;
+    return Array.isArray(messages)
+      ? { model, seed, messages: messages.map((m) => (typeof m === 'object' && m !== null ? m : {})) }
+      : undefined;
   } catch {
     return undefined;
   }
 }
 
 /** A message's content as text ('' when it has none). */
-const contentOf = (message: unknown) => String((typeof message === 'object' && message !== null && 'content' in message ? message.content : undefined) ?? '');
+const contentOf = (message: unknown) =>
+  String((typeof message === 'object' && message !== null && 'content' in message ? message.content : undefined) ?? '');
 
 export async function startExampleModel(): Promise<{ baseURL: string; close(): Promise<void> }> {
   let calls = 0;
@@ -54,18 +57,34 @@ export async function startExampleModel(): Promise<{ baseURL: string; close(): P
       const body = chatRequestOf(Buffer.concat(chunks));
       if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions') || !body) {
         res.writeHead(404, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: 'the example model only answers POST /v1/chat/completions', type: 'invalid_request_error' } }));
+        res.end(
+          JSON.stringify({
+            error: {
+              message: 'the example model only answers POST /v1/chat/completions',
+              type: 'invalid_request_error',
+            },
+          }),
+        );
         return;
       }
       const content = reply(body);
       calls++;
       const prompt = body.messages.map(contentOf).join(' ');
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({
-        id: `chatcmpl-example-${calls}`, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: typeof body.model === 'string' ? body.model : EXAMPLE_MODEL,
-        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
-        usage: { prompt_tokens: tokens(prompt), completion_tokens: tokens(content), total_tokens: tokens(prompt) + tokens(content) },
-      }));
+      res.end(
+        JSON.stringify({
+          id: `chatcmpl-example-${calls}`,
+          object: 'chat.completion',
+          created: Math.floor(Date.now() / 1000),
+          model: typeof body.model === 'string' ? body.model : EXAMPLE_MODEL,
+          choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+          usage: {
+            prompt_tokens: tokens(prompt),
+            completion_tokens: tokens(content),
+            total_tokens: tokens(prompt) + tokens(content),
+          },
+        }),
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -18,7 +18,11 @@ export class SpanBuffer {
   private spans: SpanInput[] = [];
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly sink: BatchSink, private readonly delayMs = 100, private readonly maxSpans = 1024) {}
+  constructor(
+    private readonly sink: BatchSink,
+    private readonly delayMs = 100,
+    private readonly maxSpans = 1024,
+  ) {}
 
   add(span: SpanInput): void {
     this.spans.push(span);
@@ -61,7 +65,15 @@ export class CallRecord {
   private readonly traceId: string;
   private readonly parentId: string | null;
 
-  constructor(readonly api: LlmApi, url: URL, sentBody: Record<string, unknown>, sent: string, private readonly startTime: number, private readonly ids: Attribution, traceparent: string | string[] | undefined) {
+  constructor(
+    readonly api: LlmApi,
+    url: URL,
+    sentBody: Record<string, unknown>,
+    sent: string,
+    private readonly startTime: number,
+    private readonly ids: Attribution,
+    traceparent: string | string[] | undefined,
+  ) {
     this.attributes = {
       ...requestAttributes(api, sentBody),
       'gen_ai.provider.name': url.hostname === 'api.openai.com' ? 'openai' : 'openai_compatible',
@@ -73,7 +85,8 @@ export class CallRecord {
       'agl.gateway': true,
     };
     // An instrumented agent sends its trace context: the call joins the agent's trace.
-    const match = typeof traceparent === 'string' ? /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(traceparent) : null;
+    const match =
+      typeof traceparent === 'string' ? /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(traceparent) : null;
     this.traceId = match ? match[1] : randomHex(16);
     this.parentId = match ? match[2] : null;
   }
@@ -104,7 +117,9 @@ export class CallRecord {
       parent_id: this.parentId,
       name: typeof model === 'string' ? `${operation} ${model}` : operation,
       kind: 'CLIENT',
-      status: this.error ? { status_code: 'ERROR', description: this.error.message } : { status_code: 'UNSET', description: null },
+      status: this.error
+        ? { status_code: 'ERROR', description: this.error.message }
+        : { status_code: 'UNSET', description: null },
       attributes: this.attributes,
       events: [],
       links: [],

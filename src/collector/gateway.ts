@@ -52,7 +52,11 @@ interface Upstream {
 
 /** An error answered to the agent in OpenAI's error shape, so its client shows the message. */
 class GatewayError extends Error {
-  constructor(readonly status: number, message: string, readonly type = 'agl_gateway_error') {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly type = 'agl_gateway_error',
+  ) {
     super(message);
   }
 }
@@ -83,7 +87,10 @@ export function gateway(store: LightningStore, sink: BatchSink, options: Gateway
   const agentKey = agentKeyOf(options);
   const routes: Route[] = [];
   const prefixes: [string, (request: IncomingMessage, params: string[]) => Attribution][] = [
-    ['/v1/gateway/rollouts/{rollout_id}/attempts/{attempt_id}/v1', (_request, [rolloutId, attemptId]) => ({ rolloutId, attemptId })],
+    [
+      '/v1/gateway/rollouts/{rollout_id}/attempts/{attempt_id}/v1',
+      (_request, [rolloutId, attemptId]) => ({ rolloutId, attemptId }),
+    ],
     ['/v1/gateway/v1', (request) => fromHeaders(request)],
   ];
   for (const [prefix, attribution] of prefixes) {
@@ -91,13 +98,25 @@ export function gateway(store: LightningStore, sink: BatchSink, options: Gateway
       routes.push({
         method: 'POST',
         path: `${prefix}/${path}`,
-        handle: (request, response, params) => forwardCall(store, spans, options, api, path, attribution(request, params), agentKey(request), request, response),
+        handle: (request, response, params) =>
+          forwardCall(
+            store,
+            spans,
+            options,
+            api,
+            path,
+            attribution(request, params),
+            agentKey(request),
+            request,
+            response,
+          ),
       });
     }
     routes.push({
       method: 'GET',
       path: `${prefix}/models`,
-      handle: (request, response, params) => forwardModels(store, options, attribution(request, params), agentKey(request), response),
+      handle: (request, response, params) =>
+        forwardModels(store, options, attribution(request, params), agentKey(request), response),
     });
   }
   return { routes, flush: () => spans.flush() };
@@ -111,22 +130,43 @@ async function upstreamFor(store: LightningStore, options: GatewayOptions, ids: 
     if (ids.attemptId !== null && (await store.getLatestAttempt(ids.rolloutId))?.attempt_id !== ids.attemptId) {
       const { items } = await store.queryAttempts(ids.rolloutId);
       if (!items.some((attempt) => attempt.attempt_id === ids.attemptId)) {
-        throw new GatewayError(404, `agl gateway: rollout "${ids.rolloutId}" has no attempt "${ids.attemptId}"`, 'invalid_request_error');
+        throw new GatewayError(
+          404,
+          `agl gateway: rollout "${ids.rolloutId}" has no attempt "${ids.attemptId}"`,
+          'invalid_request_error',
+        );
       }
     }
-    const resources = rollout.resources_id ? await store.getResourcesById(rollout.resources_id) : await store.getLatestResources();
-    const llm = Object.values(resources?.resources ?? {}).find((r): r is LlmResource => r.resource_type === 'llm' || r.resource_type === 'proxy_llm');
-    if (llm) return { base: llm.endpoint, apiKey: llm.api_key ?? undefined, model: llm.model || undefined, sampling: llm.sampling_parameters ?? {} };
+    const resources = rollout.resources_id
+      ? await store.getResourcesById(rollout.resources_id)
+      : await store.getLatestResources();
+    const llm = Object.values(resources?.resources ?? {}).find(
+      (r): r is LlmResource => r.resource_type === 'llm' || r.resource_type === 'proxy_llm',
+    );
+    if (llm)
+      return {
+        base: llm.endpoint,
+        apiKey: llm.api_key ?? undefined,
+        model: llm.model || undefined,
+        sampling: llm.sampling_parameters ?? {},
+      };
   }
   if (options.upstream) return { base: options.upstream, apiKey: options.upstreamKey, sampling: {} };
-  throw new GatewayError(502, 'agl gateway: no upstream for this call: its rollout has no "llm" resource and agl serve has no --upstream');
+  throw new GatewayError(
+    502,
+    'agl gateway: no upstream for this call: its rollout has no "llm" resource and agl serve has no --upstream',
+  );
 }
 
 const upstreamUrl = (base: string, path: string) => `${base.replace(/\/+$/, '')}/${path}`;
 
 function upstreamHeaders(upstream: Upstream, agentAuthorization?: string): Record<string, string> {
   const authorization = upstream.apiKey ? `Bearer ${upstream.apiKey}` : agentAuthorization;
-  return { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(authorization ? { authorization } : {}) };
+  return {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    ...(authorization ? { authorization } : {}),
+  };
 }
 
 /** Upstream answer headers the agent gets (the body goes on byte for byte). */
@@ -143,11 +183,23 @@ function agentKeyOf(options: GatewayOptions): (request: IncomingMessage) => stri
   return ({ headers: { authorization } }) => (isServerToken(authorization) ? undefined : authorization);
 }
 
-async function forwardModels(store: LightningStore, options: GatewayOptions, ids: Attribution, agentKey: string | undefined, response: ServerResponse): Promise<void> {
+async function forwardModels(
+  store: LightningStore,
+  options: GatewayOptions,
+  ids: Attribution,
+  agentKey: string | undefined,
+  response: ServerResponse,
+): Promise<void> {
   const signal = AbortSignal.timeout(options.timeoutMs);
   try {
     const upstream = await upstreamFor(store, options, ids);
-    const answer = await httpStream(upstreamUrl(upstream.base, 'models'), 'GET', upstreamHeaders(upstream, agentKey), undefined, signal);
+    const answer = await httpStream(
+      upstreamUrl(upstream.base, 'models'),
+      'GET',
+      upstreamHeaders(upstream, agentKey),
+      undefined,
+      signal,
+    );
     response.writeHead(answer.status, relayedHeaders(answer.headers));
     for await (const chunk of answer.body) response.write(chunk);
     response.end();
@@ -159,20 +211,31 @@ async function forwardModels(store: LightningStore, options: GatewayOptions, ids
 
 function asGatewayError(error: unknown, what: string): GatewayError {
   if (error instanceof GatewayError) return error;
-  if (error instanceof BodyError) return new GatewayError(error.status, `agl gateway: ${error.message}`, 'invalid_request_error');
+  if (error instanceof BodyError)
+    return new GatewayError(error.status, `agl gateway: ${error.message}`, 'invalid_request_error');
   const name = (error as Error)?.name;
-  if (name === 'TimeoutError') return new GatewayError(504, `agl gateway: the upstream did not answer ${what} in time`, 'upstream_timeout');
+  if (name === 'TimeoutError')
+    return new GatewayError(504, `agl gateway: the upstream did not answer ${what} in time`, 'upstream_timeout');
   // A system error says it in its code (ECONNREFUSED); undici's own errors in their message.
   const code = (error as NodeJS.ErrnoException)?.code;
   const reason = (code?.startsWith('UND_ERR') ? undefined : code) ?? (error as Error)?.message ?? String(error);
-  return new GatewayError(502, `agl gateway: the upstream could not be reached for ${what}: ${reason}`, 'upstream_error');
+  return new GatewayError(
+    502,
+    `agl gateway: the upstream could not be reached for ${what}: ${reason}`,
+    'upstream_error',
+  );
 }
 
 /**
  * The request as sent upstream: the resource's model and default sampling, token ids asked
  * for; null when that changes nothing, and the agent's own bytes go on.
  */
-function upstreamBody(api: LlmApi, body: Record<string, unknown>, upstream: Upstream, options: GatewayOptions): Record<string, unknown> | null {
+function upstreamBody(
+  api: LlmApi,
+  body: Record<string, unknown>,
+  upstream: Upstream,
+  options: GatewayOptions,
+): Record<string, unknown> | null {
   const completion = api === 'chat' || api === 'text_completion';
   const askTokenIds = options.returnTokenIds && completion && body.return_token_ids === undefined;
   // Chat takes `logprobs: true`; the completions API a count of alternatives (1: the sampled token).
@@ -187,7 +250,17 @@ function upstreamBody(api: LlmApi, body: Record<string, unknown>, upstream: Upst
   return sent;
 }
 
-async function forwardCall(store: LightningStore, spans: SpanBuffer, options: GatewayOptions, api: LlmApi, path: string, ids: Attribution, agentKey: string | undefined, request: IncomingMessage, response: ServerResponse): Promise<void> {
+async function forwardCall(
+  store: LightningStore,
+  spans: SpanBuffer,
+  options: GatewayOptions,
+  api: LlmApi,
+  path: string,
+  ids: Attribution,
+  agentKey: string | undefined,
+  request: IncomingMessage,
+  response: ServerResponse,
+): Promise<void> {
   const startTime = Date.now() / 1000;
   let bytes: Buffer;
   let raw: string;
@@ -199,9 +272,14 @@ async function forwardCall(store: LightningStore, spans: SpanBuffer, options: Ga
     try {
       body = JSON.parse(raw);
     } catch (error) {
-      throw new GatewayError(400, `agl gateway: the body is not JSON: ${(error as Error).message}`, 'invalid_request_error');
+      throw new GatewayError(
+        400,
+        `agl gateway: the body is not JSON: ${(error as Error).message}`,
+        'invalid_request_error',
+      );
     }
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new GatewayError(400, 'agl gateway: the body must be a JSON object', 'invalid_request_error');
+    if (body === null || typeof body !== 'object' || Array.isArray(body))
+      throw new GatewayError(400, 'agl gateway: the body must be a JSON object', 'invalid_request_error');
     upstream = await upstreamFor(store, options, ids);
   } catch (error) {
     sendOpenAIError(response, asGatewayError(error, path));
@@ -215,7 +293,10 @@ async function forwardCall(store: LightningStore, spans: SpanBuffer, options: Ga
   const url = parsedUrl(upstreamUrl(upstream.base, path));
   const record = new CallRecord(api, url, sentBody, sent, startTime, ids, request.headers.traceparent);
   const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(new DOMException('the upstream took too long', 'TimeoutError')), options.timeoutMs);
+  const timer = setTimeout(
+    () => abort.abort(new DOMException('the upstream took too long', 'TimeoutError')),
+    options.timeoutMs,
+  );
   response.on('close', () => {
     if (!response.writableFinished) abort.abort(new Error('the agent closed the connection'));
   });
@@ -298,7 +379,15 @@ class AnswerCopy {
  * for the span. The answer goes from undici's handler straight to the agent's response, with no
  * stream in between: this runs for every chunk of every call.
  */
-function relay(url: URL, headers: Record<string, string>, body: Buffer, signal: AbortSignal, response: ServerResponse, record: CallRecord, path: string): Promise<void> {
+function relay(
+  url: URL,
+  headers: Record<string, string>,
+  body: Buffer,
+  signal: AbortSignal,
+  response: ServerResponse,
+  record: CallRecord,
+  path: string,
+): Promise<void> {
   const copy = new AnswerCopy(record.api);
   return new Promise<void>((resolve) => {
     let finished = false;
@@ -317,7 +406,10 @@ function relay(url: URL, headers: Record<string, string>, body: Buffer, signal: 
       if (failure === undefined) response.end();
       else {
         response.destroy(); // the agent sees the cut, as it would from the upstream itself
-        record.fail(`the answer ended early: ${(failure as Error)?.message ?? String(failure)}`, (failure as Error)?.name === 'TimeoutError' ? 'upstream_timeout' : 'stream_cut');
+        record.fail(
+          `the answer ended early: ${(failure as Error)?.message ?? String(failure)}`,
+          (failure as Error)?.name === 'TimeoutError' ? 'upstream_timeout' : 'stream_cut',
+        );
       }
       record.finish(copy.result(), copy.readable && copy.streamed);
       resolve();

@@ -14,9 +14,18 @@ export class HttpError extends Error {
   }
 }
 
-export function sendJson(response: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+export function sendJson(
+  response: ServerResponse,
+  status: number,
+  value: unknown,
+  headers: Record<string, string> = {},
+): void {
   const body = JSON.stringify(value);
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
+  response.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    ...headers,
+  });
   response.end(body);
 }
 
@@ -24,7 +33,11 @@ export function sendJson(response: ServerResponse, status: number, value: unknow
  * Reads a JSON object body (REST routes), naming what is wrong with it. With `orEmpty`, an empty
  * body or `null` is {} (Agent Lightning's clients send those for defaults).
  */
-export async function readJsonObject(request: IncomingMessage, maxBytes: number, { orEmpty = false } = {}): Promise<Record<string, unknown>> {
+export async function readJsonObject(
+  request: IncomingMessage,
+  maxBytes: number,
+  { orEmpty = false } = {},
+): Promise<Record<string, unknown>> {
   const text = (await readBody(request, maxBytes)).toString('utf8');
   if (orEmpty && /^\s*(null\s*)?$/.test(text)) return {};
   let value: unknown;
@@ -33,7 +46,8 @@ export async function readJsonObject(request: IncomingMessage, maxBytes: number,
   } catch (error) {
     throw new HttpError(400, `the body is not JSON: ${(error as Error).message}`);
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new HttpError(400, 'the body must be a JSON object');
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new HttpError(400, 'the body must be a JSON object');
   // What is stored must read back: lone surrogates (an escape such as \ud800) become U+FFFD.
   replaceLoneSurrogates(text, value);
   return value as Record<string, unknown>;

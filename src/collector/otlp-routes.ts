@@ -21,8 +21,15 @@ function encodingOf(request: IncomingMessage, response: ServerResponse): Encodin
   const type = mediaType(request);
   const encoding = ENCODINGS[type];
   if (encoding === undefined) {
-    send(response, 415, statusResponse('json', RpcCode.INVALID_ARGUMENT,
-      `unsupported Content-Type "${type}": OTLP/HTTP takes application/x-protobuf, application/protobuf or application/json`));
+    send(
+      response,
+      415,
+      statusResponse(
+        'json',
+        RpcCode.INVALID_ARGUMENT,
+        `unsupported Content-Type "${type}": OTLP/HTTP takes application/x-protobuf, application/protobuf or application/json`,
+      ),
+    );
   }
   return encoding;
 }
@@ -52,21 +59,46 @@ export async function handleOtlp(
     const bytes = body.length;
     const batch = await decoder.decode(signal, encoding, body);
     if (batch.replacedValues > 0) {
-      console.warn(`agl: invalid Unicode replaced with U+FFFD in ${batch.replacedValues} value(s) of a ${signal} request (${encoding})`);
+      console.warn(
+        `agl: invalid Unicode replaced with U+FFFD in ${batch.replacedValues} value(s) of a ${signal} request (${encoding})`,
+      );
     }
     if (signal === 'traces') await sink.writeSpans(batch.rows, bytes);
     else await sink.writeLogs(batch.rows, bytes);
-    send(response, 200, exportResponse(encoding, signal, batch.rejected, rejectionMessage(batch, signal === 'traces' ? 'spans' : 'log records')));
+    send(
+      response,
+      200,
+      exportResponse(
+        encoding,
+        signal,
+        batch.rejected,
+        rejectionMessage(batch, signal === 'traces' ? 'spans' : 'log records'),
+      ),
+    );
   } catch (error) {
     if (error instanceof BodyError) {
-      send(response, error.status, statusResponse(encoding, error.status === 413 ? RpcCode.RESOURCE_EXHAUSTED : RpcCode.INVALID_ARGUMENT, error.message));
+      send(
+        response,
+        error.status,
+        statusResponse(
+          encoding,
+          error.status === 413 ? RpcCode.RESOURCE_EXHAUSTED : RpcCode.INVALID_ARGUMENT,
+          error.message,
+        ),
+      );
     } else if (isDecodeError(error)) {
       const what = signal === 'traces' ? 'ExportTraceServiceRequest' : 'ExportLogsServiceRequest';
-      send(response, 400, statusResponse(encoding, RpcCode.INVALID_ARGUMENT, `the body is not a valid ${what}: ${error.message}`));
+      send(
+        response,
+        400,
+        statusResponse(encoding, RpcCode.INVALID_ARGUMENT, `the body is not a valid ${what}: ${error.message}`),
+      );
     } else if (error instanceof StoreBusyError) {
       busy(response, encoding, error.retryAfterSeconds);
     } else if (error instanceof StoreUnavailableError) {
-      send(response, 503, statusResponse(encoding, RpcCode.UNAVAILABLE, error.message), { 'retry-after': String(error.retryAfterSeconds) });
+      send(response, 503, statusResponse(encoding, RpcCode.UNAVAILABLE, error.message), {
+        'retry-after': String(error.retryAfterSeconds),
+      });
     } else {
       throw error;
     }
@@ -74,12 +106,22 @@ export async function handleOtlp(
 }
 
 function busy(response: ServerResponse, encoding: Encoding, seconds: number): void {
-  send(response, 503, statusResponse(encoding, RpcCode.UNAVAILABLE, `the store is busy writing; retry in ${seconds} s`), {
-    'retry-after': String(seconds),
-  });
+  send(
+    response,
+    503,
+    statusResponse(encoding, RpcCode.UNAVAILABLE, `the store is busy writing; retry in ${seconds} s`),
+    {
+      'retry-after': String(seconds),
+    },
+  );
 }
 
-function send(response: ServerResponse, status: number, { contentType, body }: EncodedBody, headers: Record<string, string> = {}): void {
+function send(
+  response: ServerResponse,
+  status: number,
+  { contentType, body }: EncodedBody,
+  headers: Record<string, string> = {},
+): void {
   response.writeHead(status, { 'content-type': contentType, 'content-length': body.length, ...headers });
   response.end(body);
 }
@@ -89,7 +131,11 @@ function send(response: ServerResponse, status: number, { contentType, body }: E
  * a partial_success message, so that an app exporting all signals to agl's endpoint (the usual
  * OTEL_EXPORTER_OTLP_ENDPOINT setting) does not log an error every export interval.
  */
-export async function handleOtlpMetrics(request: IncomingMessage, response: ServerResponse, maxBodyBytes: number): Promise<void> {
+export async function handleOtlpMetrics(
+  request: IncomingMessage,
+  response: ServerResponse,
+  maxBodyBytes: number,
+): Promise<void> {
   const encoding = encodingOf(request, response);
   if (encoding === undefined) return;
   try {

@@ -20,7 +20,11 @@ const FILE_FORMATS: Record<string, { format: ExportFormat; contentType: string }
  * query. JSON answers {columns: [{name, type}], rows: [row objects]}; the others answer the file
  * DuckDB's COPY wrote, so exports keep their types and have no row limit.
  */
-export async function handleQuery(request: IncomingMessage, response: ServerResponse, store: Pick<DuckDBStore, 'query' | 'exportQuery'>): Promise<void> {
+export async function handleQuery(
+  request: IncomingMessage,
+  response: ServerResponse,
+  store: Pick<DuckDBStore, 'query' | 'exportQuery'>,
+): Promise<void> {
   const body = await readJsonObject(request, 1024 * 1024);
   const { sql, format = 'json' } = body;
   if (typeof sql !== 'string') throw new HttpError(400, 'the body needs "sql": a string with one read-only query');
@@ -44,7 +48,8 @@ export async function handleQuery(request: IncomingMessage, response: ServerResp
     }
   } catch (error) {
     if (error instanceof QueryRefusedError) throw new HttpError(400, error.message);
-    if (error instanceof QueryTimeoutError) throw new HttpError(408, `${error.message} (the server's limit: agl serve --query-timeout)`);
+    if (error instanceof QueryTimeoutError)
+      throw new HttpError(408, `${error.message} (the server's limit: agl serve --query-timeout)`);
     if (error instanceof QueryBusyError) throw new HttpError(503, error.message);
     // Errors DuckDB raises for the query itself (unknown column, bad cast, ...) are the
     // client's to fix; they never concern the store's state.

@@ -68,8 +68,11 @@ function compileRoutes(routes: Route[]): (path: string) => MatchedRoute[] {
   const literal = new Map<string, MatchedRoute[]>();
   const patterned: (Route & { pattern: RegExp })[] = [];
   for (const route of routes) {
-    if (route.path.includes('{')) patterned.push({ ...route, pattern: new RegExp(`^${route.path.replace(/\{[^}]+\}/g, '([^/]+)')}/?$`) });
-    else for (const path of [route.path, `${route.path}/`]) literal.set(path, [...(literal.get(path) ?? []), { route, params: [] }]);
+    if (route.path.includes('{'))
+      patterned.push({ ...route, pattern: new RegExp(`^${route.path.replace(/\{[^}]+\}/g, '([^/]+)')}/?$`) });
+    else
+      for (const path of [route.path, `${route.path}/`])
+        literal.set(path, [...(literal.get(path) ?? []), { route, params: [] }]);
   }
   return (path) => {
     const found = literal.get(path);
@@ -108,7 +111,11 @@ function answerStarting(_request: IncomingMessage, response: ServerResponse): vo
  * REST API and SQL queries under /v1/agl/, the LLM gateway under /v1/gateway/. Routes are listed here, explicitly; each handler
  * lives in its own module. It listens on `bound` (from `bindServer`) when given.
  */
-export async function startServer(store: DuckDBStore, options: ServerOptions = {}, bound?: Server): Promise<RunningServer> {
+export async function startServer(
+  store: DuckDBStore,
+  options: ServerOptions = {},
+  bound?: Server,
+): Promise<RunningServer> {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const server = bound ?? (await bindServer(options));
   const decoder = new DecodePool(options.decodeThreads ?? Math.max(1, availableParallelism() - 1));
@@ -121,8 +128,16 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
   });
   // OTLP routes check their content types themselves, to answer in OTLP's encoding.
   const otlpRoutes: Route[] = [
-    { method: 'POST', path: '/v1/traces', handle: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes) },
-    { method: 'POST', path: '/v1/logs', handle: (req, res) => handleOtlp('logs', req, res, store, decoder, maxBodyBytes) },
+    {
+      method: 'POST',
+      path: '/v1/traces',
+      handle: (req, res) => handleOtlp('traces', req, res, store, decoder, maxBodyBytes),
+    },
+    {
+      method: 'POST',
+      path: '/v1/logs',
+      handle: (req, res) => handleOtlp('logs', req, res, store, decoder, maxBodyBytes),
+    },
     { method: 'POST', path: '/v1/metrics', handle: (req, res) => handleOtlpMetrics(req, res, maxBodyBytes) },
   ];
   const routes: Route[] = [
@@ -160,16 +175,26 @@ export async function startServer(store: DuckDBStore, options: ServerOptions = {
  * Answers each request by its route, after the browser guard and the token check; routes other
  * than GET and `otlp` take JSON bodies only.
  */
-function requestHandler(routes: Route[], otlp: ReadonlySet<Route>, options: ServerOptions): (request: IncomingMessage, response: ServerResponse) => void {
+function requestHandler(
+  routes: Route[],
+  otlp: ReadonlySet<Route>,
+  options: ServerOptions,
+): (request: IncomingMessage, response: ServerResponse) => void {
   const matchRoutes = compileRoutes(routes);
   const guard = browserGuard({ host: options.host ?? DEFAULT_HOST, allowOrigins: options.allowOrigins });
   const authorized = options.token ? bearerCheck(options.token) : () => true;
   return (request, response) => {
     const path = (request.url ?? '/').split('?')[0];
-    if (options.logRequests && (path.startsWith('/v1/agl/') || path.startsWith('/v1/gateway/'))) logRequest(request, response, path);
+    if (options.logRequests && (path.startsWith('/v1/agl/') || path.startsWith('/v1/gateway/')))
+      logRequest(request, response, path);
     if (!guard(request, response)) return;
     if (!authorized(request.headers.authorization)) {
-      sendJson(response, 401, { detail: 'this agl server needs Authorization: Bearer <token> (agl --token or AGL_TOKEN)' }, { 'www-authenticate': 'Bearer' });
+      sendJson(
+        response,
+        401,
+        { detail: 'this agl server needs Authorization: Bearer <token> (agl --token or AGL_TOKEN)' },
+        { 'www-authenticate': 'Bearer' },
+      );
       return;
     }
     let matched: MatchedRoute[];
@@ -181,7 +206,13 @@ function requestHandler(routes: Route[], otlp: ReadonlySet<Route>, options: Serv
     }
     const found = matched.find((m) => m.route.method === request.method);
     if (!found) {
-      if (matched.length > 0) sendJson(response, 405, { detail: `${request.method} is not allowed on ${path}` }, { allow: matched.map((m) => m.route.method).join(', ') });
+      if (matched.length > 0)
+        sendJson(
+          response,
+          405,
+          { detail: `${request.method} is not allowed on ${path}` },
+          { allow: matched.map((m) => m.route.method).join(', ') },
+        );
       else sendJson(response, 404, { detail: `no route ${path}` });
       return;
     }

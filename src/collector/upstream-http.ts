@@ -19,7 +19,13 @@ const dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
  * One request whose answer is read as it arrives; resolves once the answer's headers are in.
  * `signal` aborts it, also while the body streams.
  */
-export async function httpStream(url: string, method: string, headers: Record<string, string>, body: string | Buffer | undefined, signal?: AbortSignal): Promise<HttpStreamAnswer> {
+export async function httpStream(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body: string | Buffer | undefined,
+  signal?: AbortSignal,
+): Promise<HttpStreamAnswer> {
   const answer = await request(url, { method: method as 'GET', headers, body, signal, dispatcher });
   return { status: answer.statusCode, headers: answer.headers, body: answer.body };
 }
@@ -38,7 +44,14 @@ export interface AnswerSink {
  * One request whose answer goes to `sink` with no stream in between: the cheapest way to relay
  * (the gateway). `signal` aborts it at any point; the sink then gets `error(signal.reason)`.
  */
-export function httpExchange(url: URL, method: string, headers: Record<string, string>, body: Buffer | undefined, signal: AbortSignal, sink: AnswerSink): { resume(): void } {
+export function httpExchange(
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  body: Buffer | undefined,
+  signal: AbortSignal,
+  sink: AnswerSink,
+): { resume(): void } {
   let controller: Dispatcher.DispatchController | undefined;
   const onAbort = () => controller?.abort(signal.reason);
   signal.addEventListener('abort', onAbort, { once: true });

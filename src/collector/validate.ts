@@ -25,7 +25,9 @@ export function issueMessage(error: z.ZodError): string {
 /** A path as JavaScript writes it: rollouts[0].config.max_attempts; the body itself when empty. */
 function fieldPath(path: readonly PropertyKey[]): string {
   if (path.length === 0) return 'the body';
-  return path.map((key, i) => (typeof key === 'number' ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`)).join('');
+  return path
+    .map((key, i) => (typeof key === 'number' ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`))
+    .join('');
 }
 
 /**
@@ -36,5 +38,8 @@ function fieldPath(path: readonly PropertyKey[]): string {
 export function checkNesting(body: unknown): void {
   const path = tooDeepAt(body);
   if (path === null) return;
-  throw new HttpError(400, `the body nests deeper than ${MAX_NESTING_DEPTH} levels at ${clip(path.replace(/^\./, ''), 120)}`);
+  throw new HttpError(
+    400,
+    `the body nests deeper than ${MAX_NESTING_DEPTH} levels at ${clip(path.replace(/^\./, ''), 120)}`,
+  );
 }

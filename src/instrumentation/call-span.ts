@@ -1,4 +1,20 @@
-import { diag, isSpanContextValid, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type AttributeValue, type Context, type HrTime, type Link, type Span, type SpanContext, type SpanStatus, type TimeInput } from '@opentelemetry/api';
+import {
+  diag,
+  isSpanContextValid,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Attributes,
+  type AttributeValue,
+  type Context,
+  type HrTime,
+  type Link,
+  type Span,
+  type SpanContext,
+  type SpanStatus,
+  type TimeInput,
+} from '@opentelemetry/api';
 import { addHrTimes, hrTimeDuration, millisToHrTime } from '@opentelemetry/core';
 import type { Resource } from '@opentelemetry/resources';
 import { RandomIdGenerator, type ReadableSpan, type SpanProcessor, type TimedEvent } from '@opentelemetry/sdk-trace';
@@ -67,7 +83,12 @@ class CallSpan implements Span, ReadableSpan {
   readonly resource: Resource;
   readonly instrumentationScope: ReadableSpan['instrumentationScope'];
 
-  constructor(private readonly target: CallSpanTarget, public name: string, private readonly context: SpanContext, readonly parentSpanContext: SpanContext | undefined) {
+  constructor(
+    private readonly target: CallSpanTarget,
+    public name: string,
+    private readonly context: SpanContext,
+    readonly parentSpanContext: SpanContext | undefined,
+  ) {
     this.resource = target.resource;
     this.instrumentationScope = target.instrumentationScope;
     // What RolloutSpanProcessor stamps on the SDK's spans as they start.
@@ -111,7 +132,10 @@ class CallSpan implements Span, ReadableSpan {
 
   setStatus(status: SpanStatus): this {
     if (this.ended || status.code === SpanStatusCode.UNSET) return this;
-    this.status = status.code === SpanStatusCode.ERROR && typeof status.message === 'string' ? { code: status.code, message: status.message } : { code: status.code };
+    this.status =
+      status.code === SpanStatusCode.ERROR && typeof status.message === 'string'
+        ? { code: status.code, message: status.message }
+        : { code: status.code };
     return this;
   }
 
@@ -120,7 +144,12 @@ class CallSpan implements Span, ReadableSpan {
     const attributes: Attributes = {};
     if (typeof exception === 'string') attributes['exception.message'] = exception;
     else if (exception && typeof exception === 'object') {
-      const { code, name, message, stack } = exception as { code?: unknown; name?: string; message?: string; stack?: string };
+      const { code, name, message, stack } = exception as {
+        code?: unknown;
+        name?: string;
+        message?: string;
+        stack?: string;
+      };
       if (code) attributes['exception.type'] = String(code);
       else if (name) attributes['exception.type'] = name;
       if (message) attributes['exception.message'] = message;
@@ -130,7 +159,13 @@ class CallSpan implements Span, ReadableSpan {
   }
 
   addEvent(name: string, attributes?: Attributes, time?: TimeInput): this {
-    if (!this.ended) this.events.push({ name, attributes, time: typeof time === 'number' ? millisToHrTime(time) : this.now(), droppedAttributesCount: 0 });
+    if (!this.ended)
+      this.events.push({
+        name,
+        attributes,
+        time: typeof time === 'number' ? millisToHrTime(time) : this.now(),
+        droppedAttributesCount: 0,
+      });
     return this;
   }
 

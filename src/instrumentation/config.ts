@@ -32,11 +32,16 @@ const off = (value: string | undefined) => value !== undefined && /^(0|false|no|
 const on = (value: string | undefined) => value !== undefined && /^(1|true|yes|on)$/i.test(value.trim());
 
 function instrumentationList(variable: string, value: string): Instrumentation[] {
-  return value.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean).map((name) => {
-    const known = ALIASES[name] ?? (INSTRUMENTATIONS as readonly string[]).find((n) => n === name);
-    if (!known) throw new ConfigError(`${variable}: unknown instrumentation "${name}" (known: ${INSTRUMENTATIONS.join(', ')})`);
-    return known as Instrumentation;
-  });
+  return value
+    .split(',')
+    .map((s) => s.trim().toLowerCase())
+    .filter(Boolean)
+    .map((name) => {
+      const known = ALIASES[name] ?? (INSTRUMENTATIONS as readonly string[]).find((n) => n === name);
+      if (!known)
+        throw new ConfigError(`${variable}: unknown instrumentation "${name}" (known: ${INSTRUMENTATIONS.join(', ')})`);
+      return known as Instrumentation;
+    });
 }
 
 /** `url` once it is an http(s) URL; `from` names the variable it came from. */
@@ -47,7 +52,8 @@ function checkedUrl(url: string, from: string): string {
   } catch {
     throw new ConfigError(`the collector endpoint is not a URL: "${url}" (from ${from})`);
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new ConfigError(`the collector endpoint must be http or https: "${url}" (from ${from})`);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new ConfigError(`the collector endpoint must be http or https: "${url}" (from ${from})`);
   return url;
 }
 
@@ -58,19 +64,35 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): RegisterConfig
   const baseFrom = env.AGL_ENDPOINT !== undefined ? 'AGL_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT';
   const signalUrl = (signal: 'TRACES' | 'LOGS') => {
     const own = `OTEL_EXPORTER_OTLP_${signal}_ENDPOINT`;
-    return env.AGL_ENDPOINT === undefined && env[own] ? checkedUrl(env[own], own) : checkedUrl(`${base}/v1/${signal.toLowerCase()}`, baseFrom);
+    return env.AGL_ENDPOINT === undefined && env[own]
+      ? checkedUrl(env[own], own)
+      : checkedUrl(`${base}/v1/${signal.toLowerCase()}`, baseFrom);
   };
   const tracesUrl = signalUrl('TRACES');
   const logsUrl = signalUrl('LOGS');
 
   let instrumentations = new Set<Instrumentation>(INSTRUMENTATIONS);
-  if (env.OTEL_NODE_ENABLED_INSTRUMENTATIONS) instrumentations = new Set(instrumentationList('OTEL_NODE_ENABLED_INSTRUMENTATIONS', env.OTEL_NODE_ENABLED_INSTRUMENTATIONS));
+  if (env.OTEL_NODE_ENABLED_INSTRUMENTATIONS)
+    instrumentations = new Set(
+      instrumentationList('OTEL_NODE_ENABLED_INSTRUMENTATIONS', env.OTEL_NODE_ENABLED_INSTRUMENTATIONS),
+    );
   if (env.OTEL_NODE_DISABLED_INSTRUMENTATIONS) {
-    for (const name of instrumentationList('OTEL_NODE_DISABLED_INSTRUMENTATIONS', env.OTEL_NODE_DISABLED_INSTRUMENTATIONS)) instrumentations.delete(name);
+    for (const name of instrumentationList(
+      'OTEL_NODE_DISABLED_INSTRUMENTATIONS',
+      env.OTEL_NODE_DISABLED_INSTRUMENTATIONS,
+    ))
+      instrumentations.delete(name);
   }
   const sampler = env.OTEL_TRACES_SAMPLER?.trim();
-  const limits = ['OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT', 'OTEL_ATTRIBUTE_COUNT_LIMIT', 'OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT', 'OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT'];
-  const sdkCallSpans = (sampler !== undefined && sampler !== '' && sampler !== 'parentbased_always_on') || limits.some((name) => env[name]);
+  const limits = [
+    'OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT',
+    'OTEL_ATTRIBUTE_COUNT_LIMIT',
+    'OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT',
+    'OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT',
+  ];
+  const sdkCallSpans =
+    (sampler !== undefined && sampler !== '' && sampler !== 'parentbased_always_on') ||
+    limits.some((name) => env[name]);
   const contentSetting = env.AGL_CAPTURE_CONTENT ?? env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT;
   return {
     tracesUrl,

@@ -12,7 +12,9 @@ let warnedNoSdk = false;
 function warnIfNotRecorded(span: Span, what: string): void {
   if (span.isRecording() || warnedNoSdk) return;
   warnedNoSdk = true;
-  process.emitWarning(`agl: ${what} is not recorded: no OpenTelemetry SDK is registered (run the app with --import agl/register)`);
+  process.emitWarning(
+    `agl: ${what} is not recorded: no OpenTelemetry SDK is registered (run the app with --import agl/register)`,
+  );
 }
 
 /** A span that starts and ends at once, as Agent Lightning's annotations do. */
@@ -24,7 +26,10 @@ function instantSpan(name: string, attributes: Attributes, ok = true): void {
 }
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value) && (Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null);
+  typeof value === 'object' &&
+  value !== null &&
+  !Array.isArray(value) &&
+  (Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null);
 
 function homogeneousPrimitives(list: unknown[]): boolean {
   const type = typeof list[0];
@@ -51,9 +56,12 @@ export function flattenAttributes(value: unknown, prefix = '', out: Attributes =
   if (Array.isArray(value)) {
     if (value.length === 0) return out;
     if (homogeneousPrimitives(value) && prefix !== '') out[prefix] = value as AttributeValue;
-    else for (const [i, item] of value.entries()) flattenAttributes(item, prefix === '' ? String(i) : `${prefix}.${i}`, out);
+    else
+      for (const [i, item] of value.entries())
+        flattenAttributes(item, prefix === '' ? String(i) : `${prefix}.${i}`, out);
   } else if (isPlainObject(value)) {
-    for (const [key, item] of Object.entries(value)) flattenAttributes(item, prefix === '' ? key : `${prefix}.${key}`, out);
+    for (const [key, item] of Object.entries(value))
+      flattenAttributes(item, prefix === '' ? key : `${prefix}.${key}`, out);
   } else {
     out[prefix] = attributeValue(value);
   }
@@ -65,7 +73,10 @@ export function emitAnnotation(annotation: Record<string, unknown>): void {
   if (!isPlainObject(annotation)) throw new TypeError('emitAnnotation needs a plain object of annotations');
   const attributes = flattenAttributes(annotation);
   for (const [key, value] of Object.entries(attributes)) {
-    if (value === 'null') throw new TypeError(`emitAnnotation: the value of "${key}" is null or undefined; annotations must be strings, numbers, booleans or lists of one of them`);
+    if (value === 'null')
+      throw new TypeError(
+        `emitAnnotation: the value of "${key}" is null or undefined; annotations must be strings, numbers, booleans or lists of one of them`,
+      );
   }
   instantSpan(AGL.annotation, attributes);
 }
@@ -80,7 +91,9 @@ export interface RewardOptions {
 function checkReward(value: unknown, name?: string): number {
   if (typeof value !== 'number' || !Number.isFinite(value)) {
     const what = name === undefined ? 'the reward' : `the reward "${name}"`;
-    throw new TypeError(`${what} must be a finite number, got ${value === null ? 'null' : typeof value === 'number' ? String(value) : typeof value}`);
+    throw new TypeError(
+      `${what} must be a finite number, got ${value === null ? 'null' : typeof value === 'number' ? String(value) : typeof value}`,
+    );
   }
   return value;
 }
@@ -95,20 +108,31 @@ export function emitReward(reward: number | Record<string, number>, options: Rew
     dimensions = [{ name: 'primary', value: checkReward(reward) }];
   } else if (isPlainObject(reward)) {
     const entries = Object.entries(reward).map(([name, value]) => ({ name, value: checkReward(value, name) }));
-    if (options.primaryKey === undefined) throw new TypeError('emitReward: named rewards need options.primaryKey, the name of the primary reward');
+    if (options.primaryKey === undefined)
+      throw new TypeError('emitReward: named rewards need options.primaryKey, the name of the primary reward');
     const primary = entries.find((entry) => entry.name === options.primaryKey);
-    if (!primary) throw new TypeError(`emitReward: primaryKey "${options.primaryKey}" is not one of the rewards (${Object.keys(reward).join(', ')})`);
+    if (!primary)
+      throw new TypeError(
+        `emitReward: primaryKey "${options.primaryKey}" is not one of the rewards (${Object.keys(reward).join(', ')})`,
+      );
     dimensions = [primary, ...entries.filter((entry) => entry !== primary)];
   } else {
-    throw new TypeError(`emitReward needs a number or an object of named numbers, got ${reward === null ? 'null' : typeof reward}`);
+    throw new TypeError(
+      `emitReward needs a number or an object of named numbers, got ${reward === null ? 'null' : typeof reward}`,
+    );
   }
-  if (options.attributes !== undefined && !isPlainObject(options.attributes)) throw new TypeError('emitReward: options.attributes must be a plain object');
-  instantSpan(AGL.annotation, { ...flattenAttributes(dimensions, ATTR.reward), ...flattenAttributes(options.attributes ?? {}) });
+  if (options.attributes !== undefined && !isPlainObject(options.attributes))
+    throw new TypeError('emitReward: options.attributes must be a plain object');
+  instantSpan(AGL.annotation, {
+    ...flattenAttributes(dimensions, ATTR.reward),
+    ...flattenAttributes(options.attributes ?? {}),
+  });
 }
 
 /** Records a log-like message. */
 export function emitMessage(message: string, attributes: Record<string, unknown> = {}): void {
-  if (typeof message !== 'string') throw new TypeError(`emitMessage needs a string, got ${message === null ? 'null' : typeof message}`);
+  if (typeof message !== 'string')
+    throw new TypeError(`emitMessage needs a string, got ${message === null ? 'null' : typeof message}`);
   instantSpan(AGL.message, { [ATTR.messageBody]: message, ...flattenAttributes(attributes) }, false);
 }
 
@@ -123,7 +147,8 @@ function objectAttributes(value: unknown): Attributes {
     case 'bigint':
       return { [ATTR.objectType]: 'int', [ATTR.objectLiteral]: value.toString() };
   }
-  if (value instanceof Uint8Array) return { [ATTR.objectType]: 'bytes', [ATTR.objectLiteral]: Buffer.from(value).toString('base64') };
+  if (value instanceof Uint8Array)
+    return { [ATTR.objectType]: 'bytes', [ATTR.objectLiteral]: Buffer.from(value).toString('base64') };
   let json: string | undefined;
   try {
     json = JSON.stringify(value ?? null);
@@ -131,7 +156,14 @@ function objectAttributes(value: unknown): Attributes {
     throw new TypeError(`emitObject: the object must be JSON serializable (${(error as Error).message})`);
   }
   if (json === undefined) throw new TypeError(`emitObject: a ${typeof value} is not JSON serializable`);
-  const type = value === null || value === undefined ? 'NoneType' : Array.isArray(value) ? 'list' : isPlainObject(value) ? 'dict' : (value as object).constructor?.name ?? 'object';
+  const type =
+    value === null || value === undefined
+      ? 'NoneType'
+      : Array.isArray(value)
+        ? 'list'
+        : isPlainObject(value)
+          ? 'dict'
+          : ((value as object).constructor?.name ?? 'object');
   return { [ATTR.objectType]: type, [ATTR.objectJson]: json };
 }
 
@@ -151,7 +183,8 @@ function exceptionAttributes(error: Error): Attributes {
 
 /** Records an error the agent handled (the span itself is OK, as in Agent Lightning). */
 export function emitException(error: Error, attributes: Record<string, unknown> = {}): void {
-  if (!(error instanceof Error)) throw new TypeError(`emitException needs an Error, got ${error === null ? 'null' : typeof error}`);
+  if (!(error instanceof Error))
+    throw new TypeError(`emitException needs an Error, got ${error === null ? 'null' : typeof error}`);
   instantSpan(AGL.exception, { ...exceptionAttributes(error), ...flattenAttributes(attributes) });
 }
 

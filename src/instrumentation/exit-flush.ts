@@ -56,7 +56,12 @@ fetch(workerData.url, { method: 'POST', headers: workerData.headers, body: worke
 `;
 
 /** Posts `body` (an OTLP protobuf request) and blocks until it is answered or `timeoutMs` passed. */
-export function sendBeforeExit(url: string, headers: Record<string, string>, body: Uint8Array, timeoutMs: number): boolean {
+export function sendBeforeExit(
+  url: string,
+  headers: Record<string, string>,
+  body: Uint8Array,
+  timeoutMs: number,
+): boolean {
   const done = new SharedArrayBuffer(4);
   const worker = new Worker(SENDER, {
     eval: true,

@@ -1,7 +1,23 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import {
+  context,
+  propagation,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Context,
+  type Span,
+  type Tracer,
+} from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
-import { answerOutcome, llmApiOf, parsedUrl, requestAttributes, StreamAssembler, type LlmApi } from '../otlp/llm-exchange.js';
+import {
+  answerOutcome,
+  llmApiOf,
+  parsedUrl,
+  requestAttributes,
+  StreamAssembler,
+  type LlmApi,
+} from '../otlp/llm-exchange.js';
 import { ATTR } from '../api/semconv.js';
 import type { CallSpanStarter } from './call-span.js';
 
@@ -89,7 +105,13 @@ export class FetchCapture {
     subscribe(REQUEST_CREATED, this.onRequestCreated);
     globalThis.fetch = this.captured(original);
     const sweep = setInterval(() => this.endUnreadAnswers(), UNREAD_MS / 4).unref();
-    this.patches = { fetchBefore, fetchOurs: Object.getOwnPropertyDescriptor(globalThis, 'fetch'), readersBefore, readersOurs, sweep };
+    this.patches = {
+      fetchBefore,
+      fetchOurs: Object.getOwnPropertyDescriptor(globalThis, 'fetch'),
+      readersBefore,
+      readersOurs,
+      sweep,
+    };
   }
 
   /**
@@ -106,7 +128,8 @@ export class FetchCapture {
     unsubscribe(REQUEST_CREATED, this.onRequestCreated);
     this.sending = undefined;
     restore(globalThis, 'fetch', patches.fetchOurs, patches.fetchBefore);
-    for (const name of READERS) restore(Response.prototype, name, patches.readersOurs[name], patches.readersBefore[name]);
+    for (const name of READERS)
+      restore(Response.prototype, name, patches.readersOurs[name], patches.readersBefore[name]);
     this.watched = new WeakMap();
     this.unread.clear();
   }
@@ -186,8 +209,17 @@ export class FetchCapture {
     propagation.inject(ctx, request, { set: (carrier, key, value) => void carrier.addHeader(key, value) });
   };
 
-  private async httpCall(original: Fetch, method: string, url: URL, input: FetchInput, init?: RequestInit): Promise<Response> {
-    const span = this.options.tracer.startSpan(method, { kind: SpanKind.CLIENT, attributes: urlAttributes(method, url) });
+  private async httpCall(
+    original: Fetch,
+    method: string,
+    url: URL,
+    input: FetchInput,
+    init?: RequestInit,
+  ): Promise<Response> {
+    const span = this.options.tracer.startSpan(method, {
+      kind: SpanKind.CLIENT,
+      attributes: urlAttributes(method, url),
+    });
     try {
       const response = await this.send(original, trace.setSpan(context.active(), span), input, init);
       span.setAttribute('http.response.status_code', response.status);
@@ -201,13 +233,21 @@ export class FetchCapture {
     }
   }
 
-  private async llmCall(original: Fetch, api: LlmApi, url: URL, input: FetchInput, init?: RequestInit): Promise<Response> {
+  private async llmCall(
+    original: Fetch,
+    api: LlmApi,
+    url: URL,
+    input: FetchInput,
+    init?: RequestInit,
+  ): Promise<Response> {
     const { options } = this;
     const request = await outgoingRequest(api, options.returnTokenIds, input, init);
     const operation = api === 'responses' ? 'chat' : api;
     const parent = (api !== 'embeddings' ? options.llmParent?.() : undefined) ?? context.active();
     // The span starts bare: its attributes are set when it is finished, off the call's path.
-    const span = options.startLlmSpan?.(operation, parent) ?? options.tracer.startSpan(operation, { kind: SpanKind.CLIENT }, parent);
+    const span =
+      options.startLlmSpan?.(operation, parent) ??
+      options.tracer.startSpan(operation, { kind: SpanKind.CLIENT }, parent);
     const call = new LlmCall(span, operation, api, url, request.text, request.body, options.captureContent);
     let response: Response;
     try {
@@ -227,7 +267,10 @@ export class FetchCapture {
     if (!response.body) this.answered(call, '', false, undefined, now());
     else if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) {
       const assembler = new StreamAssembler(api);
-      readCopy(response.clone(), (text) => assembler.feed(text)).then(({ failure, endedAt }) => this.answered(call, assembler.result(), true, failure, endedAt), () => {});
+      readCopy(response.clone(), (text) => assembler.feed(text)).then(
+        ({ failure, endedAt }) => this.answered(call, assembler.result(), true, failure, endedAt),
+        () => {},
+      );
     } else {
       this.observeBody(response, call);
     }
@@ -238,7 +281,13 @@ export class FetchCapture {
    * and recording stay off its path. The span ends when the answer had fully arrived (rewards the
    * app emits right after come later), though it is finished later.
    */
-  private answered(call: LlmCall, answer: string | unknown, streamed: boolean, failure: unknown, endedAt: number): void {
+  private answered(
+    call: LlmCall,
+    answer: string | unknown,
+    streamed: boolean,
+    failure: unknown,
+    endedAt: number,
+  ): void {
     const finish = () => {
       this.answeredCalls.delete(finish);
       this.endCall(call, answer, streamed, failure, endedAt);
@@ -247,7 +296,13 @@ export class FetchCapture {
     afterNextRequest(finish);
   }
 
-  private endCall(call: LlmCall, answer?: string | unknown, streamed?: boolean, failure?: unknown, endedAt?: number): void {
+  private endCall(
+    call: LlmCall,
+    answer?: string | unknown,
+    streamed?: boolean,
+    failure?: unknown,
+    endedAt?: number,
+  ): void {
     this.open.delete(call);
     call.end(answer, streamed, failure, endedAt);
   }
@@ -325,7 +380,10 @@ export class FetchCapture {
           const call = capture.watched.has(this) && !this.bodyUsed ? capture.take(this) : undefined;
           if (call) {
             let copied = '';
-            readCopy(clone.call(this), (piece) => (copied += piece)).then(({ failure }) => capture.answered(call, copied, false, failure, now()), () => {});
+            readCopy(clone.call(this), (piece) => (copied += piece)).then(
+              ({ failure }) => capture.answered(call, copied, false, failure, now()),
+              () => {},
+            );
           }
           return body.call(this);
         },
@@ -395,14 +453,20 @@ interface OutgoingRequest {
 }
 
 /** The request is parsed here only where it must change: to ask for token ids. */
-async function outgoingRequest(api: LlmApi, returnTokenIds: boolean, input: FetchInput, init: RequestInit | undefined): Promise<OutgoingRequest> {
+async function outgoingRequest(
+  api: LlmApi,
+  returnTokenIds: boolean,
+  input: FetchInput,
+  init: RequestInit | undefined,
+): Promise<OutgoingRequest> {
   const text = await requestText(input, init);
   if (!returnTokenIds || (api !== 'chat' && api !== 'text_completion')) return { text, body: undefined, input, init };
   const body = parsedRequest(text);
   if (!body || body.return_token_ids !== undefined) return { text, body, input, init };
   body.return_token_ids = true;
   const sent = JSON.stringify(body);
-  if (input instanceof Request && init?.body === undefined) return { text: sent, body, input: new Request(input, { body: sent }), init };
+  if (input instanceof Request && init?.body === undefined)
+    return { text: sent, body, input: new Request(input, { body: sent }), init };
   return { text: sent, body, input, init: { ...init, body: sent } };
 }
 
@@ -460,7 +524,10 @@ function afterNextRequest(work: () => void): void {
  * Reads a copy of a body to its end: resolves to the error that cut it short, if any, and the
  * time its last chunk arrived (the app got that chunk at the same moment).
  */
-async function readCopy(copy: Response, onText: (text: string) => void): Promise<{ failure: unknown; endedAt: number }> {
+async function readCopy(
+  copy: Response,
+  onText: (text: string) => void,
+): Promise<{ failure: unknown; endedAt: number }> {
   const decoder = new TextDecoder();
   let endedAt = now();
   try {
@@ -486,7 +553,12 @@ function ownReaders(prototype: object): Readers {
 }
 
 /** Puts `name` of `target` back as it was, unless something replaced the capture's since. */
-function restore(target: object, name: string, ours: PropertyDescriptor | undefined, before: PropertyDescriptor | undefined): void {
+function restore(
+  target: object,
+  name: string,
+  ours: PropertyDescriptor | undefined,
+  before: PropertyDescriptor | undefined,
+): void {
   const current = Object.getOwnPropertyDescriptor(target, name);
   if (current?.value !== ours?.value || current?.get !== ours?.get) return;
   if (before) Object.defineProperty(target, name, before);
@@ -494,7 +566,15 @@ function restore(target: object, name: string, ours: PropertyDescriptor | undefi
 }
 
 /** Finishes an LLM span from the response body: a JSON text, or a stream's assembled result. */
-function finishLlmSpan(span: Span, status: number, body: string | unknown, streamed: boolean, failure: unknown, captureContent: boolean, endedAt?: number): void {
+function finishLlmSpan(
+  span: Span,
+  status: number,
+  body: string | unknown,
+  streamed: boolean,
+  failure: unknown,
+  captureContent: boolean,
+  endedAt?: number,
+): void {
   try {
     const { attributes, error } = answerOutcome(status, body, streamed, captureContent);
     span.setAttributes(attributes);
@@ -503,7 +583,10 @@ function finishLlmSpan(span: Span, status: number, body: string | unknown, strea
       span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
     } else if (failure !== undefined) {
       span.setAttribute('error.type', 'stream_cut');
-      span.setStatus({ code: SpanStatusCode.ERROR, message: `the response ended early: ${failure instanceof Error ? failure.message : String(failure)}` });
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: `the response ended early: ${failure instanceof Error ? failure.message : String(failure)}`,
+      });
     }
   } finally {
     span.end(endedAt);

@@ -14,7 +14,15 @@
 import { readFileSync } from 'node:fs';
 import { registerHooks, type LoadHookSync } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { context, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import {
+  context,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+  type Tracer,
+} from '@opentelemetry/api';
 import { currentRollout } from './rollout-context.js';
 
 const HOOK = Symbol.for('agl.langchain.callbacks');
@@ -49,7 +57,11 @@ class OpenRuns {
   start(runId: string, parentRunId: string | undefined, name: string, attributes: Attributes, isModel = false): void {
     const parent = parentRunId ? this.runs.get(parentRunId) : undefined;
     const parentContext = parent ? trace.setSpan(context.active(), parent.span) : context.active();
-    const span = this.tracer.startSpan(name, { attributes: { 'langchain.run_id': runId, ...attributes } }, parentContext);
+    const span = this.tracer.startSpan(
+      name,
+      { attributes: { 'langchain.run_id': runId, ...attributes } },
+      parentContext,
+    );
     this.runs.set(runId, { span, isModel, rolloutId: currentRollout()?.rollout_id, claims: 0 });
   }
 
@@ -60,7 +72,10 @@ class OpenRuns {
     run.span.setAttributes(attributes);
     if (error !== undefined) {
       run.span.recordException(error instanceof Error ? error : String(error));
-      run.span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+      run.span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: error instanceof Error ? error.message : String(error),
+      });
     }
     run.span.end();
   }
@@ -92,8 +107,20 @@ class OpenRuns {
 function callbackMethods(runs: OpenRuns, captureContent: boolean) {
   const content = (key: string, value: unknown): Attributes => (captureContent ? { [key]: jsonText(value) } : {});
   return {
-    handleChainStart(chain: unknown, inputs: unknown, runId: string, parentRunId?: string, _tags?: string[], _metadata?: unknown, runType?: string, runName?: string) {
-      runs.start(runId, parentRunId, runName ?? nameOf(chain, 'chain'), { 'langchain.run_type': runType ?? 'chain', ...content('langchain.input', inputs) });
+    handleChainStart(
+      chain: unknown,
+      inputs: unknown,
+      runId: string,
+      parentRunId?: string,
+      _tags?: string[],
+      _metadata?: unknown,
+      runType?: string,
+      runName?: string,
+    ) {
+      runs.start(runId, parentRunId, runName ?? nameOf(chain, 'chain'), {
+        'langchain.run_type': runType ?? 'chain',
+        ...content('langchain.input', inputs),
+      });
     },
     handleChainEnd(outputs: unknown, runId: string) {
       runs.end(runId, content('langchain.output', outputs));
@@ -101,10 +128,28 @@ function callbackMethods(runs: OpenRuns, captureContent: boolean) {
     handleChainError(error: unknown, runId: string) {
       runs.end(runId, {}, error);
     },
-    handleChatModelStart(llm: unknown, _messages: unknown, runId: string, parentRunId?: string, extra?: unknown, _tags?: string[], _metadata?: unknown, runName?: string) {
+    handleChatModelStart(
+      llm: unknown,
+      _messages: unknown,
+      runId: string,
+      parentRunId?: string,
+      extra?: unknown,
+      _tags?: string[],
+      _metadata?: unknown,
+      runName?: string,
+    ) {
       runs.start(runId, parentRunId, runName ?? nameOf(llm, 'chat_model'), modelAttributes(extra), true);
     },
-    handleLLMStart(llm: unknown, _prompts: unknown, runId: string, parentRunId?: string, extra?: unknown, _tags?: string[], _metadata?: unknown, runName?: string) {
+    handleLLMStart(
+      llm: unknown,
+      _prompts: unknown,
+      runId: string,
+      parentRunId?: string,
+      extra?: unknown,
+      _tags?: string[],
+      _metadata?: unknown,
+      runName?: string,
+    ) {
       runs.start(runId, parentRunId, runName ?? nameOf(llm, 'llm'), modelAttributes(extra), true);
     },
     handleLLMEnd(_output: unknown, runId: string) {
@@ -113,14 +158,25 @@ function callbackMethods(runs: OpenRuns, captureContent: boolean) {
     handleLLMError(error: unknown, runId: string) {
       runs.end(runId, {}, error);
     },
-    handleToolStart(tool: unknown, input: string, runId: string, parentRunId?: string, _tags?: string[], _metadata?: unknown, runName?: string, toolCallId?: string) {
+    handleToolStart(
+      tool: unknown,
+      input: string,
+      runId: string,
+      parentRunId?: string,
+      _tags?: string[],
+      _metadata?: unknown,
+      runName?: string,
+      toolCallId?: string,
+    ) {
       const name = runName ?? nameOf(tool, 'tool');
       runs.start(runId, parentRunId, `execute_tool ${name}`, {
         'langchain.run_type': 'tool',
         'gen_ai.operation.name': 'execute_tool',
         'gen_ai.tool.name': name,
         ...(toolCallId ? { 'gen_ai.tool.call.id': toolCallId } : {}),
-        ...(captureContent ? { 'gen_ai.tool.call.arguments': typeof input === 'string' ? input : jsonText(input) } : {}),
+        ...(captureContent
+          ? { 'gen_ai.tool.call.arguments': typeof input === 'string' ? input : jsonText(input) }
+          : {}),
       });
     },
     handleToolEnd(output: unknown, runId: string) {
@@ -129,8 +185,19 @@ function callbackMethods(runs: OpenRuns, captureContent: boolean) {
     handleToolError(error: unknown, runId: string) {
       runs.end(runId, {}, error);
     },
-    handleRetrieverStart(retriever: unknown, query: string, runId: string, parentRunId?: string, _tags?: string[], _metadata?: unknown, name?: string) {
-      runs.start(runId, parentRunId, name ?? nameOf(retriever, 'retriever'), { 'langchain.run_type': 'retriever', ...content('langchain.input', query) });
+    handleRetrieverStart(
+      retriever: unknown,
+      query: string,
+      runId: string,
+      parentRunId?: string,
+      _tags?: string[],
+      _metadata?: unknown,
+      name?: string,
+    ) {
+      runs.start(runId, parentRunId, name ?? nameOf(retriever, 'retriever'), {
+        'langchain.run_type': 'retriever',
+        ...content('langchain.input', query),
+      });
     },
     handleRetrieverEnd(documents: unknown, runId: string) {
       runs.end(runId, content('langchain.output', documents));
@@ -195,7 +262,8 @@ const appendHandover: LoadHookSync = (url, loadContext, nextLoad) => {
 };
 
 /** The fields of an object handed over by LangChain; none for anything else. */
-const fieldsOf = (value: unknown): Record<string, unknown> => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {});
+const fieldsOf = (value: unknown): Record<string, unknown> =>
+  typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {};
 
 function nameOf(serialized: unknown, fallback: string): string {
   const { name, id } = fieldsOf(serialized);

@@ -7,7 +7,12 @@ import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentel
 import { TraceExporterMetricsHelper } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeSDK } from '@opentelemetry/sdk-node';
-import { BatchLogRecordProcessor, type LogRecordExporter, type LogRecordProcessor, type ReadableLogRecord } from '@opentelemetry/sdk-logs';
+import {
+  BatchLogRecordProcessor,
+  type LogRecordExporter,
+  type LogRecordProcessor,
+  type ReadableLogRecord,
+} from '@opentelemetry/sdk-logs';
 import { BatchSpanProcessor, type ReadableSpan, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import { callSpanStarter, type CallSpanTarget } from './call-span.js';
 import { ConfigError, readConfig, type RegisterConfig } from './config.js';
@@ -36,7 +41,11 @@ class ReportingExporter implements SpanExporter {
   private reported = false;
   private downUntil = 0;
 
-  constructor(private inner: SpanExporter, public url: string, private readonly unsent: UnsentSpans) {}
+  constructor(
+    private inner: SpanExporter,
+    public url: string,
+    private readonly unsent: UnsentSpans,
+  ) {}
 
   /** Exports to another collector from now on (batches in flight still go where they went). */
   retarget(inner: SpanExporter, url: string): void {
@@ -97,7 +106,11 @@ class LogsExporter implements LogRecordExporter {
     shutdown: async () => {},
   };
 
-  constructor(url: string, private readonly options: { headers?: Record<string, string>; timeoutMillis: number }, private readonly collector: ReportingExporter) {
+  constructor(
+    url: string,
+    private readonly options: { headers?: Record<string, string>; timeoutMillis: number },
+    private readonly collector: ReportingExporter,
+  ) {
     this.retarget(url);
   }
 
@@ -163,14 +176,25 @@ interface Delivery {
  * (export, exit flush) hold those encodings, not the spans.
  */
 function spanExporterTo(url: string, auth: { headers?: Record<string, string> }): SpanExporter {
-  return new OTLPExporterBase(createOtlpHttpExportDelegate(
-    convertLegacyHttpOptions({
-      url,
-      timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
-      ...auth,
-    }, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }),
-    spanSerializer, 'otlp_http_span_exporter', TraceExporterMetricsHelper, undefined,
-  ));
+  return new OTLPExporterBase(
+    createOtlpHttpExportDelegate(
+      convertLegacyHttpOptions(
+        {
+          url,
+          timeoutMillis:
+            envNumber('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
+          ...auth,
+        },
+        'TRACES',
+        'v1/traces',
+        { 'Content-Type': 'application/x-protobuf' },
+      ),
+      spanSerializer,
+      'otlp_http_span_exporter',
+      TraceExporterMetricsHelper,
+      undefined,
+    ),
+  );
 }
 
 /**
@@ -198,10 +222,17 @@ function startSdk(config: RegisterConfig): { delivery: Delivery; encoder: SpanPr
   // (localhost:4318), wherever AGL_ENDPOINT points: log records go where the spans go (agl keeps
   // them: GenAI events are log records), and metrics, which agl does not keep, only where
   // OTEL_METRICS_EXPORTER asks.
-  const logs = process.env.OTEL_LOGS_EXPORTER ? undefined : new LogsExporter(config.logsUrl, {
-    ...auth,
-    timeoutMillis: envNumber('OTEL_EXPORTER_OTLP_LOGS_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
-  }, reporting);
+  const logs = process.env.OTEL_LOGS_EXPORTER
+    ? undefined
+    : new LogsExporter(
+        config.logsUrl,
+        {
+          ...auth,
+          timeoutMillis:
+            envNumber('OTEL_EXPORTER_OTLP_LOGS_TIMEOUT') ?? envNumber('OTEL_EXPORTER_OTLP_TIMEOUT') ?? 5_000,
+        },
+        reporting,
+      );
   const logRecords = logs && new BatchLogRecordProcessor({ exporter: logs });
   retarget = (url) => {
     reporting.retarget(exporterTo(url), url);
@@ -228,7 +259,8 @@ function startSdk(config: RegisterConfig): { delivery: Delivery; encoder: SpanPr
     },
     hasUnsent: () => (unsent.size > 0 || (logs?.pending ?? 0) > 0) && !reporting.down,
     sendNow: () => {
-      if (unsent.size > 0 && !reporting.down) sendBeforeExit(reporting.url, otlpHeaders(config), requestOf(unsent.take()), EXIT_FLUSH_MS);
+      if (unsent.size > 0 && !reporting.down)
+        sendBeforeExit(reporting.url, otlpHeaders(config), requestOf(unsent.take()), EXIT_FLUSH_MS);
     },
   };
   return { delivery, encoder, global };
@@ -315,15 +347,17 @@ export function startTelemetry(): void {
     const tracer = trace.getTracer('agl');
     // Where the app's own provider records agl's spans, its LLM spans go there too, as the SDK's.
     const callTarget = global && !config.sdkCallSpans ? callSpanTarget(tracer, encoder) : undefined;
-    const langchain = config.instrumentations.has('langchain') ? installLangChainCapture(tracer, config.captureContent) : undefined;
+    const langchain = config.instrumentations.has('langchain')
+      ? installLangChainCapture(tracer, config.captureContent)
+      : undefined;
     const fetchCapture = config.instrumentations.has('fetch')
       ? new FetchCapture({
-        tracer,
-        captureContent: config.captureContent,
-        returnTokenIds: config.returnTokenIds,
-        llmParent: langchain?.modelRunContext,
-        startLlmSpan: callTarget && callSpanStarter(callTarget),
-      })
+          tracer,
+          captureContent: config.captureContent,
+          returnTokenIds: config.returnTokenIds,
+          llmParent: langchain?.modelRunContext,
+          startLlmSpan: callTarget && callSpanStarter(callTarget),
+        })
       : undefined;
     fetchCapture?.enable();
     useFetchCapture(fetchCapture);
@@ -339,6 +373,8 @@ export function startTelemetry(): void {
       },
     });
   } catch (error) {
-    say(`could not start recording (${error instanceof Error ? error.message : String(error)}); the app runs without it`);
+    say(
+      `could not start recording (${error instanceof Error ? error.message : String(error)}); the app runs without it`,
+    );
   }
 }

@@ -10,10 +10,17 @@ export interface RowsBuilder {
   readonly columns: ColumnBuilder[];
 }
 
-export const newSpanRows = (): RowsBuilder => ({ length: 0, table: SPAN_COLUMNS, columns: columnBuilders(SPAN_COLUMNS) });
+export const newSpanRows = (): RowsBuilder => ({
+  length: 0,
+  table: SPAN_COLUMNS,
+  columns: columnBuilders(SPAN_COLUMNS),
+});
 export const newLogRows = (): RowsBuilder => ({ length: 0, table: LOG_COLUMNS, columns: columnBuilders(LOG_COLUMNS) });
 /** The rows built; the builder must not be used again. */
-export const finishRows = (rows: RowsBuilder): ColumnarRows => ({ length: rows.length, columns: buildColumns(rows.table, rows.columns) });
+export const finishRows = (rows: RowsBuilder): ColumnarRows => ({
+  length: rows.length,
+  columns: buildColumns(rows.table, rows.columns),
+});
 
 /**
  * What both OTLP decoders (protobuf and JSON) produce: rows for the store plus the count and
@@ -38,8 +45,18 @@ export interface BatchBuilder {
   replacedValues: number;
 }
 
-export const newSpanBatch = (): BatchBuilder => ({ rows: newSpanRows(), rejected: 0, firstError: null, replacedValues: 0 });
-export const newLogBatch = (): BatchBuilder => ({ rows: newLogRows(), rejected: 0, firstError: null, replacedValues: 0 });
+export const newSpanBatch = (): BatchBuilder => ({
+  rows: newSpanRows(),
+  rejected: 0,
+  firstError: null,
+  replacedValues: 0,
+});
+export const newLogBatch = (): BatchBuilder => ({
+  rows: newLogRows(),
+  rejected: 0,
+  firstError: null,
+  replacedValues: 0,
+});
 export const finishBatch = ({ rows, rejected, firstError, replacedValues }: BatchBuilder): DecodedBatch => ({
   rows: finishRows(rows),
   rejected,

@@ -103,7 +103,8 @@ export class ByteColumnBuilder implements ColumnBuilder {
       const words = new Uint32Array(source.buffer, source.byteOffset + i, (end - i) >> 2);
       for (let w = 0; w < words.length; w++) {
         if (wordNeedsEscape(words[w]) === 0) continue;
-        for (let k = i + 4 * w; k < i + 4 * w + 4; k++) if (needsEscape(source[k])) run = this.writeEscaped(source, run, k);
+        for (let k = i + 4 * w; k < i + 4 * w + 4; k++)
+          if (needsEscape(source[k])) run = this.writeEscaped(source, run, k);
       }
       i += words.length * 4;
     }
@@ -184,13 +185,24 @@ export class ByteColumnBuilder implements ColumnBuilder {
   }
 }
 
-const ESCAPES = new Map<number, string>([[0x22, '\\"'], [0x5c, '\\\\'], [0x0a, '\\n'], [0x0d, '\\r'], [0x09, '\\t'], [0x08, '\\b'], [0x0c, '\\f']]);
+const ESCAPES = new Map<number, string>([
+  [0x22, '\\"'],
+  [0x5c, '\\\\'],
+  [0x0a, '\\n'],
+  [0x0d, '\\r'],
+  [0x09, '\\t'],
+  [0x08, '\\b'],
+  [0x0c, '\\f'],
+]);
 const needsEscape = (byte: number) => byte < 0x20 || byte === 0x22 || byte === 0x5c;
 /** Non-zero when one of the four bytes of `word` is below 0x20, '"' or '\\' (the bit tricks of "hasless" and "haszero"). */
 function wordNeedsEscape(word: number): number {
   const quote = word ^ 0x22222222;
   const backslash = word ^ 0x5c5c5c5c;
-  return (((word - 0x20202020) & ~word) | ((quote - 0x01010101) & ~quote) | ((backslash - 0x01010101) & ~backslash)) & 0x80808080;
+  return (
+    (((word - 0x20202020) & ~word) | ((quote - 0x01010101) & ~quote) | ((backslash - 0x01010101) & ~backslash)) &
+    0x80808080
+  );
 }
 
 /**
@@ -316,7 +328,9 @@ const POOLED_BYTES_MAX = 8 * 2 ** 20;
 export function columnBuilders(columns: readonly Column[]): ColumnBuilder[] {
   const pooled = pools.get(columns)?.pop();
   if (pooled) return columns.map((_, i) => pooled[i] ?? []);
-  return columns.map((c) => (!isPacked(c) ? [] : c.type === 'TIMESTAMP_NS' ? new Int64ColumnBuilder() : new ByteColumnBuilder()));
+  return columns.map((c) =>
+    !isPacked(c) ? [] : c.type === 'TIMESTAMP_NS' ? new Int64ColumnBuilder() : new ByteColumnBuilder(),
+  );
 }
 
 const isPacked = (c: Column) => !c.js && (c.type === 'VARCHAR' || c.type === 'JSON' || c.type === 'TIMESTAMP_NS');

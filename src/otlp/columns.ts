@@ -49,7 +49,8 @@ export function transferables(rows: ColumnarRows): ArrayBuffer[] {
   for (const column of rows.columns) {
     if (Array.isArray(column)) continue;
     const c = column as ByteColumn | Int64Column;
-    for (const view of c.kind === 'bytes' ? [c.data, c.slices, c.nulls] : [c.values, c.nulls]) buffers.add(view.buffer as ArrayBuffer);
+    for (const view of c.kind === 'bytes' ? [c.data, c.slices, c.nulls] : [c.values, c.nulls])
+      buffers.add(view.buffer as ArrayBuffer);
   }
   return [...buffers];
 }
@@ -60,7 +61,11 @@ export function selectRows(rows: ColumnarRows, indexes: readonly number[]): Colu
     if (Array.isArray(column)) return indexes.map((i) => column[i]);
     const c = column as ByteColumn | Int64Column;
     if (c.kind === 'int64') {
-      return { kind: 'int64', values: BigInt64Array.from(indexes, (i) => c.values[i]), nulls: Uint8Array.from(indexes, (i) => c.nulls[i]) };
+      return {
+        kind: 'int64',
+        values: BigInt64Array.from(indexes, (i) => c.values[i]),
+        nulls: Uint8Array.from(indexes, (i) => c.nulls[i]),
+      };
     }
     const slices = new Uint32Array(indexes.length * 2);
     for (const [k, i] of indexes.entries()) slices.set(c.slices.subarray(2 * i, 2 * i + 2), 2 * k);
@@ -68,4 +73,3 @@ export function selectRows(rows: ColumnarRows, indexes: readonly number[]): Colu
   });
   return { length: indexes.length, columns };
 }
-

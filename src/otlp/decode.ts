@@ -16,7 +16,8 @@ export class OtlpDecoder {
 
   /** Throws ProtobufError or OtlpJsonError for a bad body. */
   decode(signal: Signal, encoding: Encoding, body: Buffer): DecodedBatch {
-    if (encoding === 'json') return signal === 'traces' ? decodeTracesJson(body.toString('utf8')) : decodeLogsJson(body.toString('utf8'));
+    if (encoding === 'json')
+      return signal === 'traces' ? decodeTracesJson(body.toString('utf8')) : decodeLogsJson(body.toString('utf8'));
     return signal === 'traces' ? this.protobuf.decodeTraces(body) : this.protobuf.decodeLogs(body);
   }
 }

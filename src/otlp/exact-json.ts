@@ -20,7 +20,10 @@ const LONG_NUMBER = /(?:^|[:[,])\s*-?\d{16}/;
 export function parseJsonExact(text: string): unknown {
   if (!LONG_NUMBER.test(text)) return JSON.parse(text);
   return json.parse(text, (_key: string, value: unknown, context: ReviverContext) =>
-    typeof value === 'number' && !Number.isSafeInteger(value) && context.source !== undefined && /^-?\d+$/.test(context.source)
+    typeof value === 'number' &&
+    !Number.isSafeInteger(value) &&
+    context.source !== undefined &&
+    /^-?\d+$/.test(context.source)
       ? json.rawJSON(context.source)
       : value,
   );

@@ -48,33 +48,35 @@ export function decodeTracesJson(text: string): DecodedBatch {
     }
     const attribution = noAttribution();
     const status = obj(span, path, 'status');
-    rejectTooDeep(batch, `span "${name}"`, () => pushSpan(
-      batch.rows,
-      {
-        traceId,
-        spanId,
-        parentId,
-        traceState: str(span, path, 'traceState', 'trace_state') || null,
-        flags: int(span, path, 'flags'),
-        name,
-        kind: enumValue(span, path, ['kind'], SPAN_KIND_NAMES) ?? 0,
-        startTime: time(span, path, 'startTimeUnixNano', 'start_time_unix_nano'),
-        endTime: time(span, path, 'endTimeUnixNano', 'end_time_unix_nano'),
-        attributesJson: attributesJson(span, path, attribution),
-        eventsJson: listJson(span, path, 'events', (event, p) => {
-          const dropped = int(event, p, 'droppedAttributesCount', 'dropped_attributes_count');
-          return `{"time_unix_nano":"${time(event, p, 'timeUnixNano', 'time_unix_nano') ?? 0}","name":${JSON.stringify(str(event, p, 'name') ?? '')},"attributes":${attributesJson(event, p)}${dropped ? `,"dropped_attributes_count":${dropped}` : ''}}`;
-        }),
-        linksJson: listJson(span, path, 'links', (link, p) => {
-          const flags = int(link, p, 'flags');
-          return `{"trace_id":"${id(link, p, 'traceId', 'trace_id')}","span_id":"${id(link, p, 'spanId', 'span_id')}","trace_state":${JSON.stringify(str(link, p, 'traceState', 'trace_state') ?? '')},"attributes":${attributesJson(link, p)}${flags === null ? '' : `,"flags":${flags}`}}`;
-        }),
-        statusCode: status ? enumValue(status, `${path}.status`, ['code'], STATUS_CODE_NAMES) ?? 0 : 0,
-        statusMessage: status ? str(status, `${path}.status`, 'message') || null : null,
-        attribution,
-      },
-      context,
-    ));
+    rejectTooDeep(batch, `span "${name}"`, () =>
+      pushSpan(
+        batch.rows,
+        {
+          traceId,
+          spanId,
+          parentId,
+          traceState: str(span, path, 'traceState', 'trace_state') || null,
+          flags: int(span, path, 'flags'),
+          name,
+          kind: enumValue(span, path, ['kind'], SPAN_KIND_NAMES) ?? 0,
+          startTime: time(span, path, 'startTimeUnixNano', 'start_time_unix_nano'),
+          endTime: time(span, path, 'endTimeUnixNano', 'end_time_unix_nano'),
+          attributesJson: attributesJson(span, path, attribution),
+          eventsJson: listJson(span, path, 'events', (event, p) => {
+            const dropped = int(event, p, 'droppedAttributesCount', 'dropped_attributes_count');
+            return `{"time_unix_nano":"${time(event, p, 'timeUnixNano', 'time_unix_nano') ?? 0}","name":${JSON.stringify(str(event, p, 'name') ?? '')},"attributes":${attributesJson(event, p)}${dropped ? `,"dropped_attributes_count":${dropped}` : ''}}`;
+          }),
+          linksJson: listJson(span, path, 'links', (link, p) => {
+            const flags = int(link, p, 'flags');
+            return `{"trace_id":"${id(link, p, 'traceId', 'trace_id')}","span_id":"${id(link, p, 'spanId', 'span_id')}","trace_state":${JSON.stringify(str(link, p, 'traceState', 'trace_state') ?? '')},"attributes":${attributesJson(link, p)}${flags === null ? '' : `,"flags":${flags}`}}`;
+          }),
+          statusCode: status ? (enumValue(status, `${path}.status`, ['code'], STATUS_CODE_NAMES) ?? 0) : 0,
+          statusMessage: status ? str(status, `${path}.status`, 'message') || null : null,
+          attribution,
+        },
+        context,
+      ),
+    );
   });
   return finishBatch(batch);
 }
@@ -159,7 +161,7 @@ function forEachItem(
         resourceJson,
         serviceName,
         attribution,
-        scopeName: scope ? str(scope, `${sPath}.scope`, 'name') ?? null : null,
+        scopeName: scope ? (str(scope, `${sPath}.scope`, 'name') ?? null) : null,
         scopeVersion: scope ? str(scope, `${sPath}.scope`, 'version') || null : null,
       };
       list(scopeGroup, sPath, itemsKey, snake(itemsKey)).forEach((item, i) => {
@@ -193,14 +195,16 @@ function list(o: Obj, path: string, ...names: string[]): Obj[] {
 function obj(o: Obj, path: string, ...names: string[]): Obj | null {
   const value = field(o, names);
   if (value === undefined) return null;
-  if (typeof value !== 'object' || Array.isArray(value)) throw new OtlpJsonError(`${at(path, names[0])}: expected an object`);
+  if (typeof value !== 'object' || Array.isArray(value))
+    throw new OtlpJsonError(`${at(path, names[0])}: expected an object`);
   return value as Obj;
 }
 
 function str(o: Obj, path: string, ...names: string[]): string | undefined {
   const value = field(o, names);
   if (value === undefined) return undefined;
-  if (typeof value !== 'string') throw new OtlpJsonError(`${at(path, names[0])}: expected a string, got ${describe(value)}`);
+  if (typeof value !== 'string')
+    throw new OtlpJsonError(`${at(path, names[0])}: expected a string, got ${describe(value)}`);
   return value;
 }
 
@@ -217,7 +221,9 @@ function time(o: Obj, path: string, ...names: string[]): bigint | null {
   if (value === undefined) return null;
   const text = integerText(value);
   if (text === null || text.startsWith('-')) {
-    throw new OtlpJsonError(`${at(path, names[0])}: expected nanoseconds as an unsigned integer, got ${describe(value)}`);
+    throw new OtlpJsonError(
+      `${at(path, names[0])}: expected nanoseconds as an unsigned integer, got ${describe(value)}`,
+    );
   }
   return timestampOrNull(BigInt(text));
 }
@@ -230,13 +236,23 @@ function id(o: Obj, path: string, ...names: string[]): string {
   if ((value.length === 32 || value.length === 16) && HEX_ID.test(value)) return value.toLowerCase();
   if (value === '') return '';
   const bytes = Buffer.from(value, 'base64');
-  if ((bytes.length === 16 || bytes.length === 8) && bytes.toString('base64').replace(/=+$/, '') === value.replace(/=+$/, '')) {
+  if (
+    (bytes.length === 16 || bytes.length === 8) &&
+    bytes.toString('base64').replace(/=+$/, '') === value.replace(/=+$/, '')
+  ) {
     return bytes.toString('hex');
   }
   throw new OtlpJsonError(`${at(path, names[0])}: "${value.slice(0, 40)}" is neither a hex nor a base64 id`);
 }
 
-const SPAN_KIND_NAMES = ['SPAN_KIND_UNSPECIFIED', 'SPAN_KIND_INTERNAL', 'SPAN_KIND_SERVER', 'SPAN_KIND_CLIENT', 'SPAN_KIND_PRODUCER', 'SPAN_KIND_CONSUMER'];
+const SPAN_KIND_NAMES = [
+  'SPAN_KIND_UNSPECIFIED',
+  'SPAN_KIND_INTERNAL',
+  'SPAN_KIND_SERVER',
+  'SPAN_KIND_CLIENT',
+  'SPAN_KIND_PRODUCER',
+  'SPAN_KIND_CONSUMER',
+];
 const STATUS_CODE_NAMES = ['STATUS_CODE_UNSET', 'STATUS_CODE_OK', 'STATUS_CODE_ERROR'];
 const SEVERITY_NAMES = ['SEVERITY_NUMBER_UNSPECIFIED'].concat(
   ...['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'FATAL'].map((level) =>
@@ -253,7 +269,9 @@ function enumValue(o: Obj, path: string, names: string[], valueNames: string[]):
 }
 
 function attributesJson(o: Obj, path: string, attribution?: Attribution): string {
-  const parts = list(o, path, 'attributes').map((kv, i) => keyValueJson(kv, `${at(path, 'attributes')}[${i}]`, attribution));
+  const parts = list(o, path, 'attributes').map((kv, i) =>
+    keyValueJson(kv, `${at(path, 'attributes')}[${i}]`, attribution),
+  );
   return `{${parts.join(',')}}`;
 }
 
@@ -264,7 +282,11 @@ function keyValueJson(kv: Obj, path: string, attribution?: Attribution, depth = 
   if (attribution && key.startsWith('agentlightning.') && value && typeof value === 'object') {
     const v = value as Obj;
     const scalar = typeof v.stringValue === 'string' ? v.stringValue : integerText(v.intValue ?? v.int_value);
-    noteAttribution(attribution, key, scalar === null ? null : typeof v.stringValue === 'string' ? scalar : Number(scalar));
+    noteAttribution(
+      attribution,
+      key,
+      scalar === null ? null : typeof v.stringValue === 'string' ? scalar : Number(scalar),
+    );
   }
   if (value === undefined || value === null) return `${JSON.stringify(key)}:null`;
   let valueJson: string;
@@ -318,7 +340,7 @@ function anyValueJson(value: unknown, path: string, depth: number): string {
   const d = field(v, ['doubleValue', 'double_value']);
   if (d !== undefined) {
     const n = typeof d === 'string' ? Number(d) : d;
-    if (typeof n !== 'number' || Number.isNaN(n) && d !== 'NaN') {
+    if (typeof n !== 'number' || (Number.isNaN(n) && d !== 'NaN')) {
       throw new OtlpJsonError(`${path}.doubleValue: expected a number, got ${describe(d)}`);
     }
     return Number.isFinite(n) ? String(n) : `"${n}"`;
@@ -336,14 +358,17 @@ function anyValueJson(value: unknown, path: string, depth: number): string {
   }
   const bytes = field(v, ['bytesValue', 'bytes_value']);
   if (bytes !== undefined) {
-    if (typeof bytes !== 'string') throw new OtlpJsonError(`${path}.bytesValue: expected base64 text, got ${describe(bytes)}`);
+    if (typeof bytes !== 'string')
+      throw new OtlpJsonError(`${path}.bytesValue: expected base64 text, got ${describe(bytes)}`);
     return JSON.stringify(bytes);
   }
   return 'null';
 }
 
 function listJson(o: Obj, path: string, name: string, item: (o: Obj, path: string) => string): string {
-  return `[${list(o, path, name).map((x, i) => item(x, `${at(path, name)}[${i}]`)).join(',')}]`;
+  return `[${list(o, path, name)
+    .map((x, i) => item(x, `${at(path, name)}[${i}]`))
+    .join(',')}]`;
 }
 
 const at = (path: string, name: string) => (path ? `${path}.${name}` : name);

@@ -64,7 +64,8 @@ export function requestAttributes(api: LlmApi, body: unknown): Attributes {
   }
   const stop = request.stop;
   if (typeof stop === 'string') attributes['gen_ai.request.stop_sequences'] = [stop];
-  else if (Array.isArray(stop)) attributes['gen_ai.request.stop_sequences'] = stop.filter((s): s is string => typeof s === 'string');
+  else if (Array.isArray(stop))
+    attributes['gen_ai.request.stop_sequences'] = stop.filter((s): s is string => typeof s === 'string');
   return attributes;
 }
 
@@ -75,7 +76,9 @@ export function responseAttributes(response: unknown): Attributes {
   if (typeof model === 'string') attributes['gen_ai.response.model'] = model;
   const reasons = Array.isArray(choices)
     ? choices.map((c) => fieldsOf(c).finish_reason).filter((r): r is string => typeof r === 'string')
-    : typeof status === 'string' ? [status] : [];
+    : typeof status === 'string'
+      ? [status]
+      : [];
   if (reasons.length > 0) attributes['gen_ai.response.finish_reasons'] = reasons;
   const tokens = fieldsOf(usage);
   const input = tokens.prompt_tokens ?? tokens.input_tokens;
@@ -90,8 +93,20 @@ export function responseAttributes(response: unknown): Attributes {
  * itself (`agl.llm.response`: the JSON text as received, or the assembled stream); or, for an
  * error status, the error to record.
  */
-export function answerOutcome(status: number, body: string | unknown, streamed: boolean, content: boolean): { attributes: Attributes; error?: { message: string; type: string } } {
-  if (status >= 400) return { attributes: {}, error: { message: errorMessageOf(typeof body === 'string' ? body : '') || `HTTP ${status}`, type: String(status) } };
+export function answerOutcome(
+  status: number,
+  body: string | unknown,
+  streamed: boolean,
+  content: boolean,
+): { attributes: Attributes; error?: { message: string; type: string } } {
+  if (status >= 400)
+    return {
+      attributes: {},
+      error: {
+        message: errorMessageOf(typeof body === 'string' ? body : '') || `HTTP ${status}`,
+        type: String(status),
+      },
+    };
   let result: unknown = body;
   if (!streamed) {
     try {
@@ -128,7 +143,12 @@ export class StreamAssembler {
   private readonly chunks: Accumulator;
 
   constructor(api: LlmApi) {
-    this.chunks = api === 'responses' ? new ResponsesAccumulator() : api === 'text_completion' ? new CompletionAccumulator() : new ChatAccumulator();
+    this.chunks =
+      api === 'responses'
+        ? new ResponsesAccumulator()
+        : api === 'text_completion'
+          ? new CompletionAccumulator()
+          : new ChatAccumulator();
   }
 
   feed(text: string): void {
@@ -185,7 +205,8 @@ function keepPresent(target: Fields, chunk: Fields, keys: readonly string[]): vo
 /** The objects of a list in a chunk (`choices`, `tool_calls`); none when it is not a list. */
 const objectsIn = (value: unknown): Fields[] => (Array.isArray(value) ? value.map(fieldsOf) : []);
 const indexOf = (part: Fields, otherwise: number): number => (typeof part.index === 'number' ? part.index : otherwise);
-const byIndex = <T extends { index: number }>(choices: Map<number, T>) => [...choices.values()].sort((a, b) => a.index - b.index);
+const byIndex = <T extends { index: number }>(choices: Map<number, T>) =>
+  [...choices.values()].sort((a, b) => a.index - b.index);
 
 const MESSAGE_TEXTS = ['content', 'reasoning_content', 'reasoning', 'refusal'] as const;
 
@@ -197,7 +218,14 @@ interface ToolCall {
 
 interface ChatChoice {
   index: number;
-  message: { role: string; content: string | null; reasoning_content?: string; reasoning?: string; refusal?: string; tool_calls?: ToolCall[] };
+  message: {
+    role: string;
+    content: string | null;
+    reasoning_content?: string;
+    reasoning?: string;
+    refusal?: string;
+    tool_calls?: ToolCall[];
+  };
   finish_reason: unknown;
   logprobs?: { content: unknown[] };
   token_ids?: number[];

@@ -18,8 +18,11 @@ export function tooDeepAt(value: unknown, maxDepth = MAX_NESTING_DEPTH): string 
     const { value: item, depth, path } = next;
     if (item === null || typeof item !== 'object') continue;
     if (depth > maxDepth) return path;
-    if (Array.isArray(item)) for (const [i, child] of item.entries()) stack.push({ value: child, depth: depth + 1, path: `${path}[${i}]` });
-    else for (const [key, child] of Object.entries(item)) stack.push({ value: child, depth: depth + 1, path: `${path}.${key}` });
+    if (Array.isArray(item))
+      for (const [i, child] of item.entries()) stack.push({ value: child, depth: depth + 1, path: `${path}[${i}]` });
+    else
+      for (const [key, child] of Object.entries(item))
+        stack.push({ value: child, depth: depth + 1, path: `${path}.${key}` });
   }
   return null;
 }
@@ -46,7 +49,8 @@ export function jsonTextTooDeep(text: string, maxDepth = MAX_NESTING_DEPTH): boo
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // the escaped character
+      if (c === 0x5c)
+        i++; // the escaped character
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x5b || c === 0x7b) {

@@ -25,14 +25,18 @@ export class ProtobufDecoder {
   decodeTraces(body: Buffer): DecodedBatch {
     const batch = newSpanBatch();
     const values = this.state.values;
-    forEachResourceGroup(new ProtobufReader(body), this.state, (r, end, group) => readSpan(r, end, group, batch, values));
+    forEachResourceGroup(new ProtobufReader(body), this.state, (r, end, group) =>
+      readSpan(r, end, group, batch, values),
+    );
     return finishChecked(batch);
   }
 
   decodeLogs(body: Buffer): DecodedBatch {
     const batch = newLogBatch();
     const values = this.state.values;
-    forEachResourceGroup(new ProtobufReader(body), this.state, (r, end, group) => readLogRecord(r, end, group, batch, values));
+    forEachResourceGroup(new ProtobufReader(body), this.state, (r, end, group) =>
+      readLogRecord(r, end, group, batch, values),
+    );
     return finishChecked(batch);
   }
 }
@@ -51,5 +55,7 @@ function finishChecked(batch: BatchBuilder): DecodedBatch {
     replacedValues += repaired.replaced;
     return repaired.column;
   });
-  return replacedValues === 0 ? decoded : { ...decoded, rows: { length: decoded.rows.length, columns }, replacedValues };
+  return replacedValues === 0
+    ? decoded
+    : { ...decoded, rows: { length: decoded.rows.length, columns }, replacedValues };
 }

@@ -65,7 +65,8 @@ export class SpanMessageWriter {
 // so always written.
 const HAS_IS_REMOTE = 0x100;
 const IS_REMOTE = 0x200;
-const spanFlags = (traceFlags: number, isRemote?: boolean) => (traceFlags & 0xff) | HAS_IS_REMOTE | (isRemote ? IS_REMOTE : 0);
+const spanFlags = (traceFlags: number, isRemote?: boolean) =>
+  (traceFlags & 0xff) | HAS_IS_REMOTE | (isRemote ? IS_REMOTE : 0);
 
 /** trace_id, span_id and trace_state: the same fields of a Span and of a Span.Link (`satisfies` checks). */
 function writeContext(w: Writer, context: SpanContext): void {
@@ -316,7 +317,8 @@ class Writer {
     const length = text.length >>> 1;
     this.varint(length);
     this.reserve(length);
-    for (let i = 0; i < length; i++) this.buf[this.pos++] = (HEX_DIGIT(text.charCodeAt(2 * i)) << 4) | HEX_DIGIT(text.charCodeAt(2 * i + 1));
+    for (let i = 0; i < length; i++)
+      this.buf[this.pos++] = (HEX_DIGIT(text.charCodeAt(2 * i)) << 4) | HEX_DIGIT(text.charCodeAt(2 * i + 1));
   }
 
   string(text: string): void {

@@ -8,7 +8,6 @@ export class ProtobufError extends Error {
   }
 }
 
-
 /**
  * A cursor over protobuf wire format (https://protobuf.dev/programming-guides/encoding/),
  * bounded to one message. Only what OTLP needs: varints, fixed32/64, length-delimited fields.
@@ -197,7 +196,9 @@ export class ProtobufReader {
 
   private need(bytes: number): void {
     if (this.pos + bytes > this.end) {
-      throw new ProtobufError(`truncated message: ${bytes} bytes needed at byte ${this.pos}, ${this.end - this.pos} left`);
+      throw new ProtobufError(
+        `truncated message: ${bytes} bytes needed at byte ${this.pos}, ${this.end - this.pos} left`,
+      );
     }
   }
 }

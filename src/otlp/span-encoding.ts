@@ -1,5 +1,9 @@
 import type { Context, SpanContext } from '@opentelemetry/api';
-import { ProtobufTraceSerializer, type IExportTraceServiceResponse, type ISerializer } from '@opentelemetry/otlp-transformer';
+import {
+  ProtobufTraceSerializer,
+  type IExportTraceServiceResponse,
+  type ISerializer,
+} from '@opentelemetry/otlp-transformer';
 import type { Resource } from '@opentelemetry/resources';
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
 import { ExportTraceServiceRequest, ResourceSpans, ScopeSpans } from './otlp-proto.js';
@@ -61,7 +65,14 @@ export class SpanEncoder implements SpanProcessor {
   onEnd(span: ReadableSpan): void {
     const encoder = this.encoder;
     const resourceFields = span.resource.asyncAttributesPending ? span : encoder.resourceFieldsOf(span.resource, span);
-    const encoded = new EncodedSpan(span.resource, span.instrumentationScope, span.spanContext(), encoder.span(span), encoder.scopeFieldsOf(scopeKey(span), span), resourceFields);
+    const encoded = new EncodedSpan(
+      span.resource,
+      span.instrumentationScope,
+      span.spanContext(),
+      encoder.span(span),
+      encoder.scopeFieldsOf(scopeKey(span), span),
+      resourceFields,
+    );
     for (const processor of this.next) processor.onEnd(encoded as unknown as ReadableSpan);
   }
 
@@ -154,7 +165,8 @@ class GroupEncoder {
 }
 
 /** The key the SDK's serializer groups scopes by. */
-const scopeKey = ({ instrumentationScope: scope }: ReadableSpan) => `${scope.name}@${scope.version || ''}:${scope.schemaUrl || ''}`;
+const scopeKey = ({ instrumentationScope: scope }: ReadableSpan) =>
+  `${scope.name}@${scope.version || ''}:${scope.schemaUrl || ''}`;
 
 /** The ResourceSpans of the request of `span` alone. */
 function resourceSpansOf(span: ReadableSpan): Uint8Array {

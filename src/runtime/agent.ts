@@ -32,8 +32,16 @@ export function rollout<T = unknown>(run: Agent<T>['run']): Agent<T> {
 
 /** Fills `{name}` (f-string) or `{{ name }}` (jinja) placeholders; a missing value is an error that names it. */
 export function formatTemplate(resource: PromptTemplateResource, values: Record<string, unknown>): string {
-  const pattern = resource.engine === 'jinja' ? /\{\{\s*([\w.]+)\s*\}\}/g : resource.engine === 'f-string' ? /\{([\w.]+)\}/g : undefined;
-  if (!pattern) throw new TypeError(`prompt templates of engine "${resource.engine}" cannot be filled by agl yet (f-string and jinja can)`);
+  const pattern =
+    resource.engine === 'jinja'
+      ? /\{\{\s*([\w.]+)\s*\}\}/g
+      : resource.engine === 'f-string'
+        ? /\{([\w.]+)\}/g
+        : undefined;
+  if (!pattern)
+    throw new TypeError(
+      `prompt templates of engine "${resource.engine}" cannot be filled by agl yet (f-string and jinja can)`,
+    );
   return resource.template.replace(pattern, (_match, name: string) => {
     if (!(name in values)) throw new TypeError(`the prompt template needs a value for "${name}"`);
     return String(values[name]);
@@ -41,16 +49,39 @@ export function formatTemplate(resource: PromptTemplateResource, values: Record<
 }
 
 /** The context of one attempt, from the rollout's resources. */
-export function rolloutContext(ids: { rolloutId: string; attemptId: string; mode: RolloutMode | null }, resources: NamedResources, signal: AbortSignal, llmBaseURL?: (llm: LlmResource) => string): RolloutContext {
-  const llm = Object.values(resources).find((r): r is LlmResource => r.resource_type === 'llm' || r.resource_type === 'proxy_llm');
-  const template = Object.values(resources).find((r): r is PromptTemplateResource => r.resource_type === 'prompt_template');
+export function rolloutContext(
+  ids: { rolloutId: string; attemptId: string; mode: RolloutMode | null },
+  resources: NamedResources,
+  signal: AbortSignal,
+  llmBaseURL?: (llm: LlmResource) => string,
+): RolloutContext {
+  const llm = Object.values(resources).find(
+    (r): r is LlmResource => r.resource_type === 'llm' || r.resource_type === 'proxy_llm',
+  );
+  const template = Object.values(resources).find(
+    (r): r is PromptTemplateResource => r.resource_type === 'prompt_template',
+  );
   return {
     ...ids,
     resources,
     signal,
     ...(llm
-      ? { llm: { baseURL: llmBaseURL ? llmBaseURL(llm) : llm.endpoint, model: llm.model, apiKey: llm.api_key ?? 'agl', samplingParameters: llm.sampling_parameters ?? {} } }
+      ? {
+          llm: {
+            baseURL: llmBaseURL ? llmBaseURL(llm) : llm.endpoint,
+            model: llm.model,
+            apiKey: llm.api_key ?? 'agl',
+            samplingParameters: llm.sampling_parameters ?? {},
+          },
+        }
       : {}),
-    ...(template ? { promptTemplate: { template: template.template, format: (values: Record<string, unknown>) => formatTemplate(template, values) } } : {}),
+    ...(template
+      ? {
+          promptTemplate: {
+            template: template.template,
+            format: (values: Record<string, unknown>) => formatTemplate(template, values),
+          },
+        }
+      : {}),
   };
 }

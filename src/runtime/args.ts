@@ -30,11 +30,23 @@ export function parseCommandArgs<O extends Options>(args: string[], options: O) 
 export function portArg(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const port = Number(value);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer from 0 to 65535, not "${value}"`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new UsageError(`--port must be an integer from 0 to 65535, not "${value}"`);
   return port;
 }
 
-const UNITS: Record<string, number> = { '': 1, k: 1024, kb: 1024, kib: 1024, m: 1024 ** 2, mb: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, gib: 1024 ** 3 };
+const UNITS: Record<string, number> = {
+  '': 1,
+  k: 1024,
+  kb: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mb: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gb: 1024 ** 3,
+  gib: 1024 ** 3,
+};
 
 /** A size in bytes ("64MiB", "512k", "1048576"); undefined when not given. */
 export function bytesArg(name: string, value: string): number;
@@ -49,9 +61,15 @@ export function bytesArg(name: string, value: string | undefined): number | unde
   return Math.floor(Number(match[1]) * unit);
 }
 
-export function choiceArg<T extends string>(name: string, value: string | undefined, choices: readonly T[], fallback: T): T {
+export function choiceArg<T extends string>(
+  name: string,
+  value: string | undefined,
+  choices: readonly T[],
+  fallback: T,
+): T {
   if (value === undefined) return fallback;
-  if (!(choices as readonly string[]).includes(value)) throw new UsageError(`${name} must be one of ${choices.join(', ')}, not "${value}"`);
+  if (!(choices as readonly string[]).includes(value))
+    throw new UsageError(`${name} must be one of ${choices.join(', ')}, not "${value}"`);
   return value as T;
 }
 
@@ -67,7 +85,8 @@ export function countArg(name: string, value: string | undefined): number | unde
 export function secondsArg(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${name} must be a number of seconds above 0, not "${value}"`);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new UsageError(`${name} must be a number of seconds above 0, not "${value}"`);
   return n;
 }
 
@@ -80,6 +99,7 @@ export function urlArg(name: string, value: string | undefined): string | undefi
   } catch {
     throw new UsageError(`${name} must be a URL such as http://127.0.0.1:8000/v1, not "${value}"`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`${name} must be an http or https URL, not "${value}"`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new UsageError(`${name} must be an http or https URL, not "${value}"`);
   return value;
 }

@@ -8,18 +8,38 @@ interface Command {
 
 /** Commands load on use: `agl export` need not load the server, nor `agl query` the runner. */
 const COMMANDS: Record<string, () => Promise<Command>> = {
-  demo: async () => { const m = await import('./demo-command.js'); return { run: m.demo, usage: m.DEMO_USAGE }; },
-  serve: async () => { const m = await import('./serve.js'); return { run: m.serve, usage: m.SERVE_USAGE }; },
-  query: async () => { const m = await import('./query-command.js'); return { run: m.query, usage: m.QUERY_USAGE }; },
-  export: async () => { const m = await import('./export-command.js'); return { run: m.exportDataset, usage: m.EXPORT_USAGE }; },
-  runner: async () => { const m = await import('./runner-command.js'); return { run: m.runner, usage: m.RUNNER_USAGE }; },
-  train: async () => { const m = await import('./train-command.js'); return { run: m.train, usage: m.TRAIN_USAGE }; },
+  demo: async () => {
+    const m = await import('./demo-command.js');
+    return { run: m.demo, usage: m.DEMO_USAGE };
+  },
+  serve: async () => {
+    const m = await import('./serve.js');
+    return { run: m.serve, usage: m.SERVE_USAGE };
+  },
+  query: async () => {
+    const m = await import('./query-command.js');
+    return { run: m.query, usage: m.QUERY_USAGE };
+  },
+  export: async () => {
+    const m = await import('./export-command.js');
+    return { run: m.exportDataset, usage: m.EXPORT_USAGE };
+  },
+  runner: async () => {
+    const m = await import('./runner-command.js');
+    return { run: m.runner, usage: m.RUNNER_USAGE };
+  },
+  train: async () => {
+    const m = await import('./train-command.js');
+    return { run: m.train, usage: m.TRAIN_USAGE };
+  },
 };
 /** Agent Lightning's name for the server. */
 COMMANDS.store = COMMANDS.serve;
 
 async function usage(): Promise<string> {
-  const commands = await Promise.all(['demo', 'serve', 'query', 'export', 'runner', 'train'].map((name) => COMMANDS[name]()));
+  const commands = await Promise.all(
+    ['demo', 'serve', 'query', 'export', 'runner', 'train'].map((name) => COMMANDS[name]()),
+  );
   return `agl: turn what AI agents do into training data\n\n${commands.map((c) => c.usage).join('\n\n')}\n`;
 }
 

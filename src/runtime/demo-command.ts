@@ -5,7 +5,12 @@ import { APO } from '../algorithms/apo.js';
 import type { APOResult } from '../algorithms/apo-search.js';
 import { wordDiff } from '../algorithms/apo-report.js';
 import { parseCommandArgs } from './args.js';
-import { EXAMPLE_CRITIC_MODEL, EXAMPLE_EDITOR_MODEL, EXAMPLE_MODEL, startExampleModel } from '../collector/example-model.js';
+import {
+  EXAMPLE_CRITIC_MODEL,
+  EXAMPLE_EDITOR_MODEL,
+  EXAMPLE_MODEL,
+  startExampleModel,
+} from '../collector/example-model.js';
 import { loadAgent } from './runner-command.js';
 import { Trainer } from './trainer.js';
 import type { LlmResource, PromptTemplateResource } from '../api/types.js';
@@ -21,23 +26,46 @@ export const DEMO_USAGE = `agl demo [--db ./agl.duckdb]
 const AGENT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'examples', 'demo', 'agent.mjs');
 
 type Op = '+' | '-' | '*';
-const task = ([a, op, b]: [number, Op, number]) => ({ question: `What is ${a} ${op} ${b}?`, answer: op === '+' ? a + b : op === '-' ? a - b : a * b });
+const task = ([a, op, b]: [number, Op, number]) => ({
+  question: `What is ${a} ${op} ${b}?`,
+  answer: op === '+' ? a + b : op === '-' ? a - b : a * b,
+});
 
 const VAL = (
   [
-    [12, '+', 30], [7, '*', 6], [100, '-', 58], [9, '*', 9], [250, '+', 250],
-    [81, '-', 39], [13, '*', 4], [64, '+', 36], [144, '-', 44], [11, '*', 11],
+    [12, '+', 30],
+    [7, '*', 6],
+    [100, '-', 58],
+    [9, '*', 9],
+    [250, '+', 250],
+    [81, '-', 39],
+    [13, '*', 4],
+    [64, '+', 36],
+    [144, '-', 44],
+    [11, '*', 11],
   ] as [number, Op, number][]
 ).map(task);
 const TRAIN = (
   [
-    [23, '+', 19], [8, '*', 7], [90, '-', 27], [6, '*', 12], [125, '+', 75],
-    [70, '-', 33], [14, '*', 3], [48, '+', 52], [200, '-', 85], [12, '*', 12],
+    [23, '+', 19],
+    [8, '*', 7],
+    [90, '-', 27],
+    [6, '*', 12],
+    [125, '+', 75],
+    [70, '-', 33],
+    [14, '*', 3],
+    [48, '+', 52],
+    [200, '-', 85],
+    [12, '*', 12],
   ] as [number, Op, number][]
 ).map(task);
 
 /** The first prompt: it asks for nothing, so answers come as sentences (and the reward reads their first number). */
-const SEED_PROMPT: PromptTemplateResource = { resource_type: 'prompt_template', template: '{question}', engine: 'f-string' };
+const SEED_PROMPT: PromptTemplateResource = {
+  resource_type: 'prompt_template',
+  template: '{question}',
+  engine: 'f-string',
+};
 
 export async function demo(args: string[]): Promise<void> {
   const { values } = parseCommandArgs(args, { db: { type: 'string', default: './agl.duckdb' } });
@@ -73,8 +101,13 @@ export async function demo(args: string[]): Promise<void> {
       apiKey: real,
       seed: 1,
     });
-    const result = await new Trainer({ algorithm: apo, nRunners: 8, db, progress: false }).fit(agent, { train: TRAIN, val: VAL });
-    console.log(`\n1. The first prompt ${JSON.stringify(SEED_PROMPT.template)} on the ${VAL.length} validation tasks (the baseline)`);
+    const result = await new Trainer({ algorithm: apo, nRunners: 8, db, progress: false }).fit(agent, {
+      train: TRAIN,
+      val: VAL,
+    });
+    console.log(
+      `\n1. The first prompt ${JSON.stringify(SEED_PROMPT.template)} on the ${VAL.length} validation tasks (the baseline)`,
+    );
     console.log(await seedReport(db, result.runId));
     console.log(`\n2. APO: ${result.rounds} rounds of critique, edit and beam search over the prompt`);
     console.log(apoReport(result, db, values.db));
@@ -97,7 +130,14 @@ async function seedReport(db: string, runId: string): Promise<string> {
         (SELECT coalesce(sum(output_tokens), 0) FROM llm_calls WHERE rollout_id IN (SELECT rollout_id FROM seed))::INTEGER AS output`,
       { guard: false },
     );
-    const r = rows[0] as { total: number; succeeded: number; reward: number | null; calls: number; input: number; output: number };
+    const r = rows[0] as {
+      total: number;
+      succeeded: number;
+      reward: number | null;
+      calls: number;
+      input: number;
+      output: number;
+    };
     const percent = r.total ? Math.round((100 * r.succeeded) / r.total) : 0;
     return `rollouts      ${r.total} (${r.succeeded} succeeded, ${r.total - r.succeeded} failed: ${percent}% success)
 mean reward   ${r.reward === null ? '-' : r.reward.toFixed(2)}
@@ -109,7 +149,10 @@ LLM calls     ${r.calls}, ${r.input} input and ${r.output} output tokens`;
 
 function apoReport(result: APOResult, db: string, dbArg: string): string {
   const { total } = result.cost;
-  const changes = result.best.version === result.seed.version ? '(none: the first prompt stayed the best)' : wordDiff(result.seed.template, result.best.template);
+  const changes =
+    result.best.version === result.seed.version
+      ? '(none: the first prompt stayed the best)'
+      : wordDiff(result.seed.template, result.best.template);
   return `
 baseline score   ${result.seed.valScore?.toFixed(2) ?? '-'}  (first prompt, all validation tasks)
 optimized score  ${result.best.valScore?.toFixed(2) ?? '-'}  (${result.best.version}, ${result.candidates.length} prompt versions tried)

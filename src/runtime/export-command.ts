@@ -7,7 +7,13 @@ import { traceToMessages, type SkippedRecord } from '../adapters/messages.js';
 import { traceToTrajectories, type TrajectoryOptions, type TrajectoryRow } from '../adapters/trajectories.js';
 import type { Records } from '../adapters/arrow.js';
 import { isRolloutMode } from '../store/sql.js';
-import { streamTriplets, tripletsQuery, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
+import {
+  streamTriplets,
+  tripletsQuery,
+  type Credit,
+  type RewardMatch,
+  type TripletOptions,
+} from '../adapters/triplets.js';
 import { allRows } from '../adapters/source.js';
 import { jsonlToParquet, PARQUET_COLUMNS } from '../adapters/parquet.js';
 import { readable, UNREADABLE_SPANS_SQL } from '../store/derived.js';
@@ -61,7 +67,8 @@ export async function exportDataset(args: string[]): Promise<void> {
   const { values, positionals } = parseCommandArgs(args, OPTIONS);
   if (positionals.length !== 1) throw new UsageError(`say what to export\n${EXPORT_USAGE}`);
   const kind = positionals[0] as Kind;
-  if (!KINDS.includes(kind)) throw new UsageError(`agl export knows messages, triplets and trajectories, not "${kind}"`);
+  if (!KINDS.includes(kind))
+    throw new UsageError(`agl export knows messages, triplets and trajectories, not "${kind}"`);
   if (values.out === undefined) throw new UsageError(`--out FILE is required\n${EXPORT_USAGE}`);
   const type = extname(values.out).toLowerCase();
   if (!OUT_TYPES.includes(type)) throw new UsageError(`--out must end in ${OUT_TYPES.join(', ')}: "${values.out}"`);
@@ -76,13 +83,30 @@ export async function exportDataset(args: string[]): Promise<void> {
     report.skipped.push(...(await unreadableSpans(target)));
     if (kind === 'triplets' && type !== '.arrow') {
       // One query, written by DuckDB itself: no row passes through JS.
-      written = await target.exportTo(await tripletsQuery(target, options.triplets), out, type === '.parquet' ? 'parquet' : 'ndjson', progress.fraction);
+      written = await target.exportTo(
+        await tripletsQuery(target, options.triplets),
+        out,
+        type === '.parquet' ? 'parquet' : 'ndjson',
+        progress.fraction,
+      );
     } else if (kind === 'triplets') {
       written = await writeRecords(kind, rowsOf(streamTriplets(target, options.triplets)), out, type, progress.count);
     } else if (kind === 'messages') {
-      written = await writeRecords(kind, traceToMessages(target, options.messages, report.skipped), out, type, progress.count);
+      written = await writeRecords(
+        kind,
+        traceToMessages(target, options.messages, report.skipped),
+        out,
+        type,
+        progress.count,
+      );
     } else {
-      written = await writeRecords(kind, await trajectoryRows(target, options.trajectories, report), out, type, progress.count);
+      written = await writeRecords(
+        kind,
+        await trajectoryRows(target, options.trajectories, report),
+        out,
+        type,
+        progress.count,
+      );
     }
   } finally {
     progress.done();
@@ -107,7 +131,11 @@ async function unreadableSpans(target: QueryTarget): Promise<SkippedRecord[]> {
     if (!/derived_skipped/.test((error as Error).message)) throw error;
     rows = await allRows(target, `SELECT rollout_id, span_id FROM spans WHERE NOT ${readable()}`);
   }
-  return rows.map((row) => ({ rollout_id: row.rollout_id as string | null, span_id: String(row.span_id), reason: UNREADABLE }));
+  return rows.map((row) => ({
+    rollout_id: row.rollout_id as string | null,
+    span_id: String(row.span_id),
+    reason: UNREADABLE,
+  }));
 }
 
 async function* rowsOf<T>(batches: AsyncIterable<T[]>): AsyncGenerator<T> {
@@ -115,7 +143,13 @@ async function* rowsOf<T>(batches: AsyncIterable<T[]>): AsyncGenerator<T> {
 }
 
 /** Records as JSONL, Arrow IPC, or Parquet through DuckDB from a JSONL scratch file; returns how many. */
-async function writeRecords<K extends Kind>(kind: K, records: AsyncIterable<Records[K]> | Iterable<Records[K]>, out: string, type: string, onCount: (n: number) => void): Promise<number> {
+async function writeRecords<K extends Kind>(
+  kind: K,
+  records: AsyncIterable<Records[K]> | Iterable<Records[K]>,
+  out: string,
+  type: string,
+  onCount: (n: number) => void,
+): Promise<number> {
   let written = 0;
   async function* counted() {
     for await (const record of records) {
@@ -134,7 +168,8 @@ async function writeRecords<K extends Kind>(kind: K, records: AsyncIterable<Reco
     const lines = scratch ? join(scratch, 'records.jsonl') : out;
     const file = createWriteStream(lines);
     for await (const record of counted()) {
-      if (!file.write(`${JSON.stringify(record)}\n`)) await new Promise<void>((done) => file.once('drain', () => done()));
+      if (!file.write(`${JSON.stringify(record)}\n`))
+        await new Promise<void>((done) => file.once('drain', () => done()));
     }
     file.end();
     await finished(file);
@@ -147,9 +182,11 @@ async function writeRecords<K extends Kind>(kind: K, records: AsyncIterable<Reco
 
 function adapterOptions(values: Values) {
   const minReward = values['min-reward'] === undefined ? undefined : Number(values['min-reward']);
-  if (minReward !== undefined && !Number.isFinite(minReward)) throw new UsageError(`--min-reward must be a number, not "${values['min-reward']}"`);
+  if (minReward !== undefined && !Number.isFinite(minReward))
+    throw new UsageError(`--min-reward must be a number, not "${values['min-reward']}"`);
   const gamma = values.gamma === undefined ? undefined : Number(values.gamma);
-  if (gamma !== undefined && !(gamma >= 0 && gamma <= 1)) throw new UsageError(`--gamma must be a number from 0 to 1, not "${values.gamma}"`);
+  if (gamma !== undefined && !(gamma >= 0 && gamma <= 1))
+    throw new UsageError(`--gamma must be a number from 0 to 1, not "${values.gamma}"`);
   for (const flag of ['agent-match', 'span-match'] as const) {
     const pattern = values[flag];
     if (pattern === undefined) continue;
@@ -160,7 +197,8 @@ function adapterOptions(values: Values) {
     }
   }
   const rolloutMode = values.mode;
-  if (rolloutMode !== undefined && !isRolloutMode(rolloutMode)) throw new UsageError(`--mode takes a rollout mode such as train or val, not "${rolloutMode}"`);
+  if (rolloutMode !== undefined && !isRolloutMode(rolloutMode))
+    throw new UsageError(`--mode takes a rollout mode such as train or val, not "${rolloutMode}"`);
   const triplets: TripletOptions = {
     where: values.where,
     minReward,
@@ -168,7 +206,12 @@ function adapterOptions(values: Values) {
     agentMatch: values['agent-match'],
     spanMatch: values['span-match'],
     repairFlat: values['repair-flat'],
-    rewardMatch: choiceArg<RewardMatch>('--reward-match', values['reward-match'], ['first_occurrence', 'first_sibling'], 'first_occurrence'),
+    rewardMatch: choiceArg<RewardMatch>(
+      '--reward-match',
+      values['reward-match'],
+      ['first_occurrence', 'first_sibling'],
+      'first_occurrence',
+    ),
     credit: choiceArg<Credit>('--credit', values.credit, ['step', 'final', 'discounted'], 'step'),
     gamma,
   };
@@ -177,7 +220,12 @@ function adapterOptions(values: Values) {
     triplets,
     trajectories: {
       ...triplets,
-      mode: choiceArg('--trajectory-mode', values['trajectory-mode'], ['transition', 'trajectory'] as const, 'transition'),
+      mode: choiceArg(
+        '--trajectory-mode',
+        values['trajectory-mode'],
+        ['transition', 'trajectory'] as const,
+        'transition',
+      ),
       maxPromptLength: positive('--max-prompt-length', values['max-prompt-length']),
       maxResponseLength: positive('--max-response-length', values['max-response-length']),
       overlong: choiceArg('--overlong', values.overlong, ['truncate', 'drop'] as const, 'truncate'),
@@ -188,12 +236,20 @@ function adapterOptions(values: Values) {
 type Report = { skipped: SkippedRecord[]; notes: string[] };
 
 /** The trajectory rows, with what became of the calls noted in `report`. */
-async function trajectoryRows(target: QueryTarget, options: TrajectoryOptions, report: Report): Promise<TrajectoryRow[]> {
+async function trajectoryRows(
+  target: QueryTarget,
+  options: TrajectoryOptions,
+  report: Report,
+): Promise<TrajectoryRow[]> {
   const { rows, stats } = await traceToTrajectories(target, options);
-  report.notes.push(`${stats.calls} call(s) into ${stats.rows} row(s); ${stats.truncated} truncated, ${stats.dropped} dropped over the length limits`);
+  report.notes.push(
+    `${stats.calls} call(s) into ${stats.rows} row(s); ${stats.truncated} truncated, ${stats.dropped} dropped over the length limits`,
+  );
   if (stats.missingTokenIds > 0) {
     const rollouts = stats.missingTokenIdRollouts;
-    report.notes.push(`${stats.missingTokenIds} call(s) without token ids left out (rollouts: ${rollouts.slice(0, 5).join(', ')}${rollouts.length > 5 ? ', ...' : ''}); record through the gateway with --return-token-ids or AGL_RETURN_TOKEN_IDS=1`);
+    report.notes.push(
+      `${stats.missingTokenIds} call(s) without token ids left out (rollouts: ${rollouts.slice(0, 5).join(', ')}${rollouts.length > 5 ? ', ...' : ''}); record through the gateway with --return-token-ids or AGL_RETURN_TOKEN_IDS=1`,
+    );
   }
   return rows;
 }

@@ -10,7 +10,10 @@ export function formatResult(result: QueryResult, format: OutputFormat): string 
     case 'ndjson':
       return result.rows.map((row) => `${JSON.stringify(row)}\n`).join('');
     case 'csv':
-      return [result.columns.map((c) => csvCell(c.name)), ...result.rows.map((row) => result.columns.map((c) => csvCell(text(row[c.name]))))]
+      return [
+        result.columns.map((c) => csvCell(c.name)),
+        ...result.rows.map((row) => result.columns.map((c) => csvCell(text(row[c.name])))),
+      ]
         .map((cells) => `${cells.join(',')}\r\n`)
         .join('');
     case 'table':
@@ -22,9 +25,15 @@ const MAX_CELL = 60;
 
 function table({ columns, rows }: QueryResult): string {
   const header = columns.map((c) => c.name);
-  const cells = rows.map((row) => columns.map((c) => clip(row[c.name] === null || row[c.name] === undefined ? 'NULL' : text(row[c.name]))));
+  const cells = rows.map((row) =>
+    columns.map((c) => clip(row[c.name] === null || row[c.name] === undefined ? 'NULL' : text(row[c.name]))),
+  );
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i].length)));
-  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i])).join(' │ ').trimEnd();
+  const line = (values: string[]) =>
+    values
+      .map((v, i) => v.padEnd(widths[i]))
+      .join(' │ ')
+      .trimEnd();
   const rule = widths.map((w) => '─'.repeat(w)).join('─┼─');
   const footer = `(${rows.length} row${rows.length === 1 ? '' : 's'})`;
   return `${[line(header), rule, ...cells.map(line), footer].join('\n')}\n`;

@@ -28,7 +28,10 @@ export function progressLine(label: string, stream: NodeJS.WriteStream = process
       draw(`[${'#'.repeat(filled)}${' '.repeat(width - filled)}] ${Math.round(done * 100)}%`);
     },
     text: draw,
-    count: (records) => draw(`${records.toLocaleString('en')} records (${Math.round(records / ((Date.now() - started) / 1000)).toLocaleString('en')}/s)`),
+    count: (records) =>
+      draw(
+        `${records.toLocaleString('en')} records (${Math.round(records / ((Date.now() - started) / 1000)).toLocaleString('en')}/s)`,
+      ),
     done: () => {
       if (shown) stream.write('\r\x1b[2K');
     },

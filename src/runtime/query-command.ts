@@ -64,7 +64,9 @@ export async function query(args: string[]): Promise<void> {
 export async function queryTarget(values: { db?: string; url?: string; token?: string }): Promise<QueryTarget> {
   if (values.db !== undefined && values.url !== undefined) throw new UsageError('give --db or --url, not both');
   const token = values.token ?? (process.env.AGL_TOKEN || undefined);
-  return values.url !== undefined ? httpTarget(values.url, token) : fileOrServerTarget(values.db ?? './agl.duckdb', token);
+  return values.url !== undefined
+    ? httpTarget(values.url, token)
+    : fileOrServerTarget(values.db ?? './agl.duckdb', token);
 }
 
 /** Where a running server announces itself (`agl serve` writes it), so `agl query` on the same file can use it. */
@@ -83,7 +85,9 @@ async function fileOrServerTarget(db: string, token: string | undefined): Promis
     store = await DuckDBStore.open({ path: db, readOnly: true, queryTimeoutMs: Infinity });
   } catch (error) {
     if (/lock/i.test((error as Error).message)) {
-      throw new UsageError(`${db} is held by another process and no agl server answers for it; pass --url of the server that owns it`);
+      throw new UsageError(
+        `${db} is held by another process and no agl server answers for it; pass --url of the server that owns it`,
+      );
     }
     throw error;
   }
@@ -115,7 +119,9 @@ function httpTarget(base: string, token: string | undefined): QueryTarget {
         body: JSON.stringify(body),
       });
     } catch (error) {
-      throw new UsageError(`cannot reach the agl server at ${base}: ${(error as Error).cause ?? (error as Error).message}`);
+      throw new UsageError(
+        `cannot reach the agl server at ${base}: ${(error as Error).cause ?? (error as Error).message}`,
+      );
     }
     if (!response.ok) {
       const text = await response.text();

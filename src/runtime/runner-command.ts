@@ -22,7 +22,8 @@ export const RUNNER_USAGE = `agl runner <agent-module> | --exec "<command>" [--s
 export async function loadAgent(module: string): Promise<Agent> {
   const loaded = (await import(pathToFileURL(resolve(module)).href)) as { default?: unknown; agent?: unknown };
   const agent = (loaded.default ?? loaded.agent) as Agent | undefined;
-  if (typeof agent?.run !== 'function') throw new UsageError(`${module} exports no agent: export default rollout(async (task, ctx) => ...)`);
+  if (typeof agent?.run !== 'function')
+    throw new UsageError(`${module} exports no agent: export default rollout(async (task, ctx) => ...)`);
   return agent;
 }
 
@@ -37,7 +38,8 @@ export async function runner(args: string[]): Promise<void> {
     workers: { type: 'string' },
     'on-stop': { type: 'string' },
   });
-  if ((values.exec === undefined) === (positionals.length !== 1)) throw new UsageError(`give an agent module or --exec "<command>", one of them\n${RUNNER_USAGE}`);
+  if ((values.exec === undefined) === (positionals.length !== 1))
+    throw new UsageError(`give an agent module or --exec "<command>", one of them\n${RUNNER_USAGE}`);
   const storeUrl = urlArg('--store', values.store) ?? 'http://127.0.0.1:4318';
   const concurrency = countArg('--concurrency', values.concurrency) ?? 1;
   if (concurrency < 1) throw new UsageError('--concurrency must be at least 1');
@@ -46,7 +48,8 @@ export async function runner(args: string[]): Promise<void> {
   const workers = countArg('--workers', values.workers) ?? 1;
   if (workers < 1) throw new UsageError('--workers must be at least 1');
   if (workers > 1) {
-    if (maxRollouts !== undefined) throw new UsageError('--max-rollouts counts the rollouts of one runner; give it without --workers');
+    if (maxRollouts !== undefined)
+      throw new UsageError('--max-rollouts counts the rollouts of one runner; give it without --workers');
     process.exitCode = await runWorkers(args, workers, values['worker-id'] ?? `runner-${process.pid}`);
     return;
   }
@@ -58,7 +61,15 @@ export async function runner(args: string[]): Promise<void> {
   const agent = values.exec !== undefined ? execAgent(values.exec, storeUrl, token) : await loadAgent(positionals[0]);
   const store = new StoreClient(storeUrl, { token });
   const onStop = choiceArg('--on-stop', values['on-stop'], ['finish', 'abandon'] as const, 'finish');
-  const work = new Runner({ store, agent, concurrency, maxRollouts, gatewayUrl: storeUrl, workerId: values['worker-id'], onStop });
+  const work = new Runner({
+    store,
+    agent,
+    concurrency,
+    maxRollouts,
+    gatewayUrl: storeUrl,
+    workerId: values['worker-id'],
+    onStop,
+  });
 
   const stop = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => {
@@ -66,7 +77,9 @@ export async function runner(args: string[]): Promise<void> {
       console.error(`agl: ${signal} again, exiting without waiting`);
       process.exit(130);
     }
-    console.error(`agl: ${signal}: ${onStop === 'abandon' ? 'abandoning' : 'finishing'} the running rollouts (again to exit now)`);
+    console.error(
+      `agl: ${signal}: ${onStop === 'abandon' ? 'abandoning' : 'finishing'} the running rollouts (again to exit now)`,
+    );
     stop.abort();
   };
   process.on('SIGINT', onSignal);
@@ -84,14 +97,23 @@ export async function runner(args: string[]): Promise<void> {
 async function runWorkers(args: string[], workers: number, workerId: string): Promise<number> {
   const own = withoutOption(withoutOption(args, '--workers'), '--worker-id');
   const children = Array.from({ length: workers }, (_, i) =>
-    spawn(process.execPath, [...process.execArgv, process.argv[1], 'runner', ...own, '--worker-id', `${workerId}-${i + 1}`], { stdio: 'inherit' }),
+    spawn(
+      process.execPath,
+      [...process.execArgv, process.argv[1], 'runner', ...own, '--worker-id', `${workerId}-${i + 1}`],
+      { stdio: 'inherit' },
+    ),
   );
   const forward = (signal: NodeJS.Signals) => {
     for (const child of children) if (child.exitCode === null) child.kill(signal);
   };
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);
-  const codes = await Promise.all(children.map((child) => new Promise<number>((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1))))));
+  const codes = await Promise.all(
+    children.map(
+      (child) =>
+        new Promise<number>((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1)))),
+    ),
+  );
   process.off('SIGINT', forward);
   process.off('SIGTERM', forward);
   return Math.max(...codes);

@@ -72,7 +72,10 @@ export async function flushSpans(): Promise<void> {
   const provider = globalTracerProvider() as { forceFlush?: () => Promise<void> };
   if (typeof provider.forceFlush !== 'function') return;
   // An export that failed was reported by the exporter itself (telemetry.ts: ReportingExporter).
-  await Promise.race([provider.forceFlush().catch(() => {}), new Promise((resolve) => setTimeout(resolve, FLUSH_MS).unref())]);
+  await Promise.race([
+    provider.forceFlush().catch(() => {}),
+    new Promise((resolve) => setTimeout(resolve, FLUSH_MS).unref()),
+  ]);
 }
 
 /**
@@ -86,9 +89,12 @@ export class Runner<T = unknown> {
 
   constructor(private readonly options: RunnerOptions<T>) {
     const concurrency = options.concurrency ?? 1;
-    if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`concurrency must be a whole number of at least 1, not ${options.concurrency}`);
-    if (options.maxRollouts !== undefined && !(Number.isInteger(options.maxRollouts) && options.maxRollouts >= 0)) throw new TypeError(`maxRollouts must be a whole number, not ${options.maxRollouts}`);
-    if (options.onStop !== undefined && options.onStop !== 'finish' && options.onStop !== 'abandon') throw new TypeError(`onStop must be finish or abandon, not "${options.onStop}"`);
+    if (!Number.isInteger(concurrency) || concurrency < 1)
+      throw new TypeError(`concurrency must be a whole number of at least 1, not ${options.concurrency}`);
+    if (options.maxRollouts !== undefined && !(Number.isInteger(options.maxRollouts) && options.maxRollouts >= 0))
+      throw new TypeError(`maxRollouts must be a whole number, not ${options.maxRollouts}`);
+    if (options.onStop !== undefined && options.onStop !== 'finish' && options.onStop !== 'abandon')
+      throw new TypeError(`onStop must be finish or abandon, not "${options.onStop}"`);
     this.workerId = options.workerId ?? `runner-${process.pid}-${randomBytes(3).toString('hex')}`;
   }
 
@@ -98,14 +104,24 @@ export class Runner<T = unknown> {
    * to a dequeue), once the other slots stopped as for an abort.
    */
   async run(signal?: AbortSignal): Promise<{ rollouts: number }> {
-    const heartbeat = setInterval(() => void this.options.store.updateWorker(this.workerId, { started: this.started }).catch((error) => this.heartbeatFailed(error)), this.heartbeatMs());
+    const heartbeat = setInterval(
+      () =>
+        void this.options.store
+          .updateWorker(this.workerId, { started: this.started })
+          .catch((error) => this.heartbeatFailed(error)),
+      this.heartbeatMs(),
+    );
     const halt = new AbortController();
     const stop = signal ? AbortSignal.any([signal, halt.signal]) : halt.signal;
     try {
-      const slots = await Promise.allSettled(Array.from({ length: this.options.concurrency ?? 1 }, () => this.slot(stop).catch((error) => {
-        halt.abort(error);
-        throw error;
-      })));
+      const slots = await Promise.allSettled(
+        Array.from({ length: this.options.concurrency ?? 1 }, () =>
+          this.slot(stop).catch((error) => {
+            halt.abort(error);
+            throw error;
+          }),
+        ),
+      );
       const failed = slots.find((slot) => slot.status === 'rejected');
       if (failed) throw failed.reason;
     } finally {
@@ -138,19 +154,28 @@ export class Runner<T = unknown> {
   private heartbeatFailed(error: unknown): void {
     if (isTransient(error) || this.heartbeatErrorShown) return;
     this.heartbeatErrorShown = true;
-    console.error(`agl: runner ${this.workerId}: a heartbeat failed (${(error as Error).message}); further heartbeat errors are not shown`);
+    console.error(
+      `agl: runner ${this.workerId}: a heartbeat failed (${(error as Error).message}); further heartbeat errors are not shown`,
+    );
   }
 
   private async storeIsAway(error: unknown, signal?: AbortSignal): Promise<void> {
-    if (this.failures === 0) console.error(`agl: runner ${this.workerId}: the store is away (${(error as Error).message}); retrying with backoff`);
+    if (this.failures === 0)
+      console.error(
+        `agl: runner ${this.workerId}: the store is away (${(error as Error).message}); retrying with backoff`,
+      );
     const delay = BACKOFF_MS[Math.min(this.failures, BACKOFF_MS.length - 1)];
     this.failures++;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, delay);
-      signal?.addEventListener('abort', () => {
-        clearTimeout(timer);
-        resolve();
-      }, { once: true });
+      signal?.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        { once: true },
+      );
     });
   }
 
@@ -223,7 +248,10 @@ export class Runner<T = unknown> {
   private attemptHeartbeat(attempted: AttemptedRollout): NodeJS.Timeout {
     const { rollout_id: rolloutId, attempt } = attempted;
     const unresponsiveMs = 1000 * (attempted.config?.unresponsive_seconds ?? Infinity);
-    const beat = () => void this.options.store.updateAttempt(rolloutId, attempt.attempt_id, { last_heartbeat_time: Date.now() / 1000 }).catch((error) => this.heartbeatFailed(error));
+    const beat = () =>
+      void this.options.store
+        .updateAttempt(rolloutId, attempt.attempt_id, { last_heartbeat_time: Date.now() / 1000 })
+        .catch((error) => this.heartbeatFailed(error));
     return setInterval(beat, Math.min(this.heartbeatMs(), unresponsiveMs / 3));
   }
 
@@ -233,24 +261,32 @@ export class Runner<T = unknown> {
    * abandoned, its signal aborted, and its slot freed), and a stop with onStop abandon. `clear`
    * stops the timeout's timer.
    */
-  private cutoffs(attempted: AttemptedRollout, abort: AbortController, stop?: AbortSignal): { reached: Promise<never>[]; clear(): void } {
+  private cutoffs(
+    attempted: AttemptedRollout,
+    abort: AbortController,
+    stop?: AbortSignal,
+  ): { reached: Promise<never>[]; clear(): void } {
     const timeoutSeconds = attempted.config?.timeout_seconds ?? null;
     let timer: NodeJS.Timeout | undefined;
     const reached: Promise<never>[] = [];
     if (timeoutSeconds !== null) {
-      reached.push(new Promise<never>((_, reject) => {
-        const left = Math.max(0, (attempted.attempt.start_time + timeoutSeconds) * 1000 - Date.now());
-        timer = setTimeout(() => {
-          abort.abort(new AttemptTimeoutError(timeoutSeconds));
-          reject(new AttemptTimeoutError(timeoutSeconds));
-        }, left);
-      }));
+      reached.push(
+        new Promise<never>((_, reject) => {
+          const left = Math.max(0, (attempted.attempt.start_time + timeoutSeconds) * 1000 - Date.now());
+          timer = setTimeout(() => {
+            abort.abort(new AttemptTimeoutError(timeoutSeconds));
+            reject(new AttemptTimeoutError(timeoutSeconds));
+          }, left);
+        }),
+      );
     }
     if (this.options.onStop === 'abandon' && stop) {
-      reached.push(new Promise<never>((_, reject) => {
-        if (stop.aborted) reject(new AbandonedError());
-        else stop.addEventListener('abort', () => reject(new AbandonedError()), { once: true });
-      }));
+      reached.push(
+        new Promise<never>((_, reject) => {
+          if (stop.aborted) reject(new AbandonedError());
+          else stop.addEventListener('abort', () => reject(new AbandonedError()), { once: true });
+        }),
+      );
     }
     // A cutoff may come before the race in attempt() listens (a stop while the attempt is marked
     // running). The race hears the rejection; this only keeps it from being reported as unhandled.
@@ -262,7 +298,11 @@ export class Runner<T = unknown> {
    * Marks the attempt running and runs the agent inside the rollout's recording scope until it
    * returns, throws or a cutoff comes: how the attempt ended (its reward and failure recorded).
    */
-  private async attempt(attempted: AttemptedRollout, signal: AbortSignal, cutoffs: Promise<never>[]): Promise<AttemptOutcome> {
+  private async attempt(
+    attempted: AttemptedRollout,
+    signal: AbortSignal,
+    cutoffs: Promise<never>[],
+  ): Promise<AttemptOutcome> {
     const { store, agent, hooks, gatewayUrl } = this.options;
     const rolloutId = attempted.rollout_id;
     const attemptId = attempted.attempt.attempt_id;
@@ -272,12 +312,21 @@ export class Runner<T = unknown> {
     try {
       // Running from now on; the heartbeats keep it so (and say so once the store is back, if it
       // is away now). Any other failure fails the attempt.
-      await store.updateAttempt(rolloutId, attemptId, { status: 'running', last_heartbeat_time: Date.now() / 1000 }).catch((error) => {
-        if (!isTransient(error)) throw error;
-      });
+      await store
+        .updateAttempt(rolloutId, attemptId, { status: 'running', last_heartbeat_time: Date.now() / 1000 })
+        .catch((error) => {
+          if (!isTransient(error)) throw error;
+        });
       await hooks?.onRolloutStart?.(attempted);
-      const resources = attempted.resources_id ? (await store.getResourcesById(attempted.resources_id))?.resources ?? {} : {};
-      const context = rolloutContext({ rolloutId, attemptId, mode: attempted.mode ?? null }, resources, signal, gatewayUrl ? () => gatewayBaseUrl(gatewayUrl, rolloutId, attemptId) : undefined);
+      const resources = attempted.resources_id
+        ? ((await store.getResourcesById(attempted.resources_id))?.resources ?? {})
+        : {};
+      const context = rolloutContext(
+        { rolloutId, attemptId, mode: attempted.mode ?? null },
+        resources,
+        signal,
+        gatewayUrl ? () => gatewayBaseUrl(gatewayUrl, rolloutId, attemptId) : undefined,
+      );
       const running = withRollout(scope, async () => {
         await hooks?.onTraceStart?.(attempted);
         try {
@@ -290,13 +339,18 @@ export class Runner<T = unknown> {
       agentStarted = true;
       const result = await (cutoffs.length ? Promise.race([running, ...cutoffs]) : running);
       if (result !== undefined && (typeof result !== 'number' || !Number.isFinite(result))) {
-        throw new TypeError(`the agent returned ${typeof result === 'number' ? result : typeof result}; it returns its reward as a finite number, or nothing`);
+        throw new TypeError(
+          `the agent returned ${typeof result === 'number' ? result : typeof result}; it returns its reward as a finite number, or nothing`,
+        );
       }
       if (typeof result === 'number') withRollout(scope, () => emitReward(result));
       return { status: 'succeeded', reward: typeof result === 'number' ? result : null };
     } catch (error) {
       withRollout(scope, () => emitException(error instanceof Error ? error : new Error(String(error))));
-      if (!agentStarted) console.error(`agl: runner ${this.workerId}: rollout ${rolloutId} failed before its agent ran: ${(error as Error)?.message ?? String(error)}`);
+      if (!agentStarted)
+        console.error(
+          `agl: runner ${this.workerId}: rollout ${rolloutId} failed before its agent ran: ${(error as Error)?.message ?? String(error)}`,
+        );
       return { status: error instanceof AttemptTimeoutError ? 'timeout' : 'failed', reward: null, error };
     }
   }
@@ -309,12 +363,24 @@ export class Runner<T = unknown> {
   private async report(attempted: AttemptedRollout, outcome: AttemptOutcome): Promise<void> {
     const rolloutId = attempted.rollout_id;
     const attemptId = attempted.attempt.attempt_id;
-    const metadata = outcome.error === undefined ? undefined : { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) };
+    const metadata =
+      outcome.error === undefined
+        ? undefined
+        : { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) };
     const patience = 1000 * (attempted.config?.unresponsive_seconds ?? 120);
     try {
-      await this.persist(() => this.options.store.updateAttempt(rolloutId, attemptId, { status: outcome.status, ...(metadata ? { metadata } : {}) }), Date.now() + patience);
+      await this.persist(
+        () =>
+          this.options.store.updateAttempt(rolloutId, attemptId, {
+            status: outcome.status,
+            ...(metadata ? { metadata } : {}),
+          }),
+        Date.now() + patience,
+      );
     } catch (error) {
-      console.error(`agl: runner ${this.workerId}: could not report attempt ${attemptId} of ${rolloutId}: ${(error as Error).message}`);
+      console.error(
+        `agl: runner ${this.workerId}: could not report attempt ${attemptId} of ${rolloutId}: ${(error as Error).message}`,
+      );
     }
   }
 }
@@ -325,5 +391,7 @@ export class Runner<T = unknown> {
  * in the runner's own plumbing) retrying would only hide.
  */
 function isTransient(error: unknown): boolean {
-  return error instanceof StoreUnreachableError || error instanceof StoreBusyError || error instanceof StoreUnavailableError;
+  return (
+    error instanceof StoreUnreachableError || error instanceof StoreBusyError || error instanceof StoreUnavailableError
+  );
 }

@@ -3,9 +3,21 @@ import { resolve } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { isLoopbackHost, parseOrigin } from '../collector/browser-guard.js';
 import {
-  bindServer, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, DEFAULT_UPSTREAM_TIMEOUT_MS, startServer, type RunningServer, type ServerOptions,
+  bindServer,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_PORT,
+  DEFAULT_UPSTREAM_TIMEOUT_MS,
+  startServer,
+  type RunningServer,
+  type ServerOptions,
 } from '../collector/server.js';
-import { DEFAULT_MAX_QUEUED_BYTES, DEFAULT_QUERY_TIMEOUT_MS, DEFAULT_WRITE_MEMORY_BYTES, DuckDBStore, type StoreOptions } from '../store/store.js';
+import {
+  DEFAULT_MAX_QUEUED_BYTES,
+  DEFAULT_QUERY_TIMEOUT_MS,
+  DEFAULT_WRITE_MEMORY_BYTES,
+  DuckDBStore,
+  type StoreOptions,
+} from '../store/store.js';
 import { serverFileOf } from './query-command.js';
 import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg, urlArg, UsageError } from './args.js';
 
@@ -113,14 +125,19 @@ function storeOptionsOf(values: Values): Omit<StoreOptions, 'path'> {
   const queryTimeout = secondsArg('--query-timeout', values['query-timeout']);
   return {
     maxQueuedBytes: bytesArg('--max-queue', values['max-queue']),
-    checkpointThreshold: checkpointThreshold === undefined ? undefined : `${bytesArg('--checkpoint-threshold', checkpointThreshold)}B`,
+    checkpointThreshold:
+      checkpointThreshold === undefined ? undefined : `${bytesArg('--checkpoint-threshold', checkpointThreshold)}B`,
     writeMemoryBytes: writeMemoryArg(values['write-memory']),
     queryTimeoutMs: queryTimeout === undefined ? undefined : 1000 * queryTimeout,
   };
 }
 
 /** Binds the port, opens the store, then serves: a port in use fails before the database file is created. */
-async function openServer(path: string, serverOptions: ServerOptions, storeOptions: Omit<StoreOptions, 'path'>): Promise<{ server: RunningServer; store: DuckDBStore }> {
+async function openServer(
+  path: string,
+  serverOptions: ServerOptions,
+  storeOptions: Omit<StoreOptions, 'path'>,
+): Promise<{ server: RunningServer; store: DuckDBStore }> {
   const bound = await bindServer(serverOptions).catch((error: unknown) => {
     throw bindError(error, serverOptions.host);
   });
@@ -143,8 +160,10 @@ async function openServer(path: string, serverOptions: ServerOptions, storeOptio
 /** What a failed listen means to the user, for the errors a wrong --host or --port gives. */
 function bindError(error: unknown, host: string | undefined): unknown {
   const { code, address, port } = error as NodeJS.ErrnoException & { address?: string; port?: number };
-  if (code === 'EADDRINUSE') return new CommandError(`${address}:${port} is already in use: stop what listens there or pick another --port`);
-  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') return new CommandError(`cannot listen on ${host ?? address}: no such local address`);
+  if (code === 'EADDRINUSE')
+    return new CommandError(`${address}:${port} is already in use: stop what listens there or pick another --port`);
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND')
+    return new CommandError(`cannot listen on ${host ?? address}: no such local address`);
   return error;
 }
 
@@ -167,11 +186,15 @@ function stopOnSignals(close: () => Promise<void>, path: string): void {
 
 /** --allow-origin, repeated or comma-separated, as origins. */
 function originsArg(values: string[] | undefined): string[] {
-  return (values ?? []).flatMap((value) => value.split(',')).filter((value) => value.trim() !== '').map((value) => {
-    const origin = parseOrigin(value);
-    if (origin === undefined) throw new UsageError(`--allow-origin must be a web page origin such as http://localhost:3000, not "${value}"`);
-    return origin;
-  });
+  return (values ?? [])
+    .flatMap((value) => value.split(','))
+    .filter((value) => value.trim() !== '')
+    .map((value) => {
+      const origin = parseOrigin(value);
+      if (origin === undefined)
+        throw new UsageError(`--allow-origin must be a web page origin such as http://localhost:3000, not "${value}"`);
+      return origin;
+    });
 }
 
 /**
@@ -194,7 +217,8 @@ async function openStoreOrExplain(path: string, options: Omit<StoreOptions, 'pat
   } catch (error) {
     const message = (error as Error).message;
     const holder = /Conflicting lock is held in .* \(PID (\d+)\)/.exec(message);
-    if (holder) throw new CommandError(`${path} is in use by process ${holder[1]} (another agl serve?); one server owns a file`);
+    if (holder)
+      throw new CommandError(`${path} is in use by process ${holder[1]} (another agl serve?); one server owns a file`);
     throw new CommandError(`cannot open ${path}: ${message}`);
   }
 }

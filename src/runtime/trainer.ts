@@ -55,9 +55,11 @@ const CLI = fileURLToPath(new URL('./cli.js', import.meta.url));
 export class Trainer<T = unknown, R = unknown> {
   constructor(private readonly options: TrainerOptions<T, R>) {
     const strategy = options.strategy ?? 'in-process';
-    if (strategy !== 'in-process' && strategy !== 'processes') throw new TypeError(`strategy must be "in-process" or "processes", not "${options.strategy}"`);
+    if (strategy !== 'in-process' && strategy !== 'processes')
+      throw new TypeError(`strategy must be "in-process" or "processes", not "${options.strategy}"`);
     const n = options.nRunners ?? 1;
-    if (!Number.isInteger(n) || n < 1) throw new TypeError(`nRunners must be a whole number of at least 1, not ${options.nRunners}`);
+    if (!Number.isInteger(n) || n < 1)
+      throw new TypeError(`nRunners must be a whole number of at least 1, not ${options.nRunners}`);
   }
 
   /** Runs the algorithm over the tasks (arrays, or .jsonl/.json/.parquet files) with runners of `agent`. */
@@ -70,7 +72,11 @@ export class Trainer<T = unknown, R = unknown> {
     // Handled from the start: a Ctrl-C while the processes start still stops them.
     const onSignal = (signal: NodeJS.Signals) => {
       signals++;
-      console.error(signals === 1 ? `agl: ${signal}: stopping the algorithm and the runners (again to kill them)` : `agl: ${signal} again: killing`);
+      console.error(
+        signals === 1
+          ? `agl: ${signal}: stopping the algorithm and the runners (again to kill them)`
+          : `agl: ${signal} again: killing`,
+      );
       stop.abort(new Error(`stopped by ${signal}`));
       if (signals > 1) void runtime?.close();
     };
@@ -78,9 +84,17 @@ export class Trainer<T = unknown, R = unknown> {
     process.on('SIGTERM', onSignal);
     let progress: { stop(): Promise<void> } | undefined;
     try {
-      runtime = this.options.strategy === 'processes' ? await this.startProcesses(agent) : await this.startInProcess(agent);
-      if (this.options.progress ?? process.stderr.isTTY) progress = watchProgress(runtime.store, train.length + val.length);
-      return await this.options.algorithm.run({ store: runtime.store, source: runtime.source, train, val, signal: stop.signal });
+      runtime =
+        this.options.strategy === 'processes' ? await this.startProcesses(agent) : await this.startInProcess(agent);
+      if (this.options.progress ?? process.stderr.isTTY)
+        progress = watchProgress(runtime.store, train.length + val.length);
+      return await this.options.algorithm.run({
+        store: runtime.store,
+        source: runtime.source,
+        train,
+        val,
+        signal: stop.signal,
+      });
     } finally {
       await progress?.stop();
       stop.abort();
@@ -94,15 +108,29 @@ export class Trainer<T = unknown, R = unknown> {
    * Runs a few tasks once with the Baseline, in this process, and prints each rollout with its
    * spans: for trying an agent out before training it.
    */
-  async dev(agent: Agent<T> | string, tasks: Dataset<T>, options: { resources?: NamedResources; print?: (line: string) => void } = {}): Promise<BaselineResult> {
+  async dev(
+    agent: Agent<T> | string,
+    tasks: Dataset<T>,
+    options: { resources?: NamedResources; print?: (line: string) => void } = {},
+  ): Promise<BaselineResult> {
     const print = options.print ?? console.log;
     const stop = new AbortController();
     const runtime = await this.startInProcess(agent);
     try {
-      const result = await new Baseline<T>({ resources: options.resources }).run({ store: runtime.store, source: runtime.source, train: await loadDataset(tasks), val: [], signal: stop.signal });
+      const result = await new Baseline<T>({ resources: options.resources }).run({
+        store: runtime.store,
+        source: runtime.source,
+        train: await loadDataset(tasks),
+        val: [],
+        signal: stop.signal,
+      });
       for (const rollout of result.rollouts) {
         print(`rollout ${rollout.rollout_id}: ${rollout.status}, reward ${rollout.reward ?? '-'}`);
-        const { items } = await runtime.store.querySpans({ rollout_id: rollout.rollout_id, sort_by: 'sequence_id', sort_order: 'asc' });
+        const { items } = await runtime.store.querySpans({
+          rollout_id: rollout.rollout_id,
+          sort_by: 'sequence_id',
+          sort_order: 'asc',
+        });
         for (const line of spanTree(items)) print(`  ${line}`);
       }
       return result;
@@ -120,14 +148,22 @@ export class Trainer<T = unknown, R = unknown> {
   private async startInProcess(agent: Agent<T> | string): Promise<Runtime> {
     const runAgent = typeof agent === 'string' ? ((await loadAgent(agent)) as Agent<T>) : agent;
     const store = await DuckDBStore.open({ path: this.options.db ?? './agl.duckdb' });
-    const server = await startServer(store, { port: 0, gateway: this.options.upstream ? { upstream: this.options.upstream } : {} }).catch(async (error: unknown) => {
+    const server = await startServer(store, {
+      port: 0,
+      gateway: this.options.upstream ? { upstream: this.options.upstream } : {},
+    }).catch(async (error: unknown) => {
       await store.close();
       throw error;
     });
     // The rollouts' spans go to this server, also when the process recorded elsewhere before.
     const recording = recordTo(server.url);
     const runners = new AbortController();
-    const running = new Runner({ store: store.lightning, agent: runAgent, concurrency: this.options.nRunners ?? 1, gatewayUrl: server.url }).run(runners.signal);
+    const running = new Runner({
+      store: store.lightning,
+      agent: runAgent,
+      concurrency: this.options.nRunners ?? 1,
+      gatewayUrl: server.url,
+    }).run(runners.signal);
     let closing: Promise<void> | undefined;
     return {
       store: store.lightning,
@@ -145,16 +181,37 @@ export class Trainer<T = unknown, R = unknown> {
   }
 
   private async startProcesses(agent: Agent<T> | string): Promise<Runtime> {
-    if (typeof agent !== 'string') throw new TypeError('the processes strategy runs the agent in runner processes: give the path of its module (export default rollout(...))');
+    if (typeof agent !== 'string')
+      throw new TypeError(
+        'the processes strategy runs the agent in runner processes: give the path of its module (export default rollout(...))',
+      );
     const grace = 1000 * (this.options.graceSeconds ?? 10);
     const upstream = this.options.upstream ? ['--upstream', this.options.upstream] : [];
-    const server = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--db', this.options.db ?? './agl.duckdb', '--quiet', ...upstream], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const server = spawn(
+      process.execPath,
+      [CLI, 'serve', '--port', '0', '--db', this.options.db ?? './agl.duckdb', '--quiet', ...upstream],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     const url = await servingUrl(server);
     const runners = Array.from({ length: this.options.nRunners ?? 1 }, (_, i) =>
-      spawn(process.execPath, [CLI, 'runner', agent, '--store', url, '--worker-id', `trainer-${process.pid}-${i + 1}`, '--concurrency', String(this.options.runnerConcurrency ?? 1)], {
-        stdio: ['ignore', 'inherit', 'inherit'],
-        env: { ...process.env, AGL_ENDPOINT: url }, // their spans go to this server, whatever this process records to
-      }),
+      spawn(
+        process.execPath,
+        [
+          CLI,
+          'runner',
+          agent,
+          '--store',
+          url,
+          '--worker-id',
+          `trainer-${process.pid}-${i + 1}`,
+          '--concurrency',
+          String(this.options.runnerConcurrency ?? 1),
+        ],
+        {
+          stdio: ['ignore', 'inherit', 'inherit'],
+          env: { ...process.env, AGL_ENDPOINT: url }, // their spans go to this server, whatever this process records to
+        },
+      ),
     );
     let closing: Promise<void> | undefined;
     return {
@@ -201,21 +258,30 @@ function watchProgress(store: LightningStore, total: number): { stop(): Promise<
   let polling: Promise<void> = Promise.resolve();
   const poll = async () => {
     // This fit's rollouts only: the file may hold earlier runs.
-    const finished = (await store.queryRollouts({ status_in: [...FINISHED_ROLLOUT_STATUSES], limit: -1 })).items.filter((r) => r.start_time * 1000 >= started);
+    const finished = (await store.queryRollouts({ status_in: [...FINISHED_ROLLOUT_STATUSES], limit: -1 })).items.filter(
+      (r) => r.start_time * 1000 >= started,
+    );
     const fresh = finished.map((r) => r.rollout_id).filter((id) => !rewards.has(id));
     for (const [id, reward] of await finalRewards(store, fresh)) rewards.set(id, reward);
     const succeeded = finished.filter((r) => r.status === 'succeeded').length;
     const values = [...rewards.values()].filter((r): r is number => r !== null);
     const mean = values.length ? (values.reduce((a, b) => a + b, 0) / values.length).toFixed(3) : '-';
     const rate = finished.length / Math.max(0.001, (Date.now() - started) / 1000);
-    line.text(`${finished.length}/${total} rollouts, ${finished.length ? Math.round((100 * succeeded) / finished.length) : 0}% succeeded, mean reward ${mean}, ${rate.toFixed(1)}/s`);
+    line.text(
+      `${finished.length}/${total} rollouts, ${finished.length ? Math.round((100 * succeeded) / finished.length) : 0}% succeeded, mean reward ${mean}, ${rate.toFixed(1)}/s`,
+    );
   };
   let pollFailed = false;
-  const timer = setInterval(() => (polling = polling.then(poll).catch((error: unknown) => {
-    // Only the progress line goes stale (the fit itself waits on its own calls); said once, not every second.
-    if (!pollFailed) console.error(`agl: the progress line stopped updating: ${(error as Error)?.message ?? String(error)}`);
-    pollFailed = true;
-  })), 1000);
+  const timer = setInterval(
+    () =>
+      (polling = polling.then(poll).catch((error: unknown) => {
+        // Only the progress line goes stale (the fit itself waits on its own calls); said once, not every second.
+        if (!pollFailed)
+          console.error(`agl: the progress line stopped updating: ${(error as Error)?.message ?? String(error)}`);
+        pollFailed = true;
+      })),
+    1000,
+  );
   return {
     stop: async () => {
       clearInterval(timer);
@@ -237,10 +303,15 @@ function spanTree(spans: Span[]): string[] {
   const walk = (parent: string | null, depth: number) => {
     for (const span of children.get(parent) ?? []) {
       const a = span.attributes;
-      const ms = span.start_time !== null && span.end_time !== null ? `${Math.round((span.end_time - span.start_time) * 1000)} ms` : '';
+      const ms =
+        span.start_time !== null && span.end_time !== null
+          ? `${Math.round((span.end_time - span.start_time) * 1000)} ms`
+          : '';
       const details = [
         a['gen_ai.request.model'] !== undefined ? `model ${a['gen_ai.request.model']}` : '',
-        a['gen_ai.usage.input_tokens'] !== undefined ? `${a['gen_ai.usage.input_tokens']} in / ${a['gen_ai.usage.output_tokens'] ?? '?'} out tokens` : '',
+        a['gen_ai.usage.input_tokens'] !== undefined
+          ? `${a['gen_ai.usage.input_tokens']} in / ${a['gen_ai.usage.output_tokens'] ?? '?'} out tokens`
+          : '',
         a['agentlightning.reward.0.value'] !== undefined ? `reward ${a['agentlightning.reward.0.value']}` : '',
         span.status.status_code === 'ERROR' ? `error: ${span.status.description ?? ''}` : '',
       ].filter(Boolean);

@@ -1,6 +1,14 @@
 import duckdb from '@duckdb/node-bindings';
 import { DuckDBDataChunk, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api';
-import type { ByteColumn, Column, ColumnarRows, ColumnData, ColumnType, ColumnValue, Int64Column } from '../otlp/columns.js';
+import type {
+  ByteColumn,
+  Column,
+  ColumnarRows,
+  ColumnData,
+  ColumnType,
+  ColumnValue,
+  Int64Column,
+} from '../otlp/columns.js';
 
 export function columnsDdl(table: string, columns: readonly Column[]): string {
   const defs = columns.map((c) => `  ${c.name} ${c.type}${c.notNull ? ' NOT NULL' : ''}`);
@@ -68,7 +76,8 @@ export class TableAppender {
           const count = Math.min(CHUNK_ROWS - this.filled, rows.length - start);
           for (let c = 0; c < columns.length; c++) {
             const vector = duckdb.data_chunk_get_vector(chunk.chunk, c);
-            if (fillVector(vector, columns[c].type, rows.columns[c], start, count, this.filled, this.validity[c], own)) this.hasNulls[c] = true;
+            if (fillVector(vector, columns[c].type, rows.columns[c], start, count, this.filled, this.validity[c], own))
+              this.hasNulls[c] = true;
           }
           this.filled += count;
           start += count;
@@ -112,7 +121,13 @@ export class TableAppender {
       if (!this.hasNulls[c]) continue;
       const vector = duckdb.data_chunk_get_vector(chunk.chunk, c);
       duckdb.vector_ensure_validity_writable(vector);
-      duckdb.copy_data_to_vector_validity(vector, 0, this.validity[c].buffer as ArrayBuffer, 0, Math.ceil(filled / 64) * 8);
+      duckdb.copy_data_to_vector_validity(
+        vector,
+        0,
+        this.validity[c].buffer as ArrayBuffer,
+        0,
+        Math.ceil(filled / 64) * 8,
+      );
       this.validity[c].fill(0xff);
       this.hasNulls[c] = false;
     }
@@ -154,7 +169,16 @@ class NullRows {
  * in `validity`; returns whether there were any. With `alone` (the vector holds these rows only)
  * a value repeated in every row is stored once, as a constant vector.
  */
-function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData, start: number, count: number, offset: number, validity: Uint8Array, alone: boolean): boolean {
+function fillVector(
+  vector: duckdb.Vector,
+  type: ColumnType,
+  column: ColumnData,
+  start: number,
+  count: number,
+  offset: number,
+  validity: Uint8Array,
+  alone: boolean,
+): boolean {
   const nulls = new NullRows(validity, offset);
   if (Array.isArray(column)) fillFromValues(vector, type, column as ColumnValue[], start, count, offset, nulls, alone);
   else fillFromPacked(vector, column as ByteColumn | Int64Column, start, count, offset, nulls, alone);
@@ -162,16 +186,34 @@ function fillVector(vector: duckdb.Vector, type: ColumnType, column: ColumnData,
 }
 
 /** fillVector for a column the decoders packed: UTF-8 bytes with slices, or int64 values. */
-function fillFromPacked(vector: duckdb.Vector, c: ByteColumn | Int64Column, start: number, count: number, offset: number, nulls: NullRows, alone: boolean): void {
+function fillFromPacked(
+  vector: duckdb.Vector,
+  c: ByteColumn | Int64Column,
+  start: number,
+  count: number,
+  offset: number,
+  nulls: NullRows,
+  alone: boolean,
+): void {
   for (let row = 0; row < count; row++) if (c.nulls[start + row]) nulls.set(row);
   if (c.kind === 'int64') {
-    duckdb.copy_data_to_vector(vector, offset * 8, c.values.buffer as ArrayBuffer, c.values.byteOffset + start * 8, count * 8);
+    duckdb.copy_data_to_vector(
+      vector,
+      offset * 8,
+      c.values.buffer as ArrayBuffer,
+      c.values.byteOffset + start * 8,
+      count * 8,
+    );
     return;
   }
   const { data, slices } = c;
   if (alone && nulls.count === 0 && isConstantSlice(slices, start, count)) {
     // Resource, scope and service repeat for every span of a request: one value, not one per row.
-    const text = Buffer.from(data.buffer, data.byteOffset + slices[2 * start], slices[2 * start + 1] - slices[2 * start]).toString('utf8');
+    const text = Buffer.from(
+      data.buffer,
+      data.byteOffset + slices[2 * start],
+      slices[2 * start + 1] - slices[2 * start],
+    ).toString('utf8');
     duckdb.vector_reference_value(vector, duckdb.create_varchar(text));
     return;
   }
@@ -179,7 +221,16 @@ function fillFromPacked(vector: duckdb.Vector, c: ByteColumn | Int64Column, star
 }
 
 /** fillVector for a column of JS values, by its SQL type. */
-function fillFromValues(vector: duckdb.Vector, type: ColumnType, values: ColumnValue[], start: number, count: number, offset: number, nulls: NullRows, alone: boolean): void {
+function fillFromValues(
+  vector: duckdb.Vector,
+  type: ColumnType,
+  values: ColumnValue[],
+  start: number,
+  count: number,
+  offset: number,
+  nulls: NullRows,
+  alone: boolean,
+): void {
   switch (type) {
     case 'VARCHAR':
     case 'JSON':
@@ -236,7 +287,13 @@ function fillFromValues(vector: duckdb.Vector, type: ColumnType, values: ColumnV
  * and attributes are most of a span's strings). The decoders checked that the bytes are UTF-8
  * (protobuf-decoder.ts); DuckDB checks again when it commits them (its string statistics).
  */
-function assignStrings(vector: duckdb.Vector, column: Omit<ByteColumn, 'kind'>, start: number, count: number, offset: number): void {
+function assignStrings(
+  vector: duckdb.Vector,
+  column: Omit<ByteColumn, 'kind'>,
+  start: number,
+  count: number,
+  offset: number,
+): void {
   const { data, slices, nulls } = column;
   structs.fill(0, 0, count * 16);
   let long = 0;
@@ -275,7 +332,12 @@ function assignStrings(vector: duckdb.Vector, column: Omit<ByteColumn, 'kind'>, 
 }
 
 /** `count` JS strings from `start` as UTF-8 in a scratch buffer, for assignStrings (rows from 0). */
-function encodeStrings(values: readonly ColumnValue[], start: number, count: number, setNull: (row: number) => void): Omit<ByteColumn, 'kind'> {
+function encodeStrings(
+  values: readonly ColumnValue[],
+  start: number,
+  count: number,
+  setNull: (row: number) => void,
+): Omit<ByteColumn, 'kind'> {
   let units = 0;
   for (let row = 0; row < count; row++) units += (values[start + row] as string | null)?.length ?? 0;
   if (units * 3 > scratch.data.length) scratch.data = Buffer.allocUnsafe(units * 3);
@@ -298,12 +360,17 @@ function encodeStrings(values: readonly ColumnValue[], start: number, count: num
 const structs = new Uint8Array(CHUNK_ROWS * 16);
 const structsView = new DataView(structs.buffer);
 const longRows = new Uint32Array(CHUNK_ROWS);
-const scratch = { data: Buffer.allocUnsafe(CHUNK_ROWS * 64), slices: new Uint32Array(CHUNK_ROWS * 2), nulls: new Uint8Array(CHUNK_ROWS) };
+const scratch = {
+  data: Buffer.allocUnsafe(CHUNK_ROWS * 64),
+  slices: new Uint32Array(CHUNK_ROWS * 2),
+  nulls: new Uint8Array(CHUNK_ROWS),
+};
 
 function isConstantSlice(slices: Uint32Array, start: number, count: number): boolean {
   const first = slices[2 * start];
   const end = slices[2 * start + 1];
-  for (let i = start + 1; i < start + count; i++) if (slices[2 * i] !== first || slices[2 * i + 1] !== end) return false;
+  for (let i = start + 1; i < start + count; i++)
+    if (slices[2 * i] !== first || slices[2 * i + 1] !== end) return false;
   return true;
 }
 

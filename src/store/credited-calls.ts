@@ -51,14 +51,19 @@ export interface CallSelection {
 const ROLLOUT_COLUMNS = ['input', 'mode', 'status', 'resources_id', 'config', 'metadata'];
 
 export function checkCallSelection(options: CallSelection): void {
-  if (options.rewardMatch !== undefined && !['first_occurrence', 'first_sibling'].includes(options.rewardMatch)) throw new TypeError(`rewardMatch must be first_occurrence or first_sibling, not "${options.rewardMatch}"`);
-  if (options.credit !== undefined && !['step', 'final', 'discounted'].includes(options.credit)) throw new TypeError(`credit must be step, final or discounted, not "${options.credit}"`);
-  if (options.gamma !== undefined && !(options.gamma >= 0 && options.gamma <= 1)) throw new TypeError(`gamma must be from 0 to 1, not ${options.gamma}`);
-  if (options.minReward !== undefined && !Number.isFinite(options.minReward)) throw new TypeError(`minReward must be a finite number, not ${options.minReward}`);
+  if (options.rewardMatch !== undefined && !['first_occurrence', 'first_sibling'].includes(options.rewardMatch))
+    throw new TypeError(`rewardMatch must be first_occurrence or first_sibling, not "${options.rewardMatch}"`);
+  if (options.credit !== undefined && !['step', 'final', 'discounted'].includes(options.credit))
+    throw new TypeError(`credit must be step, final or discounted, not "${options.credit}"`);
+  if (options.gamma !== undefined && !(options.gamma >= 0 && options.gamma <= 1))
+    throw new TypeError(`gamma must be from 0 to 1, not ${options.gamma}`);
+  if (options.minReward !== undefined && !Number.isFinite(options.minReward))
+    throw new TypeError(`minReward must be a finite number, not ${options.minReward}`);
 }
 
 /** Group of a call or reward (table alias `t`): its attempt, or its trace when it has no rollout. */
-export const groupOf = (t: string) => `coalesce(${t}.rollout_id || '/' || coalesce(${t}.attempt_id, ''), 'trace:' || ${t}.trace_id)`;
+export const groupOf = (t: string) =>
+  `coalesce(${t}.rollout_id || '/' || coalesce(${t}.attempt_id, ''), 'trace:' || ${t}.trace_id)`;
 
 // Order keys for the reward walk: a call's end, a reward's time, calls before rewards at the same nanosecond.
 const callKey = (t: string) => `(epoch_ns(${t}.end_time)::HUGEINT * 4294967296 + coalesce(${t}.sequence_id, 0))`;
@@ -84,7 +89,12 @@ export interface CreditSources {
 export function creditedCallsSql(options: CallSelection, select: string, sources: CreditSources = {}): string {
   const { calls = 'llm_calls', rewards = 'reward_rows', agents = 'agent_spans', withCall = true } = sources;
   checkCallSelection(options);
-  const ctes = [selectedSql(options, select, calls), distinctCallsSql(agents), namedCallsSql(options, agents), matchedRewardsSql(options, rewards)];
+  const ctes = [
+    selectedSql(options, select, calls),
+    distinctCallsSql(agents),
+    namedCallsSql(options, agents),
+    matchedRewardsSql(options, rewards),
+  ];
   return `WITH RECURSIVE\n${ctes.join(',\n')}\n${creditedSql(options, select, calls, withCall)}`;
 }
 
@@ -104,21 +114,29 @@ function placed(source: string, repairFlat: boolean | undefined): string {
 
 /** The partition a reward is matched in (table alias `t`): its group, or with first_sibling its parent in the group. */
 const partOf = (options: CallSelection) =>
-  options.rewardMatch === 'first_sibling' ? (t: string) => `${t}.group_id || '|' || coalesce(${t}.parent_id, '')` : (t: string) => `${t}.group_id`;
+  options.rewardMatch === 'first_sibling'
+    ? (t: string) => `${t}.group_id || '|' || coalesce(${t}.parent_id, '')`
+    : (t: string) => `${t}.group_id`;
 
 /** CTE `selected`: the calls the options select, each with its group and group key. */
 function selectedSql(options: CallSelection, select: string, calls: string): string {
-  const withRollouts = options.rolloutMode !== undefined || ROLLOUT_COLUMNS.some((name) => new RegExp(`\\b${name}\\b`, 'i').test(options.where ?? '')) || /\bgroup_key\b/.test(select);
+  const withRollouts =
+    options.rolloutMode !== undefined ||
+    ROLLOUT_COLUMNS.some((name) => new RegExp(`\\b${name}\\b`, 'i').test(options.where ?? '')) ||
+    /\bgroup_key\b/.test(select);
   const conditions = [
     options.where ? `(${options.where})` : '',
     options.spanMatch ? `regexp_matches(c.name, ${sqlRegex(options.spanMatch)})` : '',
     options.rolloutMode !== undefined ? rolloutModeCondition('ro.mode', options.rolloutMode) : '',
   ].filter(Boolean);
   return `selected AS MATERIALIZED (
-  ${placed(`SELECT c.trace_id, c.span_id, c.parent_id, c.rollout_id, c.attempt_id, c.sequence_id, c.start_time, c.end_time, c.response_id,
+  ${placed(
+    `SELECT c.trace_id, c.span_id, c.parent_id, c.rollout_id, c.attempt_id, c.sequence_id, c.start_time, c.end_time, c.response_id,
     ${groupOf('c')} AS group_id${withRollouts ? `, coalesce(md5(CAST(ro.input AS VARCHAR)), c.rollout_id, 'trace:' || c.trace_id) AS group_key` : `, coalesce(c.rollout_id, 'trace:' || c.trace_id) AS group_key`}
   FROM ${calls} c${withRollouts ? ` LEFT JOIN (SELECT rollout_id, ${ROLLOUT_COLUMNS.join(', ')} FROM rollouts) ro USING (rollout_id)` : ''}
-  ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}`, options.repairFlat)}
+  ${conditions.length ? `WHERE ${conditions.join(' AND ')}` : ''}`,
+    options.repairFlat,
+  )}
 )`;
 }
 
@@ -143,7 +161,9 @@ calls AS (
 
 /** CTEs from `walked` to `named`: each call with the agent of the nearest span up its tree that names one, filtered by agentMatch. */
 function namedCallsSql(options: CallSelection, agents: string): string {
-  const agentFilter = options.agentMatch ? `WHERE regexp_matches(coalesce(c.agent_name, o.agent_name, ''), ${sqlRegex(options.agentMatch)})` : '';
+  const agentFilter = options.agentMatch
+    ? `WHERE regexp_matches(coalesce(c.agent_name, o.agent_name, ''), ${sqlRegex(options.agentMatch)})`
+    : '';
   return `-- Agents further up than the parent: walk the stored span tree (only for calls that need it,
 -- through the spans of their traces alone).
 walked AS (SELECT * FROM calls WHERE agent_name IS NULL AND parent_id IS NOT NULL),
@@ -170,8 +190,11 @@ named AS (
 function matchedRewardsSql(options: CallSelection, rewards: string): string {
   const part = partOf(options);
   return `rewards AS (
-  ${placed(`SELECT r.trace_id, r.span_id, r.parent_id, r.sequence_id, r.time, r.value, r.time AS start_time, r.time AS end_time, ${groupOf('r')} AS group_id
-  FROM ${rewards} r WHERE r.is_primary AND ${groupOf('r')} IN (SELECT group_id FROM named)`, options.repairFlat)}
+  ${placed(
+    `SELECT r.trace_id, r.span_id, r.parent_id, r.sequence_id, r.time, r.value, r.time AS start_time, r.time AS end_time, ${groupOf('r')} AS group_id
+  FROM ${rewards} r WHERE r.is_primary AND ${groupOf('r')} IN (SELECT group_id FROM named)`,
+    options.repairFlat,
+  )}
 ),
 finals AS (
   SELECT group_id, arg_max(value, (time, sequence_id, span_id)) AS final FROM rewards GROUP BY group_id

@@ -46,21 +46,37 @@ export const CREDIT_COLUMNS = 'agent_name, reward, in_triplets';
 
 /** The GenAI summary attributes every dialect reads, in one parse of the attributes (list `f`). */
 const SPAN_FIELD_KEYS = [
-  'gen_ai.provider.name', 'gen_ai.system', 'llm.provider', 'llm.system', // 1-4 provider
-  'gen_ai.response.model', 'gen_ai.request.model', 'llm.model_name', // 5-7 model
-  'gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens', 'llm.token_count.prompt', // 8-10
-  'gen_ai.usage.output_tokens', 'gen_ai.usage.completion_tokens', 'llm.token_count.completion', // 11-13
-  'gen_ai.response.id', 'gen_ai.response.finish_reasons', // 14-15
-  'agl.llm.api', 'agl.llm.request', 'agl.llm.response', // 16-18
-  'gen_ai.input.messages', 'gen_ai.output.messages', 'gen_ai.system_instructions', 'gen_ai.tool.definitions', // 19-22
-  'gen_ai.prompt.0.role', 'gen_ai.prompt.0.content', 'llm.input_messages.0.message.role', // 23-25
+  'gen_ai.provider.name',
+  'gen_ai.system',
+  'llm.provider',
+  'llm.system', // 1-4 provider
+  'gen_ai.response.model',
+  'gen_ai.request.model',
+  'llm.model_name', // 5-7 model
+  'gen_ai.usage.input_tokens',
+  'gen_ai.usage.prompt_tokens',
+  'llm.token_count.prompt', // 8-10
+  'gen_ai.usage.output_tokens',
+  'gen_ai.usage.completion_tokens',
+  'llm.token_count.completion', // 11-13
+  'gen_ai.response.id',
+  'gen_ai.response.finish_reasons', // 14-15
+  'agl.llm.api',
+  'agl.llm.request',
+  'agl.llm.response', // 16-18
+  'gen_ai.input.messages',
+  'gen_ai.output.messages',
+  'gen_ai.system_instructions',
+  'gen_ai.tool.definitions', // 19-22
+  'gen_ai.prompt.0.role',
+  'gen_ai.prompt.0.content',
+  'llm.input_messages.0.message.role', // 23-25
   'agl.gateway', // 26
 ];
 const FIELDS = `json_extract_string(attributes, [${SPAN_FIELD_KEYS.map((k) => `'${k}'`).join(', ')}])`;
 
 const SPAN_COLUMNS = `rollout_id, attempt_id, trace_id, span_id, parent_id, name, sequence_id, start_time, end_time,
   coalesce(f[1], f[2], f[3], f[4]) AS provider`;
-
 
 /**
  * LLM calls, one row per span, in OpenAI chat format (messages with role, content, tool_calls,
@@ -231,7 +247,8 @@ export const UNREADABLE_SPANS_SQL = `SELECT rollout_id, span_id FROM derived_ski
   UNION ALL SELECT rollout_id, span_id FROM spans WHERE rowid > ${WATERMARK} AND NOT ${readable()}`;
 
 /** The stored calls, then `fresh`: the calls of the spans after the watermark. */
-const callRows = (fresh: string) => `SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls UNION ALL SELECT * FROM ${fresh}`;
+const callRows = (fresh: string) =>
+  `SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls UNION ALL SELECT * FROM ${fresh}`;
 
 /**
  * llm_call_rows as CTEs (`call_rows`) for a query that reads the rows several times, as

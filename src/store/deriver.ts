@@ -26,7 +26,9 @@ const ROUND_CREDITS = creditedCallsSql({}, 's.trace_id, s.span_id, s.agent_name,
 export async function deriveSpans(connection: DuckDBConnection, maxSpans: number): Promise<number> {
   await connection.run('BEGIN TRANSACTION');
   try {
-    const reader = await connection.runAndReadAll(`SELECT ${WATERMARK} AS done, (SELECT coalesce(max(rowid), -1) FROM spans) AS last`);
+    const reader = await connection.runAndReadAll(
+      `SELECT ${WATERMARK} AS done, (SELECT coalesce(max(rowid), -1) FROM spans) AS last`,
+    );
     const [done, last] = reader.getRows()[0].map(Number);
     // Spans are only ever appended, so a rowid past the watermark is a span not derived yet.
     const through = Math.min(last, done + maxSpans);
@@ -57,7 +59,8 @@ export async function deriveSpans(connection: DuckDBConnection, maxSpans: number
       UPDATE agl_meta SET value = '${through}' WHERE key = 'derived_through';
       DROP TABLE round_calls; DROP TABLE round_groups; DROP TABLE round_credits;${skipped ? ' DROP TABLE round_skipped;' : ''}`);
     await connection.run('COMMIT');
-    if (skipped) console.error(`agl: derived ${through - done} span(s) but ${skipped}, whose attributes are not readable JSON`);
+    if (skipped)
+      console.error(`agl: derived ${through - done} span(s) but ${skipped}, whose attributes are not readable JSON`);
     return through - done;
   } catch (error) {
     // The round's own error is what matters (thrown on); a failed statement may have ended the transaction.

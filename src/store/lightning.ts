@@ -1,4 +1,11 @@
-import { addSpansInOrder, type LightningStore, type ResourcesQuery, type RolloutQuery, type StoreStatistics, type WorkerQuery } from '../api/lightning-store.js';
+import {
+  addSpansInOrder,
+  type LightningStore,
+  type ResourcesQuery,
+  type RolloutQuery,
+  type StoreStatistics,
+  type WorkerQuery,
+} from '../api/lightning-store.js';
 import {
   FINISHED_ROLLOUT_STATUSES,
   type Attempt,
@@ -24,11 +31,51 @@ import { sqlText } from './sql.js';
 import { historyRows } from './rollout-tables.js';
 import type { TableRows } from './writer.js';
 
-const ROLLOUT_FIELDS = ['rollout_id', 'input', 'start_time', 'end_time', 'mode', 'resources_id', 'status', 'config', 'metadata'];
-const ATTEMPT_FIELDS = ['rollout_id', 'attempt_id', 'sequence_id', 'start_time', 'end_time', 'status', 'worker_id', 'last_heartbeat_time', 'metadata'];
+const ROLLOUT_FIELDS = [
+  'rollout_id',
+  'input',
+  'start_time',
+  'end_time',
+  'mode',
+  'resources_id',
+  'status',
+  'config',
+  'metadata',
+];
+const ATTEMPT_FIELDS = [
+  'rollout_id',
+  'attempt_id',
+  'sequence_id',
+  'start_time',
+  'end_time',
+  'status',
+  'worker_id',
+  'last_heartbeat_time',
+  'metadata',
+];
 const RESOURCES_FIELDS = ['resources_id', 'version', 'create_time', 'update_time', 'resources'];
-const SPAN_FIELDS = ['rollout_id', 'attempt_id', 'sequence_id', 'trace_id', 'span_id', 'parent_id', 'name', 'start_time', 'end_time'];
-const WORKER_FIELDS = ['worker_id', 'status', 'heartbeat_stats', 'last_heartbeat_time', 'last_dequeue_time', 'last_busy_time', 'last_idle_time', 'current_rollout_id', 'current_attempt_id'];
+const SPAN_FIELDS = [
+  'rollout_id',
+  'attempt_id',
+  'sequence_id',
+  'trace_id',
+  'span_id',
+  'parent_id',
+  'name',
+  'start_time',
+  'end_time',
+];
+const WORKER_FIELDS = [
+  'worker_id',
+  'status',
+  'heartbeat_stats',
+  'last_heartbeat_time',
+  'last_dequeue_time',
+  'last_busy_time',
+  'last_idle_time',
+  'current_rollout_id',
+  'current_attempt_id',
+];
 
 /** How the embedded LightningStore reaches the database (the DuckDBStore that owns it). */
 export interface LightningWriter {
@@ -87,17 +134,23 @@ export class EmbeddedLightningStore implements LightningStore {
     return this.change((now, changes) => this.state.enqueue(requests, now, changes));
   }
 
-  async dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+  async dequeueRollout(
+    options: { workerId?: string | null; waitSeconds?: number } = {},
+  ): Promise<AttemptedRollout | null> {
     return (await this.dequeueManyRollouts({ ...options, limit: 1 }))[0] ?? null;
   }
 
-  async dequeueManyRollouts(options: { limit?: number; workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout[]> {
+  async dequeueManyRollouts(
+    options: { limit?: number; workerId?: string | null; waitSeconds?: number } = {},
+  ): Promise<AttemptedRollout[]> {
     const limit = options.limit ?? 1;
     if (limit <= 0) return [];
     const deadline = Date.now() + (options.waitSeconds ?? 0) * 1000;
     for (;;) {
       const seen = this.events;
-      const taken = await this.change((now, changes) => this.state.dequeue(limit, options.workerId ?? null, now, changes));
+      const taken = await this.change((now, changes) =>
+        this.state.dequeue(limit, options.workerId ?? null, now, changes),
+      );
       if (taken.length > 0 || Date.now() >= deadline) return taken;
       if (this.events === seen) await this.nextEvent(deadline);
     }
@@ -134,7 +187,9 @@ export class EmbeddedLightningStore implements LightningStore {
 
   async queryAttempts(rolloutId: string, query: Pagination = {}): Promise<PaginatedResult<Attempt>> {
     await this.watchdogIfDue();
-    return structuredClone(paginate([...(this.state.attempts.get(rolloutId) ?? [])], { sort_by: 'sequence_id', ...query }, ATTEMPT_FIELDS));
+    return structuredClone(
+      paginate([...(this.state.attempts.get(rolloutId) ?? [])], { sort_by: 'sequence_id', ...query }, ATTEMPT_FIELDS),
+    );
   }
 
   async getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
@@ -223,7 +278,10 @@ export class EmbeddedLightningStore implements LightningStore {
       attemptId = this.state.latestAttempt(query.rollout_id)?.attempt_id ?? null;
       if (attemptId === null) return paginate([], query, SPAN_FIELDS);
     }
-    const required = [`rollout_id = ${sqlText(query.rollout_id)}`, ...(attemptId === null ? [] : [`attempt_id = ${sqlText(attemptId)}`])];
+    const required = [
+      `rollout_id = ${sqlText(query.rollout_id)}`,
+      ...(attemptId === null ? [] : [`attempt_id = ${sqlText(attemptId)}`]),
+    ];
     const optional: string[] = [];
     for (const field of ['trace_id', 'span_id', 'parent_id', 'name'] as const) {
       const exact = query[field];
@@ -232,8 +290,11 @@ export class EmbeddedLightningStore implements LightningStore {
       if (contains !== undefined) optional.push(`contains(${field}, ${sqlText(contains)})`);
     }
     checkFilterLogic(query.filter_logic);
-    const filter = optional.length === 0 ? '' : ` AND (${optional.join(query.filter_logic === 'or' ? ' OR ' : ' AND ')})`;
-    const rows = await this.writer.querySpanRows(`SELECT ${SPAN_JSON_COLUMNS} FROM spans WHERE ${required.join(' AND ')}${filter} ORDER BY sequence_id`);
+    const filter =
+      optional.length === 0 ? '' : ` AND (${optional.join(query.filter_logic === 'or' ? ' OR ' : ' AND ')})`;
+    const rows = await this.writer.querySpanRows(
+      `SELECT ${SPAN_JSON_COLUMNS} FROM spans WHERE ${required.join(' AND ')}${filter} ORDER BY sequence_id`,
+    );
     return paginate(rows.map(spanFromRow), { sort_by: 'sequence_id', ...query }, SPAN_FIELDS);
   }
 
@@ -296,23 +357,29 @@ export class EmbeddedLightningStore implements LightningStore {
    * are committed. The watchdog runs first when due, so no call sees a stale status.
    */
   private async change<T>(operation: (now: number, changes: Changes) => T): Promise<T> {
-    const outcome = await this.apply((now, changes): { value: T } | { refused: NotFoundError } => {
-      this.runWatchdog(now, changes);
-      try {
-        // A copy: callers must not see (or make) later changes of the live state.
-        return { value: structuredClone(operation(now, changes)) };
-      } catch (error) {
-        // Refused before it changed anything: what the watchdog changed is still written.
-        if (error instanceof NotFoundError) return { refused: error };
-        throw error;
-      }
-    }, (rows) => this.writer.write(rows));
+    const outcome = await this.apply(
+      (now, changes): { value: T } | { refused: NotFoundError } => {
+        this.runWatchdog(now, changes);
+        try {
+          // A copy: callers must not see (or make) later changes of the live state.
+          return { value: structuredClone(operation(now, changes)) };
+        } catch (error) {
+          // Refused before it changed anything: what the watchdog changed is still written.
+          if (error instanceof NotFoundError) return { refused: error };
+          throw error;
+        }
+      },
+      (rows) => this.writer.write(rows),
+    );
     if ('refused' in outcome) throw outcome.refused;
     return outcome.value;
   }
 
   private async watchdogIfDue(): Promise<void> {
-    await this.apply((now, changes) => this.runWatchdog(now, changes), (rows) => (rows.length > 0 ? this.writer.write(rows) : Promise.resolve()));
+    await this.apply(
+      (now, changes) => this.runWatchdog(now, changes),
+      (rows) => (rows.length > 0 ? this.writer.write(rows) : Promise.resolve()),
+    );
   }
 
   /**
@@ -321,7 +388,10 @@ export class EmbeddedLightningStore implements LightningStore {
    * fails, after the state changed, the state is loaded again from the database before the
    * error is passed on. The store's span writes come this way too: each span is a heartbeat.
    */
-  async apply<T>(operation: (now: number, changes: Changes, state: RolloutState) => T, write: (rows: TableRows[]) => Promise<void>): Promise<T> {
+  async apply<T>(
+    operation: (now: number, changes: Changes, state: RolloutState) => T,
+    write: (rows: TableRows[]) => Promise<void>,
+  ): Promise<T> {
     // Checked again after each wait: a write that failed meanwhile may have started a reload.
     while (this.reloading || this.stale) await this.reloaded();
     const changes = noChanges();
@@ -346,24 +416,30 @@ export class EmbeddedLightningStore implements LightningStore {
   private async reloaded(): Promise<void> {
     if (this.reloading) return this.reloading;
     await this.reload();
-    if (this.stale) throw new StoreUnavailableError('it could not load its rollout state from the database after a failed write');
+    if (this.stale)
+      throw new StoreUnavailableError('it could not load its rollout state from the database after a failed write');
   }
 
   /** Loads the state from the database (once for all the failures that ask meanwhile). */
   private reload(): Promise<void> {
-    this.reloading ??= this.writer.reloadState(this.state).then(
-      (version) => {
-        this.version = version;
-        this.stale = false;
-        // The watchdog's work of the failed change is undone too: it runs again at the next call.
-        this.lastWatchdog = 0;
-        this.wake();
-      },
-      (error) => {
-        this.stale = true;
-        console.error(`agl: loading the rollout state after a failed write failed (retried at the next call): ${(error as Error).message}`);
-      },
-    ).finally(() => (this.reloading = null));
+    this.reloading ??= this.writer
+      .reloadState(this.state)
+      .then(
+        (version) => {
+          this.version = version;
+          this.stale = false;
+          // The watchdog's work of the failed change is undone too: it runs again at the next call.
+          this.lastWatchdog = 0;
+          this.wake();
+        },
+        (error) => {
+          this.stale = true;
+          console.error(
+            `agl: loading the rollout state after a failed write failed (retried at the next call): ${(error as Error).message}`,
+          );
+        },
+      )
+      .finally(() => (this.reloading = null));
     return this.reloading;
   }
 

@@ -5,17 +5,24 @@ import type { PaginatedResult, Pagination } from '../api/types.js';
  * Sorts and pages `items` as Agent Lightning's stores do: no sort_by keeps insertion order,
  * missing times sort last, limit -1 means all, total counts the matches before paging.
  */
-export function paginate<T extends object>(items: T[], query: Pagination, sortable: readonly string[]): PaginatedResult<T> {
+export function paginate<T extends object>(
+  items: T[],
+  query: Pagination,
+  sortable: readonly string[],
+): PaginatedResult<T> {
   const limit = query.limit ?? -1;
   const offset = query.offset ?? 0;
   const sortOrder = query.sort_order ?? 'asc';
-  if (!Number.isInteger(limit) || limit === 0 || limit < -1) throw new InvalidQueryError('limit must be greater than 0, or -1 for no limit');
+  if (!Number.isInteger(limit) || limit === 0 || limit < -1)
+    throw new InvalidQueryError('limit must be greater than 0, or -1 for no limit');
   if (!Number.isInteger(offset) || offset < 0) throw new InvalidQueryError('offset must be an integer, 0 or more');
-  if (sortOrder !== 'asc' && sortOrder !== 'desc') throw new InvalidQueryError(`sort_order must be "asc" or "desc", not ${JSON.stringify(sortOrder)}`);
+  if (sortOrder !== 'asc' && sortOrder !== 'desc')
+    throw new InvalidQueryError(`sort_order must be "asc" or "desc", not ${JSON.stringify(sortOrder)}`);
   const sortBy = query.sort_by ?? null;
   let sorted = items;
   if (sortBy !== null) {
-    if (!sortable.includes(sortBy)) throw new InvalidQueryError(`sort_by must be one of ${sortable.join(', ')}, not ${JSON.stringify(sortBy)}`);
+    if (!sortable.includes(sortBy))
+      throw new InvalidQueryError(`sort_by must be one of ${sortable.join(', ')}, not ${JSON.stringify(sortBy)}`);
     const lastIfMissing = sortBy.endsWith('_time') ? Infinity : '';
     const key = (item: T) => ((item as Record<string, unknown>)[sortBy] ?? lastIfMissing) as number | string;
     const direction = sortOrder === 'asc' ? 1 : -1;

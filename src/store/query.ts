@@ -55,7 +55,9 @@ export async function runQuery(instance: DuckDBInstance, sql: string, options: Q
   return withReadOnlyConnection(instance, sql, options, async (connection) => {
     const reader = await connection.runAndReadUntil(sql, options.maxRows + 1);
     if (reader.currentRowCount > options.maxRows) {
-      throw new QueryRefusedError(`the result has more than ${options.maxRows} rows; add a LIMIT or export it to a file (--out)`);
+      throw new QueryRefusedError(
+        `the result has more than ${options.maxRows} rows; add a LIMIT or export it to a file (--out)`,
+      );
     }
     return toQueryResult(reader);
   });
@@ -65,7 +67,11 @@ export async function runQuery(instance: DuckDBInstance, sql: string, options: Q
  * The rows of one read-only query, a batch (DuckDB data chunk) at a time, in order, without a
  * row limit: what adapters read large results with.
  */
-export async function* streamQuery(instance: DuckDBInstance, sql: string, options: Pick<QueryOptions, 'guard'>): AsyncGenerator<Record<string, unknown>[]> {
+export async function* streamQuery(
+  instance: DuckDBInstance,
+  sql: string,
+  options: Pick<QueryOptions, 'guard'>,
+): AsyncGenerator<Record<string, unknown>[]> {
   const connection = await instance.connect();
   try {
     if (options.guard) await assertReadOnlyQuery(connection, sql);
@@ -108,10 +114,12 @@ export async function exportQuery(
   const copyOptions = COPY_OPTIONS[format];
   return withReadOnlyConnection(instance, sql, { ...options, maxRows: 0 }, async (connection) => {
     const { onProgress } = options;
-    const timer = onProgress && setInterval(() => {
-      const { percentage } = connection.progress;
-      if (percentage >= 0) onProgress(percentage / 100);
-    }, 200);
+    const timer =
+      onProgress &&
+      setInterval(() => {
+        const { percentage } = connection.progress;
+        if (percentage >= 0) onProgress(percentage / 100);
+      }, 200);
     try {
       const reader = await connection.runAndReadAll(`COPY (${body}) TO ${sqlText(path)} (${copyOptions})`);
       return Number(reader.getRows()[0]?.[0] ?? 0);
@@ -181,7 +189,11 @@ function toQueryResult(reader: DuckDBResultReader): QueryResult {
   return { columns, rows: normalizeRows(reader.getRowObjectsJson() as Record<string, unknown>[], names, typeTrees) };
 }
 
-function normalizeRows(rows: Record<string, unknown>[], names: string[], typeTrees: readonly TypeTree[]): Record<string, unknown>[] {
+function normalizeRows(
+  rows: Record<string, unknown>[],
+  names: string[],
+  typeTrees: readonly TypeTree[],
+): Record<string, unknown>[] {
   for (let i = 0; i < names.length; i++) {
     if (!needsNormalizing(typeTrees[i])) continue;
     for (const row of rows) row[names[i]] = normalize(row[names[i]], typeTrees[i]);
@@ -217,7 +229,8 @@ function needsNormalizing(type: TypeTree): boolean {
 function normalize(value: unknown, type: TypeTree): unknown {
   if (value === null || value === undefined) return value;
   // A value nested past the limit stays text: parsed, it would overflow the stack of the JSON answer.
-  if (type.alias === 'JSON') return typeof value === 'string' && !jsonTextTooDeep(value) ? parseJsonExact(value) : value;
+  if (type.alias === 'JSON')
+    return typeof value === 'string' && !jsonTextTooDeep(value) ? parseJsonExact(value) : value;
   if (WIDE_INTEGERS.has(type.typeId)) {
     return typeof value === 'string' && Number.isSafeInteger(Number(value)) ? Number(value) : value;
   }

@@ -11,9 +11,23 @@ export class QueryRefusedError extends Error {
 // Table functions that compute or read the catalog; anything else (read_csv, read_parquet,
 // glob, query, ...) could read local files or run other statements.
 const ALLOWED_TABLE_FUNCTIONS = new Set([
-  'range', 'generate_series', 'unnest', 'json_each', 'json_tree', 'pragma_table_info', 'pragma_show',
-  'duckdb_tables', 'duckdb_views', 'duckdb_columns', 'duckdb_schemas', 'duckdb_types',
-  'duckdb_functions', 'duckdb_constraints', 'duckdb_indexes', 'duckdb_databases', 'summary',
+  'range',
+  'generate_series',
+  'unnest',
+  'json_each',
+  'json_tree',
+  'pragma_table_info',
+  'pragma_show',
+  'duckdb_tables',
+  'duckdb_views',
+  'duckdb_columns',
+  'duckdb_schemas',
+  'duckdb_types',
+  'duckdb_functions',
+  'duckdb_constraints',
+  'duckdb_indexes',
+  'duckdb_databases',
+  'summary',
 ]);
 const REFUSED_FUNCTIONS = new Set(['getenv', 'current_setting']);
 const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -34,7 +48,9 @@ export async function assertReadOnlyQuery(connection: DuckDBConnection, sql: str
   };
   if (tree.error) {
     if (tree.error_type === 'not implemented') {
-      throw new QueryRefusedError('only read-only queries are allowed (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE); this statement would change or leave the store');
+      throw new QueryRefusedError(
+        'only read-only queries are allowed (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE); this statement would change or leave the store',
+      );
     }
     throw new QueryRefusedError(`the query does not parse: ${tree.error_message ?? tree.error_type}`);
   }
@@ -54,11 +70,17 @@ function walk(node: unknown): void {
   if (n.type === 'TABLE_FUNCTION') {
     const fn = (n.function as { function_name?: string } | undefined)?.function_name ?? '';
     if (!ALLOWED_TABLE_FUNCTIONS.has(fn.toLowerCase())) {
-      throw new QueryRefusedError(`table function ${fn}() is not allowed: queries read the store's tables only, not files or other databases`);
+      throw new QueryRefusedError(
+        `table function ${fn}() is not allowed: queries read the store's tables only, not files or other databases`,
+      );
     }
   } else if (n.type === 'BASE_TABLE' && typeof n.table_name === 'string' && !PLAIN_NAME.test(n.table_name)) {
     throw new QueryRefusedError(`"${n.table_name}" is not a table of the store: queries cannot read files`);
-  } else if (n.class === 'FUNCTION' && typeof n.function_name === 'string' && REFUSED_FUNCTIONS.has(n.function_name.toLowerCase())) {
+  } else if (
+    n.class === 'FUNCTION' &&
+    typeof n.function_name === 'string' &&
+    REFUSED_FUNCTIONS.has(n.function_name.toLowerCase())
+  ) {
     throw new QueryRefusedError(`function ${n.function_name}() is not allowed in queries`);
   }
   for (const value of Object.values(n)) {

@@ -17,7 +17,10 @@ import {
 } from '../api/types.js';
 import { NotFoundError } from '../api/errors.js';
 
-const newId = (prefix: string, hexDigits: number) => `${prefix}${randomBytes(Math.ceil(hexDigits / 2)).toString('hex').slice(0, hexDigits)}`;
+const newId = (prefix: string, hexDigits: number) =>
+  `${prefix}${randomBytes(Math.ceil(hexDigits / 2))
+    .toString('hex')
+    .slice(0, hexDigits)}`;
 
 /** Entities changed by an operation, to be written through to the database. */
 export interface Changes {
@@ -29,10 +32,17 @@ export interface Changes {
   readonly heartbeats: Set<Attempt>;
 }
 
-export const noChanges = (): Changes => ({ rollouts: new Set(), attempts: new Set(), resources: new Set(), workers: new Set(), heartbeats: new Set() });
+export const noChanges = (): Changes => ({
+  rollouts: new Set(),
+  attempts: new Set(),
+  resources: new Set(),
+  workers: new Set(),
+  heartbeats: new Set(),
+});
 
 /** Whether an operation changed the state (heartbeats not written wait for their write). */
-export const changedAnything = (c: Changes): boolean => c.rollouts.size + c.attempts.size + c.resources.size + c.workers.size > 0;
+export const changedAnything = (c: Changes): boolean =>
+  c.rollouts.size + c.attempts.size + c.resources.size + c.workers.size > 0;
 
 const QUEUED: readonly RolloutStatus[] = ['queuing', 'requeuing'];
 const HEARTBEAT_PERSIST_SECONDS = 5;
@@ -199,7 +209,8 @@ export class RolloutState {
 
   /** Sets the time of the heartbeats of `changes` not written, once their spans are stored. */
   heartbeatsStored(changes: Changes, now: number): void {
-    for (const attempt of changes.heartbeats) attempt.last_heartbeat_time = Math.max(attempt.last_heartbeat_time ?? 0, now);
+    for (const attempt of changes.heartbeats)
+      attempt.last_heartbeat_time = Math.max(attempt.last_heartbeat_time ?? 0, now);
   }
 
   /**
@@ -225,7 +236,8 @@ export class RolloutState {
       const { timeout_seconds: timeout, unresponsive_seconds: silence } = rollout.config;
       let status: AttemptStatus | null = null;
       if (timeout !== null && now - attempt.start_time > timeout) status = 'timeout';
-      else if (silence !== null && now - (attempt.last_heartbeat_time ?? attempt.start_time) > silence) status = 'unresponsive';
+      else if (silence !== null && now - (attempt.last_heartbeat_time ?? attempt.start_time) > silence)
+        status = 'unresponsive';
       if (status === null) continue;
       changes.attempts.add(attempt);
       this.setAttemptStatus(rollout, attempt, status, now, changes);
@@ -247,7 +259,12 @@ export class RolloutState {
     return update;
   }
 
-  updateWorker(workerId: string, heartbeatStats: Record<string, unknown> | undefined, now: number, changes: Changes): Worker {
+  updateWorker(
+    workerId: string,
+    heartbeatStats: Record<string, unknown> | undefined,
+    now: number,
+    changes: Changes,
+  ): Worker {
     const worker = this.worker(workerId);
     worker.last_heartbeat_time = now;
     if (heartbeatStats !== undefined) worker.heartbeat_stats = heartbeatStats;
@@ -271,7 +288,13 @@ export class RolloutState {
     return rollout;
   }
 
-  private createRollout(request: RolloutRequest, status: RolloutStatus, latestResources: string | null, now: number, changes: Changes): Rollout {
+  private createRollout(
+    request: RolloutRequest,
+    status: RolloutStatus,
+    latestResources: string | null,
+    now: number,
+    changes: Changes,
+  ): Rollout {
     const rollout: Rollout = {
       rollout_id: newId('ro-', 12),
       input: request.input ?? null,
@@ -308,13 +331,20 @@ export class RolloutState {
   }
 
   /** Sets an attempt's status; the latest attempt's status decides its rollout's. */
-  private setAttemptStatus(rollout: Rollout, attempt: Attempt, status: AttemptStatus, now: number, changes: Changes): void {
+  private setAttemptStatus(
+    rollout: Rollout,
+    attempt: Attempt,
+    status: AttemptStatus,
+    now: number,
+    changes: Changes,
+  ): void {
     attempt.status = status;
     if (ENDING_ATTEMPT.includes(status)) attempt.end_time = now;
     if (this.latestAttempt(rollout.rollout_id) !== attempt) return;
     let next: RolloutStatus;
     if (status === 'failed' || status === 'timeout' || status === 'unresponsive') {
-      const retry = rollout.config.retry_condition.includes(status) && attempt.sequence_id < rollout.config.max_attempts;
+      const retry =
+        rollout.config.retry_condition.includes(status) && attempt.sequence_id < rollout.config.max_attempts;
       next = retry ? 'requeuing' : 'failed';
     } else {
       next = status;

@@ -27,26 +27,64 @@ type Kind = 'rollout' | 'attempt' | 'resources' | 'worker';
 const VIEWS: Record<Kind, { view: string; columns: [string, string][] }> = {
   rollout: {
     view: 'rollouts',
-    columns: [['rollout_id', 'VARCHAR'], ['input', 'JSON'], ['start_time', 'DOUBLE'], ['end_time', 'DOUBLE'], ['mode', 'VARCHAR'], ['resources_id', 'VARCHAR'], ['status', 'VARCHAR'], ['config', 'JSON'], ['metadata', 'JSON']],
+    columns: [
+      ['rollout_id', 'VARCHAR'],
+      ['input', 'JSON'],
+      ['start_time', 'DOUBLE'],
+      ['end_time', 'DOUBLE'],
+      ['mode', 'VARCHAR'],
+      ['resources_id', 'VARCHAR'],
+      ['status', 'VARCHAR'],
+      ['config', 'JSON'],
+      ['metadata', 'JSON'],
+    ],
   },
   attempt: {
     view: 'attempts',
-    columns: [['rollout_id', 'VARCHAR'], ['attempt_id', 'VARCHAR'], ['sequence_id', 'INTEGER'], ['start_time', 'DOUBLE'], ['end_time', 'DOUBLE'], ['status', 'VARCHAR'], ['worker_id', 'VARCHAR'], ['last_heartbeat_time', 'DOUBLE'], ['metadata', 'JSON']],
+    columns: [
+      ['rollout_id', 'VARCHAR'],
+      ['attempt_id', 'VARCHAR'],
+      ['sequence_id', 'INTEGER'],
+      ['start_time', 'DOUBLE'],
+      ['end_time', 'DOUBLE'],
+      ['status', 'VARCHAR'],
+      ['worker_id', 'VARCHAR'],
+      ['last_heartbeat_time', 'DOUBLE'],
+      ['metadata', 'JSON'],
+    ],
   },
   resources: {
     view: 'resources',
-    columns: [['resources_id', 'VARCHAR'], ['version', 'INTEGER'], ['create_time', 'DOUBLE'], ['update_time', 'DOUBLE'], ['resources', 'JSON']],
+    columns: [
+      ['resources_id', 'VARCHAR'],
+      ['version', 'INTEGER'],
+      ['create_time', 'DOUBLE'],
+      ['update_time', 'DOUBLE'],
+      ['resources', 'JSON'],
+    ],
   },
   worker: {
     view: 'workers',
-    columns: [['worker_id', 'VARCHAR'], ['status', 'VARCHAR'], ['heartbeat_stats', 'JSON'], ['last_heartbeat_time', 'DOUBLE'], ['last_dequeue_time', 'DOUBLE'], ['last_busy_time', 'DOUBLE'], ['last_idle_time', 'DOUBLE'], ['current_rollout_id', 'VARCHAR'], ['current_attempt_id', 'VARCHAR']],
+    columns: [
+      ['worker_id', 'VARCHAR'],
+      ['status', 'VARCHAR'],
+      ['heartbeat_stats', 'JSON'],
+      ['last_heartbeat_time', 'DOUBLE'],
+      ['last_dequeue_time', 'DOUBLE'],
+      ['last_busy_time', 'DOUBLE'],
+      ['last_idle_time', 'DOUBLE'],
+      ['current_rollout_id', 'VARCHAR'],
+      ['current_attempt_id', 'VARCHAR'],
+    ],
   },
 };
 
 export const ROLLOUT_TABLES_DDL = [
   columnsDdl('state_history', HISTORY_COLUMNS),
   ...Object.entries(VIEWS).map(([kind, { view, columns }]) => {
-    const select = columns.map(([name, type]) => (type === 'JSON' ? `data->'${name}' AS ${name}` : `(data->>'${name}')::${type} AS ${name}`));
+    const select = columns.map(([name, type]) =>
+      type === 'JSON' ? `data->'${name}' AS ${name}` : `(data->>'${name}')::${type} AS ${name}`,
+    );
     return `CREATE VIEW ${view} AS SELECT ${select.join(', ')} FROM state_history WHERE kind = '${kind}'
       QUALIFY row_number() OVER (PARTITION BY key ORDER BY version DESC) = 1`;
   }),
@@ -95,7 +133,10 @@ export async function loadRolloutState(connection: DuckDBConnection, state: Roll
   for (const [kind, data] of entities.getRows()) {
     const entity = JSON.parse(String(data));
     if (kind === 'rollout') {
-      state.rollouts.set((entity as Rollout).rollout_id, { ...(entity as Rollout), config: defaultConfig((entity as Rollout).config) });
+      state.rollouts.set((entity as Rollout).rollout_id, {
+        ...(entity as Rollout),
+        config: defaultConfig((entity as Rollout).config),
+      });
     } else if (kind === 'attempt') {
       const attempt = entity as Attempt;
       const list = state.attempts.get(attempt.rollout_id) ?? [];

@@ -21,7 +21,7 @@ const MIGRATIONS: readonly string[] = [
 const SCHEMA_VERSION = MIGRATIONS.length;
 
 export async function migrate(connection: DuckDBConnection): Promise<void> {
-  await connection.run("CREATE TABLE IF NOT EXISTS agl_meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)");
+  await connection.run('CREATE TABLE IF NOT EXISTS agl_meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)');
   const reader = await connection.runAndReadAll("SELECT value FROM agl_meta WHERE key = 'schema_version'");
   const current = reader.currentRowCount === 0 ? 0 : Number(reader.getRows()[0][0]);
   if (current > SCHEMA_VERSION) {
@@ -31,10 +31,9 @@ export async function migrate(connection: DuckDBConnection): Promise<void> {
     await connection.run('BEGIN TRANSACTION');
     try {
       await connection.run(MIGRATIONS[version]);
-      await connection.run(
-        "INSERT OR REPLACE INTO agl_meta VALUES ('schema_version', $version)",
-        { version: String(version + 1) },
-      );
+      await connection.run("INSERT OR REPLACE INTO agl_meta VALUES ('schema_version', $version)", {
+        version: String(version + 1),
+      });
       await connection.run('COMMIT');
     } catch (error) {
       await connection.run('ROLLBACK');

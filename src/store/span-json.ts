@@ -34,9 +34,24 @@ export function spanRows(...spans: SpanInput[]): ColumnarRows {
     c[SPAN.status_code].push(span.status.status_code);
     c[SPAN.status_message].push(span.status.description);
     c[SPAN.attributes].push(JSON.stringify(span.attributes));
-    c[SPAN.events].push(JSON.stringify(span.events.map((e) => ({ time_unix_nano: String(nanos(e.timestamp) ?? 0n), name: e.name, attributes: e.attributes ?? {} }))));
+    c[SPAN.events].push(
+      JSON.stringify(
+        span.events.map((e) => ({
+          time_unix_nano: String(nanos(e.timestamp) ?? 0n),
+          name: e.name,
+          attributes: e.attributes ?? {},
+        })),
+      ),
+    );
     c[SPAN.links].push(
-      JSON.stringify(span.links.map((l) => ({ trace_id: l.context.trace_id, span_id: l.context.span_id, trace_state: traceStateText(l.context.trace_state), attributes: l.attributes ?? {} }))),
+      JSON.stringify(
+        span.links.map((l) => ({
+          trace_id: l.context.trace_id,
+          span_id: l.context.span_id,
+          trace_state: traceStateText(l.context.trace_state),
+          attributes: l.attributes ?? {},
+        })),
+      ),
     );
     c[SPAN.resource].push(JSON.stringify(resource));
     c[SPAN.scope_name].push(null);
@@ -55,9 +70,16 @@ export const SPAN_JSON_COLUMNS = `rollout_id, attempt_id, sequence_id, trace_id,
 
 export function spanFromRow(row: Record<string, unknown>): Span {
   const traceState = parseTraceState(row.trace_state as string | null);
-  const context = (traceId: string, spanId: string, state: Record<string, string> = {}): SpanContext => ({ trace_id: traceId, span_id: spanId, is_remote: false, trace_state: state });
+  const context = (traceId: string, spanId: string, state: Record<string, string> = {}): SpanContext => ({
+    trace_id: traceId,
+    span_id: spanId,
+    is_remote: false,
+    trace_state: state,
+  });
   const events = (row.events as { time_unix_nano: string; name: string; attributes: Record<string, unknown> }[]) ?? [];
-  const links = (row.links as { trace_id: string; span_id: string; trace_state: string; attributes: Record<string, unknown> }[]) ?? [];
+  const links =
+    (row.links as { trace_id: string; span_id: string; trace_state: string; attributes: Record<string, unknown> }[]) ??
+    [];
   return {
     rollout_id: row.rollout_id as string,
     attempt_id: row.attempt_id as string,
@@ -66,10 +88,20 @@ export function spanFromRow(row: Record<string, unknown>): Span {
     span_id: row.span_id as string,
     parent_id: (row.parent_id as string | null) ?? null,
     name: row.name as string,
-    status: { status_code: row.status_code as Span['status']['status_code'], description: (row.status_message as string | null) ?? null },
+    status: {
+      status_code: row.status_code as Span['status']['status_code'],
+      description: (row.status_message as string | null) ?? null,
+    },
     attributes: (row.attributes as Record<string, unknown>) ?? {},
-    events: events.map((e) => ({ name: e.name, attributes: e.attributes, timestamp: Number(BigInt(e.time_unix_nano) / 1000n) / 1e6 || null })),
-    links: links.map((l) => ({ context: context(l.trace_id, l.span_id, parseTraceState(l.trace_state)), attributes: l.attributes })),
+    events: events.map((e) => ({
+      name: e.name,
+      attributes: e.attributes,
+      timestamp: Number(BigInt(e.time_unix_nano) / 1000n) / 1e6 || null,
+    })),
+    links: links.map((l) => ({
+      context: context(l.trace_id, l.span_id, parseTraceState(l.trace_state)),
+      attributes: l.attributes,
+    })),
     start_time: (row.start_s as number | null) ?? null,
     end_time: (row.end_s as number | null) ?? null,
     context: context(row.trace_id as string, row.span_id as string, traceState),
@@ -79,10 +111,14 @@ export function spanFromRow(row: Record<string, unknown>): Span {
 }
 
 const nanos = (seconds: number | null | undefined): bigint | null =>
-  seconds === null || seconds === undefined || !Number.isFinite(seconds) || seconds <= 0 ? null : BigInt(Math.round(seconds * 1e6)) * 1000n;
+  seconds === null || seconds === undefined || !Number.isFinite(seconds) || seconds <= 0
+    ? null
+    : BigInt(Math.round(seconds * 1e6)) * 1000n;
 
 const traceStateText = (state: Record<string, string> | undefined) =>
-  Object.entries(state ?? {}).map(([k, v]) => `${k}=${v}`).join(',');
+  Object.entries(state ?? {})
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
 
 function parseTraceState(text: string | null | undefined): Record<string, string> {
   const state: Record<string, string> = {};

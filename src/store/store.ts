@@ -143,7 +143,8 @@ export class DuckDBStore implements BatchSink {
       maxQueuedBytes: this.options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES,
       withMoreMemory: (work) => this.read(work),
       // A quarter of the budget: a COMMIT under the budget failed for memory from 70% of it.
-      commitWithMoreMemoryBytes: this.options.commitWithMoreMemoryBytes ?? (this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES) / 4,
+      commitWithMoreMemoryBytes:
+        this.options.commitWithMoreMemoryBytes ?? (this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES) / 4,
     });
   }
 
@@ -156,26 +157,38 @@ export class DuckDBStore implements BatchSink {
         await migrate(connection);
         await store.loadHotState();
         await store.lightning.load();
-        store.budget = await WriteBudget.open(await instance.connect(), options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES);
+        store.budget = await WriteBudget.open(
+          await instance.connect(),
+          options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES,
+        );
         // Attempts time out even when nobody asks (and restarts resolve attempts left running).
-        store.watchdogTimer = setInterval(() => void store.lightning.watchdog().catch((error) => store.watchdogFailed(error)), 1000);
+        store.watchdogTimer = setInterval(
+          () => void store.lightning.watchdog().catch((error) => store.watchdogFailed(error)),
+          1000,
+        );
         store.watchdogTimer.unref();
         // While no span has been written for a moment, the WAL is checkpointed into the file
         // (which frees the memory the WAL's rows hold) and the spans derived (derived.ts), so
         // that ingest waits for neither; reads are complete meanwhile.
         const idleMs = options.deriveWhenIdleMs ?? 250;
-        if (Number.isFinite(idleMs)) store.idleTimer = setInterval(() => {
-          void store.budget?.settle();
-          if (store.deriving || store.idleStep || Date.now() - store.lastSpanWrite < idleMs) return;
-          store.idleStep = store.checkpointIfLarge().then((checkpointed) => {
-            if (checkpointed || store.closing || !store.deriveDue()) return;
-            store.deriveRound(DERIVE_ROUND_SPANS).catch((error) => {
-              // Reads stay complete (the views derive what is missing); retried after the next write.
-              store.roundWasFull = false;
-              console.error(`agl: deriving the stored spans failed (queries stay complete, only slower): ${(error as Error).message}`);
-            });
-          }).finally(() => (store.idleStep = null));
-        }, idleMs);
+        if (Number.isFinite(idleMs))
+          store.idleTimer = setInterval(() => {
+            void store.budget?.settle();
+            if (store.deriving || store.idleStep || Date.now() - store.lastSpanWrite < idleMs) return;
+            store.idleStep = store
+              .checkpointIfLarge()
+              .then((checkpointed) => {
+                if (checkpointed || store.closing || !store.deriveDue()) return;
+                store.deriveRound(DERIVE_ROUND_SPANS).catch((error) => {
+                  // Reads stay complete (the views derive what is missing); retried after the next write.
+                  store.roundWasFull = false;
+                  console.error(
+                    `agl: deriving the stored spans failed (queries stay complete, only slower): ${(error as Error).message}`,
+                  );
+                });
+              })
+              .finally(() => (store.idleStep = null));
+          }, idleMs);
         store.idleTimer?.unref();
       }
       return store;
@@ -211,15 +224,18 @@ export class DuckDBStore implements BatchSink {
     try {
       const kept = await this.dropDuplicates(rows, isNew);
       // Every span is a heartbeat of its attempt, which counts only if the span is stored.
-      await this.lightning.apply((now, changes, state) => {
-        // Refused before the heartbeats, which the writer's refusal would have to undo (a reload).
-        if (bytes > 0 && this.writer.full) throw new StoreBusyError(1);
-        this.assignSequenceIds(kept);
-        this.heartbeats(kept, state, now, changes);
-      }, (state) => {
-        this.lastSpanWrite = Date.now();
-        return this.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
-      });
+      await this.lightning.apply(
+        (now, changes, state) => {
+          // Refused before the heartbeats, which the writer's refusal would have to undo (a reload).
+          if (bytes > 0 && this.writer.full) throw new StoreBusyError(1);
+          this.assignSequenceIds(kept);
+          this.heartbeats(kept, state, now, changes);
+        },
+        (state) => {
+          this.lastSpanWrite = Date.now();
+          return this.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
+        },
+      );
       // Counted once committed: a round whose snapshot missed them leaves them counted.
       this.spansSinceRound += kept.length;
       return { stored: kept.length, duplicates: rows.length - kept.length };
@@ -239,11 +255,13 @@ export class DuckDBStore implements BatchSink {
   }
 
   query(sql: string, options: { guard?: boolean } = {}): Promise<QueryResult> {
-    return this.read(() => runQuery(this.instance, sql, {
-      timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
-      maxRows: this.options.maxQueryRows ?? 100_000,
-      guard: options.guard ?? true,
-    }));
+    return this.read(() =>
+      runQuery(this.instance, sql, {
+        timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
+        maxRows: this.options.maxQueryRows ?? 100_000,
+        guard: options.guard ?? true,
+      }),
+    );
   }
 
   /** The rows of a query batch by batch, with no row or time limit (adapters read large results this way). */
@@ -257,12 +275,19 @@ export class DuckDBStore implements BatchSink {
   }
 
   /** Writes a query's rows to a file (COPY); returns how many. */
-  exportQuery(sql: string, path: string, format: ExportFormat, options: { guard?: boolean; onProgress?: (fraction: number) => void } = {}): Promise<number> {
-    return this.read(() => exportQuery(this.instance, sql, path, format, {
-      timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
-      guard: options.guard ?? true,
-      onProgress: options.onProgress,
-    }));
+  exportQuery(
+    sql: string,
+    path: string,
+    format: ExportFormat,
+    options: { guard?: boolean; onProgress?: (fraction: number) => void } = {},
+  ): Promise<number> {
+    return this.read(() =>
+      exportQuery(this.instance, sql, path, format, {
+        timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
+        guard: options.guard ?? true,
+        onProgress: options.onProgress,
+      }),
+    );
   }
 
   /** Hands rows to the writer, under the write budget (write-budget.ts). */
@@ -283,12 +308,14 @@ export class DuckDBStore implements BatchSink {
     if (!this.invalidated) return;
     if (!this.closing) this.reopening ??= this.reopen().finally(() => (this.reopening = null));
     await this.reopening;
-    if (this.invalidated) throw new StoreUnavailableError(this.writeFailure ?? 'the database could not be opened again', true);
+    if (this.invalidated)
+      throw new StoreUnavailableError(this.writeFailure ?? 'the database could not be opened again', true);
   }
 
   /** Notes why the disk or the file failed, once per failure spell; opens an invalidated database again. */
   private writeFailed(reason: string, invalidated: boolean): void {
-    if (this.writeFailure === null) console.error(`agl: the store cannot write (${reason}); writes get 503 until it can again`);
+    if (this.writeFailure === null)
+      console.error(`agl: the store cannot write (${reason}); writes get 503 until it can again`);
     this.writeFailure = reason;
     this.invalidated ||= invalidated;
   }
@@ -314,7 +341,10 @@ export class DuckDBStore implements BatchSink {
     try {
       this.instance = await DuckDBInstance.create(this.path, instanceSettings(this.options));
       this.connection = await this.instance.connect();
-      this.budget = await WriteBudget.open(await this.instance.connect(), this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES);
+      this.budget = await WriteBudget.open(
+        await this.instance.connect(),
+        this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES,
+      );
       this.writer = this.newWriter();
       this.invalidated = false;
       console.error('agl: the store opened its database again after a fatal write error');
@@ -351,35 +381,43 @@ export class DuckDBStore implements BatchSink {
    */
   private deriveDue(): boolean {
     if (!this.roundWasFull && this.spansSinceRound === 0) return false; // nothing waits
-    return this.roundWasFull || this.spansSinceRound >= DERIVE_ROUND_SPANS || Date.now() - this.lastRoundStart >= DERIVE_EVERY_MS;
+    return (
+      this.roundWasFull ||
+      this.spansSinceRound >= DERIVE_ROUND_SPANS ||
+      Date.now() - this.lastRoundStart >= DERIVE_EVERY_MS
+    );
   }
 
   /** Runs one round after the one in progress, if any (rounds never overlap). */
   private deriveRound(maxSpans: number): Promise<number> {
     if (this.options.readOnly) return Promise.resolve(0);
-    const round = (this.deriving ?? Promise.resolve(0)).catch(() => 0).then(async () => {
-      if (this.closing) return 0;
-      this.lastRoundStart = Date.now();
-      this.spansSinceRound = 0;
-      this.deriveConnection ??= await this.instance.connect();
-      let derived: number;
-      try {
-        const connection = this.deriveConnection;
-        derived = await this.read(() => deriveSpans(connection, maxSpans));
-      } catch (error) {
-        this.deriveConnection.closeSync();
-        this.deriveConnection = undefined;
-        throw error;
-      }
-      // A round short of its size took all there was: the timer rests until spans are committed.
-      this.roundWasFull = derived === maxSpans;
-      return derived;
-    });
+    const round = (this.deriving ?? Promise.resolve(0))
+      .catch(() => 0)
+      .then(async () => {
+        if (this.closing) return 0;
+        this.lastRoundStart = Date.now();
+        this.spansSinceRound = 0;
+        this.deriveConnection ??= await this.instance.connect();
+        let derived: number;
+        try {
+          const connection = this.deriveConnection;
+          derived = await this.read(() => deriveSpans(connection, maxSpans));
+        } catch (error) {
+          this.deriveConnection.closeSync();
+          this.deriveConnection = undefined;
+          throw error;
+        }
+        // A round short of its size took all there was: the timer rests until spans are committed.
+        this.roundWasFull = derived === maxSpans;
+        return derived;
+      });
     this.deriving = round;
     // The round's failure goes to its caller through `round`; this copy of it is nobody's.
-    void round.finally(() => {
-      if (this.deriving === round) this.deriving = null;
-    }).catch(() => {});
+    void round
+      .finally(() => {
+        if (this.deriving === round) this.deriving = null;
+      })
+      .catch(() => {});
     return round;
   }
 
@@ -396,7 +434,9 @@ export class DuckDBStore implements BatchSink {
     if (!this.options.readOnly) {
       await this.read(() => this.connection.run('CHECKPOINT')).catch((error: unknown) => {
         // Nothing is lost: the next open replays the WAL. But the user should know why it is large.
-        console.error(`agl: the closing checkpoint failed, the WAL stays for the next open: ${(error as Error).message}`);
+        console.error(
+          `agl: the closing checkpoint failed, the WAL stays for the next open: ${(error as Error).message}`,
+        );
       });
     }
     await this.budget?.close();
@@ -412,11 +452,16 @@ export class DuckDBStore implements BatchSink {
   private async checkpointIfLarge(): Promise<boolean> {
     const wal = await stat(`${this.path}.wal`).catch(() => null);
     if (!wal || wal.size < IDLE_CHECKPOINT_BYTES) return false;
-    return this.writer.between((connection) => this.read(() => connection.run('CHECKPOINT')).then(() => {})).then(() => true, (error) => {
-      const failed = writeError(error);
-      if (failed instanceof StoreUnavailableError) this.writeFailed(failed.reason, failed.invalidated);
-      return false;
-    });
+    return this.writer
+      .between((connection) => this.read(() => connection.run('CHECKPOINT')).then(() => {}))
+      .then(
+        () => true,
+        (error) => {
+          const failed = writeError(error);
+          if (failed instanceof StoreUnavailableError) this.writeFailed(failed.reason, failed.invalidated);
+          return false;
+        },
+      );
   }
 
   private async loadHotState(): Promise<void> {
@@ -444,7 +489,8 @@ export class DuckDBStore implements BatchSink {
     }
     if (suspects.length === 0) return rows;
     const inFlight = new Set<string>();
-    for (const pending of this.pendingSpans) if (pending !== rows) for (const key of exactKeys(pending)) inFlight.add(key);
+    for (const pending of this.pendingSpans)
+      if (pending !== rows) for (const key of exactKeys(pending)) inFlight.add(key);
     const stored = await this.storedSpanKeys(suspects);
     const keys = exactKeys(rows);
     const seen = new Set<string>();
@@ -460,8 +506,15 @@ export class DuckDBStore implements BatchSink {
     // Span ids were checked to be hex by the decoders, so they are safe as literals.
     const list = [...new Set(spanIds)].map((id) => `'${id.replace(/[^0-9a-f]/g, '')}'`).join(',');
     // A connection of its own: the writer's may be inside a transaction right now.
-    const { rows } = await this.query(`SELECT trace_id, span_id, rollout_id, attempt_id FROM spans WHERE span_id IN (${list})`, { guard: false });
-    return new Set(rows.map((r) => spanKey(String(r.trace_id), String(r.span_id), r.rollout_id as string | null, r.attempt_id as string | null)));
+    const { rows } = await this.query(
+      `SELECT trace_id, span_id, rollout_id, attempt_id FROM spans WHERE span_id IN (${list})`,
+      { guard: false },
+    );
+    return new Set(
+      rows.map((r) =>
+        spanKey(String(r.trace_id), String(r.span_id), r.rollout_id as string | null, r.attempt_id as string | null),
+      ),
+    );
   }
 
   /** The next span sequence id of a rollout (one counter per rollout, from 1). */
@@ -480,7 +533,8 @@ export class DuckDBStore implements BatchSink {
       const rollout = rollouts[i];
       const attempt = attempts[i];
       // Spans of a request mostly share one attempt: skip the repeats without building keys.
-      if (rollout === null || attempt === null || (rollout === rollouts[i - 1] && attempt === attempts[i - 1])) continue;
+      if (rollout === null || attempt === null || (rollout === rollouts[i - 1] && attempt === attempts[i - 1]))
+        continue;
       if (seen.has(`${rollout}/${attempt}`)) continue;
       seen.add(`${rollout}/${attempt}`);
       state.heartbeat(rollout, attempt, now, changes);
@@ -504,13 +558,14 @@ export class DuckDBStore implements BatchSink {
   }
 }
 
-
 function instanceSettings(options: StoreOptions): Record<string, string> {
   // A checkpoint compresses what the WAL holds into the file and stalls the commits behind it:
   // at DuckDB's default 16 MB, ingest spends most of its time there (64 MB: 42,500 small spans/s
   // in process, 7,700 LLM-sized; no checkpoint: 60,500 and 15,200). So the store checkpoints
   // while idle, and DuckDB's own threshold is the bound under sustained ingest.
-  return options.readOnly ? { access_mode: 'READ_ONLY' } : { checkpoint_threshold: options.checkpointThreshold ?? '1GB' };
+  return options.readOnly
+    ? { access_mode: 'READ_ONLY' }
+    : { checkpoint_threshold: options.checkpointThreshold ?? '1GB' };
 }
 
 function exactKeys(rows: ColumnarRows): string[] {

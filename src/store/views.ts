@@ -24,7 +24,9 @@ const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_t
  * calls read from GenAI log events.
  */
 export const llmCallsOf = (rows: string, withEvents = true) => `WITH
-${withEvents ? `events AS (
+${
+  withEvents
+    ? `events AS (
   SELECT trace_id, span_id, coalesce(event_name, attributes->>'event.name') AS event, try(json(body)) AS body, time
   FROM logs WHERE coalesce(event_name, attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND span_id IS NOT NULL
 ),
@@ -54,7 +56,9 @@ event_calls AS (
   FROM event_messages e JOIN spans s USING (trace_id, span_id)
   WHERE ${readable('s.attributes')}
 ),
-` : ''}others AS (SELECT * FROM ${rows} WHERE dialect > 1${withEvents ? ' UNION ALL SELECT * FROM event_calls' : ''})
+`
+    : ''
+}others AS (SELECT * FROM ${rows} WHERE dialect > 1${withEvents ? ' UNION ALL SELECT * FROM event_calls' : ''})
 -- An instrumented agent calling through the gateway: the agent's capture (dialect 1) is the
 -- parent of the gateway's (0), which holds the exact upstream exchange (token ids); the
 -- gateway's row is kept. (Rows are read in place, not through a materialized CTE, so that a

@@ -18,7 +18,8 @@ const OUT_OF_MEMORY = /out of memory|could not allocate|failed to allocate|faile
 // DuckDB could not write the file or its WAL: "Could not write file ...: No space left on device"
 // (a failed COMMIT leaves the database as it was), or a FATAL error (a failed checkpoint), after
 // which every statement says the database "has been invalidated" until it is opened again.
-const WRITE_FAILURE = /no space left|disk is full|quota exceeded|could not (write|open|create|truncate|sync|fsync)|IO Error|invalidated|FATAL/i;
+const WRITE_FAILURE =
+  /no space left|disk is full|quota exceeded|could not (write|open|create|truncate|sync|fsync)|IO Error|invalidated|FATAL/i;
 /** A FATAL error: DuckDB refuses every statement of this instance from now on. */
 const INVALIDATED = /invalidated|FATAL/i;
 
@@ -213,8 +214,12 @@ export class GroupCommitWriter {
 
   /** Makes the appenders the waiting writes need, and opens a transaction. */
   private async begin(): Promise<Statements> {
-    for (const job of this.queue) for (const w of job.writes) if (!this.appenders.has(w.table)) await this.appenderFor(w.table, w.columns);
-    this.statements ??= { begin: await this.connection.prepare('BEGIN TRANSACTION'), commit: await this.connection.prepare('COMMIT') };
+    for (const job of this.queue)
+      for (const w of job.writes) if (!this.appenders.has(w.table)) await this.appenderFor(w.table, w.columns);
+    this.statements ??= {
+      begin: await this.connection.prepare('BEGIN TRANSACTION'),
+      commit: await this.connection.prepare('COMMIT'),
+    };
     await this.statements.begin.run();
     return this.statements;
   }
@@ -248,7 +253,12 @@ export class GroupCommitWriter {
    */
   private takeGroup(ready: (write: TableRows) => boolean): Job[] {
     let end = 0;
-    while (end < this.queue.length && !this.queue[end].alone && this.queue[end].writes.every((w) => w.rows.length === 0 || ready(w))) end++;
+    while (
+      end < this.queue.length &&
+      !this.queue[end].alone &&
+      this.queue[end].writes.every((w) => w.rows.length === 0 || ready(w))
+    )
+      end++;
     this.stagedBytes = 0; // the staged writes are the queue's first: all of them are taken
     return this.queue.splice(0, end);
   }

@@ -4,6 +4,9 @@ import { rollout } from 'agl';
 
 export default rollout(async (task, ctx) => {
   const client = new OpenAI({ baseURL: ctx.llm.baseURL, apiKey: ctx.llm.apiKey });
-  const answer = await client.chat.completions.create({ model: ctx.llm.model, messages: [{ role: 'user', content: task.question }] });
+  const answer = await client.chat.completions.create({
+    model: ctx.llm.model,
+    messages: [{ role: 'user', content: task.question }],
+  });
   return answer.choices[0].message.content.includes(task.question) ? 1 : 0;
 });

@@ -9,7 +9,11 @@ const getWeather = tool(async ({ city }) => `It is sunny in ${city}.`, {
   description: 'The weather of a city',
   schema: z.object({ city: z.string() }),
 });
-const model = new ChatOpenAI({ model: 'test-model', apiKey: 'test-key', configuration: { baseURL: process.env.OPENAI_BASE_URL } });
+const model = new ChatOpenAI({
+  model: 'test-model',
+  apiKey: 'test-key',
+  configuration: { baseURL: process.env.OPENAI_BASE_URL },
+});
 const agent = createAgent({ model, tools: [getWeather] });
 const result = await agent.invoke({ messages: [{ role: 'user', content: 'Weather in Paris?' }] });
 emitReward(1);

@@ -4,11 +4,23 @@ import { emitReward } from 'agl';
 
 const { default: OpenAI } = await import(process.env.OPENAI_PACKAGE ?? 'openai');
 const client = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: 'test-key' });
-const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+const tools = [
+  {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'Weather of a city',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    },
+  },
+];
 
 const first = await client.chat.completions.create({
   model: 'test-model',
-  messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Weather in Paris?' }],
+  messages: [
+    { role: 'system', content: 'You are terse.' },
+    { role: 'user', content: 'Weather in Paris?' },
+  ],
   tools,
   temperature: 0.5,
 });

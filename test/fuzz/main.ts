@@ -31,7 +31,8 @@ if (values.help) {
   process.exit(0);
 }
 const targets = values.target as TargetName[] | undefined;
-for (const target of targets ?? []) if (!TARGETS.includes(target)) throw new Error(`unknown target "${target}"\n${USAGE}`);
+for (const target of targets ?? [])
+  if (!TARGETS.includes(target)) throw new Error(`unknown target "${target}"\n${USAGE}`);
 const seed = values.seed === undefined ? Date.now() % 2 ** 31 : Number(values.seed);
 if (!Number.isSafeInteger(seed)) throw new Error(`--seed takes an integer, not "${values.seed}"`);
 const runs = count('runs', values.runs, 2000);
@@ -48,5 +49,7 @@ const reports = await runFuzz({
   onReport: (report) => console.log(formatReport([report])),
 });
 const broken = reports.reduce((sum, r) => sum + r.broken, 0);
-console.log(`${reports.reduce((sum, r) => sum + r.tried, 0)} case(s) in ${((Date.now() - started) / 1000).toFixed(1)} s; ${broken} broke an invariant`);
+console.log(
+  `${reports.reduce((sum, r) => sum + r.tried, 0)} case(s) in ${((Date.now() - started) / 1000).toFixed(1)} s; ${broken} broke an invariant`,
+);
 process.exitCode = broken > 0 ? 1 : 0;

@@ -56,9 +56,30 @@ export interface RequestModel<Item> {
 // ---------------------------------------------------------------- generators
 
 /** Pieces that decoders and JSON readers trip over. */
-const ODD_TEXT = ['\ud800', '\udfff', '\udc00\ud800', '\u0000', '\uffff', '\ufffe', '\u2028', '"\\', '\u{1F600}', '\u00e9', '\x7f'];
+const ODD_TEXT = [
+  '\ud800',
+  '\udfff',
+  '\udc00\ud800',
+  '\u0000',
+  '\uffff',
+  '\ufffe',
+  '\u2028',
+  '"\\',
+  '\u{1F600}',
+  '\u00e9',
+  '\x7f',
+];
 /** Byte sequences that are not UTF-8: lone continuation, truncated, overlong, CESU surrogate, out of range. */
-const BAD_UTF8 = [[0x80], [0xc3], [0xe2, 0x82], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xff], [0xfe, 0xff]];
+const BAD_UTF8 = [
+  [0x80],
+  [0xc3],
+  [0xe2, 0x82],
+  [0xc0, 0xaf],
+  [0xed, 0xa0, 0x80],
+  [0xf4, 0x90, 0x80, 0x80],
+  [0xff],
+  [0xfe, 0xff],
+];
 
 const plainText = fc.string({ maxLength: 12 });
 export const strArb: fc.Arbitrary<Str> = fc.array(
@@ -73,14 +94,22 @@ export const strArb: fc.Arbitrary<Str> = fc.array(
 );
 
 /** Strings that are plain text most of the time, so that most requests reach the store. */
-const mostlyPlain: fc.Arbitrary<Str> = fc.oneof({ weight: 3, arbitrary: plainText.map((s) => [s]) }, { weight: 1, arbitrary: strArb });
+const mostlyPlain: fc.Arbitrary<Str> = fc.oneof(
+  { weight: 3, arbitrary: plainText.map((s) => [s]) },
+  { weight: 1, arbitrary: strArb },
+);
 
 const leafArb: fc.Arbitrary<AnyValue> = fc.oneof(
   strArb.map((value) => ({ kind: 'string' as const, value })),
   fc.boolean().map((value) => ({ kind: 'bool' as const, value })),
-  fc.oneof(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), fc.constantFrom(0n, -1n, 2n ** 63n - 1n, -(2n ** 63n)))
+  fc
+    .oneof(
+      fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+      fc.constantFrom(0n, -1n, 2n ** 63n - 1n, -(2n ** 63n)),
+    )
     .map((value) => ({ kind: 'int' as const, value })),
-  fc.oneof(fc.double(), fc.constantFrom(Number.NaN, Infinity, -Infinity, -0, 1e308, 5e-324))
+  fc
+    .oneof(fc.double(), fc.constantFrom(Number.NaN, Infinity, -Infinity, -0, 1e308, 5e-324))
     .map((value) => ({ kind: 'double' as const, value })),
   fc.uint8Array({ maxLength: 16 }).map((value) => ({ kind: 'bytes' as const, value })),
 );
@@ -90,34 +119,66 @@ const { value: treeArb } = fc.letrec<{ value: AnyValue }>((tie) => ({
     { depthSize: 'small', withCrossShrink: true },
     leafArb,
     fc.array(tie('value'), { maxLength: 3 }).map((values) => ({ kind: 'array' as const, values })),
-    fc.array(fc.record({ key: mostlyPlain, value: tie('value') }), { maxLength: 3 }).map((values) => ({ kind: 'kvlist' as const, values })),
+    fc
+      .array(fc.record({ key: mostlyPlain, value: tie('value') }), { maxLength: 3 })
+      .map((values) => ({ kind: 'kvlist' as const, values })),
   ),
 }));
 
 /** Depths around the store's limit (64) and far past it. */
-const deepArb: fc.Arbitrary<AnyValue> = fc.record({
-  shape: fc.constantFrom('array' as const, 'kvlist' as const),
-  depth: fc.oneof(fc.integer({ min: 1, max: 8 }), fc.integer({ min: 60, max: 70 }), fc.constantFrom(200, 2_000, 5_000)),
-  leaf: leafArb,
-}).map((deep) => ({ kind: 'deep' as const, ...deep }));
+const deepArb: fc.Arbitrary<AnyValue> = fc
+  .record({
+    shape: fc.constantFrom('array' as const, 'kvlist' as const),
+    depth: fc.oneof(
+      fc.integer({ min: 1, max: 8 }),
+      fc.integer({ min: 60, max: 70 }),
+      fc.constantFrom(200, 2_000, 5_000),
+    ),
+    leaf: leafArb,
+  })
+  .map((deep) => ({ kind: 'deep' as const, ...deep }));
 
-export const anyValueArb: fc.Arbitrary<AnyValue> = fc.oneof({ weight: 4, arbitrary: treeArb }, { weight: 1, arbitrary: deepArb });
+export const anyValueArb: fc.Arbitrary<AnyValue> = fc.oneof(
+  { weight: 4, arbitrary: treeArb },
+  { weight: 1, arbitrary: deepArb },
+);
 
 /** Mostly the attributes agl reads (GenAI, Agent Lightning), some random. */
 const KNOWN_KEYS = [
-  'gen_ai.system', 'gen_ai.request.model', 'gen_ai.response.model', 'gen_ai.prompt', 'gen_ai.completion',
-  'gen_ai.prompt.0.role', 'gen_ai.prompt.0.content', 'gen_ai.completion.0.content', 'gen_ai.input.messages',
-  'gen_ai.output.messages', 'gen_ai.usage.input_tokens', 'gen_ai.response.id', 'gen_ai.response.finish_reasons',
-  'agentlightning.rollout_id', 'agentlightning.attempt_id', 'agentlightning.reward', 'agentlightning.reward.0.value',
-  'agentlightning.operation.input', 'agentlightning.operation.output', 'prompt_token_ids', 'response_token_ids', 'service.name',
+  'gen_ai.system',
+  'gen_ai.request.model',
+  'gen_ai.response.model',
+  'gen_ai.prompt',
+  'gen_ai.completion',
+  'gen_ai.prompt.0.role',
+  'gen_ai.prompt.0.content',
+  'gen_ai.completion.0.content',
+  'gen_ai.input.messages',
+  'gen_ai.output.messages',
+  'gen_ai.usage.input_tokens',
+  'gen_ai.response.id',
+  'gen_ai.response.finish_reasons',
+  'agentlightning.rollout_id',
+  'agentlightning.attempt_id',
+  'agentlightning.reward',
+  'agentlightning.reward.0.value',
+  'agentlightning.operation.input',
+  'agentlightning.operation.output',
+  'prompt_token_ids',
+  'response_token_ids',
+  'service.name',
 ];
-const keyArb: fc.Arbitrary<Str> = fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...KNOWN_KEYS).map((k) => [k]) }, { weight: 1, arbitrary: strArb });
+const keyArb: fc.Arbitrary<Str> = fc.oneof(
+  { weight: 3, arbitrary: fc.constantFrom(...KNOWN_KEYS).map((k) => [k]) },
+  { weight: 1, arbitrary: strArb },
+);
 const attributesArb = fc.array(fc.record({ key: keyArb, value: anyValueArb }), { maxLength: 4 });
 
-const idArb = (bytes: number) => fc.oneof(
-  { weight: 6, arbitrary: fc.uint8Array({ minLength: bytes, maxLength: bytes }) },
-  { weight: 1, arbitrary: fc.uint8Array({ maxLength: bytes * 2 }) },
-);
+const idArb = (bytes: number) =>
+  fc.oneof(
+    { weight: 6, arbitrary: fc.uint8Array({ minLength: bytes, maxLength: bytes }) },
+    { weight: 1, arbitrary: fc.uint8Array({ maxLength: bytes * 2 }) },
+  );
 const timeArb = fc.oneof(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), fc.constant(1_700_000_000_000_000_000n));
 
 export const spanArb: fc.Arbitrary<SpanModel> = fc.record({
@@ -137,7 +198,10 @@ export const spanArb: fc.Arbitrary<SpanModel> = fc.record({
 export const logArb: fc.Arbitrary<LogModel> = fc.record({
   time: timeArb,
   severity: fc.integer({ min: -1, max: 25 }),
-  eventName: fc.oneof(fc.constantFrom(['gen_ai.user.message'], ['gen_ai.choice'], ['gen_ai.system.message']), mostlyPlain),
+  eventName: fc.oneof(
+    fc.constantFrom(['gen_ai.user.message'], ['gen_ai.choice'], ['gen_ai.system.message']),
+    mostlyPlain,
+  ),
   body: fc.option(anyValueArb),
   attributes: attributesArb,
   traceId: fc.option(idArb(16)),
@@ -163,7 +227,11 @@ export function strBytes(str: Str): Uint8Array {
     for (const run of piece.split(/([\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff])/)) {
       const code = run.charCodeAt(0);
       const lone = run.length === 1 && code >= 0xd800 && code <= 0xdfff;
-      parts.push(lone ? Uint8Array.of(0xe0 | (code >> 12), 0x80 | ((code >> 6) & 0x3f), 0x80 | (code & 0x3f)) : encoder.encode(run));
+      parts.push(
+        lone
+          ? Uint8Array.of(0xe0 | (code >> 12), 0x80 | ((code >> 6) & 0x3f), 0x80 | (code & 0x3f))
+          : encoder.encode(run),
+      );
     }
   }
   return Buffer.concat(parts);
@@ -181,7 +249,8 @@ function varint(value: bigint): Uint8Array {
 }
 
 const tag = (field: number, wire: number) => varint(BigInt((field << 3) | wire));
-const lengthDelimited = (field: number, bytes: Uint8Array) => Buffer.concat([tag(field, 2), varint(BigInt(bytes.length)), bytes]);
+const lengthDelimited = (field: number, bytes: Uint8Array) =>
+  Buffer.concat([tag(field, 2), varint(BigInt(bytes.length)), bytes]);
 const varintField = (field: number, value: bigint) => Buffer.concat([tag(field, 0), varint(value)]);
 function fixed64(field: number, value: bigint): Uint8Array {
   const bytes = Buffer.alloc(8);
@@ -193,17 +262,25 @@ function double(field: number, value: number): Uint8Array {
   bytes.writeDoubleLE(value);
   return Buffer.concat([tag(field, 1), bytes]);
 }
-const messages = (field: number, items: readonly Uint8Array[]) => Buffer.concat(items.map((item) => lengthDelimited(field, item)));
+const messages = (field: number, items: readonly Uint8Array[]) =>
+  Buffer.concat(items.map((item) => lengthDelimited(field, item)));
 
 function anyValueBytes(value: AnyValue): Uint8Array {
   switch (value.kind) {
-    case 'string': return lengthDelimited(1, strBytes(value.value));
-    case 'bool': return varintField(2, value.value ? 1n : 0n);
-    case 'int': return varintField(3, value.value);
-    case 'double': return double(4, value.value);
-    case 'bytes': return lengthDelimited(7, value.value);
-    case 'array': return lengthDelimited(5, messages(1, value.values.map(anyValueBytes)));
-    case 'kvlist': return lengthDelimited(6, messages(1, value.values.map(keyValueBytes)));
+    case 'string':
+      return lengthDelimited(1, strBytes(value.value));
+    case 'bool':
+      return varintField(2, value.value ? 1n : 0n);
+    case 'int':
+      return varintField(3, value.value);
+    case 'double':
+      return double(4, value.value);
+    case 'bytes':
+      return lengthDelimited(7, value.value);
+    case 'array':
+      return lengthDelimited(5, messages(1, value.values.map(anyValueBytes)));
+    case 'kvlist':
+      return lengthDelimited(6, messages(1, value.values.map(keyValueBytes)));
     case 'deep': {
       // Each level is a prefix of tags and lengths: built from the inside out, joined once.
       const leaf = anyValueBytes(value.leaf);
@@ -230,8 +307,10 @@ function anyValueBytes(value: AnyValue): Uint8Array {
   }
 }
 
-const keyValueBytes = (kv: KeyValue) => Buffer.concat([lengthDelimited(1, strBytes(kv.key)), lengthDelimited(2, anyValueBytes(kv.value))]);
-const attributeFields = (field: number, attributes: readonly KeyValue[]) => messages(field, attributes.map(keyValueBytes));
+const keyValueBytes = (kv: KeyValue) =>
+  Buffer.concat([lengthDelimited(1, strBytes(kv.key)), lengthDelimited(2, anyValueBytes(kv.value))]);
+const attributeFields = (field: number, attributes: readonly KeyValue[]) =>
+  messages(field, attributes.map(keyValueBytes));
 
 function spanBytes(span: SpanModel): Uint8Array {
   return Buffer.concat([
@@ -243,8 +322,20 @@ function spanBytes(span: SpanModel): Uint8Array {
     fixed64(7, span.start),
     fixed64(8, span.end),
     attributeFields(9, span.attributes),
-    messages(11, span.events.map((event) => Buffer.concat([fixed64(1, event.time), lengthDelimited(2, strBytes(event.name)), attributeFields(3, event.attributes)]))),
-    lengthDelimited(15, Buffer.concat([lengthDelimited(2, strBytes(span.statusMessage)), varintField(3, BigInt(span.statusCode))])),
+    messages(
+      11,
+      span.events.map((event) =>
+        Buffer.concat([
+          fixed64(1, event.time),
+          lengthDelimited(2, strBytes(event.name)),
+          attributeFields(3, event.attributes),
+        ]),
+      ),
+    ),
+    lengthDelimited(
+      15,
+      Buffer.concat([lengthDelimited(2, strBytes(span.statusMessage)), varintField(3, BigInt(span.statusCode))]),
+    ),
   ]);
 }
 
@@ -296,7 +387,8 @@ export function jsonBytes(value: unknown, replace: (item: unknown) => unknown = 
     else if (item instanceof RawJson) parts.push(item.text);
     else if (item instanceof RawBytes) parts.push('"', item.bytes, '"');
     else if (typeof item === 'bigint') parts.push(item.toString());
-    else if (item === null || item === undefined || typeof item !== 'object') parts.push(JSON.stringify(item) ?? 'null');
+    else if (item === null || item === undefined || typeof item !== 'object')
+      parts.push(JSON.stringify(item) ?? 'null');
     else {
       const entries: [string | null, unknown][] = Array.isArray(item)
         ? item.map((child) => [null, child])
@@ -321,24 +413,38 @@ class Emit {
 /** A Str as a JSON string value; raw-byte pieces travel as RawBytes (the string is then split). */
 function strJson(str: Str): string | RawBytes {
   if (str.every((piece) => typeof piece === 'string')) return str.join('');
-  return new RawBytes(Buffer.concat(str.map((piece) => (typeof piece === 'string' ? Buffer.from(JSON.stringify(piece).slice(1, -1)) : piece))));
+  return new RawBytes(
+    Buffer.concat(
+      str.map((piece) => (typeof piece === 'string' ? Buffer.from(JSON.stringify(piece).slice(1, -1)) : piece)),
+    ),
+  );
 }
 
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
 
 function anyValueJson(value: AnyValue): unknown {
   switch (value.kind) {
-    case 'string': return { stringValue: strJson(value.value) };
-    case 'bool': return { boolValue: value.value };
-    case 'int': return { intValue: value.value.toString() };
-    case 'double': return { doubleValue: Number.isFinite(value.value) ? value.value : String(value.value) };
-    case 'bytes': return { bytesValue: Buffer.from(value.value).toString('base64') };
-    case 'array': return { arrayValue: { values: value.values.map(anyValueJson) } };
-    case 'kvlist': return { kvlistValue: { values: value.values.map(keyValueJson) } };
+    case 'string':
+      return { stringValue: strJson(value.value) };
+    case 'bool':
+      return { boolValue: value.value };
+    case 'int':
+      return { intValue: value.value.toString() };
+    case 'double':
+      return { doubleValue: Number.isFinite(value.value) ? value.value : String(value.value) };
+    case 'bytes':
+      return { bytesValue: Buffer.from(value.value).toString('base64') };
+    case 'array':
+      return { arrayValue: { values: value.values.map(anyValueJson) } };
+    case 'kvlist':
+      return { kvlistValue: { values: value.values.map(keyValueJson) } };
     case 'deep': {
       let inner = anyValueJson(value.leaf);
       for (let i = 0; i < value.depth; i++) {
-        inner = value.shape === 'array' ? { arrayValue: { values: [inner] } } : { kvlistValue: { values: [{ key: 'a', value: inner }] } };
+        inner =
+          value.shape === 'array'
+            ? { arrayValue: { values: [inner] } }
+            : { kvlistValue: { values: [{ key: 'a', value: inner }] } };
       }
       return inner;
     }
@@ -357,7 +463,11 @@ function spanJson(span: SpanModel): unknown {
     startTimeUnixNano: span.start.toString(),
     endTimeUnixNano: span.end.toString(),
     attributes: span.attributes.map(keyValueJson),
-    events: span.events.map((event) => ({ timeUnixNano: event.time.toString(), name: strJson(event.name), attributes: event.attributes.map(keyValueJson) })),
+    events: span.events.map((event) => ({
+      timeUnixNano: event.time.toString(),
+      name: strJson(event.name),
+      attributes: event.attributes.map(keyValueJson),
+    })),
     status: { code: span.statusCode, message: strJson(span.statusMessage) },
   };
 }
@@ -380,6 +490,14 @@ export function requestJson<Item>(request: RequestModel<Item>, signal: 'traces' 
   const resource = { attributes: request.resource.map(keyValueJson) };
   const scope = { name: strJson(request.scopeName) };
   return signal === 'traces'
-    ? { resourceSpans: [{ resource, scopeSpans: [{ scope, spans: request.items.map((item) => spanJson(item as SpanModel)) }] }] }
-    : { resourceLogs: [{ resource, scopeLogs: [{ scope, logRecords: request.items.map((item) => logJson(item as LogModel)) }] }] };
+    ? {
+        resourceSpans: [
+          { resource, scopeSpans: [{ scope, spans: request.items.map((item) => spanJson(item as SpanModel)) }] },
+        ],
+      }
+    : {
+        resourceLogs: [
+          { resource, scopeLogs: [{ scope, logRecords: request.items.map((item) => logJson(item as LogModel)) }] },
+        ],
+      };
 }

@@ -65,7 +65,9 @@ function assertAnswered(request: FuzzRequest, status: number, text: string): voi
   }
 }
 
-function otlpTarget(cases: fc.Arbitrary<FuzzRequest & { describe(): string }>): Target<FuzzRequest & { describe(): string }> {
+function otlpTarget(
+  cases: fc.Arbitrary<FuzzRequest & { describe(): string }>,
+): Target<FuzzRequest & { describe(): string }> {
   return {
     cases,
     describe: (request) => request.describe(),
@@ -90,7 +92,9 @@ function restTarget(ids: IdPool): Target<RestCase> {
       if (answer.status >= 400) {
         const after = await server.stateCounts();
         if (after !== before) {
-          throw new InvariantBroken(`${request.method} ${request.path} was refused (${answer.status}: ${answer.text.slice(0, 300)}) yet changed the store: ${before} -> ${after}`);
+          throw new InvariantBroken(
+            `${request.method} ${request.path} was refused (${answer.status}: ${answer.text.slice(0, 300)}) yet changed the store: ${before} -> ${after}`,
+          );
         }
       }
       return answer.status;
@@ -102,13 +106,22 @@ const sqlTarget: Target<SqlCase> = {
   cases: sqlCases,
   describe: (testCase) => describeValue(testCase),
   run: async (server, { sql, format, forbidden }) => {
-    const request: FuzzRequest = { method: 'POST', path: '/v1/agl/query', headers: { 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify({ sql, format })) };
+    const request: FuzzRequest = {
+      method: 'POST',
+      path: '/v1/agl/query',
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.from(JSON.stringify({ sql, format })),
+    };
     await server.derive(); // the deriver writes derived rows: done first, so that only the query could change the store
     const before = await server.fingerprint();
     const answer = await server.send(request);
     assertAnswered(request, answer.status, answer.text);
-    if (forbidden && answer.status < 300) throw new InvariantBroken(`a statement that writes or reads outside the store was run (${answer.status})`);
-    if ((await server.fingerprint()) !== before) throw new InvariantBroken(`the query changed the store (answered ${answer.status}: ${answer.text.slice(0, 300)})`);
+    if (forbidden && answer.status < 300)
+      throw new InvariantBroken(`a statement that writes or reads outside the store was run (${answer.status})`);
+    if ((await server.fingerprint()) !== before)
+      throw new InvariantBroken(
+        `the query changed the store (answered ${answer.status}: ${answer.text.slice(0, 300)})`,
+      );
     return answer.status;
   },
 };
@@ -117,7 +130,10 @@ const sqlTarget: Target<SqlCase> = {
 export async function runFuzz(options: FuzzOptions): Promise<TargetReport[]> {
   const seeds = await loadSeeds();
   // Each target has a case type of its own: a target is kept as the run it makes.
-  const runOf = <Case>(make: () => Target<Case>) => (name: TargetName, server: FuzzServer, runOptions: FuzzOptions) => runTarget(name, make(), server, runOptions);
+  const runOf =
+    <Case>(make: () => Target<Case>) =>
+    (name: TargetName, server: FuzzServer, runOptions: FuzzOptions) =>
+      runTarget(name, make(), server, runOptions);
   const targets: Record<TargetName, ReturnType<typeof runOf>> = {
     'otlp-protobuf': runOf(() => otlpTarget(protobufRequests(seeds))),
     'otlp-json': runOf(() => otlpTarget(jsonRequests(seeds))),
@@ -139,7 +155,12 @@ export async function runFuzz(options: FuzzOptions): Promise<TargetReport[]> {
   return reports;
 }
 
-async function runTarget<Case>(name: TargetName, target: Target<Case>, server: FuzzServer, options: FuzzOptions): Promise<TargetReport> {
+async function runTarget<Case>(
+  name: TargetName,
+  target: Target<Case>,
+  server: FuzzServer,
+  options: FuzzOptions,
+): Promise<TargetReport> {
   const checkEvery = options.path !== undefined ? 1 : Math.max(1, options.checkEvery ?? 1);
   const maxShrinks = options.maxShrinks ?? 200;
   const report: TargetReport = { target: name, tried: 0, rejected: 0, broken: 0, seconds: 0, failures: [] };
@@ -164,7 +185,10 @@ async function runTarget<Case>(name: TargetName, target: Target<Case>, server: F
     } catch (error) {
       if (!(error instanceof InvariantBroken)) throw error;
       if (!shrinking) report.broken++;
-      const failure = pending.length > 1 ? await blame(target, server, pending, error) : { message: error.message, example: target.describe(testCase), replayable: true };
+      const failure =
+        pending.length > 1
+          ? await blame(target, server, pending, error)
+          : { message: error.message, example: target.describe(testCase), replayable: true };
       pending = [];
       await server.restart();
       if (options.keepGoing) {
@@ -178,9 +202,20 @@ async function runTarget<Case>(name: TargetName, target: Target<Case>, server: F
     }
   });
 
-  const result = await fc.check(property, { numRuns: options.runs, seed: options.seed, path: options.path, endOnFailure: maxShrinks === 0 });
+  const result = await fc.check(property, {
+    numRuns: options.runs,
+    seed: options.seed,
+    path: options.path,
+    endOnFailure: maxShrinks === 0,
+  });
   if (result.errorInstance && !(result.errorInstance instanceof InvariantBroken)) throw result.errorInstance;
-  if (result.failed && lastFailure) report.failures.push({ ...lastFailure, seed: result.seed, path: result.counterexamplePath ?? undefined, runs: options.runs });
+  if (result.failed && lastFailure)
+    report.failures.push({
+      ...lastFailure,
+      seed: result.seed,
+      path: result.counterexamplePath ?? undefined,
+      runs: options.runs,
+    });
   for (const failure of kinds.values()) report.failures.push({ ...failure, seed: options.seed, runs: options.runs });
   report.seconds = (Date.now() - started) / 1000;
   return report;
@@ -190,7 +225,12 @@ async function runTarget<Case>(name: TargetName, target: Target<Case>, server: F
  * The first of `cases` after which the store is broken, replayed in order on fresh databases
  * (bisection: each round replays a prefix and checks once).
  */
-async function blame<Case>(target: Target<Case>, server: FuzzServer, cases: Case[], error: InvariantBroken): Promise<Failure> {
+async function blame<Case>(
+  target: Target<Case>,
+  server: FuzzServer,
+  cases: Case[],
+  error: InvariantBroken,
+): Promise<Failure> {
   /** The invariant `list` breaks, replayed on a fresh database; undefined when it breaks none. */
   const brokenBy = async (list: Case[]): Promise<InvariantBroken | undefined> => {
     await server.restart();
@@ -219,12 +259,23 @@ async function blame<Case>(target: Target<Case>, server: FuzzServer, cases: Case
   // No prefix but the whole list was tried: the whole list must break too.
   if (low === cases.length - 1) failure = await brokenBy(cases);
   if (!failure) {
-    return { message: `${error.message} (replayed on a fresh database, the last ${cases.length} cases break nothing)`, example: cases.map(target.describe).join('\n'), replayable: false };
+    return {
+      message: `${error.message} (replayed on a fresh database, the last ${cases.length} cases break nothing)`,
+      example: cases.map(target.describe).join('\n'),
+      replayable: false,
+    };
   }
   const culprit = cases[low];
   const alone = low > 0 ? await brokenBy([culprit]) : failure;
   if (!alone) {
-    return { message: `${failure.message} (only after the ${low} case(s) before it since the last good check)`, example: cases.slice(0, low + 1).map(target.describe).join('\n'), replayable: false };
+    return {
+      message: `${failure.message} (only after the ${low} case(s) before it since the last good check)`,
+      example: cases
+        .slice(0, low + 1)
+        .map(target.describe)
+        .join('\n'),
+      replayable: false,
+    };
   }
   return { message: alone.message, example: target.describe(culprit), replayable: culprit === cases.at(-1) };
 }
@@ -243,7 +294,8 @@ function failureKind(message: string): string {
 function describeValue(value: unknown): string {
   const text = jsonBytes(value, (item) => {
     if (typeof item === 'string' && item.length > 200) return `${item.slice(0, 20)}... (${item.length} chars)`;
-    if (item instanceof Uint8Array) return `bytes ${JSON.stringify(Buffer.from(item).subarray(0, 300).toString('latin1'))} (${item.length} bytes)`;
+    if (item instanceof Uint8Array)
+      return `bytes ${JSON.stringify(Buffer.from(item).subarray(0, 300).toString('latin1'))} (${item.length} bytes)`;
     return item;
   }).toString('utf8');
   return text.length > 3000 ? `${text.slice(0, 2000)} ...(${text.length} chars in all)... ${text.slice(-500)}` : text;
@@ -253,12 +305,16 @@ function describeValue(value: unknown): string {
 export function formatReport(reports: readonly TargetReport[]): string {
   const lines: string[] = [];
   for (const r of reports) {
-    lines.push(`${r.target}: tried ${r.tried}, rejected (4xx) ${r.rejected}, broke an invariant ${r.broken} (${r.seconds.toFixed(1)} s, ${(r.tried / Math.max(r.seconds, 0.001)).toFixed(1)} cases/s)`);
+    lines.push(
+      `${r.target}: tried ${r.tried}, rejected (4xx) ${r.rejected}, broke an invariant ${r.broken} (${r.seconds.toFixed(1)} s, ${(r.tried / Math.max(r.seconds, 0.001)).toFixed(1)} cases/s)`,
+    );
     for (const failure of r.failures) {
       lines.push(`  FAILED: ${failure.message}`, `  case: ${failure.example}`);
-      lines.push(failure.replayable && failure.path !== undefined
-        ? `  replay: npm run fuzz -- --target ${r.target} --seed ${failure.seed} --path ${failure.path}`
-        : `  replay: npm run fuzz -- --target ${r.target} --seed ${failure.seed} --runs ${failure.runs} --check-every 1`);
+      lines.push(
+        failure.replayable && failure.path !== undefined
+          ? `  replay: npm run fuzz -- --target ${r.target} --seed ${failure.seed} --path ${failure.path}`
+          : `  replay: npm run fuzz -- --target ${r.target} --seed ${failure.seed} --runs ${failure.runs} --check-every 1`,
+      );
     }
   }
   return lines.join('\n');

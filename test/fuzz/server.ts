@@ -27,7 +27,13 @@ export class InvariantBroken extends Error {
 const REQUEST_TIMEOUT_MS = 45_000;
 const EXPORTS = ['triplets', 'messages', 'trajectories'] as const;
 /** The in-memory state of the rollout API, read the way clients read it. */
-const STATE_READS = ['/v1/agl/rollouts', '/v1/agl/workers', '/v1/agl/resources', '/v1/agl/resources/latest', '/v1/agl/statistics'];
+const STATE_READS = [
+  '/v1/agl/rollouts',
+  '/v1/agl/workers',
+  '/v1/agl/resources',
+  '/v1/agl/resources/latest',
+  '/v1/agl/statistics',
+];
 
 /** One agl server in this process over a DuckDB file in a temp folder, and the reads every case must leave working. */
 export class FuzzServer {
@@ -78,7 +84,9 @@ export class FuzzServer {
       return { status: response.status, text: await response.text() };
     } catch (error) {
       const cause = (error as Error).cause as Error | undefined;
-      throw new InvariantBroken(`no answer to ${request.method} ${request.path}: ${(error as Error).message}${cause ? ` (${cause.message})` : ''}`);
+      throw new InvariantBroken(
+        `no answer to ${request.method} ${request.path}: ${(error as Error).message}${cause ? ` (${cause.message})` : ''}`,
+      );
     }
   }
 
@@ -98,10 +106,13 @@ export class FuzzServer {
        UNION ALL SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' ORDER BY name`,
     );
     await allInOrder([
-      ...relations.flatMap(({ name }) => ['json', 'parquet'].map((format) => () => this.readWhole(String(name), format))),
+      ...relations.flatMap(({ name }) =>
+        ['json', 'parquet'].map((format) => () => this.readWhole(String(name), format)),
+      ),
       ...STATE_READS.map((path) => async () => {
         const answer = await this.send({ method: 'GET', path, headers: {} });
-        if (answer.status !== 200) throw new InvariantBroken(`GET ${path} answered ${answer.status}: ${answer.text.slice(0, 500)}`);
+        if (answer.status !== 200)
+          throw new InvariantBroken(`GET ${path} answered ${answer.status}: ${answer.text.slice(0, 500)}`);
       }),
     ]);
     await this.exportAll();
@@ -120,8 +131,16 @@ export class FuzzServer {
 
   private async readWhole(relation: string, format: string): Promise<void> {
     const sql = `SELECT * FROM "${relation}"`;
-    const answer = await this.send({ method: 'POST', path: '/v1/agl/query', headers: { 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify({ sql, format })) });
-    if (answer.status !== 200) throw new InvariantBroken(`reading ${relation} as ${format} answered ${answer.status}: ${answer.text.slice(0, 500)}`);
+    const answer = await this.send({
+      method: 'POST',
+      path: '/v1/agl/query',
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.from(JSON.stringify({ sql, format })),
+    });
+    if (answer.status !== 200)
+      throw new InvariantBroken(
+        `reading ${relation} as ${format} answered ${answer.status}: ${answer.text.slice(0, 500)}`,
+      );
   }
 
   /** `agl export KIND --url` for the three kinds, run in this process; their summary lines are kept for the failure message. */
@@ -130,13 +149,15 @@ export class FuzzServer {
     const print = console.error;
     console.error = (...args: unknown[]) => printed.push(args.join(' '));
     try {
-      await allInOrder(EXPORTS.map((kind) => async () => {
-        try {
-          await exportDataset([kind, '--url', this.agl.url, '--out', join(this.dir, `${kind}.jsonl`)]);
-        } catch (error) {
-          throw new InvariantBroken(`agl export ${kind} failed: ${(error as Error).message.slice(0, 500)}`);
-        }
-      }));
+      await allInOrder(
+        EXPORTS.map((kind) => async () => {
+          try {
+            await exportDataset([kind, '--url', this.agl.url, '--out', join(this.dir, `${kind}.jsonl`)]);
+          } catch (error) {
+            throw new InvariantBroken(`agl export ${kind} failed: ${(error as Error).message.slice(0, 500)}`);
+          }
+        }),
+      );
     } catch (error) {
       throw new InvariantBroken(`${(error as Error).message}${printed.length ? `\n${printed.join('\n')}` : ''}`);
     } finally {
@@ -147,20 +168,27 @@ export class FuzzServer {
   /** The store's statistics without the uptime: what a rejected write must leave as it was. */
   async stateCounts(): Promise<string> {
     const answer = await this.send({ method: 'GET', path: '/v1/agl/statistics', headers: {} });
-    if (answer.status !== 200) throw new InvariantBroken(`GET /v1/agl/statistics answered ${answer.status}: ${answer.text.slice(0, 500)}`);
+    if (answer.status !== 200)
+      throw new InvariantBroken(`GET /v1/agl/statistics answered ${answer.status}: ${answer.text.slice(0, 500)}`);
     const { uptime: _uptime, ...counts } = JSON.parse(answer.text) as Record<string, unknown>;
     return JSON.stringify(counts);
   }
 
   /** A digest of everything stored: the databases, the relations, and every table's row count and content hash. */
   async fingerprint(): Promise<string> {
-    const tables = await this.storeRows(`SELECT table_name AS name FROM duckdb_tables() WHERE NOT internal ORDER BY ALL`);
+    const tables = await this.storeRows(
+      `SELECT table_name AS name FROM duckdb_tables() WHERE NOT internal ORDER BY ALL`,
+    );
     const parts = [
       JSON.stringify(await this.storeRows(`SELECT database_name FROM duckdb_databases() ORDER BY ALL`)),
-      JSON.stringify(await this.storeRows(`SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal ORDER BY ALL`)),
+      JSON.stringify(
+        await this.storeRows(`SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal ORDER BY ALL`),
+      ),
     ];
     for (const { name } of tables) {
-      const [row] = await this.storeRows(`SELECT count(*)::VARCHAR AS n, coalesce(sum(hash(t)), 0)::VARCHAR AS h FROM "${String(name)}" t`);
+      const [row] = await this.storeRows(
+        `SELECT count(*)::VARCHAR AS n, coalesce(sum(hash(t)), 0)::VARCHAR AS h FROM "${String(name)}" t`,
+      );
       parts.push(`${String(name)}:${String(row.n)}:${String(row.h)}`);
     }
     return parts.join('\n');
