@@ -1,7 +1,7 @@
+import { finalRewardsOf } from '../adapters/final-rewards.js';
 import { traceToRolloutMessages } from '../adapters/messages.js';
-import { allRows, type QuerySource } from '../adapters/source.js';
+import type { QuerySource } from '../adapters/source.js';
 import type { LightningStore } from '../api/lightning-store.js';
-import { ATTR } from '../api/semconv.js';
 import type { Rollout, RolloutMode } from '../api/types.js';
 import { waitUntilFinished } from './algorithm.js';
 import type { RunTranscript } from './apo-prompts.js';
@@ -58,7 +58,7 @@ export async function evaluate(
     queued.map((r) => r.rollout_id),
   );
   const waitedSeconds = (performance.now() - waitStarted) / 1000;
-  const rewards = await finalRewards(source, [...finished.keys()]);
+  const rewards = await finalRewardsOf(source, [...finished.keys()]);
   let next = 0;
   const evaluations = requests.map((request) => {
     const rollouts = queued.slice(next, next + request.tasks.length).map((r) => finished.get(r.rollout_id) ?? r);
@@ -72,25 +72,6 @@ export async function evaluate(
     };
   });
   return { evaluations, waitedSeconds };
-}
-
-/**
- * The final reward of each rollout: its last primary reward in span order, as `findFinalReward`
- * reads spans (`agentlightning.reward.0.value`, or v0.2's `reward` on an `agentlightning.reward`
- * span), in one query for the whole batch. A span query per rollout cost about 18 ms each, and
- * the `rewards` view, which reads every span the deriver has not reached yet, 300-400 ms a batch
- * when the rollouts have just ended; the spans of the batch alone take a few ms.
- */
-async function finalRewards(source: QuerySource, rolloutIds: readonly string[]): Promise<Map<string, number>> {
-  const rewards = new Map<string, number>();
-  if (rolloutIds.length === 0) return rewards;
-  const value = `coalesce(TRY_CAST(attributes->>'${ATTR.reward}.0.value' AS DOUBLE), CASE WHEN name = '${ATTR.reward}' THEN TRY_CAST(attributes->>'reward' AS DOUBLE) END)`;
-  const sql = `SELECT rollout_id, arg_max(reward, sequence_id) AS reward
-    FROM (SELECT rollout_id, sequence_id, ${value} AS reward FROM spans WHERE rollout_id IN (${rolloutIds.map(quote).join(', ')}) AND json_valid(attributes))
-    WHERE reward IS NOT NULL GROUP BY rollout_id`;
-  for (const row of await allRows(source, sql))
-    if (typeof row.reward === 'number') rewards.set(String(row.rollout_id), row.reward);
-  return rewards;
 }
 
 const quote = (id: string) => `'${id.replaceAll("'", "''")}'`;
