@@ -1,0 +1,32 @@
+"""agl_trainer: the Python side of agl's GRPO hand-off.
+
+agl (``agl train grpo``) runs the agent, records its LLM calls, and turns each step's
+rollouts into a batch of token-level rows with GRPO advantages. A trainer pulls the batch
+(``BatchClient`` over HTTP, ``BatchDirectory`` from files), turns it into tensors
+(``to_tensors``), updates the policy (``clipped_policy_loss``), serves the new weights, and
+acknowledges the batch with the model that the next rollouts should use.
+"""
+
+from .batch import Batch, ModelRef
+from .client import BatchClient
+from .directory import BatchDirectory, read_batch_file
+from .errors import BatchAlreadyDoneError, BatchNotFoundError, BatchRequestError
+from .loss import PolicyLoss, clipped_policy_loss, group_advantages, masked_mean
+from .tensors import TrainingTensors, to_tensors
+
+__all__ = [
+    "Batch",
+    "BatchAlreadyDoneError",
+    "BatchClient",
+    "BatchDirectory",
+    "BatchNotFoundError",
+    "BatchRequestError",
+    "ModelRef",
+    "PolicyLoss",
+    "TrainingTensors",
+    "clipped_policy_loss",
+    "group_advantages",
+    "masked_mean",
+    "read_batch_file",
+    "to_tensors",
+]
