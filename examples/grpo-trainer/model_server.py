@@ -1,0 +1,298 @@
+"""An OpenAI-compatible server for the tiny model, answering as vLLM does for agl.
+
+- ``POST /v1/chat/completions``: the messages through the chat template, ``n`` answers sampled
+  (``temperature``, ``max_tokens`` / ``max_completion_tokens``, ``seed``); with
+  ``return_token_ids: true`` the prompt's ids at the top level (``prompt_token_ids``) and each
+  answer's ids in ``choices[i].token_ids`` (its stop token included); with ``logprobs: true``
+  ``choices[i].logprobs.content[]`` = ``{token, logprob, top_logprobs: []}``, one per token id;
+  usage. Not streamed: ``stream: true`` is refused (400).
+- ``POST /reload`` ``{"path": DIR, "version": "2"}``: loads weights saved with
+  ``tiny_model.save_weights``; the answers' ``system_fingerprint`` names the version serving.
+- ``GET /v1/models``: the one model, with its version.
+
+Run: ``python model_server.py --port 8000`` (prints its URL once it listens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import torch
+from sampling import Completion, sample
+from tiny_model import MODEL_NAME, ROLES, build_model, build_tokenizer, chat_prompt_ids, load_weights
+from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
+
+MAX_N = 64
+DEFAULT_MAX_TOKENS = 16
+
+
+class RequestError(Exception):
+    """A request the server refuses: its HTTP status and an OpenAI-style message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class ModelService:
+    """The model behind the server: answers chat requests, swaps in new weights.
+
+    One lock around sampling and reloading: a reload never lands in the middle of an answer,
+    and requests without a seed draw from one generator in the order they arrive.
+    """
+
+    def __init__(
+        self,
+        model: GPT2LMHeadModel,
+        tokenizer: PreTrainedTokenizerFast,
+        name: str = MODEL_NAME,
+        version: str = "0",
+        seed: int = 0,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.version = version
+        self._generator = torch.Generator().manual_seed(seed)
+        self._lock = threading.Lock()
+
+    def models(self) -> dict[str, Any]:
+        entry = {"id": self.name, "object": "model", "created": 0, "owned_by": "agl-example", "version": self.version}
+        return {"object": "list", "data": [entry]}
+
+    def reload(self, body: dict[str, Any]) -> dict[str, Any]:
+        path, version = body.get("path"), body.get("version")
+        if not isinstance(path, str) or not path:
+            raise RequestError(400, "path must be the directory of the saved weights")
+        if not isinstance(version, str) or not version:
+            raise RequestError(400, "version must be a non-empty string")
+        with self._lock:
+            try:
+                load_weights(self.model, path)
+            except (OSError, ValueError, RuntimeError) as error:
+                raise RequestError(400, f"cannot load weights from {path}: {error}") from None
+            self.version = version
+        return {"model": self.name, "version": version}
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        request = ChatRequest.of(body, self.name)
+        # Tokenizer and model are used by one request at a time (a fast tokenizer is not
+        # safe to share across threads); the tiny model answers in milliseconds anyway.
+        with self._lock:
+            prompt_ids = chat_prompt_ids(self.tokenizer, request.messages)
+            generator = self._generator if request.seed is None else torch.Generator().manual_seed(request.seed)
+            try:
+                completions = sample(
+                    self.model,
+                    prompt_ids,
+                    n=request.n,
+                    max_tokens=request.max_tokens,
+                    temperature=request.temperature,
+                    stop_id=self.tokenizer.eos_token_id,
+                    generator=generator,
+                )
+            except ValueError as error:
+                raise RequestError(400, str(error)) from None
+            choices = [self._choice(index, completion, request) for index, completion in enumerate(completions)]
+            version = self.version
+        completion_tokens = sum(len(c.token_ids) for c in completions)
+        answer: dict[str, Any] = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.name,
+            "system_fingerprint": f"{self.name}-v{version}",
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": len(prompt_ids),
+                "completion_tokens": completion_tokens,
+                "total_tokens": len(prompt_ids) + completion_tokens,
+            },
+        }
+        if request.return_token_ids:
+            answer["prompt_token_ids"] = prompt_ids
+        return answer
+
+    def _choice(self, index: int, completion: Completion, request: ChatRequest) -> dict[str, Any]:
+        ids = completion.token_ids
+        shown = ids[:-1] if completion.finish_reason == "stop" else ids
+        choice: dict[str, Any] = {
+            "index": index,
+            "message": {"role": "assistant", "content": self.tokenizer.decode(shown, skip_special_tokens=True)},
+            "finish_reason": completion.finish_reason,
+            "logprobs": None,
+        }
+        if request.logprobs:
+            tokens = self.tokenizer.convert_ids_to_tokens(ids)
+            choice["logprobs"] = {
+                "content": [
+                    {"token": token, "logprob": logprob, "top_logprobs": []}
+                    for token, logprob in zip(tokens, completion.logprobs, strict=True)
+                ]
+            }
+        if request.return_token_ids:
+            choice["token_ids"] = ids
+        return choice
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """The fields of a chat completion request this server reads, checked."""
+
+    messages: list[dict[str, str]]
+    n: int
+    max_tokens: int
+    temperature: float
+    seed: int | None
+    logprobs: bool
+    return_token_ids: bool
+
+    @staticmethod
+    def of(body: dict[str, Any], served: str) -> ChatRequest:
+        if body.get("model") != served:
+            raise RequestError(404, f"the model {body.get('model')!r} does not exist; this server serves {served!r}")
+        if body.get("stream"):
+            raise RequestError(400, "stream is not supported by this example server")
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        return ChatRequest(
+            messages=_messages(body.get("messages")),
+            n=_whole(body, "n", 1, 1, MAX_N),
+            max_tokens=_whole({"max_tokens": max_tokens}, "max_tokens", DEFAULT_MAX_TOKENS, 1, 1 << 20),
+            temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+            seed=None if body.get("seed") is None else _whole(body, "seed", 0, -(1 << 63), (1 << 63) - 1),
+            logprobs=body.get("logprobs") is True,
+            return_token_ids=body.get("return_token_ids") is True,
+        )
+
+
+def _messages(value: Any) -> list[dict[str, str]]:
+    if not isinstance(value, list) or not value:
+        raise RequestError(400, "messages must be a non-empty list")
+    messages = []
+    for index, message in enumerate(value):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ROLES:
+            raise RequestError(400, f"messages[{index}].role must be one of {', '.join(ROLES)}")
+        messages.append({"role": role, "content": _text(message.get("content"))})
+    return messages
+
+
+def _text(content: Any) -> str:
+    """A message's text: a string, or the text parts of a list of parts; none (a tool call) is ''."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _whole(body: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise RequestError(400, f"{key} must be a whole number from {low} to {high}")
+    return value
+
+
+def _number(body: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise RequestError(400, f"{key} must be a number from {low} to {high}")
+    return float(value)
+
+
+def handler_for(service: ModelService) -> type[BaseHTTPRequestHandler]:
+    """The HTTP side: routes, JSON in and out, errors as OpenAI's ``{"error": {...}}``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # one line per request would drown the trainer's output
+
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] == "/v1/models":
+                self._send(200, service.models())
+            else:
+                self._send(404, _error(f"no route GET {self.path}"))
+
+        def do_POST(self) -> None:
+            routes = {"/v1/chat/completions": service.chat, "/reload": service.reload}
+            route = routes.get(self.path.split("?")[0])
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            if route is None:
+                return self._send(404, _error(f"no route POST {self.path}"))
+            try:
+                parsed = json.loads(body)
+                if not isinstance(parsed, dict):
+                    raise RequestError(400, "the body must be a JSON object")
+                self._send(200, route(parsed))
+            except json.JSONDecodeError as error:
+                self._send(400, _error(f"the body is not JSON: {error}"))
+            except RequestError as error:
+                self._send(error.status, _error(error.message))
+            except Exception as error:  # a bug here must answer, not leave the client waiting
+                self._send(500, {"error": {"message": repr(error), "type": "server_error", "code": None}})
+
+        def _send(self, status: int, value: dict[str, Any]) -> None:
+            data = json.dumps(value).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+
+
+def start_server(service: ModelService, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """A server for ``service`` listening on host:port (0: any free port); serve it with serve_forever()."""
+    server = ThreadingHTTPServer((host, port), handler_for(service))
+    server.daemon_threads = True
+    return server
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="0: any free port (the URL printed says which)")
+    parser.add_argument("--model-name", default=MODEL_NAME, help="the name requests must ask for")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the initial weights' seed (train.py's --seed) and sampling's"
+    )
+    parser.add_argument("--weights", help="start from weights saved by train.py instead of the seed's")
+    parser.add_argument("--version", default="0", help="the version of the weights it starts with")
+    args = parser.parse_args(argv)
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer, args.seed)
+    if args.weights:
+        load_weights(model, args.weights)
+    service = ModelService(model, tokenizer, args.model_name, args.version, args.seed)
+    server = start_server(service, args.host, args.port)
+    port = server.server_address[1]
+    print(f"model server: {args.model_name} (version {args.version}) at http://{args.host}:{port}/v1", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()
