@@ -119,3 +119,13 @@ def test_a_null_element_is_named() -> None:
     table = batch_table([good, good, {**good, "rollout_id": "ro-hole", "response_ids": [2, None]}])
     with pytest.raises(ValueError, match=r"row 2 \(rollout ro-hole.*response_ids holds a null element"):
         to_tensors(table, pad_token_id=0)
+
+
+def test_wider_arrow_types_are_read_too() -> None:
+    # agl's Parquet export writes logprobs as DOUBLE[]; Arrow readers may give large lists.
+    table = batch_table([row([1, 2], [3, 4], logprobs=[-0.25, -0.5])])
+    index = table.schema.get_field_index("response_logprobs")
+    table = table.set_column(index, "response_logprobs", table.column(index).cast(pa.large_list(pa.float64())))
+    t = to_tensors(table, pad_token_id=0)
+    assert t["old_log_probs"].dtype == torch.float32
+    assert torch.equal(t["old_log_probs"], torch.tensor([[-0.25, -0.5]]))
