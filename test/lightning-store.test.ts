@@ -302,6 +302,26 @@ for (const [label, open] of variants) {
       'rollouts come with their latest attempt',
     );
   });
+
+  test(`${label}: rollouts are filtered by mode and by text in their input (agl's own filters)`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const [train, val] = await ls.enqueueManyRollouts([
+      { input: { question: 'What is 12 + 30?' }, mode: 'train' },
+      { input: { question: 'What is 7 * 6?' }, mode: 'val' },
+      { input: 'plain text with 12' },
+    ]);
+    const ids = (page: { items: { rollout_id: string }[] }) => page.items.map((r) => r.rollout_id);
+    assert.deepEqual(ids(await ls.queryRollouts({ mode_in: ['val'] })), [val.rollout_id]);
+    assert.deepEqual(ids(await ls.queryRollouts({ input_contains: '12 + 30' })), [train.rollout_id]);
+    assert.equal((await ls.queryRollouts({ input_contains: '12' })).total, 2);
+    assert.equal((await ls.queryRollouts({ input_contains: '12', mode_in: ['train', 'test'] })).total, 1);
+    assert.equal(
+      (await ls.queryRollouts({ input_contains: '7 * 6', mode_in: ['train'], filter_logic: 'or' })).total,
+      2,
+    );
+    await ls.updateRollout(val.rollout_id, { input: { question: 'changed' } });
+    assert.equal((await ls.queryRollouts({ input_contains: '7 * 6' })).total, 0, 'an updated input is searched anew');
+  });
 }
 
 test('state survives a restart: the queue, attempts, resources and workers', async (t) => {

@@ -95,6 +95,10 @@ export const rolloutQuery = pagination.extend({
   status_in: listOf(z.enum(ROLLOUT_STATUSES)),
   rollout_id_in: listOf(z.string()),
   rollout_id_contains: optional(z.string()),
+  /** agl's own: rollouts of these modes. */
+  mode_in: listOf(z.enum(ROLLOUT_MODES)),
+  /** agl's own: rollouts whose input, as JSON text, contains this text. */
+  input_contains: optional(z.string()),
   filter_logic: filterLogic,
 });
 

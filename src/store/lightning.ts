@@ -92,6 +92,21 @@ export interface LightningWriter {
   reloadState(state: RolloutState): Promise<number>;
 }
 
+/**
+ * A rollout input's JSON text, for `input_contains`: kept per input object (an update of the input
+ * is a new object), so that filtering 100,000 rollouts does not serialize each of them each time.
+ */
+const inputTexts = new WeakMap<object, string>();
+function inputText(input: unknown): string {
+  if (input === null || typeof input !== 'object') return JSON.stringify(input) ?? '';
+  let text = inputTexts.get(input);
+  if (text === undefined) {
+    text = JSON.stringify(input);
+    inputTexts.set(input, text);
+  }
+  return text;
+}
+
 /** Watchdog scans run at most this often before a call (and on a timer in the server). */
 const WATCHDOG_INTERVAL_SECONDS = 0.1;
 
@@ -168,11 +183,14 @@ export class EmbeddedLightningStore implements LightningStore {
     await this.watchdogIfDue();
     const ids = query.rollout_id_in === undefined ? null : new Set(query.rollout_id_in);
     const statuses = query.status_in === undefined ? null : new Set(query.status_in);
+    const modes = query.mode_in === undefined ? null : new Set<string | null>(query.mode_in);
     const found = [...this.state.rollouts.values()].filter((r) => {
       const conditions: boolean[] = [];
       if (statuses) conditions.push(statuses.has(r.status));
       if (ids) conditions.push(ids.has(r.rollout_id));
       if (query.rollout_id_contains !== undefined) conditions.push(r.rollout_id.includes(query.rollout_id_contains));
+      if (modes) conditions.push(modes.has(r.mode));
+      if (query.input_contains !== undefined) conditions.push(inputText(r.input).includes(query.input_contains));
       return matches(conditions, query.filter_logic);
     });
     const page = paginate(found, query, ROLLOUT_FIELDS);

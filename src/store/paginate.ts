@@ -24,9 +24,14 @@ export function paginate<T extends object>(
     if (!sortable.includes(sortBy))
       throw new InvalidQueryError(`sort_by must be one of ${sortable.join(', ')}, not ${JSON.stringify(sortBy)}`);
     const lastIfMissing = sortBy.endsWith('_time') ? Infinity : '';
-    const key = (item: T) => ((item as Record<string, unknown>)[sortBy] ?? lastIfMissing) as number | string;
     const direction = sortOrder === 'asc' ? 1 : -1;
-    sorted = [...items].sort((a, b) => (key(a) < key(b) ? -direction : key(a) > key(b) ? direction : 0));
+    // Each key read once, not twice per comparison: sorting 100,000 rollouts took twice as long.
+    const keyed = items.map((item) => ({
+      item,
+      key: ((item as Record<string, unknown>)[sortBy] ?? lastIfMissing) as number | string,
+    }));
+    keyed.sort((a, b) => (a.key < b.key ? -direction : a.key > b.key ? direction : 0));
+    sorted = keyed.map((k) => k.item);
   }
   const page = limit === -1 ? sorted.slice(offset) : sorted.slice(offset, offset + limit);
   return { items: page, limit, offset, total: items.length };
