@@ -19,7 +19,8 @@
  *   `first_sibling`, only among the calls under the reward's parent. A partition with one reward
  *   needs one join; more rewards take a walk with window functions (clamped running depth).
  * - Credit: `step` (the matched reward, null when none), `final` (the attempt's last reward),
- *   `discounted` (the return sum(gamma^k * reward of the k-th call from this one)).
+ *   `discounted` (the return sum(gamma^k * reward of the k-th call from this one)); whatever the
+ *   credit, `reward_span_id` is the reward span matched to the call (the dashboard marks it).
  */
 import { rolloutModeCondition, sqlRegex } from './sql.js';
 
@@ -83,7 +84,8 @@ export interface CreditSources {
 
 /**
  * The selected calls of every attempt, in call order, each with `agent_name`, `group_id`,
- * `group_key` (GRPO's group: the rollout's task input) and the `reward` its credit gives it;
+ * `group_key` (GRPO's group: the rollout's task input), the `reward` its credit gives it and
+ * `reward_span_id`, the reward matched to it;
  * `select` is the output list over `s` (those columns) and `c` (the call's llm_calls row).
  */
 export function creditedCallsSql(options: CallSelection, select: string, sources: CreditSources = {}): string {
@@ -221,10 +223,10 @@ levels AS (
 -- Each reward's call: the latest before it (of its level). An ASOF join says the same, but
 -- costs far more for partitions of a few calls each.
 matched AS (
-  SELECT r.part, arg_max(c.span_id, c.key) AS span_id, any_value(r.value) AS value
+  SELECT r.part, arg_max(c.span_id, c.key) AS span_id, any_value(r.value) AS value, any_value(r.span_id) AS reward_span_id
   FROM (SELECT * FROM reward_events WHERE n = 1) r JOIN call_events c ON c.part = r.part AND c.key <= r.key GROUP BY r.part
   UNION ALL
-  SELECT r.part, arg_max(c.span_id, c.pos), any_value(r.value)
+  SELECT r.part, arg_max(c.span_id, c.pos), any_value(r.value), any_value(r.span_id)
   FROM (SELECT * FROM levels WHERE step = -1 AND taken) r JOIN (SELECT * FROM levels WHERE step = 1) c ON c.part = r.part AND c.level = r.level + 1 AND c.pos <= r.pos
   GROUP BY r.part, r.pos
 )`;
@@ -241,7 +243,7 @@ function creditedSql(options: CallSelection, select: string, calls: string, with
   }[options.credit ?? 'step'];
   return `SELECT ${select}
 FROM (
-  SELECT s.*, ${reward} AS reward
+  SELECT s.*, ${reward} AS reward, m.reward_span_id
   FROM named s LEFT JOIN matched m ON m.part = ${part('s')} AND m.span_id = s.span_id LEFT JOIN finals f USING (group_id)
   ${options.minReward !== undefined ? `WHERE f.final >= ${options.minReward}` : ''}
   WINDOW later AS (PARTITION BY s.group_id ORDER BY s.sequence_id NULLS LAST, s.start_time, s.span_id ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)

@@ -266,6 +266,24 @@ CREATE OR REPLACE VIEW llm_call_rows AS ${callRows(`(${callsFrom(UNDERIVED)})`)}
 CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL (${rewardsFrom(UNDERIVED)});
 CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents UNION ALL (${agentsFrom(UNDERIVED)});`;
 
+/**
+ * What `llm_call_rows`, `reward_rows` and `agent_spans` hold for the spans that match `condition`
+ * alone (a condition on columns that `spans` and the derived tables share: rollout_id,
+ * attempt_id, trace_id, span_id; agents are those of the matching spans' traces). The condition
+ * is applied before anything is derived, so a read of a few rollouts parses their own spans
+ * not derived yet, not every such span of the store (the dashboard's pages read this way).
+ */
+export function derivedRowsWhere(condition: string): { calls: string; rewards: string; agents: string } {
+  const fresh = (where: string) => `(SELECT * FROM spans WHERE rowid > ${WATERMARK} AND ${where} AND ${readable()})`;
+  const traces = `trace_id IN (SELECT trace_id FROM spans WHERE ${condition})`;
+  return {
+    calls: `SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls WHERE ${condition}
+      UNION ALL SELECT * FROM (${callsFrom(fresh(condition))})`,
+    rewards: `SELECT * FROM derived_rewards WHERE ${condition} UNION ALL (${rewardsFrom(fresh(condition))})`,
+    agents: `SELECT * FROM derived_agents WHERE ${traces} UNION ALL (${agentsFrom(fresh(traces))})`,
+  };
+}
+
 /** On a writable open: starts the derivation over when the file's rows were derived by other SQL. */
 export async function checkDerivedVersion(connection: DuckDBConnection): Promise<void> {
   const reader = await connection.runAndReadAll("SELECT value FROM agl_meta WHERE key = 'derived_version'");
