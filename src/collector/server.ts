@@ -10,6 +10,7 @@ import { browserGuard } from './browser-guard.js';
 import { bearerCheck, HttpError, isJsonOrEmpty, sendJson, type Route } from './http.js';
 import { handleOtlp, handleOtlpMetrics } from './otlp-routes.js';
 import { handleQuery } from './query-route.js';
+import { DASHBOARD_DIR, staticFiles } from './static-files.js';
 import { storeRoutes } from './store-routes.js';
 
 const DEFAULT_HOST = '127.0.0.1';
@@ -36,6 +37,8 @@ export interface ServerOptions {
   readonly allowOrigins?: readonly string[];
   /** Log a line per store and gateway request (OTLP ingest is not logged: it is the hot path). */
   readonly logRequests?: boolean;
+  /** The dashboard's built files, served at every path outside /v1/ (default DASHBOARD_DIR, dist/dashboard). */
+  readonly dashboardDir?: string;
 }
 
 /** One line per answered request: method, path, status and time taken. */
@@ -108,7 +111,8 @@ function answerStarting(_request: IncomingMessage, response: ServerResponse): vo
 
 /**
  * The one HTTP server of `agl serve`: OTLP under /v1/traces and /v1/logs, the LightningStore
- * REST API and SQL queries under /v1/agl/, the LLM gateway under /v1/gateway/. Routes are listed here, explicitly; each handler
+ * REST API and SQL queries under /v1/agl/, the LLM gateway under /v1/gateway/, the dashboard's
+ * files at every other path. Routes are listed here, explicitly; each handler
  * lives in its own module. It listens on `bound` (from `bindServer`) when given.
  */
 export async function startServer(
@@ -183,11 +187,19 @@ function requestHandler(
   const matchRoutes = compileRoutes(routes);
   const guard = browserGuard({ host: options.host ?? DEFAULT_HOST, allowOrigins: options.allowOrigins });
   const authorized = options.token ? bearerCheck(options.token) : () => true;
+  const dashboard = staticFiles(options.dashboardDir ?? DASHBOARD_DIR);
   return (request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     if (options.logRequests && (path.startsWith('/v1/agl/') || path.startsWith('/v1/gateway/')))
       logRequest(request, response, path);
     if (!guard(request, response)) return;
+    // The dashboard's files hold no data (they are the package's own), so they need no token:
+    // a browser cannot put an Authorization header on a page load, and the page asks for the
+    // token itself and sends it on every API call. The guard above still applies to them.
+    if (path !== '/v1' && !path.startsWith('/v1/')) {
+      dashboard(request, response, path).catch((error: unknown) => answerError(response, error));
+      return;
+    }
     if (!authorized(request.headers.authorization)) {
       sendJson(
         response,
