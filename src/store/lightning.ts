@@ -184,15 +184,24 @@ export class EmbeddedLightningStore implements LightningStore {
     const ids = query.rollout_id_in === undefined ? null : new Set(query.rollout_id_in);
     const statuses = query.status_in === undefined ? null : new Set(query.status_in);
     const modes = query.mode_in === undefined ? null : new Set<string | null>(query.mode_in);
-    const found = [...this.state.rollouts.values()].filter((r) => {
-      const conditions: boolean[] = [];
-      if (statuses) conditions.push(statuses.has(r.status));
-      if (ids) conditions.push(ids.has(r.rollout_id));
-      if (query.rollout_id_contains !== undefined) conditions.push(r.rollout_id.includes(query.rollout_id_contains));
-      if (modes) conditions.push(modes.has(r.mode));
-      if (query.input_contains !== undefined) conditions.push(inputText(r.input).includes(query.input_contains));
-      return matches(conditions, query.filter_logic);
-    });
+    const { rollout_id_contains: idText, input_contains: inputPart } = query;
+    // The filters asked for, each once per rollout (no list of results per rollout: 100,000 of them).
+    const conditions: ((r: Rollout) => boolean)[] = [];
+    if (statuses) conditions.push((r) => statuses.has(r.status));
+    if (ids) conditions.push((r) => ids.has(r.rollout_id));
+    if (idText !== undefined) conditions.push((r) => r.rollout_id.includes(idText));
+    if (modes) conditions.push((r) => modes.has(r.mode));
+    if (inputPart !== undefined) conditions.push((r) => inputText(r.input).includes(inputPart));
+    checkFilterLogic(query.filter_logic);
+    const all = [...this.state.rollouts.values()];
+    const found =
+      conditions.length === 0
+        ? all
+        : all.filter(
+            query.filter_logic === 'or'
+              ? (r) => conditions.some((matches) => matches(r))
+              : (r) => conditions.every((matches) => matches(r)),
+          );
     const page = paginate(found, query, ROLLOUT_FIELDS);
     return structuredClone({ ...page, items: page.items.map((r) => this.state.withLatestAttempt(r)) });
   }
