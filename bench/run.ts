@@ -5,13 +5,14 @@ import { decode } from './decode.js';
 import { ingest } from './ingest.js';
 import { adapters } from './adapters.js';
 import { apo } from './apo.js';
+import { dashboard } from './dashboard.js';
 import { gateway } from './gateway.js';
 import { instrumentation } from './instrumentation.js';
 import { runtime } from './runtime.js';
 import { store } from './store.js';
 
 /** Every benchmark of `npm run bench`, in run order. Later issues add theirs here. */
-const BENCHMARKS: Benchmark[] = [ingest, decode, store, instrumentation, gateway, adapters, runtime, apo];
+const BENCHMARKS: Benchmark[] = [ingest, decode, store, instrumentation, gateway, adapters, runtime, apo, dashboard];
 
 const { values } = parseArgs({
   options: { json: { type: 'string', default: 'bench-results.json' }, only: { type: 'string' } },

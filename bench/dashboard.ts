@@ -1,0 +1,105 @@
+import { join } from 'node:path';
+import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
+import { finalRewardsSql, type RolloutFilters, rolloutsPath } from '../web/src/queries.js';
+import { fillDashboardStore } from './dashboard-data.js';
+import { type Benchmark, type Figure, percentile } from './figures.js';
+
+const ROLLOUTS = Number(process.env.AGL_BENCH_DASHBOARD_ROLLOUTS ?? 100_000);
+const SPANS_PER_ROLLOUT = 50;
+const ROUNDS = 40;
+
+const FIRST_PAGE: RolloutFilters = { sort: 'start_time', order: 'desc', offset: 0, limit: 50 };
+
+/** What the rollouts page asks for: its first page, filtered, sorted otherwise, further on. */
+const CASES: [string, RolloutFilters][] = [
+  ['first_page', FIRST_PAGE],
+  ['failed', { ...FIRST_PAGE, status: 'failed' }],
+  ['val_text', { ...FIRST_PAGE, mode: 'val', text: '+ 13?' }],
+  ['by_status', { ...FIRST_PAGE, sort: 'status', order: 'asc' }],
+  ['page_100', { ...FIRST_PAGE, offset: 99 * 50 }],
+];
+
+/**
+ * The rollouts page on a store of 100,000 rollouts and 5 million spans: the two requests it
+ * makes for a page (the store's list, then one SQL query for the page's final rewards), timed
+ * together through `agl serve`'s HTTP API, as the browser waits for them.
+ */
+export const dashboard: Benchmark = {
+  name: 'dashboard',
+  description: `the rollouts page's requests on ${ROLLOUTS.toLocaleString()} rollouts and ${(ROLLOUTS * SPANS_PER_ROLLOUT).toLocaleString()} spans`,
+  async run(): Promise<Figure[]> {
+    const dir = await newTempDir();
+    try {
+      const db = join(dir, 'dashboard.duckdb');
+      let start = performance.now();
+      await fillDashboardStore(db, { rollouts: ROLLOUTS, spansPerRollout: SPANS_PER_ROLLOUT, callsPerRollout: 10 });
+      console.error(`  filled in ${((performance.now() - start) / 1000).toFixed(1)} s`);
+      start = performance.now();
+      const serve = await spawnServe(['--quiet', '--db', db]);
+      console.error(`  agl serve opened it in ${((performance.now() - start) / 1000).toFixed(1)} s`);
+      try {
+        return await timeCases(serve.url);
+      } finally {
+        serve.child.kill('SIGTERM');
+        await serve.exited;
+      }
+    } finally {
+      await removeDir(dir);
+    }
+  },
+};
+
+async function timeCases(url: string): Promise<Figure[]> {
+  const figures: Figure[] = [];
+  const all: number[] = [];
+  // A server just opened still settles (its JIT, the GC after loading the state): the page in use is what counts.
+  for (let i = 0; i < 20; i++) await loadPage(url, FIRST_PAGE);
+  for (const [name, filters] of CASES) {
+    await loadPage(url, filters); // warm: the first read of a query's data
+    const times: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      const start = performance.now();
+      const rows = await loadPage(url, filters);
+      times.push(performance.now() - start);
+      if (rows === 0) throw new Error(`the rollouts page's ${name} found no rollouts`);
+    }
+    times.sort((a, b) => a - b);
+    all.push(...times);
+    figures.push({
+      name: `dashboard.rollouts.${name}.p50`,
+      value: round(percentile(times, 50)),
+      unit: 'ms',
+      target: '',
+    });
+    figures.push({
+      name: `dashboard.rollouts.${name}.p99`,
+      value: round(percentile(times, 99)),
+      unit: 'ms',
+      target: '< 300',
+    });
+  }
+  all.sort((a, b) => a - b);
+  figures.push({ name: 'dashboard.rollouts.p99', value: round(percentile(all, 99)), unit: 'ms', target: '< 300' });
+  return figures;
+}
+
+const round = (ms: number) => Math.round(ms * 10) / 10;
+
+/** The page's list, then its final rewards; returns how many rollouts it shows. */
+async function loadPage(url: string, filters: RolloutFilters): Promise<number> {
+  const page = await json<{ items: { rollout_id: string }[] }>(await fetch(`${url}${rolloutsPath(filters)}`));
+  const ids = page.items.map((r) => r.rollout_id);
+  await json(
+    await fetch(`${url}/v1/agl/query`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ sql: finalRewardsSql(ids) }),
+    }),
+  );
+  return ids.length;
+}
+
+async function json<T>(response: Response): Promise<T> {
+  if (!response.ok) throw new Error(`${response.url} answered ${response.status}: ${await response.text()}`);
+  return (await response.json()) as T;
+}
