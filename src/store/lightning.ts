@@ -22,60 +22,15 @@ import {
   type SpanQuery,
   type Worker,
 } from '../api/types.js';
-import { checkFilterLogic, matches, paginate } from './paginate.js';
+import { matches, paginate } from './paginate.js';
 import type { ColumnarRows } from '../otlp/columns.js';
 import { NotFoundError, StoreUnavailableError } from '../api/errors.js';
 import { changedAnything, noChanges, type RolloutState, type Changes } from './rollout-state.js';
-import { SPAN_JSON_COLUMNS, spanFromRow, spanRows } from './span-json.js';
-import { sqlText } from './sql.js';
+import { spanRows } from './span-json.js';
+import { ATTEMPT_FIELDS, querySpanPage, RESOURCES_FIELDS, ROLLOUT_FIELDS, WORKER_FIELDS } from './lightning-queries.js';
+import { StoreEvents } from './events.js';
 import { historyRows } from './rollout-tables.js';
 import type { TableRows } from './writer.js';
-
-const ROLLOUT_FIELDS = [
-  'rollout_id',
-  'input',
-  'start_time',
-  'end_time',
-  'mode',
-  'resources_id',
-  'status',
-  'config',
-  'metadata',
-];
-const ATTEMPT_FIELDS = [
-  'rollout_id',
-  'attempt_id',
-  'sequence_id',
-  'start_time',
-  'end_time',
-  'status',
-  'worker_id',
-  'last_heartbeat_time',
-  'metadata',
-];
-const RESOURCES_FIELDS = ['resources_id', 'version', 'create_time', 'update_time', 'resources'];
-const SPAN_FIELDS = [
-  'rollout_id',
-  'attempt_id',
-  'sequence_id',
-  'trace_id',
-  'span_id',
-  'parent_id',
-  'name',
-  'start_time',
-  'end_time',
-];
-const WORKER_FIELDS = [
-  'worker_id',
-  'status',
-  'heartbeat_stats',
-  'last_heartbeat_time',
-  'last_dequeue_time',
-  'last_busy_time',
-  'last_idle_time',
-  'current_rollout_id',
-  'current_attempt_id',
-];
 
 /** How the embedded LightningStore reaches the database (the DuckDBStore that owns it). */
 export interface LightningWriter {
@@ -121,9 +76,7 @@ const WATCHDOG_INTERVAL_SECONDS = 0.1;
  * flight, may have built on it and been committed. Changes and reads wait for the reload.
  */
 export class EmbeddedLightningStore implements LightningStore {
-  private readonly waiters = new Set<() => void>();
-  /** Counts queue and finish events, so a waiter can tell whether one happened meanwhile. */
-  private events = 0;
+  private readonly events = new StoreEvents();
   private lastWatchdog = 0;
   private readonly startedAt = Date.now() / 1000;
   /** Version of the last history row written (continued from the database on load). */
@@ -137,8 +90,8 @@ export class EmbeddedLightningStore implements LightningStore {
     private readonly state: RolloutState,
     private readonly writer: LightningWriter,
   ) {
-    state.onFinished = () => this.wake();
-    state.onQueued = () => this.wake();
+    state.onFinished = () => this.events.wake();
+    state.onQueued = () => this.events.wake();
   }
 
   enqueueRollout(request: RolloutRequest): Promise<Rollout> {
@@ -162,12 +115,12 @@ export class EmbeddedLightningStore implements LightningStore {
     if (limit <= 0) return [];
     const deadline = Date.now() + (options.waitSeconds ?? 0) * 1000;
     for (;;) {
-      const seen = this.events;
+      const seen = this.events.count;
       const taken = await this.change((now, changes) =>
         this.state.dequeue(limit, options.workerId ?? null, now, changes),
       );
       if (taken.length > 0 || Date.now() >= deadline) return taken;
-      if (this.events === seen) await this.nextEvent(deadline);
+      if (this.events.count === seen) await this.events.next(deadline);
     }
   }
 
@@ -243,7 +196,7 @@ export class EmbeddedLightningStore implements LightningStore {
     // and every change wakes it), and all of them once none of those is left.
     let waiting = rolloutIds;
     for (;;) {
-      const seen = this.events;
+      const seen = this.events.count;
       await this.watchdogIfDue();
       waiting = waiting.filter(unfinished);
       if (waiting.every((id) => !this.state.rollouts.has(id))) waiting = rolloutIds.filter(unfinished);
@@ -252,7 +205,7 @@ export class EmbeddedLightningStore implements LightningStore {
         return structuredClone(known.filter((r) => FINISHED_ROLLOUT_STATUSES.includes(r.status)));
       }
       // Wake for a finished rollout, and at the watchdog's pace for timeouts it may find.
-      if (this.events === seen) await this.nextEvent(Math.min(deadline, Date.now() + 1000));
+      if (this.events.count === seen) await this.events.next(Math.min(deadline, Date.now() + 1000));
     }
   }
 
@@ -300,29 +253,11 @@ export class EmbeddedLightningStore implements LightningStore {
 
   async querySpans(query: SpanQuery): Promise<PaginatedResult<Span>> {
     await this.watchdogIfDue();
-    let attemptId = query.attempt_id ?? null;
-    if (attemptId === 'latest') {
-      attemptId = this.state.latestAttempt(query.rollout_id)?.attempt_id ?? null;
-      if (attemptId === null) return paginate([], query, SPAN_FIELDS);
-    }
-    const required = [
-      `rollout_id = ${sqlText(query.rollout_id)}`,
-      ...(attemptId === null ? [] : [`attempt_id = ${sqlText(attemptId)}`]),
-    ];
-    const optional: string[] = [];
-    for (const field of ['trace_id', 'span_id', 'parent_id', 'name'] as const) {
-      const exact = query[field];
-      const contains = query[`${field}_contains`];
-      if (exact !== undefined) optional.push(`${field} = ${sqlText(exact)}`);
-      if (contains !== undefined) optional.push(`contains(${field}, ${sqlText(contains)})`);
-    }
-    checkFilterLogic(query.filter_logic);
-    const filter =
-      optional.length === 0 ? '' : ` AND (${optional.join(query.filter_logic === 'or' ? ' OR ' : ' AND ')})`;
-    const rows = await this.writer.querySpanRows(
-      `SELECT ${SPAN_JSON_COLUMNS} FROM spans WHERE ${required.join(' AND ')}${filter} ORDER BY sequence_id`,
+    return querySpanPage(
+      query,
+      async (rolloutId) => this.state.latestAttempt(rolloutId)?.attempt_id ?? null,
+      (sql) => this.writer.querySpanRows(sql),
     );
-    return paginate(rows.map(spanFromRow), { sort_by: 'sequence_id', ...query }, SPAN_FIELDS);
   }
 
   async queryWorkers(query: WorkerQuery = {}): Promise<PaginatedResult<Worker>> {
@@ -457,7 +392,7 @@ export class EmbeddedLightningStore implements LightningStore {
           this.stale = false;
           // The watchdog's work of the failed change is undone too: it runs again at the next call.
           this.lastWatchdog = 0;
-          this.wake();
+          this.events.wake();
         },
         (error) => {
           this.stale = true;
@@ -474,25 +409,5 @@ export class EmbeddedLightningStore implements LightningStore {
     if (now - this.lastWatchdog < WATCHDOG_INTERVAL_SECONDS) return;
     this.lastWatchdog = now;
     this.state.watchdog(now, changes);
-  }
-
-  private wake(): void {
-    this.events++;
-    for (const waiter of this.waiters) waiter();
-    this.waiters.clear();
-  }
-
-  /** Resolves at the next queue or finish event, or at the deadline (ms since the epoch). */
-  private nextEvent(deadline: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, Math.max(0, Math.min(deadline, Date.now() + 60_000) - Date.now()));
-      const waiters = this.waiters;
-      function done() {
-        clearTimeout(timer);
-        waiters.delete(done);
-        resolve();
-      }
-      waiters.add(done);
-    });
   }
 }

@@ -1,0 +1,31 @@
+/**
+ * Queue and finish events of a LightningStore, for its long polls (a dequeue with a wait,
+ * waitForRollouts): a waiter notes `count`, looks at the state, and waits for the next event
+ * only if none came meanwhile, so that no event falls between its look and its wait.
+ */
+export class StoreEvents {
+  private readonly waiters = new Set<() => void>();
+  /** Events so far. */
+  count = 0;
+
+  /** An event: every waiter wakes. */
+  wake(): void {
+    this.count++;
+    for (const waiter of this.waiters) waiter();
+    this.waiters.clear();
+  }
+
+  /** Resolves at the next event, or at the deadline (ms since the epoch), or after a minute. */
+  next(deadline: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, Math.max(0, Math.min(deadline, Date.now() + 60_000) - Date.now()));
+      const waiters = this.waiters;
+      function done() {
+        clearTimeout(timer);
+        waiters.delete(done);
+        resolve();
+      }
+      waiters.add(done);
+    });
+  }
+}
