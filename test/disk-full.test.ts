@@ -137,7 +137,7 @@ test('disk full at commit: 503 + Retry-After, health degraded; with room again i
   const retried = await post(`${agl.url}/v1/traces`, refused, PROTOBUF);
   assert.equal(retried.status, 200);
   acked.spans += template.spanCount;
-  assert.deepEqual(await health(agl), { status: 'ok' });
+  assert.deepEqual(await health(agl), { status: 'ok', backend: 'duckdb' });
   assert.equal((await post(`${agl.url}/v1/traces`, freshCopy(template, serial.next++), PROTOBUF)).status, 200);
   acked.spans += template.spanCount;
 
@@ -178,7 +178,7 @@ test('disk full at a checkpoint (DuckDB invalidates the database): 503s, then th
   assert.equal(retried.status, 200, retried.body.toString());
   acked.spans += template.spanCount;
   assert.equal((await enqueue()).status, 201);
-  assert.deepEqual(await health(agl), { status: 'ok' });
+  assert.deepEqual(await health(agl), { status: 'ok', backend: 'duckdb' });
   assert.equal(
     Number((await agl.store.query('SELECT count(*) AS n FROM spans')).rows[0].n),
     acked.spans,

@@ -38,7 +38,7 @@ async function spanCount(): Promise<number> {
 /** The server still answers and the spans stored before are all there. */
 async function assertUnharmed(): Promise<void> {
   const health = await fetch(`${agl.url}/v1/agl/health`);
-  assert.deepEqual(await health.json(), { status: 'ok' });
+  assert.deepEqual(await health.json(), { status: 'ok', backend: 'duckdb' });
   assert.equal(await spanCount(), storedBefore);
 }
 

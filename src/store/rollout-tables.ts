@@ -108,6 +108,61 @@ export function historyRows(changes: Changes, nextVersion: () => number): TableR
 }
 
 /**
+ * Where a server whose state lives in PostgreSQL has copied it up to: its database's instance id
+ * and the snapshot horizon of the last copy (see store/postgres/replica.ts). One row per copy.
+ */
+const REPLICA_COLUMNS: Column[] = [
+  { name: 'source', type: 'VARCHAR', notNull: true },
+  { name: 'xmin', type: 'BIGINT', notNull: true },
+];
+
+export const STATE_REPLICA_DDL = columnsDdl('state_replica', REPLICA_COLUMNS);
+
+/** An entity version copied from PostgreSQL: its log row's id is its version. */
+export interface CopiedVersion {
+  readonly kind: string;
+  readonly key: string;
+  readonly version: number;
+  readonly data: string;
+}
+
+/** The rows that append copied versions to state_history and note the copy's horizon. */
+export function replicaRows(versions: readonly CopiedVersion[], source: string, xmin: bigint): TableRows[] {
+  const history: ColumnValue[][] = [
+    versions.map((v) => v.kind),
+    versions.map((v) => v.key),
+    versions.map((v) => v.version),
+    versions.map((v) => v.data),
+  ];
+  return [
+    ...(versions.length === 0
+      ? []
+      : [{ table: 'state_history', columns: HISTORY_COLUMNS, rows: { length: versions.length, columns: history } }]),
+    { table: 'state_replica', columns: REPLICA_COLUMNS, rows: { length: 1, columns: [[source], [xmin]] } },
+  ];
+}
+
+/**
+ * Which state a DuckDB file holds: its own (the embedded store's; null, also for a new file), or
+ * a copy of a PostgreSQL database's (its instance id, and the horizon to continue copying from).
+ * A file holds one or the other for good: a server that meets the other kind refuses to open it.
+ */
+export async function stateSource(
+  connection: DuckDBConnection,
+): Promise<{ source: string | null; ownRows: boolean; xmin: bigint }> {
+  const reader = await connection.runAndReadAll(
+    `SELECT (SELECT string_agg(DISTINCT source) FROM state_replica) AS source,
+      (SELECT max(xmin) FROM state_replica) AS xmin, (SELECT count(*) FROM state_history) AS history`,
+  );
+  const [source, xmin, history] = reader.getRows()[0];
+  return {
+    source: source === null ? null : String(source),
+    ownRows: source === null && Number(history) > 0,
+    xmin: xmin === null ? 0n : BigInt(String(xmin)),
+  };
+}
+
+/**
  * Loads the latest version of every entity into `state`, replacing what it held (on open, and
  * after a failed write: the file is the truth). Returns the highest version written so far, to
  * continue numbering from.

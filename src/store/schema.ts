@@ -1,7 +1,7 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { columnsDdl } from './appender.js';
 import { checkDerivedVersion, DERIVED_CREDITS_DDL, DERIVED_SKIPPED_DDL, DERIVED_TABLES_DDL } from './derived.js';
-import { ROLLOUT_TABLES_DDL } from './rollout-tables.js';
+import { ROLLOUT_TABLES_DDL, STATE_REPLICA_DDL } from './rollout-tables.js';
 import { LOG_COLUMNS, SPAN_COLUMNS } from '../otlp/span-columns.js';
 import { VIEWS_SQL } from './views.js';
 
@@ -16,6 +16,7 @@ const MIGRATIONS: readonly string[] = [
   DERIVED_TABLES_DDL,
   DERIVED_CREDITS_DDL,
   DERIVED_SKIPPED_DDL,
+  STATE_REPLICA_DDL,
 ];
 
 const SCHEMA_VERSION = MIGRATIONS.length;

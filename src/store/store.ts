@@ -12,7 +12,8 @@ import { GroupCommitWriter, writeError, type TableRows } from './writer.js';
 import { WriteBudget } from './write-budget.js';
 import { EmbeddedLightningStore } from './lightning.js';
 import { RolloutState, type Changes } from './rollout-state.js';
-import { loadRolloutState } from './rollout-tables.js';
+import { loadRolloutState, stateSource } from './rollout-tables.js';
+import type { PostgresLightningStore } from './postgres/lightning.js';
 
 /** WAL size above which the store checkpoints while idle. */
 const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
@@ -29,8 +30,13 @@ const DERIVE_ROUND_SPANS = 20_000;
 /** The longest a few spans wait for the deriver while the store is idle. */
 const DERIVE_EVERY_MS = 5_000;
 
+/** Where the LightningStore's state lives: in the DuckDB file, or in PostgreSQL shared by servers. */
+export type StateBackend = 'duckdb' | 'postgres';
+
 /** What GET /v1/agl/health answers. */
-export type StoreHealth = { status: 'ok' } | { status: 'degraded'; reason: string };
+export type StoreHealth =
+  | { status: 'ok'; backend: StateBackend }
+  | { status: 'degraded'; backend: StateBackend; reason: string };
 
 export interface WriteResult {
   /** Rows now durable in the database. */
@@ -73,6 +79,15 @@ export interface StoreOptions {
   readonly commitWithMoreMemoryBytes?: number;
   /** Open for queries only (another process may not hold the file for writing meanwhile). */
   readonly readOnly?: boolean;
+  /**
+   * A PostgreSQL URL (postgres://user@host/db): the LightningStore's state (rollouts, attempts,
+   * resources, workers, the queue, the span sequence counters) lives there, shared by every
+   * server that names it (store/postgres/). Spans stay in this file, which keeps a copy of the
+   * state for SQL. Absent: the state lives in this file.
+   */
+  readonly state?: string;
+  /** Connections to PostgreSQL this server may hold (default 16). */
+  readonly stateConnections?: number;
 }
 
 /**
@@ -93,8 +108,10 @@ export class DuckDBStore implements BatchSink {
   private reopening: Promise<void> | null = null;
   /** The watchdog's failure was said (it runs every second: said once). */
   private watchdogErrorShown = false;
-  /** The rollout queue, attempts, resources and workers (Agent Lightning's LightningStore). */
-  readonly lightning: EmbeddedLightningStore;
+  /** The rollout queue, attempts, resources and workers kept in this file (Agent Lightning's LightningStore). */
+  private readonly embedded: EmbeddedLightningStore;
+  /** The same kept in PostgreSQL, when the options name a database (then `embedded` is unused). */
+  private shared: PostgresLightningStore | null = null;
   private watchdogTimer: NodeJS.Timeout | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
   /** The idle checkpoint, or the check for one, in progress. */
@@ -119,11 +136,11 @@ export class DuckDBStore implements BatchSink {
     private readonly options: StoreOptions,
   ) {
     this.writer = this.newWriter();
-    this.lightning = new EmbeddedLightningStore(new RolloutState(), {
+    this.embedded = new EmbeddedLightningStore(new RolloutState(), {
       write: (writes) => this.write(writes, 0),
       writeSpans: (rows) => this.writeSpans(rows, 0),
-      querySpanRows: async (sql) => (await this.query(sql, { guard: false })).rows,
-      spanCount: async () => Number((await this.query('SELECT count(*) AS n FROM spans', { guard: false })).rows[0].n),
+      querySpanRows: async (sql) => (await this.ownQuery(sql)).rows,
+      spanCount: () => this.spanCount(),
       nextSequenceId: (rolloutId) => this.nextSequenceId(rolloutId),
       reloadState: async (state) => {
         // After DuckDB invalidated the database, the reload is what opens it again: the writes
@@ -138,6 +155,11 @@ export class DuckDBStore implements BatchSink {
     });
   }
 
+  /** The LightningStore (Agent Lightning's): in this file, or in PostgreSQL (`state`). */
+  get lightning(): EmbeddedLightningStore | PostgresLightningStore {
+    return this.shared ?? this.embedded;
+  }
+
   private newWriter(): GroupCommitWriter {
     return new GroupCommitWriter(this.connection, {
       maxQueuedBytes: this.options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES,
@@ -150,13 +172,15 @@ export class DuckDBStore implements BatchSink {
 
   static async open(options: StoreOptions): Promise<DuckDBStore> {
     const instance = await DuckDBInstance.create(options.path, instanceSettings(options));
+    let opening: DuckDBStore | undefined;
     try {
       const connection = await instance.connect();
       const store = new DuckDBStore(options.path, instance, connection, options);
+      opening = store;
       if (!options.readOnly) {
         await migrate(connection);
         await store.loadHotState();
-        await store.lightning.load();
+        await store.openState();
         store.budget = await WriteBudget.open(
           await instance.connect(),
           options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES,
@@ -193,18 +217,62 @@ export class DuckDBStore implements BatchSink {
       }
       return store;
     } catch (error) {
+      await opening?.shared?.close();
       instance.closeSync();
       throw error;
     }
   }
 
   /**
+   * Loads the state kept in this file, or connects to PostgreSQL's (`state`). A file keeps one
+   * kind for good: its own state, or a copy of one database's (stateSource).
+   */
+  private async openState(): Promise<void> {
+    const held = await stateSource(this.connection);
+    if (!this.options.state) {
+      if (held.source !== null)
+        throw new Error(
+          `${this.path} holds a copy of the state kept in PostgreSQL; serve it with --state and that database`,
+        );
+      return this.embedded.load();
+    }
+    if (held.ownRows)
+      throw new Error(
+        `${this.path} holds rollouts of its own (served without --state); give servers with --state a new --db file`,
+      );
+    const { PostgresLightningStore } = await import('./postgres/lightning.js');
+    this.shared = await PostgresLightningStore.open(
+      this.options.state,
+      {
+        writeSpans: (rows) => this.writeSpans(rows, 0),
+        querySpanRows: async (sql) => (await this.ownQuery(sql)).rows,
+        spanCount: () => this.spanCount(),
+        write: (rows) => this.write(rows, 0),
+        replicaHorizon: async (instanceId) => {
+          if (held.source !== null && held.source !== instanceId)
+            throw new Error(`${this.path} holds a copy of the state of another PostgreSQL database (${held.source})`);
+          return held.xmin;
+        },
+      },
+      { maxConnections: this.options.stateConnections },
+    );
+  }
+
+  /** Where the LightningStore's state lives. */
+  get backend(): StateBackend {
+    return this.shared ? 'postgres' : 'duckdb';
+  }
+
+  /**
    * 'degraded' while writes fail for the disk's or the file's sake (disk full, I/O error), with
-   * DuckDB's reason; 'ok' again once a write succeeds (clients retry after the 503's
-   * Retry-After, and each retry tries the disk again).
+   * DuckDB's reason, or while PostgreSQL is out of reach; 'ok' again once a write succeeds
+   * (clients retry after the 503's Retry-After, and each retry tries again).
    */
   get health(): StoreHealth {
-    return this.writeFailure === null ? { status: 'ok' } : { status: 'degraded', reason: this.writeFailure };
+    const reason = this.writeFailure ?? this.shared?.failure ?? null;
+    return reason === null
+      ? { status: 'ok', backend: this.backend }
+      : { status: 'degraded', backend: this.backend, reason };
   }
 
   /** True while the write queue is full: new writes would get StoreBusyError. */
@@ -223,19 +291,8 @@ export class DuckDBStore implements BatchSink {
     const isNew = new Uint8Array(rows.length);
     try {
       const kept = await this.dropDuplicates(rows, isNew);
-      // Every span is a heartbeat of its attempt, which counts only if the span is stored.
-      await this.lightning.apply(
-        (now, changes, state) => {
-          // Refused before the heartbeats, which the writer's refusal would have to undo (a reload).
-          if (bytes > 0 && this.writer.full) throw new StoreBusyError(1);
-          this.assignSequenceIds(kept);
-          this.heartbeats(kept, state, now, changes);
-        },
-        (state) => {
-          this.lastSpanWrite = Date.now();
-          return this.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
-        },
-      );
+      if (this.shared) await this.writeSpansSharedState(this.shared, kept, bytes);
+      else await this.writeSpansOwnState(kept, bytes);
       // Counted once committed: a round whose snapshot missed them leaves them counted.
       this.spansSinceRound += kept.length;
       return { stored: kept.length, duplicates: rows.length - kept.length };
@@ -249,23 +306,68 @@ export class DuckDBStore implements BatchSink {
     }
   }
 
+  /** Every span is a heartbeat of its attempt, which counts only if the span is stored: one group commit holds both. */
+  private async writeSpansOwnState(kept: ColumnarRows, bytes: number): Promise<void> {
+    await this.embedded.apply(
+      (now, changes, state) => {
+        // Refused before the heartbeats, which the writer's refusal would have to undo (a reload).
+        if (bytes > 0 && this.writer.full) throw new StoreBusyError(1);
+        this.assignSequenceIds(kept);
+        this.heartbeats(kept, state, now, changes);
+      },
+      (state) => {
+        this.lastSpanWrite = Date.now();
+        return this.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }, ...state], bytes);
+      },
+    );
+  }
+
+  /**
+   * With the state in PostgreSQL, sequence ids come from its shared counters and the heartbeats
+   * go there before the spans are written: a failure of either leaves nothing stored, and the
+   * client's retry does it all again. (A write that fails after them leaves the attempt alive
+   * by spans its retry will store.)
+   */
+  private async writeSpansSharedState(
+    shared: PostgresLightningStore,
+    kept: ColumnarRows,
+    bytes: number,
+  ): Promise<void> {
+    await shared.spansArriving(kept);
+    if (bytes > 0 && this.writer.full) throw new StoreBusyError(1);
+    this.lastSpanWrite = Date.now();
+    await this.write([{ table: 'spans', columns: SPAN_COLUMNS, rows: kept }], bytes);
+  }
+
   async writeLogs(rows: ColumnarRows, bytes: number): Promise<WriteResult> {
     await this.write([{ table: 'logs', columns: LOG_COLUMNS, rows }], bytes);
     return { stored: rows.length, duplicates: 0 };
   }
 
-  query(sql: string, options: { guard?: boolean } = {}): Promise<QueryResult> {
+  /** A SQL query over the file (with the state copied from PostgreSQL up to date first, when it lives there). */
+  async query(sql: string, options: { guard?: boolean } = {}): Promise<QueryResult> {
+    await this.shared?.syncReplica();
+    return this.ownQuery(sql, options.guard ?? true);
+  }
+
+  /** A query of the store's own (spans, counts), which needs no copy of the state. */
+  private ownQuery(sql: string, guard = false): Promise<QueryResult> {
     return this.read(() =>
       runQuery(this.instance, sql, {
         timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
         maxRows: this.options.maxQueryRows ?? 100_000,
-        guard: options.guard ?? true,
+        guard,
       }),
     );
   }
 
+  private async spanCount(): Promise<number> {
+    return Number((await this.ownQuery('SELECT count(*) AS n FROM spans')).rows[0].n);
+  }
+
   /** The rows of a query batch by batch, with no row or time limit (adapters read large results this way). */
   async *streamQuery(sql: string, options: { guard?: boolean } = {}): AsyncGenerator<Record<string, unknown>[]> {
+    await this.shared?.syncReplica();
     const endRead = await this.budget?.startRead();
     try {
       yield* streamQuery(this.instance, sql, { guard: options.guard ?? true });
@@ -275,12 +377,13 @@ export class DuckDBStore implements BatchSink {
   }
 
   /** Writes a query's rows to a file (COPY); returns how many. */
-  exportQuery(
+  async exportQuery(
     sql: string,
     path: string,
     format: ExportFormat,
     options: { guard?: boolean; onProgress?: (fraction: number) => void } = {},
   ): Promise<number> {
+    await this.shared?.syncReplica();
     return this.read(() =>
       exportQuery(this.instance, sql, path, format, {
         timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
@@ -430,6 +533,8 @@ export class DuckDBStore implements BatchSink {
     await this.deriving?.catch(() => {}); // its failure was reported to whoever started the round
     await this.idleStep;
     this.deriveConnection?.closeSync();
+    // Its calls in flight finish first (a copy of the state may still be written).
+    await this.shared?.close();
     await this.writer.close();
     if (!this.options.readOnly) {
       await this.read(() => this.connection.run('CHECKPOINT')).catch((error: unknown) => {
@@ -506,9 +611,8 @@ export class DuckDBStore implements BatchSink {
     // Span ids were checked to be hex by the decoders, so they are safe as literals.
     const list = [...new Set(spanIds)].map((id) => `'${id.replace(/[^0-9a-f]/g, '')}'`).join(',');
     // A connection of its own: the writer's may be inside a transaction right now.
-    const { rows } = await this.query(
+    const { rows } = await this.ownQuery(
       `SELECT trace_id, span_id, rollout_id, attempt_id FROM spans WHERE span_id IN (${list})`,
-      { guard: false },
     );
     return new Set(
       rows.map((r) =>

@@ -1,0 +1,43 @@
+import type { PgDatabase } from './database.js';
+import { ROLLOUT_COLUMNS, type RolloutRow } from './entities.js';
+import { operate } from './operate.js';
+import { LOCKS } from './schema.js';
+import { nothingLoaded, withAttempts, type Signals } from './state-rows.js';
+
+/**
+ * Active rollouts whose latest attempt ran past its timeout or was silent past
+ * unresponsive_seconds (the conditions of RolloutState.watchdog), read without a lock: most rounds
+ * find none and cost this one statement.
+ */
+const OVERDUE = `SELECT r.rollout_id FROM agl.rollouts r
+  JOIN agl.attempts a ON a.rollout_id = r.rollout_id AND a.attempt_id = r.latest_attempt_id
+  WHERE r.status IN ('preparing', 'running') AND a.status IN ('preparing', 'running')
+    AND ((r.config->>'timeout_seconds')::float8 < $1 - a.start_time
+      OR (r.config->>'unresponsive_seconds')::float8 < $1 - coalesce(a.last_heartbeat_time, a.start_time))`;
+
+/**
+ * One round of the watchdog, which every server runs: overdue attempts are marked timeout or
+ * unresponsive (and their rollouts requeued or failed) by RolloutState.watchdog, on the rows
+ * locked and read again in the round's transaction, so a round never acts on what another
+ * round already changed. Rounds of all servers take turns (an advisory lock): each locks several
+ * workers, and two at once could wait on each other. Rollouts another transaction holds are
+ * left to the next round. Returns the signals its changes sent (null: nothing was overdue).
+ */
+export async function watchdogRound(db: PgDatabase): Promise<Signals | null> {
+  const overdue = await db.query<{ rollout_id: string }>(OVERDUE, [Date.now() / 1000]);
+  if (overdue.length === 0) return null;
+  const { signals } = await operate(
+    db,
+    async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock($1, 0)', [LOCKS.watchdog]);
+      const rows = await tx.query<RolloutRow>(
+        `SELECT ${ROLLOUT_COLUMNS} FROM agl.rollouts WHERE rollout_id = ANY($1) AND status IN ('preparing', 'running')
+          ORDER BY rollout_id FOR UPDATE SKIP LOCKED`,
+        [overdue.map((r) => r.rollout_id)],
+      );
+      return { ...nothingLoaded(), ...(await withAttempts(tx, rows)) };
+    },
+    (state, now, changes) => state.watchdog(now, changes),
+  );
+  return signals;
+}
