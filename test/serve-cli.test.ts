@@ -30,6 +30,12 @@ test('agl serve names what is wrong with its arguments', async () => {
     badOrigin.stderr,
     /--allow-origin must be a web page origin such as http:\/\/localhost:3000, not "file:\/\/\/etc"/,
   );
+  const badState = await runCli(['serve', '--state', 'mysql://db/agl']);
+  assert.equal(badState.code, 2);
+  assert.match(
+    badState.stderr,
+    /--state must be a PostgreSQL URL such as postgres:\/\/agl@db\.internal\/agl, not "mysql:\/\/db\/agl"/,
+  );
   const command = await runCli(['srve']);
   assert.equal(command.code, 2);
   assert.match(command.stderr, /unknown command "srve"/);
@@ -72,6 +78,17 @@ test('a second agl serve on the same file or port says what is in the way', asyn
   const samePort = await runCli(['serve', '--db', join(dir, 'other.duckdb'), '--port', port]);
   assert.equal(samePort.code, 1);
   assert.match(samePort.stderr, new RegExp(`127\\.0\\.0\\.1:${port} is already in use`));
+});
+
+test('a --state database that cannot be reached is named, without its password', async (t) => {
+  const db = join(await tempDir(t), 'unreached.duckdb');
+  const serve = await runCli(['serve', '--db', db, '--port', '0', '--state', 'postgres://agl:s3cret@127.0.0.1:1/agl']);
+  assert.equal(serve.code, 1);
+  assert.match(
+    serve.stderr,
+    /cannot use the --state database postgres:\/\/agl:\*\*\*@127\.0\.0\.1:1\/agl: PostgreSQL is out of reach: connect ECONNREFUSED/,
+  );
+  assert.doesNotMatch(serve.stderr, /s3cret/);
 });
 
 test('with --token every route needs the bearer token, OTLP included', async (t) => {

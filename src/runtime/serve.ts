@@ -18,13 +18,14 @@ import {
   DuckDBStore,
   type StoreOptions,
 } from '../store/store.js';
+import { StoreUnavailableError } from '../api/errors.js';
 import { serverFileOf } from './query-command.js';
 import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg, urlArg, UsageError } from './args.js';
 
 const mib = (bytes: number) => `${bytes / 2 ** 20}MiB`;
 
 // The defaults shown are the server's and the store's own: an option not given is left to them.
-export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}] [--db ./agl.duckdb] [--max-body ${mib(DEFAULT_MAX_BODY_BYTES)}]
+export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}] [--db ./agl.duckdb] [--state postgres://...] [--max-body ${mib(DEFAULT_MAX_BODY_BYTES)}]
           [--max-queue ${mib(DEFAULT_MAX_QUEUED_BYTES)}] [--decode-threads N] [--checkpoint-threshold 1GiB]
           [--write-memory ${mib(DEFAULT_WRITE_MEMORY_BYTES)}] [--query-timeout ${DEFAULT_QUERY_TIMEOUT_MS / 1000}] [--token T] [--allow-origin URL]
           [--upstream URL] [--upstream-key KEY] [--upstream-timeout ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000}] [--return-token-ids]
@@ -32,6 +33,9 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
   stores it in a DuckDB file; answers agl's API under /v1/agl/ and records LLM calls made
   through its OpenAI-compatible gateway under /v1/gateway/. Stops cleanly on Ctrl-C.
+  --state (or AGL_STATE): a PostgreSQL URL; rollouts, attempts, resources, workers and the
+  queue live there, shared by every agl serve that names it (several servers behind one load
+  balancer); spans stay in each server's --db file. Without it, all of it lives in --db.
   --write-memory: memory that rows written but not yet checkpointed into the file may hold
   while writes run (at least 16MiB); the rest waits in the temporary folder beside the file.
   --query-timeout: seconds a query or an export through the server may run.
@@ -51,6 +55,7 @@ const OPTIONS = {
   host: { type: 'string' },
   port: { type: 'string' },
   db: { type: 'string', default: './agl.duckdb' },
+  state: { type: 'string' },
   'max-body': { type: 'string' },
   'max-queue': { type: 'string' },
   'decode-threads': { type: 'string' },
@@ -89,7 +94,8 @@ export async function serve(args: string[]): Promise<void> {
   const { server, store } = await openServer(path, serverOptions, storeOptions);
   const serverFile = serverFileOf(path);
   await writeFile(serverFile, JSON.stringify({ url: server.url, pid: process.pid }));
-  console.log(`agl: serving on ${server.url}, storing in ${path}`);
+  const state = storeOptions.state === undefined ? '' : `, state in ${withoutPassword(storeOptions.state)}`;
+  console.log(`agl: serving on ${server.url}, storing in ${path}${state}`);
   stopOnSignals(async () => {
     await server.close();
     await store.close();
@@ -129,7 +135,27 @@ function storeOptionsOf(values: Values): Omit<StoreOptions, 'path'> {
       checkpointThreshold === undefined ? undefined : `${bytesArg('--checkpoint-threshold', checkpointThreshold)}B`,
     writeMemoryBytes: writeMemoryArg(values['write-memory']),
     queryTimeoutMs: queryTimeout === undefined ? undefined : 1000 * queryTimeout,
+    state: stateArg(values.state ?? (process.env.AGL_STATE || undefined)),
   };
+}
+
+/** --state: a postgres:// (or postgresql://) URL. */
+function stateArg(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!/^postgres(ql)?:\/\/./.test(value))
+    throw new UsageError(`--state must be a PostgreSQL URL such as postgres://agl@db.internal/agl, not "${value}"`);
+  return value;
+}
+
+/** A database URL as it may be shown: its password left out. */
+function withoutPassword(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'the --state database';
+  }
 }
 
 /** Binds the port, opens the store, then serves: a port in use fails before the database file is created. */
@@ -215,10 +241,15 @@ async function openStoreOrExplain(path: string, options: Omit<StoreOptions, 'pat
   try {
     return await DuckDBStore.open({ ...options, path });
   } catch (error) {
-    const message = (error as Error).message;
+    const message = error instanceof StoreUnavailableError ? error.reason : (error as Error).message;
     const holder = /Conflicting lock is held in .* \(PID (\d+)\)/.exec(message);
     if (holder)
       throw new CommandError(`${path} is in use by process ${holder[1]} (another agl serve?); one server owns a file`);
+    if (
+      options.state !== undefined &&
+      /PostgreSQL|ECONNREFUSED|password|database .* does not exist|getaddrinfo/.test(message)
+    )
+      throw new CommandError(`cannot use the --state database ${withoutPassword(options.state)}: ${message}`);
     throw new CommandError(`cannot open ${path}: ${message}`);
   }
 }
