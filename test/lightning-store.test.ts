@@ -1,25 +1,37 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidQueryError, NotFoundError } from '../src/api/errors.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { startAgl, tempDir } from './helpers.js';
 import { StoreClient } from '../src/client/store-client.js';
 import type { LightningStore } from '../src/api/lightning-store.js';
+import { postgresMissing, startPostgres, type PostgresCluster } from './postgres.js';
+import { nginxMissing, startProxy } from './proxy.js';
 
-async function openStore(t: { after(fn: () => Promise<void>): void }, path?: string): Promise<DuckDBStore> {
-  const store = await DuckDBStore.open({ path: path ?? join(await tempDir(t), 'lightning.duckdb') });
+type Context = { after(fn: () => Promise<void>): void };
+
+async function openStore(t: Context, path?: string, state?: string): Promise<DuckDBStore> {
+  const store = await DuckDBStore.open({ path: path ?? join(await tempDir(t), 'lightning.duckdb'), state });
   t.after(() => store.close());
   return store;
 }
 
-type Context = { after(fn: () => Promise<void>): void };
+// One PostgreSQL cluster for this file, started by the first test that needs it; each test gets
+// a database of its own.
+let cluster: Promise<PostgresCluster> | undefined;
+const database = () => {
+  cluster ??= startPostgres();
+  return cluster.then((c) => c.createDatabase());
+};
+after(async () => (await cluster)?.stop());
 
-// Every semantic test runs twice: against the embedded store and against StoreClient talking to
-// agl serve's REST API, so that code works unchanged against either.
-const variants: [string, (t: Context) => Promise<{ lightning: LightningStore }>][] = [
-  ['embedded', (t) => openStore(t)],
+// Every semantic test runs against each variant: the embedded store, StoreClient talking to agl
+// serve's REST API, the store with its state in PostgreSQL, and StoreClient talking to two
+// servers on one PostgreSQL database behind nginx, so that code works unchanged against any.
+const variants: [string, (t: Context) => Promise<{ lightning: LightningStore }>, string | false][] = [
+  ['embedded', (t) => openStore(t), false],
   [
     'over HTTP',
     async (t) => {
@@ -27,11 +39,31 @@ const variants: [string, (t: Context) => Promise<{ lightning: LightningStore }>]
       t.after(() => agl.close());
       return { lightning: new StoreClient(agl.url) };
     },
+    false,
+  ],
+  ['postgres', async (t) => openStore(t, undefined, await database()), postgresMissing],
+  [
+    'postgres, two servers behind nginx',
+    async (t) => {
+      const dir = await tempDir(t);
+      const state = await database();
+      const servers = [
+        await startAgl(join(dir, 'a.duckdb'), { state }),
+        await startAgl(join(dir, 'b.duckdb'), { state }),
+      ];
+      t.after(() => Promise.all(servers.map((s) => s.close())).then(() => {}));
+      const proxy = await startProxy(servers.map((s) => s.url));
+      t.after(() => proxy.stop());
+      return { lightning: new StoreClient(proxy.url) };
+    },
+    postgresMissing || nginxMissing,
   ],
 ];
 
-for (const [label, open] of variants) {
-  test(`${label}: enqueued rollouts are dequeued first in, first out, each with a new attempt`, async (t) => {
+for (const [label, open, missing] of variants) {
+  test(`${label}: enqueued rollouts are dequeued first in, first out, each with a new attempt`, {
+    skip: missing,
+  }, async (t) => {
     const { lightning: ls } = await open(t);
     const [a, b, c] = await ls.enqueueManyRollouts([
       { input: 'a' },
@@ -68,7 +100,9 @@ for (const [label, open] of variants) {
     assert.equal(worker?.current_rollout_id, c.rollout_id);
   });
 
-  test(`${label}: a failed latest attempt requeues the rollout while attempts remain, then fails it`, async (t) => {
+  test(`${label}: a failed latest attempt requeues the rollout while attempts remain, then fails it`, {
+    skip: missing,
+  }, async (t) => {
     const { lightning: ls } = await open(t);
     const rollout = await ls.enqueueRollout({
       input: 1,
@@ -107,7 +141,7 @@ for (const [label, open] of variants) {
     assert.equal(attempts.total, 3);
   });
 
-  test(`${label}: a status not in retry_condition fails the rollout at once`, async (t) => {
+  test(`${label}: a status not in retry_condition fails the rollout at once`, { skip: missing }, async (t) => {
     const { lightning: ls } = await open(t);
     const rollout = await ls.enqueueRollout({ input: 1, config: { max_attempts: 3, retry_condition: ['timeout'] } });
     await ls.dequeueRollout();
@@ -115,7 +149,7 @@ for (const [label, open] of variants) {
     assert.equal((await ls.getRolloutById(rollout.rollout_id))?.status, 'failed');
   });
 
-  test(`${label}: the watchdog times out attempts and marks silent ones unresponsive`, async (t) => {
+  test(`${label}: the watchdog times out attempts and marks silent ones unresponsive`, { skip: missing }, async (t) => {
     const { lightning: ls } = await open(t);
     const slow = await ls.enqueueRollout({
       input: 'slow',
@@ -133,7 +167,7 @@ for (const [label, open] of variants) {
     assert.equal((await ls.getWorkerById('w'))?.status, 'unknown');
   });
 
-  test(`${label}: a span revives an unresponsive attempt but not a timed-out one`, async (t) => {
+  test(`${label}: a span revives an unresponsive attempt but not a timed-out one`, { skip: missing }, async (t) => {
     const { lightning: ls } = await open(t);
     const [late, silent] = await ls.enqueueManyRollouts([
       { input: 'late', config: { timeout_seconds: 0.05 } },
@@ -175,7 +209,9 @@ for (const [label, open] of variants) {
     await assert.rejects(ls.addSpan(span('ro-unknown', 'at-x', '0000000000000013')), NotFoundError);
   });
 
-  test(`${label}: a heartbeat sent with updateAttempt runs a preparing attempt and revives an unresponsive one`, async (t) => {
+  test(`${label}: a heartbeat sent with updateAttempt runs a preparing attempt and revives an unresponsive one`, {
+    skip: missing,
+  }, async (t) => {
     const { lightning: ls } = await open(t);
     const [fresh, silent] = await ls.enqueueManyRollouts([
       { input: 'fresh' },
@@ -195,7 +231,7 @@ for (const [label, open] of variants) {
     assert.equal((await ls.getLatestAttempt(silent.rollout_id))?.status, 'running');
   });
 
-  test(`${label}: resources are versioned; new rollouts get the latest`, async (t) => {
+  test(`${label}: resources are versioned; new rollouts get the latest`, { skip: missing }, async (t) => {
     const { lightning: ls } = await open(t);
     assert.equal(await ls.getLatestResources(), null);
     const prompt = { resource_type: 'prompt_template' as const, template: 'Answer: {q}', engine: 'f-string' as const };
@@ -217,7 +253,9 @@ for (const [label, open] of variants) {
     assert.equal((await ls.queryResources()).total, 2);
   });
 
-  test(`${label}: waitForRollouts returns finished rollouts as they finish, unknown ids left out`, async (t) => {
+  test(`${label}: waitForRollouts returns finished rollouts as they finish, unknown ids left out`, {
+    skip: missing,
+  }, async (t) => {
     const { lightning: ls } = await open(t);
     const [a, b] = await ls.enqueueManyRollouts([{ input: 'a' }, { input: 'b' }]);
     assert.deepEqual(await ls.waitForRollouts([a.rollout_id, 'ro-unknown'], 0), []);
@@ -244,14 +282,14 @@ for (const [label, open] of variants) {
     );
   });
 
-  test(`${label}: a waiting dequeue is woken by the next enqueue`, async (t) => {
+  test(`${label}: a waiting dequeue is woken by the next enqueue`, { skip: missing }, async (t) => {
     const { lightning: ls } = await open(t);
     const waiting = ls.dequeueRollout({ waitSeconds: 30 });
     const rollout = await ls.enqueueRollout({ input: 'late' });
     assert.equal((await waiting)?.rollout_id, rollout.rollout_id);
   });
 
-  test(`${label}: 100 concurrent runners never get the same attempt`, async (t) => {
+  test(`${label}: 100 concurrent runners never get the same attempt`, { skip: missing }, async (t) => {
     const { lightning: ls } = await open(t);
     await ls.enqueueManyRollouts(Array.from({ length: 300 }, (_, i) => ({ input: i })));
     const runner = async (id: number) => {
@@ -269,7 +307,9 @@ for (const [label, open] of variants) {
     assert.equal(new Set(all).size, 300);
   });
 
-  test(`${label}: updates tell an absent field from null; unknown ids are NotFoundError`, async (t) => {
+  test(`${label}: updates tell an absent field from null; unknown ids are NotFoundError`, {
+    skip: missing,
+  }, async (t) => {
     const { lightning: ls } = await open(t);
     const rollout = await ls.enqueueRollout({ input: 'x', mode: 'val', metadata: { a: 1 } });
     const updated = await ls.updateRollout(rollout.rollout_id, { metadata: null });
@@ -283,7 +323,7 @@ for (const [label, open] of variants) {
     await assert.rejects(ls.queryRollouts({ offset: -1 }), /offset/);
   });
 
-  test(`${label}: rollouts are queried with filters, sorting and paging`, async (t) => {
+  test(`${label}: rollouts are queried with filters, sorting and paging`, { skip: missing }, async (t) => {
     const { lightning: ls } = await open(t);
     const made = await ls.enqueueManyRollouts([{ input: 1 }, { input: 2 }, { input: 3 }]);
     await ls.dequeueRollout();
@@ -354,4 +394,44 @@ test('state survives a restart: the queue, attempts, resources and workers', asy
     [stats.total_rollouts, stats.total_attempts, stats.total_resources, stats.total_workers],
     [2, 2, 1, 1],
   );
+});
+
+test('postgres: state survives a restart, every server sees it in SQL, and a file keeps the kind of state it holds', {
+  skip: postgresMissing,
+}, async (t) => {
+  const dir = await tempDir(t);
+  const state = await database();
+  const path = join(dir, 'shared.duckdb');
+  const first = await DuckDBStore.open({ path, state });
+  const [a, b] = await first.lightning.enqueueManyRollouts([{ input: 'a' }, { input: 'b' }]);
+  const running = await first.lightning.dequeueRollout({ workerId: 'w' });
+  assert.equal(running?.rollout_id, a.rollout_id);
+  await first.close();
+
+  // A second server, with a file of its own, shares the queue and sees the state in SQL.
+  const other = await openStore(t, join(dir, 'other.duckdb'), state);
+  assert.equal((await other.lightning.dequeueRollout({ workerId: 'w2' }))?.rollout_id, b.rollout_id);
+  assert.equal((await other.lightning.getLatestAttempt(a.rollout_id))?.attempt_id, running?.attempt.attempt_id);
+  const sql = 'SELECT rollout_id, status FROM rollouts ORDER BY start_time, rollout_id';
+  const expected = [a, b]
+    .sort((x, y) => x.start_time - y.start_time || x.rollout_id.localeCompare(y.rollout_id))
+    .map((r) => ({ rollout_id: r.rollout_id, status: 'preparing' }));
+  assert.deepEqual((await other.query(sql)).rows, expected);
+
+  // The first file, opened again, continues its copy from where it stopped.
+  const again = await DuckDBStore.open({ path, state });
+  try {
+    assert.deepEqual((await again.query(sql)).rows, expected);
+    assert.equal((await again.query("SELECT status FROM workers WHERE worker_id = 'w2'")).rows[0].status, 'busy');
+    const stats = await again.lightning.statistics();
+    assert.deepEqual([stats.total_rollouts, stats.total_attempts, stats.total_workers], [2, 2, 2]);
+  } finally {
+    await again.close();
+  }
+  await assert.rejects(DuckDBStore.open({ path }), /holds a copy of the state kept in PostgreSQL/);
+  const own = join(dir, 'own.duckdb');
+  const embedded = await DuckDBStore.open({ path: own });
+  await embedded.lightning.enqueueRollout({ input: 'mine' });
+  await embedded.close();
+  await assert.rejects(DuckDBStore.open({ path: own, state }), /holds rollouts of its own/);
 });

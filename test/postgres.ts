@@ -1,0 +1,138 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { chown, mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+
+// A throwaway PostgreSQL cluster for tests and benchmarks: initdb into a temp folder, the
+// server on a free port of 127.0.0.1 (no Unix socket), stopped at the end. PostgreSQL refuses to
+// run as root, so as root its programs run as the `postgres` user (Debian's package makes it).
+
+/** The newest installed PostgreSQL's programs (Debian: /usr/lib/postgresql/<major>/bin), or null. */
+function postgresBin(): string | null {
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return null;
+  const majors = readdirSync(root)
+    .filter((name) => existsSync(join(root, name, 'bin', 'postgres')))
+    .sort((a, b) => Number(b) - Number(a));
+  return majors.length === 0 ? null : join(root, majors[0], 'bin');
+}
+
+const BIN = postgresBin();
+
+/** Why PostgreSQL tests cannot run here (a skip reason), or false when they can. */
+export const postgresMissing: string | false =
+  BIN === null ? 'PostgreSQL is not installed (.ci/run installs it from Debian: apt-get install postgresql)' : false;
+
+/** The uid and gid of `postgres` when this process runs as root (PostgreSQL will not), else null. */
+function runAs(): { uid: number; gid: number } | null {
+  if (process.getuid?.() !== 0) return null;
+  const line = readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('postgres:'));
+  if (!line) throw new Error('running as root, and there is no postgres user to run PostgreSQL as');
+  const [, , uid, gid] = line.split(':');
+  return { uid: Number(uid), gid: Number(gid) };
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+// A safety net: clusters still running when the process exits are stopped at once.
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGQUIT');
+});
+
+function run(program: string, args: string[], user: { uid: number; gid: number } | null): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(join(BIN as string, program), args, { ...(user ?? {}), stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk));
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve(output) : reject(new Error(`${program} failed:\n${output}`))));
+  });
+}
+
+export interface PostgresCluster {
+  /** A new empty database; answers its URL. */
+  createDatabase(): Promise<string>;
+  /** Stops the server (fast shutdown) and removes its folder. */
+  stop(): Promise<void>;
+}
+
+/** Starts a cluster; the caller stops it (an `after` hook). */
+export async function startPostgres(): Promise<PostgresCluster> {
+  if (postgresMissing) throw new Error(postgresMissing);
+  const user = runAs();
+  const dir = await mkdtemp(join(tmpdir(), 'agl-pg-'));
+  if (user) await chown(dir, user.uid, user.gid);
+  const data = join(dir, 'data');
+  // Durability is not what these clusters are for: fsync off makes them start and write fast.
+  await run('initdb', ['-D', data, '-A', 'trust', '-U', 'agl', '-E', 'UTF8', '--no-sync'], user);
+  for (let tries = 1; ; tries++) {
+    const port = await freePort();
+    try {
+      const server = await startServer(data, port, user);
+      return cluster(server, port, dir);
+    } catch (error) {
+      if (tries === 3) throw error;
+    }
+  }
+}
+
+function startServer(data: string, port: number, user: { uid: number; gid: number } | null): Promise<ChildProcess> {
+  const settings = {
+    listen_addresses: '127.0.0.1',
+    unix_socket_directories: '',
+    fsync: 'off',
+    full_page_writes: 'off',
+    max_connections: '300',
+  };
+  const args = ['-D', data, '-p', String(port), ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
+  const child = spawn(join(BIN as string, 'postgres'), args, { ...(user ?? {}), stdio: ['ignore', 'ignore', 'pipe'] });
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  return new Promise((resolve, reject) => {
+    let log = '';
+    child.stderr?.on('data', (chunk: Buffer) => {
+      log += chunk;
+      if (log.includes('database system is ready to accept connections')) resolve(child);
+    });
+    child.once('exit', (code) => reject(new Error(`postgres exited (${code}) before it was ready:\n${log}`)));
+  });
+}
+
+function cluster(server: ChildProcess, port: number, dir: string): PostgresCluster {
+  const url = (database: string) => `postgres://agl@127.0.0.1:${port}/${database}`;
+  return {
+    async createDatabase() {
+      const name = `t_${randomBytes(6).toString('hex')}`;
+      const client = new pg.Client(url('postgres'));
+      await client.connect();
+      try {
+        await client.query(`CREATE DATABASE ${name}`);
+      } finally {
+        await client.end();
+      }
+      return url(name);
+    },
+    async stop() {
+      if (server.exitCode === null) {
+        const exited = new Promise((resolve) => server.once('exit', resolve));
+        server.kill('SIGINT');
+        await exited;
+      }
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
