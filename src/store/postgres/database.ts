@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { StoreUnavailableError } from '../../api/errors.js';
 
@@ -27,6 +28,29 @@ export function unreachable(error: unknown): StoreUnavailableError | null {
   if ((code && (UNREACHABLE.test(code) || SOCKET_ERRORS.has(code))) || connectionLost)
     return new StoreUnavailableError(`PostgreSQL is out of reach: ${message ?? code}`, false, 2);
   return null;
+}
+
+/**
+ * A statement with parameters as a named prepared statement (named by its text's hash): each
+ * connection parses it once. agl's statements are a few dozen texts, and its writes' upserts
+ * took several milliseconds to parse and plan each time.
+ */
+function prepared(text: string, values: unknown[] | undefined): pg.QueryConfig {
+  if (values === undefined) return { text };
+  return { name: `agl_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`, text, values };
+}
+
+/**
+ * BEGIN, and `statement` with it in one round trip (a simple query answers a result per
+ * statement); the statement's rows.
+ */
+async function begin(client: pg.PoolClient, statement: string | undefined): Promise<Record<string, unknown>[]> {
+  if (statement === undefined) {
+    await client.query('BEGIN');
+    return [];
+  }
+  const results = (await client.query(`BEGIN; ${statement}`)) as unknown as pg.QueryResult<Record<string, unknown>>[];
+  return results[1].rows;
 }
 
 export interface PostgresOptions {
@@ -59,14 +83,23 @@ export class PgDatabase implements Sql {
   }
 
   async query<R extends object>(text: string, values?: unknown[]): Promise<R[]> {
-    return this.reaching(async () => (await this.pool.query<R>(text, values)).rows);
+    return this.reaching(async () => (await this.pool.query<R>(prepared(text, values))).rows);
   }
 
-  /** Runs `work` in a transaction; again (from the start) when PostgreSQL undid it for a deadlock. */
-  async transaction<T>(work: (tx: Sql) => Promise<T>): Promise<T> {
+  /** Statements without parameters, in one round trip (the simple protocol). */
+  async simple(text: string): Promise<void> {
+    await this.reaching(() => this.pool.query(text));
+  }
+
+  /**
+   * Runs `work` in a transaction; again (from the start) when PostgreSQL undid it for a deadlock.
+   * `opening`, a statement without parameters, is sent with the BEGIN (one round trip) and its
+   * rows handed to `work`.
+   */
+  async transaction<T>(work: (tx: Sql, opened: Record<string, unknown>[]) => Promise<T>, opening?: string): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.reaching(() => this.once(work));
+        return await this.reaching(() => this.once(work, opening));
       } catch (error) {
         const code = (error as { code?: string }).code;
         if (!code || !RETRIED_STATES.has(code) || attempt === ATTEMPTS) throw error;
@@ -83,12 +116,21 @@ export class PgDatabase implements Sql {
     return this.pool.end();
   }
 
-  private async once<T>(work: (tx: Sql) => Promise<T>): Promise<T> {
+  private async once<T>(
+    work: (tx: Sql, opened: Record<string, unknown>[]) => Promise<T>,
+    opening: string | undefined,
+  ): Promise<T> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
     try {
-      await client.query('BEGIN');
-      const result = await work({ query: async (text, values) => (await client.query(text, values)).rows });
+      const opened = await begin(client, opening);
+      const result = await work(
+        {
+          query: async <R extends object>(text: string, values?: unknown[]) =>
+            (await client.query<R>(prepared(text, values))).rows,
+        },
+        opened,
+      );
       await client.query('COMMIT');
       return result;
     } catch (error) {

@@ -18,6 +18,7 @@ import {
   type ResourcesUpdate,
   type Rollout,
   type RolloutRequest,
+  type RolloutStatus,
   type RolloutUpdate,
   type Span,
   type SpanQuery,
@@ -35,7 +36,7 @@ import {
 import { checkFilterLogic, paginate } from '../paginate.js';
 import { spanRows } from '../span-json.js';
 import type { TableRows } from '../writer.js';
-import { PgDatabase, type PostgresOptions, type Sql } from './database.js';
+import { PgDatabase, type PostgresOptions } from './database.js';
 import {
   ATTEMPT_COLUMNS,
   RESOURCES_COLUMNS,
@@ -44,20 +45,13 @@ import {
   WORKER_COLUMNS,
   type RolloutRow,
 } from './entities.js';
-import { EventListener } from './listener.js';
+import { EventListener, EventSender } from './listener.js';
 import { operate, type Operation } from './operate.js';
 import { StateReplica } from './replica.js';
 import { migrate } from './schema.js';
 import { assignSequenceIds, attemptsOf, heartbeats, nextSequenceId } from './spans.js';
-import {
-  latestResources,
-  lockQueued,
-  lockResources,
-  lockRollouts,
-  nothingLoaded,
-  type Loaded,
-  type Signals,
-} from './state-rows.js';
+import { latestResources, type Signals } from './state-rows.js';
+import type { LoadSpec } from './load.js';
 import { watchdogRound } from './watchdog.js';
 
 /** What the store needs of this server's DuckDB file: the spans, and the copy of the state. */
@@ -76,6 +70,8 @@ export interface SpanFile {
 const WATCHDOG_INTERVAL_MS = 100;
 /** A long poll looks again at least this often while no notification can arrive. */
 const UNLISTENED_POLL_MS = 500;
+/** waitForRollouts looks at the statuses at most this often. */
+const WAIT_LOOK_MS = 50;
 
 /**
  * The LightningStore with its state in PostgreSQL, shared by every `agl serve` that names the
@@ -91,6 +87,7 @@ export class PostgresLightningStore implements LightningStore {
   private readonly queued = new StoreEvents();
   private readonly finished = new StoreEvents();
   private readonly listener: EventListener;
+  private readonly sender: EventSender;
   private readonly startedAt = Date.now() / 1000;
   private lastWatchdog = 0;
   private watchdogRunning: Promise<void> | null = null;
@@ -101,6 +98,7 @@ export class PostgresLightningStore implements LightningStore {
     private readonly replica: StateReplica,
   ) {
     this.listener = new EventListener(db, { queued: this.queued, finished: this.finished });
+    this.sender = new EventSender(db);
   }
 
   /** Connects, creates or migrates the schema, and starts listening for other servers' events. */
@@ -128,21 +126,16 @@ export class PostgresLightningStore implements LightningStore {
   async close(): Promise<void> {
     await this.listener.close();
     await this.watchdogRunning?.catch(() => {});
+    await this.sender.drain();
     await this.db.close();
   }
 
   enqueueRollout(request: RolloutRequest): Promise<Rollout> {
-    return this.change(
-      async (tx) => ({ ...nothingLoaded(), resources: await latestResources(tx) }),
-      (state, now, changes) => state.enqueue([request], now, changes)[0],
-    );
+    return this.change({ latestResources: true }, (state, now, changes) => state.enqueue([request], now, changes)[0]);
   }
 
   enqueueManyRollouts(requests: RolloutRequest[]): Promise<Rollout[]> {
-    return this.change(
-      async (tx) => ({ ...nothingLoaded(), resources: await latestResources(tx) }),
-      (state, now, changes) => state.enqueue(requests, now, changes),
-    );
+    return this.change({ latestResources: true }, (state, now, changes) => state.enqueue(requests, now, changes));
   }
 
   async dequeueRollout(
@@ -159,9 +152,8 @@ export class PostgresLightningStore implements LightningStore {
     const deadline = Date.now() + (options.waitSeconds ?? 0) * 1000;
     for (;;) {
       const seen = this.queued.count;
-      const taken = await this.change(
-        (tx) => lockQueued(tx, limit),
-        (state, now, changes) => state.dequeue(limit, options.workerId ?? null, now, changes),
+      const taken = await this.change({ queue: limit, workers: [options.workerId] }, (state, now, changes) =>
+        state.dequeue(limit, options.workerId ?? null, now, changes),
       );
       if (taken.length > 0 || Date.now() >= deadline) return taken;
       if (this.queued.count === seen) await this.nextEvent(this.queued, deadline);
@@ -169,16 +161,14 @@ export class PostgresLightningStore implements LightningStore {
   }
 
   startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout> {
-    return this.change(
-      async (tx) => ({ ...nothingLoaded(), resources: await latestResources(tx) }),
-      (state, now, changes) => state.startRollout(request, request.worker_id ?? null, now, changes),
+    return this.change({ latestResources: true, workers: [request.worker_id] }, (state, now, changes) =>
+      state.startRollout(request, request.worker_id ?? null, now, changes),
     );
   }
 
   startAttempt(rolloutId: string, workerId: string | null = null): Promise<AttemptedRollout> {
-    return this.change(
-      (tx) => lockRollouts(tx, [rolloutId]),
-      (state, now, changes) => state.startAttempt(rolloutId, workerId, now, changes),
+    return this.change({ rollouts: [rolloutId], workers: [workerId] }, (state, now, changes) =>
+      state.startAttempt(rolloutId, workerId, now, changes),
     );
   }
 
@@ -233,56 +223,53 @@ export class PostgresLightningStore implements LightningStore {
   }
 
   updateRollout(rolloutId: string, update: RolloutUpdate): Promise<Rollout> {
-    return this.change(
-      (tx) => lockRollouts(tx, [rolloutId]),
-      (state, now, changes) => state.updateRollout(rolloutId, update, now, changes),
+    return this.change({ rollouts: [rolloutId] }, (state, now, changes) =>
+      state.updateRollout(rolloutId, update, now, changes),
     );
   }
 
   updateAttempt(rolloutId: string, attemptId: string, update: AttemptUpdate): Promise<Attempt> {
-    return this.change(
-      (tx) => lockRollouts(tx, [rolloutId]),
-      (state, now, changes) => state.updateAttempt(rolloutId, attemptId, update, now, changes),
+    return this.change({ rollouts: [rolloutId], workers: [update.worker_id] }, (state, now, changes) =>
+      state.updateAttempt(rolloutId, attemptId, update, now, changes),
     );
   }
 
   async waitForRollouts(rolloutIds: string[], timeoutSeconds: number | null): Promise<Rollout[]> {
     const deadline = timeoutSeconds === null ? Infinity : Date.now() + Math.max(0, timeoutSeconds) * 1000;
-    // As the embedded store waits: each wake reads the rollouts not seen finished yet, and all
-    // of them once none of those is left unfinished.
+    // As the embedded store waits: each look reads the rollouts not seen finished yet, and all
+    // of them once none of those is left unfinished. A look reads statuses only, and looks are
+    // WAIT_LOOK_MS apart at least: a burst of completions costs one.
     let waiting = rolloutIds;
     for (;;) {
       const seen = this.finished.count;
+      const lookedAt = Date.now();
       await this.watchdogIfDue();
-      const now = await this.rolloutsByIds(waiting);
-      waiting = waiting.filter((id) => unfinished(now.get(id)));
-      let all = now;
-      if (waiting.every((id) => !now.has(id))) {
-        all = await this.rolloutsByIds(rolloutIds);
-        waiting = rolloutIds.filter((id) => unfinished(all.get(id)));
+      let statuses = await this.statusesOf(waiting);
+      waiting = waiting.filter((id) => unfinished(statuses.get(id)));
+      if (waiting.every((id) => !statuses.has(id))) {
+        statuses = await this.statusesOf(rolloutIds);
+        waiting = rolloutIds.filter((id) => unfinished(statuses.get(id)));
       }
-      if (waiting.every((id) => !all.has(id)) || Date.now() >= deadline) {
-        if (all === now) all = await this.rolloutsByIds(rolloutIds);
+      if (waiting.every((id) => !statuses.has(id)) || Date.now() >= deadline) {
+        const all = await this.rolloutsByIds(rolloutIds);
         return rolloutIds
           .map((id) => all.get(id))
           .filter((r): r is Rollout => r !== undefined && FINISHED_ROLLOUT_STATUSES.includes(r.status));
       }
       // Wake for a finished rollout, and at the watchdog's pace for timeouts it may find.
       if (this.finished.count === seen) await this.nextEvent(this.finished, Math.min(deadline, Date.now() + 1000));
+      const pause = lookedAt + WAIT_LOOK_MS - Date.now();
+      if (pause > 0 && Date.now() + pause < deadline) await new Promise((resolve) => setTimeout(resolve, pause));
     }
   }
 
   addResources(resources: NamedResources): Promise<ResourcesUpdate> {
-    return this.change(
-      async () => nothingLoaded(),
-      (state, now, changes) => state.addResources(resources, now, changes),
-    );
+    return this.change({}, (state, now, changes) => state.addResources(resources, now, changes));
   }
 
   updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate> {
-    return this.change(
-      async (tx) => ({ ...nothingLoaded(), resources: await lockResources(tx, resourcesId) }),
-      (state, now, changes) => state.updateResources(resourcesId, resources, now, changes),
+    return this.change({ resources: resourcesId }, (state, now, changes) =>
+      state.updateResources(resourcesId, resources, now, changes),
     );
   }
 
@@ -365,9 +352,8 @@ export class PostgresLightningStore implements LightningStore {
   }
 
   updateWorker(workerId: string, heartbeatStats?: Record<string, unknown>): Promise<Worker> {
-    return this.change(
-      async () => nothingLoaded(),
-      (state, now, changes) => state.updateWorker(workerId, heartbeatStats, now, changes),
+    return this.change({ workers: [workerId] }, (state, now, changes) =>
+      state.updateWorker(workerId, heartbeatStats, now, changes),
     );
   }
 
@@ -423,22 +409,36 @@ export class PostgresLightningStore implements LightningStore {
   }
 
   /** Runs an operation (after the watchdog, when due) and wakes this server's waiters for what it signalled. */
-  private async change<T>(load: (tx: Sql) => Promise<Loaded>, operation: Operation<T>): Promise<T> {
+  private async change<T>(load: LoadSpec, operation: Operation<T>): Promise<T> {
     await this.watchdogIfDue();
     const { value, signals } = await operate(this.db, load, operation);
     this.signal(signals);
     return value;
   }
 
-  /** Wakes this server's waiters at once; other servers' wake by the NOTIFY. */
+  /** Wakes this server's waiters at once, and other servers' by a NOTIFY. */
   private signal(signals: Signals | null): void {
-    if (signals?.queued) this.queued.wake();
-    if (signals?.finished) this.finished.wake();
+    if (signals?.queued) {
+      this.queued.wake();
+      this.sender.send('queued');
+    }
+    if (signals?.finished) {
+      this.finished.wake();
+      this.sender.send('finished');
+    }
   }
 
   /** The next event of `events` or the deadline; sooner while no notification can arrive. */
   private nextEvent(events: StoreEvents, deadline: number): Promise<void> {
     return events.next(this.listener.listening ? deadline : Math.min(deadline, Date.now() + UNLISTENED_POLL_MS));
+  }
+
+  private async statusesOf(ids: string[]): Promise<Map<string, RolloutStatus>> {
+    const rows = await this.db.query<{ rollout_id: string; status: RolloutStatus }>(
+      'SELECT rollout_id, status FROM agl.rollouts WHERE rollout_id = ANY($1)',
+      [ids],
+    );
+    return new Map(rows.map((r) => [r.rollout_id, r.status]));
   }
 
   private async rolloutsByIds(ids: string[]): Promise<Map<string, Rollout>> {
@@ -489,5 +489,5 @@ function whereOf(filters: [string, unknown][], logic: 'and' | 'or' | undefined):
   return { where: conditions.length === 0 ? '' : `WHERE ${joined}`, values };
 }
 
-const unfinished = (rollout: Rollout | undefined) =>
-  rollout === undefined || !FINISHED_ROLLOUT_STATUSES.includes(rollout.status);
+const unfinished = (status: RolloutStatus | undefined) =>
+  status === undefined || !FINISHED_ROLLOUT_STATUSES.includes(status);

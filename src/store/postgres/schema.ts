@@ -1,4 +1,6 @@
 import type { PgDatabase } from './database.js';
+import { LOCK_AND_READ_DDL } from './load.js';
+import { LOCKS } from './locks.js';
 
 /**
  * The shared state's tables, in the schema `agl` of the database `--state` names. Every
@@ -73,13 +75,11 @@ const MIGRATIONS: readonly string[] = [
     data json NOT NULL
   );
   CREATE INDEX state_log_xid ON agl.state_log (xid);
-  INSERT INTO agl.meta VALUES ('instance_id', gen_random_uuid()::text);`,
+  INSERT INTO agl.meta VALUES ('instance_id', gen_random_uuid()::text);
+  ${LOCK_AND_READ_DDL};`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
-
-/** Advisory lock classes (the first key of pg_advisory_xact_lock(int, int)): "agl" and a number. */
-export const LOCKS = { migrate: 0x61676c00, watchdog: 0x61676c01, worker: 0x61676c02, resources: 0x61676c03 };
 
 /** Creates or updates the schema; returns the database's instance id (which names it in DuckDB files). */
 export async function migrate(db: PgDatabase): Promise<string> {

@@ -4,7 +4,7 @@ import { SPAN } from '../../otlp/span-columns.js';
 import type { PgDatabase } from './database.js';
 import { ATTEMPT_COLUMNS, attemptKey } from './entities.js';
 import { operate } from './operate.js';
-import { lockRollouts, type Signals } from './state-rows.js';
+import type { Signals } from './state-rows.js';
 
 /** A heartbeat alone goes to state_log at most this often per attempt (as the embedded store writes it). */
 const HEARTBEAT_LOG_SECONDS = 5;
@@ -135,7 +135,7 @@ export async function heartbeats(
   if (rest.length === 0) return null;
   const { signals } = await operate(
     db,
-    (tx) => lockRollouts(tx, [...new Set(rest.map((p) => p.rollout))]),
+    { rollouts: [...new Set(rest.map((p) => p.rollout))] },
     (state, at, changes) => {
       for (const p of rest) state.heartbeat(p.rollout, p.attempt, at, changes);
     },

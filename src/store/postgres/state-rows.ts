@@ -1,20 +1,8 @@
 import type { Attempt, ResourcesUpdate, Rollout, Worker } from '../../api/types.js';
 import { RolloutState, type Changes } from '../rollout-state.js';
 import type { Sql } from './database.js';
-import {
-  ATTEMPT_COLUMNS,
-  attemptKey,
-  json,
-  RESOURCES_COLUMNS,
-  ROLLOUT_COLUMNS,
-  rolloutOf,
-  WORKER_COLUMNS,
-  type RolloutRow,
-} from './entities.js';
-import { LOCKS } from './schema.js';
-
-/** The channel of queue and finish events between servers (events.ts). */
-export const EVENTS_CHANNEL = 'agl_events';
+import { ATTEMPT_COLUMNS, attemptKey, json, RESOURCES_COLUMNS, ROLLOUT_COLUMNS, WORKER_COLUMNS } from './entities.js';
+import { LOCKS } from './locks.js';
 
 /**
  * The entities an operation works on, read (and locked) in its transaction. An operation runs on
@@ -29,8 +17,6 @@ export interface Loaded {
   /** The queued rollouts, in queue order (a dequeue takes them from the front). */
   readonly queue: string[];
 }
-
-export const nothingLoaded = (): Loaded => ({ rollouts: [], attempts: [], workers: [], resources: [], queue: [] });
 
 /** What an operation's changes said to other servers: a rollout joined the queue, or finished. */
 export interface Signals {
@@ -55,40 +41,9 @@ export function stateOf(loaded: Loaded, signals: Signals): RolloutState {
   return state;
 }
 
-/** Locks the rollouts (FOR UPDATE) and reads them and their attempts; unknown ids are left out. */
-export async function lockRollouts(tx: Sql, rolloutIds: string[]): Promise<Loaded> {
-  const rows = await tx.query<RolloutRow>(
-    `SELECT ${ROLLOUT_COLUMNS} FROM agl.rollouts WHERE rollout_id = ANY($1) ORDER BY rollout_id FOR UPDATE`,
-    [rolloutIds],
-  );
-  return { ...nothingLoaded(), ...(await withAttempts(tx, rows)) };
-}
-
-/** Locks up to `limit` queued rollouts from the front of the queue, skipping those another transaction holds. */
-export async function lockQueued(tx: Sql, limit: number): Promise<Loaded> {
-  const rows = await tx.query<RolloutRow>(
-    `SELECT ${ROLLOUT_COLUMNS} FROM agl.rollouts WHERE queue_position IS NOT NULL
-      ORDER BY queue_position LIMIT $1 FOR UPDATE SKIP LOCKED`,
-    [limit],
-  );
-  return { ...nothingLoaded(), ...(await withAttempts(tx, rows)), queue: rows.map((r) => r.rollout_id) };
-}
-
-/** The rollouts of `rows` and all their attempts (read after the rows were locked, so current). */
-export async function withAttempts(tx: Sql, rows: RolloutRow[]): Promise<{ rollouts: Rollout[]; attempts: Attempt[] }> {
-  const attempts =
-    rows.length === 0
-      ? []
-      : await tx.query<Attempt>(
-          `SELECT ${ATTEMPT_COLUMNS} FROM agl.attempts WHERE rollout_id = ANY($1) ORDER BY rollout_id, sequence_id`,
-          [rows.map((r) => r.rollout_id)],
-        );
-  return { rollouts: rows.map(rolloutOf), attempts };
-}
-
 /**
- * Takes each worker's advisory lock (in id order, so that two transactions never wait on each
- * other), then reads those that exist. Every change of a worker holds its lock: a worker that
+ * Takes the advisory locks of workers an operation touched beyond those lock_and_read locked (in
+ * id order), then reads those that exist. Every change of a worker holds its lock: a worker that
  * does not exist yet cannot be created twice.
  */
 export async function lockWorkers(tx: Sql, workerIds: string[]): Promise<Worker[]> {
@@ -98,14 +53,6 @@ export async function lockWorkers(tx: Sql, workerIds: string[]): Promise<Worker[
     [LOCKS.worker, sorted],
   );
   return tx.query<Worker>(`SELECT ${WORKER_COLUMNS} FROM agl.workers WHERE worker_id = ANY($1)`, [sorted]);
-}
-
-/** Takes the advisory lock of a resources id, then reads it (absent: []). */
-export async function lockResources(tx: Sql, resourcesId: string): Promise<ResourcesUpdate[]> {
-  await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCKS.resources, resourcesId]);
-  return tx.query<ResourcesUpdate>(`SELECT ${RESOURCES_COLUMNS} FROM agl.resources WHERE resources_id = $1`, [
-    resourcesId,
-  ]);
 }
 
 /** The resources updated last (ties: the one created last), as the embedded store picks them. */
@@ -127,18 +74,12 @@ class Parameters {
 const QUEUED = "('queuing', 'requeuing')";
 
 /**
- * Writes an operation's changes in one statement: each changed entity upserted, its new version
- * appended to state_log, and the signals sent to the other servers (delivered at COMMIT).
- * Attempts in `changes.heartbeats` get their heartbeat time written, but no log row (the
- * embedded store writes a heartbeat alone at most every few seconds, too).
+ * Writes an operation's changes in one statement: each changed entity upserted and its new
+ * version appended to state_log. Attempts in `changes.heartbeats` get their heartbeat time
+ * written, but no log row (the embedded store writes a heartbeat alone at most every few
+ * seconds, too).
  */
-export async function writeChanges(
-  tx: Sql,
-  state: RolloutState,
-  changes: Changes,
-  signals: Signals,
-  now: number,
-): Promise<void> {
+export async function writeChanges(tx: Sql, state: RolloutState, changes: Changes, now: number): Promise<void> {
   state.heartbeatsStored(changes, now);
   const p = new Parameters();
   const parts: string[] = [];
@@ -166,12 +107,9 @@ export async function writeChanges(
       ])}`,
     );
   if (parts.length === 0) return;
-  const sent = [...(signals.queued ? ['queued'] : []), ...(signals.finished ? ['finished'] : [])];
-  const ctes = parts.map((part, i) => `w${i} AS (${part})`).join(',\n');
-  await tx.query(
-    `WITH ${ctes} SELECT pg_notify('${EVENTS_CHANNEL}', s) FROM unnest(${p.add(sent, 'text[]')}) AS s`,
-    p.values,
-  );
+  const [last, ...before] = parts.reverse();
+  const ctes = before.map((part, i) => `w${i} AS (${part})`);
+  await tx.query(`${ctes.length === 0 ? '' : `WITH ${ctes.join(',\n')} `}${last}`, p.values);
 }
 
 /** `unnest(...)` of one array parameter per column: [a row's value, the SQL array type]. */

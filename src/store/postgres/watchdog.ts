@@ -1,8 +1,6 @@
 import type { PgDatabase } from './database.js';
-import { ROLLOUT_COLUMNS, type RolloutRow } from './entities.js';
 import { operate } from './operate.js';
-import { LOCKS } from './schema.js';
-import { nothingLoaded, withAttempts, type Signals } from './state-rows.js';
+import type { Signals } from './state-rows.js';
 
 /**
  * Active rollouts whose latest attempt ran past its timeout or was silent past
@@ -28,15 +26,7 @@ export async function watchdogRound(db: PgDatabase): Promise<Signals | null> {
   if (overdue.length === 0) return null;
   const { signals } = await operate(
     db,
-    async (tx) => {
-      await tx.query('SELECT pg_advisory_xact_lock($1, 0)', [LOCKS.watchdog]);
-      const rows = await tx.query<RolloutRow>(
-        `SELECT ${ROLLOUT_COLUMNS} FROM agl.rollouts WHERE rollout_id = ANY($1) AND status IN ('preparing', 'running')
-          ORDER BY rollout_id FOR UPDATE SKIP LOCKED`,
-        [overdue.map((r) => r.rollout_id)],
-      );
-      return { ...nothingLoaded(), ...(await withAttempts(tx, rows)) };
-    },
+    { watchdog: true, rollouts: overdue.map((r) => r.rollout_id), skipLocked: true },
     (state, now, changes) => state.watchdog(now, changes),
   );
   return signals;
