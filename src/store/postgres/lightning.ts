@@ -49,7 +49,7 @@ import { EventListener, EventSender } from './listener.js';
 import { operate, type Operation } from './operate.js';
 import { StateReplica } from './replica.js';
 import { migrate } from './schema.js';
-import { assignSequenceIds, attemptsOf, heartbeats, nextSequenceId } from './spans.js';
+import { nextSequenceId, spansArriving } from './spans.js';
 import { latestResources, type Signals } from './state-rows.js';
 import type { LoadSpec } from './load.js';
 import { watchdogRound } from './watchdog.js';
@@ -376,11 +376,10 @@ export class PostgresLightningStore implements LightningStore {
 
   /**
    * Spans about to be stored: those without a sequence id get theirs from the shared counters,
-   * and each counts as a heartbeat of its attempt (both statements at once).
+   * and each counts as a heartbeat of its attempt (spans.ts).
    */
   async spansArriving(rows: ColumnarRows): Promise<void> {
-    const [, signals] = await Promise.all([assignSequenceIds(this.db, rows), heartbeats(this.db, attemptsOf(rows))]);
-    this.signal(signals);
+    this.signal(await spansArriving(this.db, rows));
   }
 
   /** Brings this server's DuckDB copy of the state up to date (before a SQL read). */

@@ -1,8 +1,7 @@
-import type { Attempt } from '../../api/types.js';
 import type { ColumnarRows, Int64Column } from '../../otlp/columns.js';
 import { SPAN } from '../../otlp/span-columns.js';
 import type { PgDatabase } from './database.js';
-import { ATTEMPT_COLUMNS, attemptKey } from './entities.js';
+import { ATTEMPT_COLUMNS } from './entities.js';
 import { operate } from './operate.js';
 import type { Signals } from './state-rows.js';
 
@@ -10,72 +9,91 @@ import type { Signals } from './state-rows.js';
 const HEARTBEAT_LOG_SECONDS = 5;
 
 /**
- * Raises each rollout's counter past its explicit ids, then by `counts[i]`, in one statement;
- * answers each rollout's new last id. (`step`, the size of the last reservation, is how the
- * statement gets the count to its ON CONFLICT branch.) The counter's row lock orders servers that
- * number spans of one rollout at once.
+ * Raises each rollout's counter ($1) past its explicit ids ($3), then by its count ($2), and
+ * answers its new last id. (`step`, the size of the last reservation, is how the count reaches
+ * the ON CONFLICT branch.) The counter's row lock orders servers that number spans of one
+ * rollout at once.
  */
-async function reserve(
-  db: PgDatabase,
-  rollouts: string[],
-  counts: number[],
-  explicitMax: number[],
-): Promise<Map<string, number>> {
-  const rows = await db.query<{ rollout_id: string; last_id: string }>(
-    `INSERT INTO agl.span_sequences AS s (rollout_id, last_id, step)
-      SELECT rollout_id, explicit + n, n FROM unnest($1::text[], $2::int8[], $3::int8[]) AS u(rollout_id, n, explicit)
-      ON CONFLICT (rollout_id) DO UPDATE SET last_id = greatest(s.last_id + excluded.step, excluded.last_id), step = excluded.step
-      RETURNING rollout_id, last_id`,
-    [rollouts, counts, explicitMax],
-  );
-  return new Map(rows.map((r) => [r.rollout_id, Number(r.last_id)]));
-}
+const RESERVE = `INSERT INTO agl.span_sequences AS s (rollout_id, last_id, step)
+  SELECT rollout_id, explicit + n, n FROM unnest($1::text[], $2::int8[], $3::int8[]) AS u(rollout_id, n, explicit)
+  ON CONFLICT (rollout_id) DO UPDATE SET last_id = greatest(s.last_id + excluded.step, excluded.last_id), step = excluded.step
+  RETURNING rollout_id, last_id`;
+
+/**
+ * A span is a heartbeat of its attempt (RolloutState.heartbeat). Most are of a running attempt
+ * whose status stays as it is: this sets their time ($4: rollouts, $5: attempts, $6: now), under
+ * a share lock of the rollout, so that no status change runs meanwhile, and every few seconds
+ * ($7) per attempt logs it. It answers the attempts it took.
+ */
+const BEAT = `UPDATE agl.attempts a SET last_heartbeat_time = greatest(a.last_heartbeat_time, $6::float8),
+    heartbeat_logged = CASE WHEN $6 - coalesce(a.heartbeat_logged, 0) >= $7::float8 THEN $6 ELSE a.heartbeat_logged END
+  FROM (SELECT rollout_id, status, latest_attempt_id FROM agl.rollouts WHERE rollout_id = ANY($4::text[])
+      ORDER BY rollout_id FOR SHARE) r,
+    unnest($4::text[], $5::text[]) AS h(rollout_id, attempt_id)
+  WHERE a.rollout_id = h.rollout_id AND a.attempt_id = h.attempt_id AND r.rollout_id = a.rollout_id
+    AND a.status NOT IN ('preparing', 'unresponsive')
+    AND NOT (r.latest_attempt_id = a.attempt_id AND r.status IN ('preparing', 'queuing', 'requeuing'))
+  RETURNING ${ATTEMPT_COLUMNS.split(', ')
+    .map((c) => `a.${c}`)
+    .join(', ')}, a.heartbeat_logged = $6 AS log`;
+
+/** Both, and the log rows of the heartbeats due, in one statement (one round trip, one commit per span request). */
+const ARRIVE = `WITH seq AS (${RESERVE}), beat AS (${BEAT}), logged AS (
+    INSERT INTO agl.state_log (kind, key, data)
+    SELECT 'attempt', rollout_id || '/' || attempt_id,
+      json_build_object(${ATTEMPT_COLUMNS.split(', ')
+        .map((c) => `'${c}', ${c}`)
+        .join(', ')})
+    FROM beat WHERE log)
+  SELECT rollout_id, NULL AS attempt_id, last_id FROM seq
+  UNION ALL SELECT rollout_id, attempt_id, NULL FROM beat`;
 
 /** The next span sequence id of a rollout, shared by every server. */
 export async function nextSequenceId(db: PgDatabase, rolloutId: string): Promise<number> {
-  return (await reserve(db, [rolloutId], [1], [0])).get(rolloutId) ?? 1;
+  const [row] = await db.query<{ last_id: string }>(RESERVE, [[rolloutId], [1], [0]]);
+  return Number(row.last_id);
 }
 
-/**
- * Gives the spans of `rows` without a sequence id the next ids of their rollout, in start-time
- * order, and raises the counters past the explicit ids (as the embedded store numbers them).
- */
-export async function assignSequenceIds(db: PgDatabase, rows: ColumnarRows): Promise<void> {
+/** The counters a batch of span rows needs: per rollout, spans without an id and the highest explicit id. */
+function countersOf(rows: ColumnarRows): Map<string, { count: number; explicit: number }> {
   const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
   const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
-  const start = (rows.columns[SPAN.start_time] as Int64Column).values;
   const counters = new Map<string, { count: number; explicit: number }>();
-  const unassigned: { row: number; rollout: string }[] = [];
   for (let i = 0; i < rows.length; i++) {
     const rollout = rollouts[i];
     if (rollout === null) continue;
     const counter = counters.get(rollout) ?? { count: 0, explicit: 0 };
     counters.set(rollout, counter);
     const explicit = sequence[i];
-    if (explicit === null) {
-      counter.count++;
-      unassigned.push({ row: i, rollout });
-    } else counter.explicit = Math.max(counter.explicit, explicit);
+    if (explicit === null) counter.count++;
+    else counter.explicit = Math.max(counter.explicit, explicit);
   }
-  if (counters.size === 0) return;
-  const ids = [...counters.keys()];
-  const last = await reserve(
-    db,
-    ids,
-    ids.map((id) => counters.get(id)?.count ?? 0),
-    ids.map((id) => counters.get(id)?.explicit ?? 0),
-  );
-  const next = new Map(ids.map((id) => [id, (last.get(id) ?? 0) - (counters.get(id)?.count ?? 0) + 1]));
+  return counters;
+}
+
+/**
+ * Gives the spans without a sequence id the ids after `last - count` of their rollout, in
+ * start-time order (as the embedded store numbers them).
+ */
+function numberSpans(rows: ColumnarRows, first: Map<string, number>): void {
+  const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
+  const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
+  const start = (rows.columns[SPAN.start_time] as Int64Column).values;
+  const unassigned: { row: number; rollout: string }[] = [];
+  for (let i = 0; i < rows.length; i++) {
+    const rollout = rollouts[i];
+    if (rollout !== null && sequence[i] === null) unassigned.push({ row: i, rollout });
+  }
   unassigned.sort((a, b) => (start[a.row] < start[b.row] ? -1 : start[a.row] > start[b.row] ? 1 : 0));
   for (const { row, rollout } of unassigned) {
-    const id = next.get(rollout) ?? 1;
+    const id = first.get(rollout) ?? 1;
     sequence[row] = id;
-    next.set(rollout, id + 1);
+    first.set(rollout, id + 1);
   }
 }
 
 /** The distinct (rollout, attempt) pairs of span rows. */
-export function attemptsOf(rows: ColumnarRows): { rollouts: string[]; attempts: string[] } {
+function attemptsOf(rows: ColumnarRows): { rollouts: string[]; attempts: string[] } {
   const rolloutIds = rows.columns[SPAN.rollout_id] as (string | null)[];
   const attemptIds = rows.columns[SPAN.attempt_id] as (string | null)[];
   const seen = new Set<string>();
@@ -92,52 +110,42 @@ export function attemptsOf(rows: ColumnarRows): { rollouts: string[]; attempts: 
 }
 
 /**
- * Stored spans are heartbeats of their attempts (RolloutState.heartbeat). Most are of a running
- * attempt whose status stays as it is: one statement sets their time (under a share lock of the
- * rollout, so that no status change runs meanwhile) and, every few seconds per attempt, logs it.
- * The others (the first span of an attempt, one that revives it, unknown ids) take the
- * embedded store's path: rollouts locked, RolloutState.heartbeat, changes written.
+ * Span rows about to be stored: those without a sequence id get the next ids of their rollout
+ * from the shared counters, and each span is a heartbeat of its attempt, in one statement. The
+ * heartbeats that change a status (the first span of an attempt, one that revives it) and those
+ * of unknown attempts then take the embedded store's path: rollouts locked, RolloutState.heartbeat,
+ * changes written. Answers what those changes signal.
  */
-export async function heartbeats(
-  db: PgDatabase,
-  pairs: { rollouts: string[]; attempts: string[] },
-): Promise<Signals | null> {
-  if (pairs.rollouts.length === 0) return null;
-  const now = Date.now() / 1000;
-  const beaten = await db.query<Attempt & { log: boolean }>(
-    `WITH beat AS (
-      UPDATE agl.attempts a SET last_heartbeat_time = greatest(a.last_heartbeat_time, $3),
-        heartbeat_logged = CASE WHEN $3 - coalesce(a.heartbeat_logged, 0) >= $4 THEN $3 ELSE a.heartbeat_logged END
-      FROM (SELECT rollout_id, status, latest_attempt_id FROM agl.rollouts WHERE rollout_id = ANY($1)
-          ORDER BY rollout_id FOR SHARE) r,
-        unnest($1::text[], $2::text[]) AS h(rollout_id, attempt_id)
-      WHERE a.rollout_id = h.rollout_id AND a.attempt_id = h.attempt_id AND r.rollout_id = a.rollout_id
-        AND a.status NOT IN ('preparing', 'unresponsive')
-        AND NOT (r.latest_attempt_id = a.attempt_id AND r.status IN ('preparing', 'queuing', 'requeuing'))
-      RETURNING ${ATTEMPT_COLUMNS.split(', ')
-        .map((c) => `a.${c}`)
-        .join(', ')}, a.heartbeat_logged = $3 AS log
-    ), logged AS (
-      INSERT INTO agl.state_log (kind, key, data)
-        SELECT 'attempt', rollout_id || '/' || attempt_id,
-          json_build_object(${ATTEMPT_COLUMNS.split(', ')
-            .map((c) => `'${c}', ${c}`)
-            .join(', ')})
-        FROM beat WHERE log
-    )
-    SELECT rollout_id, attempt_id FROM beat`,
-    [pairs.rollouts, pairs.attempts, now, HEARTBEAT_LOG_SECONDS],
-  );
-  const done = new Set(beaten.map(attemptKey));
+export async function spansArriving(db: PgDatabase, rows: ColumnarRows): Promise<Signals | null> {
+  const counters = countersOf(rows);
+  if (counters.size === 0) return null;
+  const ids = [...counters.keys()];
+  const pairs = attemptsOf(rows);
+  const answered = await db.query<{ rollout_id: string; attempt_id: string | null; last_id: string | null }>(ARRIVE, [
+    ids,
+    ids.map((id) => counters.get(id)?.count ?? 0),
+    ids.map((id) => counters.get(id)?.explicit ?? 0),
+    pairs.rollouts,
+    pairs.attempts,
+    Date.now() / 1000,
+    HEARTBEAT_LOG_SECONDS,
+  ]);
+  const first = new Map<string, number>();
+  const beaten = new Set<string>();
+  for (const row of answered) {
+    if (row.attempt_id !== null) beaten.add(`${row.rollout_id}/${row.attempt_id}`);
+    else first.set(row.rollout_id, Number(row.last_id) - (counters.get(row.rollout_id)?.count ?? 0) + 1);
+  }
+  numberSpans(rows, first);
   const rest = pairs.rollouts
     .map((rollout, i) => ({ rollout, attempt: pairs.attempts[i] }))
-    .filter((p) => !done.has(`${p.rollout}/${p.attempt}`));
+    .filter((p) => !beaten.has(`${p.rollout}/${p.attempt}`));
   if (rest.length === 0) return null;
   const { signals } = await operate(
     db,
     { rollouts: [...new Set(rest.map((p) => p.rollout))] },
-    (state, at, changes) => {
-      for (const p of rest) state.heartbeat(p.rollout, p.attempt, at, changes);
+    (state, now, changes) => {
+      for (const p of rest) state.heartbeat(p.rollout, p.attempt, now, changes);
     },
   );
   return signals;
