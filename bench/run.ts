@@ -10,9 +10,21 @@ import { gateway } from './gateway.js';
 import { instrumentation } from './instrumentation.js';
 import { runtime } from './runtime.js';
 import { store } from './store.js';
+import { scaleOut } from './scale-out.js';
 
 /** Every benchmark of `npm run bench`, in run order. Later issues add theirs here. */
-const BENCHMARKS: Benchmark[] = [ingest, decode, store, instrumentation, gateway, adapters, runtime, apo, dashboard];
+const BENCHMARKS: Benchmark[] = [
+  ingest,
+  decode,
+  store,
+  scaleOut,
+  instrumentation,
+  gateway,
+  adapters,
+  runtime,
+  apo,
+  dashboard,
+];
 
 const { values } = parseArgs({
   options: { json: { type: 'string', default: 'bench-results.json' }, only: { type: 'string' } },

@@ -64,25 +64,29 @@ function run(program: string, args: string[], user: { uid: number; gid: number }
 }
 
 export interface PostgresCluster {
+  /** The postmaster's process id (its children are the cluster's backends). */
+  readonly pid: number;
   /** A new empty database; answers its URL. */
   createDatabase(): Promise<string>;
   /** Stops the server (fast shutdown) and removes its folder. */
   stop(): Promise<void>;
 }
 
-/** Starts a cluster; the caller stops it (an `after` hook). */
-export async function startPostgres(): Promise<PostgresCluster> {
+/**
+ * Starts a cluster; the caller stops it (an `after` hook). Tests run it without fsync (what
+ * they check does not need a durable disk); `durable` keeps PostgreSQL's defaults (benchmarks).
+ */
+export async function startPostgres({ durable = false } = {}): Promise<PostgresCluster> {
   if (postgresMissing) throw new Error(postgresMissing);
   const user = runAs();
   const dir = await mkdtemp(join(tmpdir(), 'agl-pg-'));
   if (user) await chown(dir, user.uid, user.gid);
   const data = join(dir, 'data');
-  // Durability is not what these clusters are for: fsync off makes them start and write fast.
   await run('initdb', ['-D', data, '-A', 'trust', '-U', 'agl', '-E', 'UTF8', '--no-sync'], user);
   for (let tries = 1; ; tries++) {
     const port = await freePort();
     try {
-      const server = await startServer(data, port, user);
+      const server = await startServer(data, port, user, durable);
       return cluster(server, port, dir);
     } catch (error) {
       if (tries === 3) throw error;
@@ -90,13 +94,17 @@ export async function startPostgres(): Promise<PostgresCluster> {
   }
 }
 
-function startServer(data: string, port: number, user: { uid: number; gid: number } | null): Promise<ChildProcess> {
+function startServer(
+  data: string,
+  port: number,
+  user: { uid: number; gid: number } | null,
+  durable: boolean,
+): Promise<ChildProcess> {
   const settings = {
     listen_addresses: '127.0.0.1',
     unix_socket_directories: '',
-    fsync: 'off',
-    full_page_writes: 'off',
     max_connections: '300',
+    ...(durable ? {} : { fsync: 'off', full_page_writes: 'off' }),
   };
   const args = ['-D', data, '-p', String(port), ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
   const child = spawn(join(BIN as string, 'postgres'), args, { ...(user ?? {}), stdio: ['ignore', 'ignore', 'pipe'] });
@@ -115,6 +123,7 @@ function startServer(data: string, port: number, user: { uid: number; gid: numbe
 function cluster(server: ChildProcess, port: number, dir: string): PostgresCluster {
   const url = (database: string) => `postgres://agl@127.0.0.1:${port}/${database}`;
   return {
+    pid: server.pid as number,
     async createDatabase() {
       const name = `t_${randomBytes(6).toString('hex')}`;
       const client = new pg.Client(url('postgres'));

@@ -232,7 +232,7 @@ for (const [backend, stateUrl, missing] of backends)
         ['GET', '/rollouts?sort_order=up', undefined, 400, /sort_order must be one of asc, desc/],
         ['GET', '/rollouts?filter_logic=xor', undefined, 400, /filter_logic must be one of and, or/],
         ['GET', '/rollouts?status_in=lost', undefined, 400, /status_in\[0\] must be one of/],
-      ['GET', '/rollouts?mode_in=eval', undefined, 400, /mode_in\[0\] must be one of train, val, test/],
+        ['GET', '/rollouts?mode_in=eval', undefined, 400, /mode_in\[0\] must be one of train, val, test/],
         ['POST', '/rollouts/ro-nothing', { status: 'failed' }, 404, /no rollout ro-nothing/],
         ['POST', '/rollouts/ro-nothing/attempts', {}, 404, /no rollout ro-nothing/],
         ['POST', '/spans/next', { rollout_id: 'ro-x' }, 400, /^attempt_id is required$/],
