@@ -435,3 +435,24 @@ test('postgres: state survives a restart, every server sees it in SQL, and a fil
   await embedded.close();
   await assert.rejects(DuckDBStore.open({ path: own, state }), /holds rollouts of its own/);
 });
+
+test('postgres: the watchdogs of two servers act once on each overdue attempt', {
+  skip: postgresMissing,
+}, async (t) => {
+  const dir = await tempDir(t);
+  const state = await database();
+  const a = await openStore(t, join(dir, 'a.duckdb'), state);
+  const b = await openStore(t, join(dir, 'b.duckdb'), state);
+  const config = { timeout_seconds: 0.05, max_attempts: 2, retry_condition: ['timeout' as const] };
+  await a.lightning.enqueueManyRollouts(Array.from({ length: 20 }, (_, i) => ({ input: i, config })));
+  assert.equal((await b.lightning.dequeueManyRollouts({ limit: 20, workerId: 'w' })).length, 20);
+  await sleep(100);
+  await Promise.all([a, b, a, b].map((store) => store.lightning.watchdog()));
+  const timedOut = await a.query(
+    "SELECT key, count(*)::INTEGER AS n FROM state_history WHERE kind = 'attempt' AND (data->>'status') = 'timeout' GROUP BY key",
+  );
+  assert.equal(timedOut.rows.length, 20);
+  assert.deepEqual(new Set(timedOut.rows.map((r) => r.n)), new Set([1]), 'each attempt timed out once');
+  const requeued = await b.lightning.queryRollouts({ status_in: ['requeuing'] });
+  assert.equal(requeued.total, 20);
+});
