@@ -22,7 +22,7 @@ import {
   type SpanQuery,
   type Worker,
 } from '../api/types.js';
-import { matches, paginate } from './paginate.js';
+import { checkFilterLogic, matches, paginate } from './paginate.js';
 import type { ColumnarRows } from '../otlp/columns.js';
 import { NotFoundError, StoreUnavailableError } from '../api/errors.js';
 import { changedAnything, noChanges, type RolloutState, type Changes } from './rollout-state.js';

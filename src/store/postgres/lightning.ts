@@ -179,6 +179,9 @@ export class PostgresLightningStore implements LightningStore {
         ['status = ANY($::text[])', query.status_in],
         ['rollout_id = ANY($::text[])', query.rollout_id_in],
         ['strpos(rollout_id, $::text) > 0', query.rollout_id_contains],
+        ['mode = ANY($::text[])', query.mode_in],
+        // json keeps the text it was given: JSON.stringify's, as the embedded store searches.
+        ['strpos(input::text, $::text) > 0', query.input_contains],
       ],
       query.filter_logic,
     );
