@@ -5,7 +5,8 @@ import { mediaType } from './http.js';
 import { isDecodeError, type Signal } from '../otlp/decode.js';
 import type { DecodePool } from './decode-pool.js';
 import { exportResponse, RpcCode, statusResponse, type EncodedBody, type Encoding } from '../otlp/responses.js';
-import { rejectionMessage, type BatchSink } from '../otlp/batch.js';
+import type { BatchSink } from '../otlp/batch.js';
+import { ingestOtlp, REQUEST_MESSAGE } from './otlp-ingest.js';
 
 const ENCODINGS: Record<string, Encoding> = {
   'application/x-protobuf': 'protobuf',
@@ -56,25 +57,8 @@ export async function handleOtlp(
   }
   try {
     const body = await readBody(request, maxBodyBytes);
-    const bytes = body.length;
-    const batch = await decoder.decode(signal, encoding, body);
-    if (batch.replacedValues > 0) {
-      console.warn(
-        `agl: invalid Unicode replaced with U+FFFD in ${batch.replacedValues} value(s) of a ${signal} request (${encoding})`,
-      );
-    }
-    if (signal === 'traces') await sink.writeSpans(batch.rows, bytes);
-    else await sink.writeLogs(batch.rows, bytes);
-    send(
-      response,
-      200,
-      exportResponse(
-        encoding,
-        signal,
-        batch.rejected,
-        rejectionMessage(batch, signal === 'traces' ? 'spans' : 'log records'),
-      ),
-    );
+    const { rejected, message } = await ingestOtlp(signal, encoding, body, sink, decoder);
+    send(response, 200, exportResponse(encoding, signal, rejected, message));
   } catch (error) {
     if (error instanceof BodyError) {
       send(
@@ -87,11 +71,14 @@ export async function handleOtlp(
         ),
       );
     } else if (isDecodeError(error)) {
-      const what = signal === 'traces' ? 'ExportTraceServiceRequest' : 'ExportLogsServiceRequest';
       send(
         response,
         400,
-        statusResponse(encoding, RpcCode.INVALID_ARGUMENT, `the body is not a valid ${what}: ${error.message}`),
+        statusResponse(
+          encoding,
+          RpcCode.INVALID_ARGUMENT,
+          `the body is not a valid ${REQUEST_MESSAGE[signal]}: ${error.message}`,
+        ),
       );
     } else if (error instanceof StoreBusyError) {
       busy(response, encoding, error.retryAfterSeconds);
