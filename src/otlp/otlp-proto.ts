@@ -24,8 +24,17 @@ export const ExportServiceResponse = { partial_success: 1 } as const;
  */
 export const ExportPartialSuccess = { rejected: 1, error_message: 2 } as const;
 
-/** google.rpc.Status, the body of an OTLP/HTTP error response. */
+/** google.rpc.Status, the body of an OTLP/HTTP error response and OTLP/gRPC's grpc-status-details-bin. */
 export const RpcStatus = { code: 1, message: 2, details: 3 } as const;
+
+/** google.protobuf.Any, a detail of a google.rpc.Status. */
+export const ProtoAny = { type_url: 1, value: 2 } as const;
+
+/** google.rpc.RetryInfo (google/rpc/error_details.proto): when a throttled client may retry. */
+export const RetryInfo = { retry_delay: 1 } as const;
+
+/** google.protobuf.Duration */
+export const Duration = { seconds: 1, nanos: 2 } as const;
 
 /** opentelemetry.proto.trace.v1.ResourceSpans */
 export const ResourceSpans = { resource: 1, scope_spans: 2, schema_url: 3 } as const;

@@ -1,9 +1,10 @@
-import { ExportPartialSuccess, ExportServiceResponse, RpcStatus } from './otlp-proto.js';
+import { Duration, ExportPartialSuccess, ExportServiceResponse, ProtoAny, RetryInfo, RpcStatus } from './otlp-proto.js';
 import { LEN, tag, VARINT } from './protobuf-wire.js';
 
 /**
- * OTLP/HTTP responses, in the encoding of the request: Export{Trace,Logs}ServiceResponse for
- * success and google.rpc.Status for errors (field numbers from the OTLP and googleapis protos).
+ * OTLP responses: for OTLP/HTTP in the encoding of the request, Export{Trace,Logs}ServiceResponse
+ * for success and google.rpc.Status for errors; for OTLP/gRPC the protobuf response and the
+ * RetryInfo of a throttled export (field numbers from the OTLP and googleapis protos).
  */
 export type Encoding = 'protobuf' | 'json';
 
@@ -50,6 +51,32 @@ export function statusResponse(encoding: Encoding, code: number, message: string
   return protobuf(
     Buffer.concat([varintField(RpcStatus.code, code), lengthDelimited(RpcStatus.message, Buffer.from(message))]),
   );
+}
+
+/** google.rpc.RetryInfo asking for a retry after `seconds`. */
+export function retryInfo(seconds: number): Buffer {
+  const whole = Math.floor(seconds);
+  const nanos = Math.round((seconds - whole) * 1e9);
+  const delay = Buffer.concat([
+    whole > 0 ? varintField(Duration.seconds, whole) : Buffer.alloc(0),
+    nanos > 0 ? varintField(Duration.nanos, nanos) : Buffer.alloc(0),
+  ]);
+  return lengthDelimited(RetryInfo.retry_delay, delay);
+}
+
+const RETRY_INFO_TYPE = Buffer.from('type.googleapis.com/google.rpc.RetryInfo');
+
+/** google.rpc.Status whose one detail is a RetryInfo (an Any): what gRPC's grpc-status-details-bin carries. */
+export function retryStatus(code: number, message: string, seconds: number): Buffer {
+  const detail = Buffer.concat([
+    lengthDelimited(ProtoAny.type_url, RETRY_INFO_TYPE),
+    lengthDelimited(ProtoAny.value, retryInfo(seconds)),
+  ]);
+  return Buffer.concat([
+    varintField(RpcStatus.code, code),
+    lengthDelimited(RpcStatus.message, Buffer.from(message)),
+    lengthDelimited(RpcStatus.details, detail),
+  ]);
 }
 
 const json = (value: unknown): EncodedBody => ({
