@@ -1,5 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -75,11 +76,30 @@ process.once('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
 
+/** A port that was free a moment ago (for `--grpc-port`, whose 0 means off). */
+export async function freePort(): Promise<number> {
+  const server = createNetServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+export interface SpawnedServe {
+  readonly url: string;
+  /** host:port of OTLP/gRPC, when args gave it a --grpc-port (without one, a spawned server has none). */
+  readonly grpcAddress: string | undefined;
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+  readonly output: () => string;
+}
+
 /** `agl serve` as a child process; resolves once it printed its address. */
-export async function spawnServe(
-  args: string[],
-): Promise<{ url: string; child: ChildProcess; exited: Promise<number | null>; output: () => string }> {
-  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+export async function spawnServe(args: string[]): Promise<SpawnedServe> {
+  // Any free HTTP port and no OTLP/gRPC unless `args` say otherwise (the last of a flag wins).
+  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--grpc-port', '0', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.add(child);
   const exited = new Promise<number | null>((resolve) =>
     child.once('exit', (code) => {
@@ -89,16 +109,16 @@ export async function spawnServe(
   );
 
   let output = '';
-  const url = await new Promise<string>((resolve, reject) => {
+  const [url, grpcAddress] = await new Promise<[string, string | undefined]>((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
       output += chunk.toString();
-      const match = /serving on (http:\/\/\S+),/.exec(output);
-      if (match) resolve(match[1]);
+      const match = /serving on (http:\/\/\S+?)(?:, OTLP\/gRPC on (\S+))?, storing/.exec(output);
+      if (match) resolve([match[1], match[2]]);
     });
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
     void exited.then(() => reject(new Error(`agl serve exited before serving:\n${output}`)));
   });
-  return { url, child, exited, output: () => output };
+  return { url, grpcAddress, child, exited, output: () => output };
 }
 
 export async function post(

@@ -71,11 +71,11 @@ test('a second agl serve on the same file or port says what is in the way', asyn
   const db = join(dir, 'owned.duckdb');
   const first = await spawnServe(['--db', db]);
   t.after(() => first.child.kill('SIGKILL'));
-  const sameFile = await runCli(['serve', '--db', db, '--port', '0']);
+  const sameFile = await runCli(['serve', '--db', db, '--port', '0', '--grpc-port', '0']);
   assert.equal(sameFile.code, 1);
   assert.match(sameFile.stderr, /owned\.duckdb is in use by process \d+ \(another agl serve\?\)/);
   const port = new URL(first.url).port;
-  const samePort = await runCli(['serve', '--db', join(dir, 'other.duckdb'), '--port', port]);
+  const samePort = await runCli(['serve', '--db', join(dir, 'other.duckdb'), '--port', port, '--grpc-port', '0']);
   assert.equal(samePort.code, 1);
   assert.match(samePort.stderr, new RegExp(`127\\.0\\.0\\.1:${port} is already in use`));
 });
@@ -161,7 +161,7 @@ test('a port in use fails before the database file is created', async (t) => {
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
   t.after(() => new Promise<void>((resolve) => taken.close(() => resolve())));
   const port = String((taken.address() as AddressInfo).port);
-  const failed = await runCli(['serve', '--db', join(dir, 'never.duckdb'), '--port', port]);
+  const failed = await runCli(['serve', '--db', join(dir, 'never.duckdb'), '--port', port, '--grpc-port', '0']);
   assert.equal(failed.code, 1);
   assert.match(failed.stderr, new RegExp(`127\\.0\\.0\\.1:${port} is already in use`));
   assert.deepEqual(await readdir(dir), []);

@@ -11,7 +11,7 @@ export function isLoopbackHost(name: string): boolean {
 }
 
 /** The name in a Host header, without its port and brackets ("[::1]:4318" is "::1"). */
-function hostName(header: string): string {
+export function hostName(header: string): string {
   if (header.startsWith('[')) {
     const end = header.indexOf(']');
     return header.slice(1, end === -1 ? undefined : end);

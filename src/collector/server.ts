@@ -8,6 +8,7 @@ import { gateway, type GatewayOptions } from './gateway.js';
 import { DecodePool } from './decode-pool.js';
 import { browserGuard } from './browser-guard.js';
 import { bearerCheck, HttpError, isJsonOrEmpty, sendJson, type Route } from './http.js';
+import { GrpcReceiver } from './grpc-server.js';
 import { handleOtlp, handleOtlpMetrics } from './otlp-routes.js';
 import { handleQuery } from './query-route.js';
 import { DASHBOARD_DIR, staticFiles } from './static-files.js';
@@ -39,6 +40,11 @@ export interface ServerOptions {
   readonly logRequests?: boolean;
   /** The dashboard's built files, served at every path outside /v1/ (default DASHBOARD_DIR, dist/dashboard). */
   readonly dashboardDir?: string;
+  /**
+   * The port of OTLP/gRPC on the same host (`agl serve` listens on DEFAULT_GRPC_PORT, 4317); 0 for
+   * any free port. Without it there is no OTLP/gRPC.
+   */
+  readonly grpcPort?: number;
 }
 
 /** One line per answered request: method, path, status and time taken. */
@@ -53,6 +59,8 @@ export interface RunningServer {
   /** http://host:port */
   readonly url: string;
   readonly server: Server;
+  /** host:port of OTLP/gRPC, when it listens. */
+  readonly grpcAddress: string | undefined;
   /** Stops accepting connections and waits for requests in flight. */
   close(): Promise<void>;
 }
@@ -89,20 +97,48 @@ function compileRoutes(routes: Route[]): (path: string) => MatchedRoute[] {
   };
 }
 
+/** The listeners of a server, bound before its store opens. */
+export interface BoundServer {
+  readonly http: Server;
+  readonly grpc: GrpcReceiver | undefined;
+  /** Stops listening (for a start that failed after binding). */
+  close(): void;
+}
+
 /**
- * Listens on host:port before anything else is opened, so that a port in use fails first;
- * `startServer` then answers on it. Requests that come in between get a 503 (clients retry).
+ * Listens on host:port (and on host:grpcPort) before anything else is opened, so that a port in
+ * use fails first; `startServer` then answers on them. Requests that come in between get a 503,
+ * exports over gRPC UNAVAILABLE (clients retry).
  */
-export async function bindServer(options: Pick<ServerOptions, 'host' | 'port'> = {}): Promise<Server> {
-  const server = createServer({ keepAliveTimeout: 65_000 }, answerStarting);
+export async function bindServer(options: ServerOptions = {}): Promise<BoundServer> {
+  const http = createServer({ keepAliveTimeout: 65_000 }, answerStarting);
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? DEFAULT_PORT, options.host ?? DEFAULT_HOST, () => {
-      server.off('error', reject);
+    http.once('error', reject);
+    http.listen(options.port ?? DEFAULT_PORT, options.host ?? DEFAULT_HOST, () => {
+      http.off('error', reject);
       resolve();
     });
   });
-  return server;
+  let grpc: GrpcReceiver | undefined;
+  if (options.grpcPort !== undefined) {
+    grpc = await GrpcReceiver.listen({
+      host: options.host ?? DEFAULT_HOST,
+      port: options.grpcPort,
+      token: options.token,
+      maxMessageBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+    }).catch((error: unknown) => {
+      http.close();
+      throw error;
+    });
+  }
+  return {
+    http,
+    grpc,
+    close: () => {
+      http.close();
+      void grpc?.close();
+    },
+  };
 }
 
 function answerStarting(_request: IncomingMessage, response: ServerResponse): void {
@@ -112,17 +148,19 @@ function answerStarting(_request: IncomingMessage, response: ServerResponse): vo
 /**
  * The one HTTP server of `agl serve`: OTLP under /v1/traces and /v1/logs, the LightningStore
  * REST API and SQL queries under /v1/agl/, the LLM gateway under /v1/gateway/, the dashboard's
- * files at every other path. Routes are listed here, explicitly; each handler
- * lives in its own module. It listens on `bound` (from `bindServer`) when given.
+ * files at every other path. Routes are listed here, explicitly; each handler lives in its own
+ * module. With `grpcPort`, OTLP/gRPC too, into the same store through the same decoders. It
+ * listens on `bound` (from `bindServer`) when given.
  */
 export async function startServer(
   store: DuckDBStore,
   options: ServerOptions = {},
-  bound?: Server,
+  bound?: BoundServer,
 ): Promise<RunningServer> {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  const server = bound ?? (await bindServer(options));
+  const { http: server, grpc } = bound ?? (await bindServer(options));
   const decoder = new DecodePool(options.decodeThreads ?? Math.max(1, availableParallelism() - 1));
+  grpc?.serve(store, decoder);
   const llmGateway = gateway(store.lightning, store, {
     ...options.gateway,
     timeoutMs: options.gateway?.timeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
@@ -159,19 +197,22 @@ export async function startServer(
 
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const httpClosed = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+      // Keep-alive clients that keep sending would hold the close open: cut them after a grace.
+      setTimeout(() => server.closeAllConnections(), 5_000).unref();
+    });
   return {
     url: `http://${host}:${address.port}`,
     server,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-        // Keep-alive clients that keep sending would hold the close open: cut them after a grace.
-        setTimeout(() => server.closeAllConnections(), 5_000).unref();
-      }).then(async () => {
-        await llmGateway.flush();
-        await decoder.close();
-      }),
+    grpcAddress: grpc?.address,
+    close: async () => {
+      await Promise.all([httpClosed(), grpc?.close()]);
+      await llmGateway.flush();
+      await decoder.close();
+    },
   };
 }
 

@@ -27,11 +27,11 @@ export function parseCommandArgs<O extends Options>(args: string[], options: O) 
 }
 
 /** A port from 0 to 65535; undefined when not given. */
-export function portArg(value: string | undefined): number | undefined {
+export function portArg(value: string | undefined, flag = '--port'): number | undefined {
   if (value === undefined) return undefined;
   const port = Number(value);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new UsageError(`--port must be an integer from 0 to 65535, not "${value}"`);
+    throw new UsageError(`${flag} must be an integer from 0 to 65535, not "${value}"`);
   return port;
 }
 

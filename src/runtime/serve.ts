@@ -2,6 +2,7 @@ import { rm, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { isLoopbackHost, parseOrigin } from '../collector/browser-guard.js';
+import { DEFAULT_GRPC_PORT } from '../collector/grpc-server.js';
 import {
   bindServer,
   DEFAULT_MAX_BODY_BYTES,
@@ -25,21 +26,24 @@ import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg
 const mib = (bytes: number) => `${bytes / 2 ** 20}MiB`;
 
 // The defaults shown are the server's and the store's own: an option not given is left to them.
-export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}] [--db ./agl.duckdb] [--state postgres://...] [--max-body ${mib(DEFAULT_MAX_BODY_BYTES)}]
-          [--max-queue ${mib(DEFAULT_MAX_QUEUED_BYTES)}] [--decode-threads N] [--checkpoint-threshold 1GiB]
+export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}] [--grpc-port ${DEFAULT_GRPC_PORT}] [--db ./agl.duckdb] [--state postgres://...]
+          [--max-body ${mib(DEFAULT_MAX_BODY_BYTES)}] [--max-queue ${mib(DEFAULT_MAX_QUEUED_BYTES)}] [--decode-threads N] [--checkpoint-threshold 1GiB]
           [--write-memory ${mib(DEFAULT_WRITE_MEMORY_BYTES)}] [--query-timeout ${DEFAULT_QUERY_TIMEOUT_MS / 1000}] [--token T] [--allow-origin URL]
           [--upstream URL] [--upstream-key KEY] [--upstream-timeout ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000}] [--return-token-ids]
           [--return-logprobs] [--pass-agent-key] [--quiet]
-  Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs) and
-  stores it in a DuckDB file; answers agl's API under /v1/agl/ and records LLM calls made
-  through its OpenAI-compatible gateway under /v1/gateway/. Stops cleanly on Ctrl-C.
+  Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs, and
+  OTLP/gRPC on --grpc-port, 0 for none) and stores it in a DuckDB file; answers agl's API
+  under /v1/agl/ and records LLM calls made through its OpenAI-compatible gateway under
+  /v1/gateway/. Stops cleanly on Ctrl-C.
   --state (or AGL_STATE): a PostgreSQL URL; rollouts, attempts, resources, workers and the
   queue live there, shared by every agl serve that names it (several servers behind one load
   balancer); spans stay in each server's --db file. Without it, all of it lives in --db.
+  --max-body: the largest OTLP request or gRPC message, after decompression.
   --write-memory: memory that rows written but not yet checkpointed into the file may hold
   while writes run (at least 16MiB); the rest waits in the temporary folder beside the file.
   --query-timeout: seconds a query or an export through the server may run.
-  --token (or AGL_TOKEN): every request must carry Authorization: Bearer <token>.
+  --token (or AGL_TOKEN): every request must carry Authorization: Bearer <token> (over gRPC,
+  as the metadata authorization; the gRPC health service needs none).
   --allow-origin: a web page origin (http://localhost:3000) that may call the server, with
   CORS (repeat it or separate origins with commas); requests from other pages are refused.
   --upstream: the model server (base URL with its /v1) for gateway calls whose rollout has no
@@ -54,6 +58,7 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}
 const OPTIONS = {
   host: { type: 'string' },
   port: { type: 'string' },
+  'grpc-port': { type: 'string' },
   db: { type: 'string', default: './agl.duckdb' },
   state: { type: 'string' },
   'max-body': { type: 'string' },
@@ -95,7 +100,8 @@ export async function serve(args: string[]): Promise<void> {
   const serverFile = serverFileOf(path);
   await writeFile(serverFile, JSON.stringify({ url: server.url, pid: process.pid }));
   const state = storeOptions.state === undefined ? '' : `, state in ${withoutPassword(storeOptions.state)}`;
-  console.log(`agl: serving on ${server.url}, storing in ${path}${state}`);
+  const grpc = server.grpcAddress === undefined ? '' : `, OTLP/gRPC on ${server.grpcAddress}`;
+  console.log(`agl: serving on ${server.url}${grpc}, storing in ${path}${state}`);
   stopOnSignals(async () => {
     await server.close();
     await store.close();
@@ -109,6 +115,7 @@ function serverOptionsOf(values: Values): ServerOptions {
   return {
     host: values.host,
     port: portArg(values.port),
+    grpcPort: grpcPortArg(values['grpc-port']),
     maxBodyBytes: bytesArg('--max-body', values['max-body']),
     decodeThreads: countArg('--decode-threads', values['decode-threads']),
     token: values.token ?? (process.env.AGL_TOKEN || undefined),
@@ -123,6 +130,12 @@ function serverOptionsOf(values: Values): ServerOptions {
       passAgentKey: values['pass-agent-key'],
     },
   };
+}
+
+/** --grpc-port: 4317 when not given, 0 for no OTLP/gRPC (undefined). */
+function grpcPortArg(value: string | undefined): number | undefined {
+  const port = portArg(value, '--grpc-port') ?? DEFAULT_GRPC_PORT;
+  return port === 0 ? undefined : port;
 }
 
 /** The store's options from the command line; each one not given is left to the store's default. */
@@ -165,7 +178,7 @@ async function openServer(
   storeOptions: Omit<StoreOptions, 'path'>,
 ): Promise<{ server: RunningServer; store: DuckDBStore }> {
   const bound = await bindServer(serverOptions).catch((error: unknown) => {
-    throw bindError(error, serverOptions.host);
+    throw bindError(error, serverOptions);
   });
   let store: DuckDBStore;
   try {
@@ -183,13 +196,15 @@ async function openServer(
   }
 }
 
-/** What a failed listen means to the user, for the errors a wrong --host or --port gives. */
-function bindError(error: unknown, host: string | undefined): unknown {
+/** What a failed listen means to the user, for the errors a wrong --host, --port or --grpc-port gives. */
+function bindError(error: unknown, options: ServerOptions): unknown {
   const { code, address, port } = error as NodeJS.ErrnoException & { address?: string; port?: number };
-  if (code === 'EADDRINUSE')
-    return new CommandError(`${address}:${port} is already in use: stop what listens there or pick another --port`);
+  if (code === 'EADDRINUSE') {
+    const flag = port === options.grpcPort ? '--grpc-port (0 for no OTLP/gRPC)' : '--port';
+    return new CommandError(`${address}:${port} is already in use: stop what listens there or pick another ${flag}`);
+  }
   if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND')
-    return new CommandError(`cannot listen on ${host ?? address}: no such local address`);
+    return new CommandError(`cannot listen on ${options.host ?? address}: no such local address`);
   return error;
 }
 

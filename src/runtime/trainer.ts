@@ -187,9 +187,21 @@ export class Trainer<T = unknown, R = unknown> {
       );
     const grace = 1000 * (this.options.graceSeconds ?? 10);
     const upstream = this.options.upstream ? ['--upstream', this.options.upstream] : [];
+    // The run's own server on free ports: its runners post OTLP/HTTP, so no OTLP/gRPC port to claim.
     const server = spawn(
       process.execPath,
-      [CLI, 'serve', '--port', '0', '--db', this.options.db ?? './agl.duckdb', '--quiet', ...upstream],
+      [
+        CLI,
+        'serve',
+        '--port',
+        '0',
+        '--grpc-port',
+        '0',
+        '--db',
+        this.options.db ?? './agl.duckdb',
+        '--quiet',
+        ...upstream,
+      ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     const url = await servingUrl(server);
