@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { connect } from 'node:http2';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Metadata, status } from '@grpc/grpc-js';
@@ -205,6 +206,30 @@ test('with --token, gRPC exports need the bearer token as metadata; health needs
   assert.deepEqual(await healthCheck(serve.grpcAddress as string), { status: 1 });
   const count = await runCli(['query', 'SELECT count(*) AS n FROM spans', '--db', db, '--token', 's3cret']);
   assert.match(count.stdout, /\b3\b/);
+});
+
+test("each connection's HTTP/2 flow-control windows are raised, so that a large export is not paced by the server", async () => {
+  const session = connect(`http://${overGrpc.server.grpcAddress}`);
+  try {
+    const raised = new Promise<void>((resolve) =>
+      session.on('remoteSettings', (settings) => {
+        if (settings.initialWindowSize === 16 * 2 ** 20) resolve();
+      }),
+    );
+    // Any call opens a stream, and the first stream of a connection raises its windows.
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': '/grpc.health.v1.Health/Check',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
+    stream.resume();
+    stream.end(Buffer.from([0, 0, 0, 0, 0]));
+    await raised;
+    await new Promise((resolve) => stream.once('close', resolve));
+  } finally {
+    session.close();
+  }
 });
 
 test('on a loopback address, a call naming another host is refused, as over HTTP', async () => {

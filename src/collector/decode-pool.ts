@@ -51,7 +51,11 @@ export class DecodePool {
     }
   }
 
-  decode(signal: Signal, encoding: Encoding, body: Buffer): Promise<DecodedBatch> {
+  /**
+   * `wholeBuffer`: the caller hands over all of `body.buffer` (nothing else uses it), so that it
+   * moves to a decode thread without a copy even when `body` is a view into part of it.
+   */
+  decode(signal: Signal, encoding: Encoding, body: Buffer, wholeBuffer = false): Promise<DecodedBatch> {
     if (this.threads.length === 0 || body.length < INLINE_BYTES) {
       try {
         return Promise.resolve(this.inline.decode(signal, encoding, body));
@@ -61,7 +65,8 @@ export class DecodePool {
     }
     const thread = this.threads.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
     // Transfer the body when it owns its memory; a slice of a shared pool must be copied.
-    const owned = body.byteOffset === 0 && body.buffer.byteLength === body.length ? body : Buffer.from(body);
+    const owned =
+      wholeBuffer || (body.byteOffset === 0 && body.buffer.byteLength === body.length) ? body : Buffer.from(body);
     const id = this.nextId++;
     return new Promise<DecodedBatch>((resolve, reject) => {
       thread.pending.set(id, { resolve, reject });

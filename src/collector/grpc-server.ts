@@ -17,6 +17,7 @@ import { hostName, isLoopbackHost } from './browser-guard.js';
 import type { DecodePool } from './decode-pool.js';
 import { HEALTH_SERVICE_NAME, HealthService } from './grpc-health.js';
 import { EXPORT_PATHS, OTLP_SERVICES, retryLater, type GrpcStatus } from './grpc-messages.js';
+import { widenWindows } from './grpc-windows.js';
 import { bearerCheck } from './http.js';
 import { ingestOtlp, REQUEST_MESSAGE } from './otlp-ingest.js';
 
@@ -60,6 +61,7 @@ export class GrpcReceiver {
   private readonly health = new HealthService(Object.values(OTLP_SERVICES).map((service) => service.name));
   private readonly grpc: Server;
   private readonly listener: NetServer;
+  private narrowWindows = () => {};
 
   private constructor(options: GrpcReceiverOptions) {
     this.grpc = new Server({
@@ -83,6 +85,8 @@ export class GrpcReceiver {
         resolve();
       });
     });
+    const { port } = receiver.listener.address() as AddressInfo;
+    receiver.narrowWindows = widenWindows(port);
     return receiver;
   }
 
@@ -106,19 +110,34 @@ export class GrpcReceiver {
     await new Promise<void>((resolve) => this.grpc.tryShutdown(() => resolve()));
     clearTimeout(cut);
     await closed;
+    this.narrowWindows();
   }
 
   private exportHandler(signal: Signal) {
     return (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>): void => {
       // Admission let the call in, so the store is open.
       const target = this.target as IngestTarget;
-      ingestOtlp(signal, 'protobuf', call.request, target.sink, target.decoder).then(
+      const message = call.request;
+      ingestOtlp(signal, 'protobuf', message, target.sink, target.decoder, isWholeFrame(message)).then(
         ({ rejected, message }) => callback(null, exportResponse('protobuf', signal, rejected, message).body),
         (error: unknown) => callback(exportError(signal, error)),
       );
     };
   }
 }
+
+/** gRPC's message prefix: a compressed flag and a 4-byte length. */
+const FRAME_PREFIX_BYTES = 5;
+
+/**
+ * Whether grpc-js handed the message as a view past the prefix of a buffer of its own (it joins
+ * a message's frames into one, past 4 KiB never from node's shared pool): then nothing else uses
+ * that buffer and it moves to a decode thread without a copy (for 2.3 MB exports, that copy and
+ * its fresh allocation were the main thread's largest cost over OTLP/HTTP's). Any other shape
+ * is copied.
+ */
+const isWholeFrame = (message: Buffer): boolean =>
+  message.byteOffset === FRAME_PREFIX_BYTES && message.buffer.byteLength === message.length + FRAME_PREFIX_BYTES;
 
 /**
  * OTLP's gRPC semantics for what an export can run into: INVALID_ARGUMENT for bad data (not

@@ -19,7 +19,7 @@ export const REQUEST_MESSAGE = {
  * An OTLP export after its transport, the same for OTLP/HTTP and OTLP/gRPC: the body decoded (on
  * a decode thread when large), its rows handed to the sink; resolves once they are durable.
  * Throws a decode error (`isDecodeError`) for a bad body, and what the sink throws when it cannot
- * take the rows now (StoreBusyError, StoreUnavailableError).
+ * take the rows now (StoreBusyError, StoreUnavailableError). `wholeBuffer`: see DecodePool.decode.
  */
 export async function ingestOtlp(
   signal: Signal,
@@ -27,10 +27,11 @@ export async function ingestOtlp(
   body: Buffer,
   sink: BatchSink,
   decoder: DecodePool,
+  wholeBuffer = false,
 ): Promise<IngestResult> {
   // Read before decoding: the body's memory may move to the decode thread.
   const bytes = body.length;
-  const batch = await decoder.decode(signal, encoding, body);
+  const batch = await decoder.decode(signal, encoding, body, wholeBuffer);
   if (batch.replacedValues > 0) {
     console.warn(
       `agl: invalid Unicode replaced with U+FFFD in ${batch.replacedValues} value(s) of a ${signal} request (${encoding})`,
