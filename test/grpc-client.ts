@@ -93,20 +93,34 @@ export const RETRY_UNAVAILABLE: Partial<ChannelOptions> = {
   }),
 };
 
+const healthMethod = (name: string, responseStream: boolean) => ({
+  path: `/grpc.health.v1.Health/${name}`,
+  requestStream: false,
+  responseStream,
+  requestSerialize: (value: Buffer) => value,
+  requestDeserialize: (value: Buffer) => value,
+  responseSerialize: (value: Buffer) => value,
+  responseDeserialize: (value: Buffer) => value,
+});
+
 const HEALTH = makeGenericClientConstructor(
-  {
-    Check: {
-      path: '/grpc.health.v1.Health/Check',
-      requestStream: false,
-      responseStream: false,
-      requestSerialize: (value: Buffer) => value,
-      requestDeserialize: (value: Buffer) => value,
-      responseSerialize: (value: Buffer) => value,
-      responseDeserialize: (value: Buffer) => value,
-    },
-  },
+  { Check: healthMethod('Check', false), Watch: healthMethod('Watch', true) },
   'grpc.health.v1.Health',
 );
+
+/** grpc.health.v1.Health/Watch of the server as a whole: each ServingStatus as it comes, until the server ends the stream. */
+export function healthWatch(address: string, onStatus: (status: number) => void): Promise<void> {
+  const client = new HEALTH(address, credentials.createInsecure()) as ServiceClient;
+  const stream = client.Watch(Buffer.alloc(0));
+  stream.on('data', (response: Buffer) => onStatus(response.length === 0 ? 0 : response[1]));
+  return new Promise((resolve, reject) => {
+    stream.once('end', () => {
+      client.close();
+      resolve();
+    });
+    stream.once('error', reject);
+  });
+}
 
 /** grpc.health.v1.Health/Check: the ServingStatus number, or the error. */
 export function healthCheck(address: string, service = ''): Promise<{ status?: number; error?: ServiceError }> {

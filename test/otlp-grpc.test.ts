@@ -19,7 +19,7 @@ import {
   type ReadableLogRecord,
 } from '@opentelemetry/sdk-logs';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
-import { exportOnce, healthCheck } from './grpc-client.js';
+import { exportOnce, healthCheck, healthWatch } from './grpc-client.js';
 import {
   freePort,
   newTempDir,
@@ -176,6 +176,21 @@ test('the health service answers SERVING, and NOT_FOUND for a service agl does n
   assert.deepEqual(await healthCheck(address, 'opentelemetry.proto.collector.trace.v1.TraceService'), { status: 1 });
   const unknown = await healthCheck(address, 'opentelemetry.proto.collector.metrics.v1.MetricsService');
   assert.equal(unknown.error?.code, status.NOT_FOUND);
+});
+
+test('a health Watch hears SERVING, then NOT_SERVING as the server stops, which does not wait for it', async (t) => {
+  const agl = await startAgl(join(await tempDir(t), 'watch.duckdb'), { grpcPort: 0 });
+  const statuses: number[] = [];
+  let serving: () => void = () => {};
+  const servingSeen = new Promise<void>((resolve) => (serving = resolve));
+  const ended = healthWatch(agl.server.grpcAddress as string, (status) => {
+    statuses.push(status);
+    if (status === 1) serving();
+  });
+  await servingSeen;
+  await agl.close();
+  await ended;
+  assert.deepEqual(statuses, [1, 2]);
 });
 
 test('with --token, gRPC exports need the bearer token as metadata; health needs none', async (t) => {
