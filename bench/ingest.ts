@@ -4,9 +4,11 @@ import { availableParallelism } from 'node:os';
 import { DecodePool } from '../src/collector/decode-pool.js';
 import { httpRequest } from '../src/client/http-request.js';
 import { DuckDBStore } from '../src/store/store.js';
-import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
+import { status as grpcStatus } from '@grpc/grpc-js';
+import { freePort, newTempDir, removeDir, spawnServe } from '../test/helpers.js';
 import { freshCopy, makeBatch, type BatchTemplate } from '../test/otlp-batches.js';
 import { percentile, type Benchmark, type Figure } from './figures.js';
+import { Http2GrpcSender } from './grpc-sender.js';
 
 const BATCH = 512;
 const SENDERS = 8;
@@ -59,58 +61,145 @@ async function rssMb(pid: number): Promise<number> {
   return Number(kb) / 1024;
 }
 
+/** Sends one request body; false when the server asked for a retry (a full write queue). */
+type Send = (body: Buffer) => Promise<boolean>;
+
+/** A sender of OTLP/HTTP posts over undici's pool, as `StoreClient` uses. */
+function httpSender(url: string): Send {
+  return async (body) => {
+    const { status } = await httpRequest(
+      `${url}/v1/traces`,
+      'POST',
+      { 'content-type': 'application/x-protobuf' },
+      body,
+      60_000,
+    );
+    if (status !== 200 && status !== 503 && status !== 429) throw new Error(`ingest failed: ${status}`);
+    return status === 200;
+  };
+}
+
+const TRACE_EXPORT = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
+
+/** A sender of OTLP/gRPC Export calls on a connection of its own, as a separate app's exporter has. */
+function grpcSender(address: string): { send: Send; close(): void } {
+  const sender = new Http2GrpcSender(address);
+  return {
+    send: async (body) => {
+      const { status, message } = await sender.send(TRACE_EXPORT, body);
+      if (status !== 0 && status !== grpcStatus.UNAVAILABLE) throw new Error(`ingest failed: ${status} ${message}`);
+      return status === 0;
+    },
+    close: () => sender.close(),
+  };
+}
+
+/** What sending a run of batches measured. */
+interface Sent {
+  seconds: number;
+  readonly latencies: number[];
+  retries: number;
+}
+
+const newSent = (): Sent => ({ seconds: 0, latencies: [], retries: 0 });
+
+/** Sends `count` fresh copies of `template` (serials from `serial`) through `sends`, one in flight per sender. */
+async function sendBatches(
+  sends: readonly Send[],
+  template: BatchTemplate,
+  serial: number,
+  count: number,
+  into: Sent,
+): Promise<void> {
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(
+    sends.map(async (send) => {
+      while (next < count) {
+        const body = freshCopy(template, serial + next++);
+        for (;;) {
+          const sent = performance.now();
+          const accepted = await send(body);
+          into.latencies.push(performance.now() - sent);
+          if (accepted) break;
+          into.retries++;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    }),
+  );
+  into.seconds += (performance.now() - start) / 1000;
+}
+
+function summary(sent: Sent, spans: number) {
+  const latencies = [...sent.latencies].sort((a, b) => a - b);
+  return {
+    spansPerSec: spans / sent.seconds,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    retries: sent.retries,
+  };
+}
+
 /** `agl serve` in its own process, SENDERS concurrent clients posting BATCH-span requests. */
 async function overHttp(template: BatchTemplate, totalSpans: number, serialBase: number) {
   const dir = await newTempDir();
   const serve = await spawnServe(['--quiet', '--db', join(dir, 'bench.duckdb')]);
   try {
     const batches = Math.ceil(totalSpans / template.spanCount);
-    let latencies: number[] = [];
-    let retries = 0;
-    const send = async (serial: number) => {
-      const body = freshCopy(template, serial);
-      for (;;) {
-        const sent = performance.now();
-        const { status } = await httpRequest(
-          `${serve.url}/v1/traces`,
-          'POST',
-          { 'content-type': 'application/x-protobuf' },
-          body,
-          60_000,
-        );
-        latencies.push(performance.now() - sent);
-        if (status === 200) return;
-        if (status !== 503 && status !== 429) throw new Error(`ingest failed: ${status}`);
-        retries++;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
+    const sends = Array.from({ length: SENDERS }, () => httpSender(serve.url));
     // Warm-up: one request per sender, all at once, to a server whose code is not compiled yet
     // (V8 compiles the decoder and the writer's paths as they run hot). Its slowest answer is a
     // figure of its own; the measured run starts warm, as a server's steady state does.
-    await Promise.all(Array.from({ length: SENDERS }, (_, i) => send(serialBase - 1 - i)));
-    const coldMax = Math.max(...latencies);
-    latencies = [];
-    let next = 0;
-    const sender = async () => {
-      while (next < batches) await send(serialBase + next++);
-    };
-    const start = performance.now();
-    await Promise.all(Array.from({ length: SENDERS }, sender));
-    const seconds = (performance.now() - start) / 1000;
+    const warmUp = newSent();
+    await sendBatches(sends, template, serialBase - SENDERS, SENDERS, warmUp);
+    const sent = newSent();
+    await sendBatches(sends, template, serialBase, batches, sent);
     const pid = serve.child.pid;
     if (pid === undefined) throw new Error('agl serve has no pid');
     const rss = await rssMb(pid);
-    latencies.sort((a, b) => a - b);
-    return {
-      spansPerSec: (batches * template.spanCount) / seconds,
-      p50: percentile(latencies, 50),
-      p99: percentile(latencies, 99),
-      coldMax,
-      rss,
-      retries,
-    };
+    return { ...summary(sent, batches * template.spanCount), coldMax: Math.max(...warmUp.latencies), rss };
   } finally {
+    serve.child.kill('SIGTERM');
+    await serve.exited;
+    await removeDir(dir);
+  }
+}
+
+/** Batches each transport sends before the other takes its turn. */
+const ROUND = 4 * SENDERS;
+
+/**
+ * OTLP/HTTP against OTLP/gRPC: SENDERS senders of each to one `agl serve`, the two transports
+ * taking turns ROUND batches at a time, so that both meet the same server state (file size,
+ * checkpoints) and the same load on the machine; `spansEach` spans through each.
+ */
+async function httpVersusGrpc(template: BatchTemplate, spansEach: number, serialBase: number) {
+  const dir = await newTempDir();
+  const serve = await spawnServe(['--quiet', '--db', join(dir, 'ab.duckdb'), '--grpc-port', String(await freePort())]);
+  const grpcSenders = Array.from({ length: SENDERS }, () => grpcSender(serve.grpcAddress as string));
+  const transports = [
+    { sends: Array.from({ length: SENDERS }, () => httpSender(serve.url)), sent: newSent() },
+    { sends: grpcSenders.map((s) => s.send), sent: newSent() },
+  ];
+  try {
+    let serial = serialBase;
+    for (const { sends } of transports) {
+      await sendBatches(sends, template, serial, SENDERS, newSent());
+      serial += SENDERS;
+    }
+    const batches = Math.ceil(spansEach / template.spanCount);
+    for (let done = 0; done < batches; done += ROUND) {
+      for (const { sends, sent } of transports) {
+        const count = Math.min(ROUND, batches - done);
+        await sendBatches(sends, template, serial, count, sent);
+        serial += count;
+      }
+    }
+    const [http, grpc] = transports.map(({ sent }) => summary(sent, batches * template.spanCount));
+    return { http, grpc };
+  } finally {
+    for (const sender of grpcSenders) sender.close();
     serve.child.kill('SIGTERM');
     await serve.exited;
     await removeDir(dir);
@@ -119,7 +208,7 @@ async function overHttp(template: BatchTemplate, totalSpans: number, serialBase:
 
 export const ingest: Benchmark = {
   name: 'ingest',
-  description: `OTLP/HTTP ingest into agl serve: ${BATCH}-span protobuf batches, ${SENDERS} concurrent senders`,
+  description: `OTLP/HTTP ingest into agl serve, and OTLP/gRPC against it: ${BATCH}-span protobuf batches, ${SENDERS} concurrent senders`,
   async run(): Promise<Figure[]> {
     const figures: Figure[] = [];
     for (const shape of SHAPES) {
@@ -145,6 +234,29 @@ export const ingest: Benchmark = {
         { name: `${prefix}.p99_latency`, value: round(http.p99, 1), unit: 'ms', target: '< 500' },
         { name: `${prefix}.cold_burst_max_latency`, value: round(http.coldMax, 1), unit: 'ms', target: '' },
         { name: `${prefix}.retried_requests`, value: http.retries, unit: 'requests', target: '' },
+      );
+      const ab = await httpVersusGrpc(template, shape.totalSpans / 2, 3_000_000);
+      figures.push(
+        {
+          name: `${prefix}.grpc_spans_per_s`,
+          value: Math.round(ab.grpc.spansPerSec),
+          unit: 'spans/s',
+          target: `>= ${shape.target}`,
+        },
+        {
+          name: `${prefix}.grpc_vs_http`,
+          value: round(ab.grpc.spansPerSec / ab.http.spansPerSec, 2),
+          unit: 'ratio',
+          target: '>= 1',
+        },
+        { name: `${prefix}.grpc_p99_latency`, value: round(ab.grpc.p99, 1), unit: 'ms', target: '< 500' },
+        {
+          name: `${prefix}.grpc_p99_vs_http`,
+          value: round(ab.grpc.p99 / ab.http.p99, 2),
+          unit: 'ratio',
+          target: '<= 1',
+        },
+        { name: `${prefix}.grpc_retried_requests`, value: ab.grpc.retries, unit: 'requests', target: '' },
       );
       if (shape.key === 'small') {
         figures.push({
