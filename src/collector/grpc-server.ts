@@ -61,7 +61,7 @@ export class GrpcReceiver {
   private readonly health = new HealthService(Object.values(OTLP_SERVICES).map((service) => service.name));
   private readonly grpc: Server;
   private readonly listener: NetServer;
-  private narrowWindows = () => {};
+  private stopWidening = () => {};
 
   private constructor(options: GrpcReceiverOptions) {
     this.grpc = new Server({
@@ -86,7 +86,7 @@ export class GrpcReceiver {
       });
     });
     const { port } = receiver.listener.address() as AddressInfo;
-    receiver.narrowWindows = widenWindows(port);
+    receiver.stopWidening = widenWindows(port);
     return receiver;
   }
 
@@ -110,15 +110,15 @@ export class GrpcReceiver {
     await new Promise<void>((resolve) => this.grpc.tryShutdown(() => resolve()));
     clearTimeout(cut);
     await closed;
-    this.narrowWindows();
+    this.stopWidening();
   }
 
   private exportHandler(signal: Signal) {
     return (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>): void => {
       // Admission let the call in, so the store is open.
       const target = this.target as IngestTarget;
-      const message = call.request;
-      ingestOtlp(signal, 'protobuf', message, target.sink, target.decoder, isWholeFrame(message)).then(
+      const request = call.request;
+      ingestOtlp(signal, 'protobuf', request, target.sink, target.decoder, isWholeFrame(request)).then(
         ({ rejected, message }) => callback(null, exportResponse('protobuf', signal, rejected, message).body),
         (error: unknown) => callback(exportError(signal, error)),
       );
