@@ -61,6 +61,7 @@ test('transition: one row per call with token ids; calls without them are counte
     dropped: 0,
     missingTokenIds: 1,
     missingTokenIdRollouts: ['ro-j'],
+    untrained: 0,
   });
 });
 

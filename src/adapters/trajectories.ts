@@ -9,9 +9,13 @@
  * Calls without token ids are never turned into empty rows: they are counted, with their
  * rollouts, in the statistics (and end a merge). Rows over the length limits are truncated or
  * dropped, and counted too.
+ * With `agentMatch`, calls of other agents are left out; in `trajectory` mode with
+ * `otherAgents: 'mask'` they stay in the row as context instead, their responses masked out too
+ * (a row with no trained token is left out and counted).
  */
 import type { QuerySource } from './source.js';
 import { creditedCallsSql } from '../store/credited-calls.js';
+import { sqlRegex } from '../store/sql.js';
 import type { TripletOptions } from './triplets.js';
 
 export interface TrajectoryOptions extends TripletOptions {
@@ -20,6 +24,11 @@ export interface TrajectoryOptions extends TripletOptions {
   readonly maxResponseLength?: number;
   /** What happens to a row over a limit (default truncate: the prompt keeps its end, the response its start). */
   readonly overlong?: 'truncate' | 'drop';
+  /**
+   * With `agentMatch` in `trajectory` mode: `drop` (default) leaves other agents' calls out,
+   * `mask` keeps them in the row as context (mask 0). Transition rows always leave them out.
+   */
+  readonly otherAgents?: 'drop' | 'mask';
 }
 
 export interface TrajectoryRow {
@@ -43,6 +52,8 @@ export interface TrajectoryStats {
   /** Calls without prompt or response token ids, and the rollouts they came from. */
   missingTokenIds: number;
   missingTokenIdRollouts: string[];
+  /** Rows of other agents' calls alone (otherAgents: mask), which have nothing to train: left out. */
+  untrained: number;
 }
 
 const startsWith = (ids: number[], prefix: number[]) =>
@@ -60,23 +71,53 @@ type Call = {
   response_token_ids: unknown;
   response_logprobs: unknown;
   reward: number | null;
+  /** Whether the call's agent is trained (always, but with otherAgents: mask). */
+  trained: boolean;
 };
 
 const CALL_SELECT = `s.group_id, s.group_key, s.rollout_id, s.attempt_id, s.trace_id, c.prompt_token_ids, c.response_token_ids, c.response_logprobs, s.reward`;
 
+/** Whether other agents' calls stay as masked context. */
+const masksOtherAgents = (options: TrajectoryOptions) =>
+  options.mode === 'trajectory' && options.otherAgents === 'mask' && options.agentMatch !== undefined;
+
+/** The query of the calls: with masked context, every agent's calls, each saying whether it is trained. */
+function callsSql(options: TrajectoryOptions): string {
+  if (!masksOtherAgents(options)) return creditedCallsSql(options, `${CALL_SELECT}, true AS trained`);
+  const trained = `regexp_matches(coalesce(s.agent_name, ''), ${sqlRegex(options.agentMatch ?? '')})`;
+  return creditedCallsSql({ ...options, agentMatch: undefined }, `${CALL_SELECT}, ${trained} AS trained`);
+}
+
+/** A response's mask and logprobs: those of a call not trained are 0. */
+function responseParts(call: Call, response: number[]): { mask: number[]; logprobs: number[] } {
+  if (!call.trained) return { mask: response.map(() => 0), logprobs: response.map(() => 0) };
+  const given = Array.isArray(call.response_logprobs) ? call.response_logprobs.map(Number) : [];
+  return { mask: response.map(() => 1), logprobs: response.map((_, i) => given[i] ?? 0) };
+}
+
 function newRow(call: Call, prompt: number[], response: number[]): TrajectoryRow {
-  const logprobs = Array.isArray(call.response_logprobs) ? call.response_logprobs.map(Number) : [];
+  const { mask, logprobs } = responseParts(call, response);
   return {
     rollout_id: call.rollout_id ?? null,
     attempt_id: call.attempt_id ?? null,
     group_key: String(call.group_key),
     prompt_ids: prompt,
     response_ids: [...response],
-    response_mask: response.map(() => 1),
-    response_logprobs: response.map((_, i) => logprobs[i] ?? 0),
+    response_mask: mask,
+    response_logprobs: logprobs,
     reward: call.reward,
     calls: 1,
   };
+}
+
+/** Appends a continuing call to the open row: the inserted tokens masked out, then its response. */
+function mergeInto(row: TrajectoryRow, call: Call, inserted: number[], response: number[], discounted: boolean): void {
+  const { mask, logprobs } = responseParts(call, response);
+  row.response_ids.push(...inserted, ...response);
+  row.response_mask.push(...inserted.map(() => 0), ...mask);
+  row.response_logprobs.push(...inserted.map(() => 0), ...logprobs);
+  if (!discounted && call.reward !== null) row.reward = call.reward;
+  row.calls++;
 }
 
 function checkOptions(options: TrajectoryOptions): void {
@@ -84,6 +125,8 @@ function checkOptions(options: TrajectoryOptions): void {
     throw new TypeError(`mode must be transition or trajectory, not "${options.mode}"`);
   if (options.overlong !== undefined && options.overlong !== 'truncate' && options.overlong !== 'drop')
     throw new TypeError(`overlong must be truncate or drop, not "${options.overlong}"`);
+  if (options.otherAgents !== undefined && options.otherAgents !== 'drop' && options.otherAgents !== 'mask')
+    throw new TypeError(`otherAgents must be drop or mask, not "${options.otherAgents}"`);
   for (const key of ['maxPromptLength', 'maxResponseLength'] as const) {
     const value = options[key];
     if (value !== undefined && !(Number.isInteger(value) && value > 0))
@@ -91,22 +134,33 @@ function checkOptions(options: TrajectoryOptions): void {
   }
 }
 
+/** The length limits of rows. */
+export type RowLimits = Pick<TrajectoryOptions, 'maxPromptLength' | 'maxResponseLength'>;
+
+/** Whether a row is over a length limit. */
+export const isOverlong = (row: TrajectoryRow, limits: RowLimits): boolean =>
+  (limits.maxPromptLength !== undefined && row.prompt_ids.length > limits.maxPromptLength) ||
+  (limits.maxResponseLength !== undefined && row.response_ids.length > limits.maxResponseLength);
+
+/** Cuts a row to the limits: the prompt keeps its end, the response (mask, logprobs) its start. */
+export function truncateRow(row: TrajectoryRow, limits: RowLimits): void {
+  const { maxPromptLength: p, maxResponseLength: r } = limits;
+  if (p !== undefined && row.prompt_ids.length > p) row.prompt_ids = row.prompt_ids.slice(-p);
+  if (r !== undefined && row.response_ids.length > r) {
+    row.response_ids = row.response_ids.slice(0, r);
+    row.response_mask = row.response_mask.slice(0, r);
+    row.response_logprobs = row.response_logprobs.slice(0, r);
+  }
+}
+
 /** Applies the length limits; false when the row is dropped. */
 function fitLimits(row: TrajectoryRow, options: TrajectoryOptions, stats: TrajectoryStats): boolean {
-  const promptOver = options.maxPromptLength !== undefined && row.prompt_ids.length > options.maxPromptLength;
-  const responseOver = options.maxResponseLength !== undefined && row.response_ids.length > options.maxResponseLength;
-  if (!promptOver && !responseOver) return true;
+  if (!isOverlong(row, options)) return true;
   if (options.overlong === 'drop') {
     stats.dropped++;
     return false;
   }
-  if (promptOver) row.prompt_ids = row.prompt_ids.slice(-options.maxPromptLength);
-  if (responseOver) {
-    const n = options.maxResponseLength;
-    row.response_ids = row.response_ids.slice(0, n);
-    row.response_mask = row.response_mask.slice(0, n);
-    row.response_logprobs = row.response_logprobs.slice(0, n);
-  }
+  truncateRow(row, options);
   stats.truncated++;
   return true;
 }
@@ -123,17 +177,19 @@ export async function traceToTrajectories(
     dropped: 0,
     missingTokenIds: 0,
     missingTokenIdRollouts: [],
+    untrained: 0,
   };
   const missingRollouts = new Set<string>();
   const rows: TrajectoryRow[] = [];
   const emit = (row: TrajectoryRow | undefined) => {
-    if (row && fitLimits(row, options, stats)) rows.push(row);
+    if (row && !row.response_mask.includes(1)) stats.untrained++;
+    else if (row && fitLimits(row, options, stats)) rows.push(row);
   };
   const discounted = options.credit === 'discounted';
   let group: unknown;
   let open: TrajectoryRow | undefined;
   let context: number[] = []; // the open row's prompt + everything after it so far
-  for await (const batch of source.stream(creditedCallsSql(options, CALL_SELECT))) {
+  for await (const batch of source.stream(callsSql(options))) {
     for (const call of batch as Call[]) {
       // the rows of CALL_SELECT
       stats.calls++;
@@ -152,13 +208,7 @@ export async function traceToTrajectories(
         continue;
       }
       if (options.mode === 'trajectory' && open && startsWith(prompt, context)) {
-        const inserted = prompt.slice(context.length);
-        const logprobs = Array.isArray(call.response_logprobs) ? call.response_logprobs.map(Number) : [];
-        open.response_ids.push(...inserted, ...response);
-        open.response_mask.push(...inserted.map(() => 0), ...response.map(() => 1));
-        open.response_logprobs.push(...inserted.map(() => 0), ...response.map((_, i) => logprobs[i] ?? 0));
-        if (!discounted && call.reward !== null) open.reward = call.reward;
-        open.calls++;
+        mergeInto(open, call, prompt.slice(context.length), response, discounted);
         context = [...prompt, ...response];
         continue;
       }

@@ -58,6 +58,7 @@ const isDefault = (options: TripletOptions) =>
   options.agentMatch === undefined &&
   options.minReward === undefined &&
   options.rolloutMode === undefined &&
+  options.attempts === undefined &&
   !options.repairFlat &&
   (options.rewardMatch ?? 'first_occurrence') === 'first_occurrence' &&
   (options.credit ?? 'step') === 'step';

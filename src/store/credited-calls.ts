@@ -22,7 +22,7 @@
  *   `discounted` (the return sum(gamma^k * reward of the k-th call from this one)); whatever the
  *   credit, `reward_span_id` is the reward span matched to the call (the dashboard marks it).
  */
-import { rolloutModeCondition, sqlRegex } from './sql.js';
+import { rolloutModeCondition, sqlRegex, sqlText } from './sql.js';
 
 export type RewardMatch = 'first_occurrence' | 'first_sibling';
 export type Credit = 'step' | 'final' | 'discounted';
@@ -38,6 +38,8 @@ export interface CallSelection {
   readonly minReward?: number;
   /** Only rollouts of this mode (train, val, test). */
   readonly rolloutMode?: string;
+  /** Only the calls of these attempts (an algorithm's batch: each rollout's latest attempt). */
+  readonly attempts?: readonly { readonly rolloutId: string; readonly attemptId: string }[];
   /** How rewards find their call (default first_occurrence). */
   readonly rewardMatch?: RewardMatch;
   /** How calls are credited (default step). */
@@ -130,6 +132,7 @@ function selectedSql(options: CallSelection, select: string, calls: string): str
     options.where ? `(${options.where})` : '',
     options.spanMatch ? `regexp_matches(c.name, ${sqlRegex(options.spanMatch)})` : '',
     options.rolloutMode !== undefined ? rolloutModeCondition('ro.mode', options.rolloutMode) : '',
+    options.attempts ? attemptsCondition(options.attempts) : '',
   ].filter(Boolean);
   return `selected AS MATERIALIZED (
   ${placed(
@@ -140,6 +143,13 @@ function selectedSql(options: CallSelection, select: string, calls: string): str
     options.repairFlat,
   )}
 )`;
+}
+
+/** The condition of calls of `attempts`: by rollout id too, which DuckDB can push down to the scan. */
+function attemptsCondition(attempts: NonNullable<CallSelection['attempts']>): string {
+  if (attempts.length === 0) return 'false';
+  const list = (ids: string[]) => [...new Set(ids)].map(sqlText).join(', ');
+  return `c.rollout_id IN (${list(attempts.map((a) => a.rolloutId))}) AND c.attempt_id IN (${list(attempts.map((a) => a.attemptId))})`;
 }
 
 /** CTEs `shared_response`, `repeated` and `calls`: the selected calls without repeats, each with the agent of its own span or its parent. */
