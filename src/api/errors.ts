@@ -9,11 +9,19 @@ export class NotFoundError extends Error {
   }
 }
 
-/** A query parameter the caller got wrong; the message names it (REST: 400). */
+/** A query parameter or request field the caller got wrong; the message names it (REST: 400). */
 export class InvalidQueryError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'InvalidQueryError';
+  }
+}
+
+/** A change to something that is past taking it: a training batch already done (REST: 409). */
+export class ConflictError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConflictError';
   }
 }
 

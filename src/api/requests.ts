@@ -212,5 +212,32 @@ export const spanBody = z.object({
 /** POST /spans/next */
 export const nextSequenceBody = z.object({ rollout_id: requiredText, attempt_id: requiredText });
 
+// ---- training batches (GRPO's hand-off to the trainer, docs/training.md)
+
+/** GET /training/batches/next: how long to wait for a batch, in seconds. */
+export const trainingNextQuery = z.object({ wait: optional(numberIn({ min: 0, max: 300 })) });
+
+/** A model version's name: printable ASCII without spaces (it travels in HTTP headers), at most 128 characters. */
+export const modelVersion = z
+  .string()
+  .regex(/^[\x21-\x7e]{1,128}$/, { error: mustBe('1 to 128 printable ASCII characters without spaces') });
+
+/** The model a trainer made: it becomes the `llm` resource the next rollouts run with. */
+export const trainedModel = z.object({
+  endpoint: requiredText,
+  model: requiredText,
+  /** Default: the count of versions so far ("1" after the starting "0"). */
+  version: optional(modelVersion),
+});
+
+/** POST /training/batches/{batch_id}/done, and the trainer's done file. */
+export const trainingDoneBody = z.object({
+  metrics: orElse(
+    z.record(z.string(), z.number({ error: mustBe('a finite number') })),
+    (): Record<string, number> => ({}),
+  ),
+  model: optional(trainedModel),
+});
+
 /** GET of one thing by its id, and /statistics: no parameters (others are ignored). */
 export const noParameters = z.object({});

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type * as z from 'zod';
-import { InvalidQueryError, NotFoundError } from '../api/errors.js';
+import { ConflictError, InvalidQueryError, NotFoundError } from '../api/errors.js';
 import { clip } from '../api/schema-fields.js';
 import { HttpError, readJsonObject, sendJson, type Route } from './http.js';
 import { checkNesting, parseRequest } from './validate.js';
@@ -13,7 +13,8 @@ type Answer<S extends z.ZodType> = (input: z.output<S>, params: string[]) => Pro
 /**
  * A LightningStore REST route under /v1/agl: its input, the JSON body of a POST or the query
  * parameters of a GET, is checked by `schema` (a 400 naming the field); it answers JSON with
- * `status`, and the store's errors as 404 (an unknown id) or 400 (a query it cannot do).
+ * `status`, and the store's errors as 404 (an unknown id), 409 (a change to something past taking
+ * it) or 400 (a query it cannot do).
  */
 function restRoute<S extends z.ZodType>(
   method: 'GET' | 'POST',
@@ -31,6 +32,7 @@ function restRoute<S extends z.ZodType>(
         sendJson(response, status, (await answer(input, params)) ?? null);
       } catch (error) {
         if (error instanceof NotFoundError) throw new HttpError(404, clip(error.message, 300));
+        if (error instanceof ConflictError) throw new HttpError(409, clip(error.message, 300));
         if (error instanceof InvalidQueryError) throw new HttpError(400, clip(error.message, 300));
         throw error;
       }
@@ -56,7 +58,7 @@ async function readOptionalJson(request: IncomingMessage): Promise<Record<string
 }
 
 /** Query parameters; repeated ones (status_in=a&status_in=b) become lists. */
-function queryObject(request: IncomingMessage): Record<string, unknown> {
+export function queryObject(request: IncomingMessage): Record<string, unknown> {
   const params = new URL(request.url ?? '/', 'http://agl').searchParams;
   const query: Record<string, unknown> = {};
   for (const key of new Set(params.keys())) {

@@ -13,6 +13,8 @@ import { handleOtlp, handleOtlpMetrics } from './otlp-routes.js';
 import { handleQuery } from './query-route.js';
 import { DASHBOARD_DIR, staticFiles } from './static-files.js';
 import { storeRoutes } from './store-routes.js';
+import type { TrainingBatchSource } from '../api/training.js';
+import { trainingRoutes } from './training-routes.js';
 
 const DEFAULT_HOST = '127.0.0.1';
 /** The port of OTLP/HTTP. */
@@ -45,6 +47,8 @@ export interface ServerOptions {
    * any free port. Without it there is no OTLP/gRPC.
    */
   readonly grpcPort?: number;
+  /** Training batches to serve under /v1/agl/training/ (a GRPO run's, docs/training.md); none by default. */
+  readonly training?: TrainingBatchSource;
 }
 
 /** One line per answered request: method, path, status and time taken. */
@@ -147,10 +151,10 @@ function answerStarting(_request: IncomingMessage, response: ServerResponse): vo
 
 /**
  * The one HTTP server of `agl serve`: OTLP under /v1/traces and /v1/logs, the LightningStore
- * REST API and SQL queries under /v1/agl/, the LLM gateway under /v1/gateway/, the dashboard's
- * files at every other path. Routes are listed here, explicitly; each handler lives in its own
- * module. With `grpcPort`, OTLP/gRPC too, into the same store through the same decoders. It
- * listens on `bound` (from `bindServer`) when given.
+ * REST API and SQL queries under /v1/agl/ (and a training run's batches, when given), the LLM
+ * gateway under /v1/gateway/, the dashboard's files at every other path. Routes are listed here,
+ * explicitly; each handler lives in its own module. With `grpcPort`, OTLP/gRPC too, into the
+ * same store through the same decoders. It listens on `bound` (from `bindServer`) when given.
  */
 export async function startServer(
   store: DuckDBStore,
@@ -190,6 +194,7 @@ export async function startServer(
     { method: 'GET', path: '/v1/agl/health', handle: async (_req, res) => sendJson(res, 200, store.health) },
     { method: 'POST', path: '/v1/agl/query', handle: (req, res) => handleQuery(req, res, store) },
     ...storeRoutes(store.lightning),
+    ...(options.training ? trainingRoutes(options.training) : []),
     ...llmGateway.routes,
   ];
   server.off('request', answerStarting);
