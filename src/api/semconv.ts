@@ -67,3 +67,44 @@ export const SFT = {
   endpoint: 'agl.sft.endpoint',
   error: 'agl.sft.error',
 } as const;
+
+/**
+ * The span the GRPO algorithm records per training step, on its run's own rollout (the
+ * `training_steps` view reads it): the batch, its data quality, its rewards and where the time went.
+ */
+export const GRPO = {
+  stepSpan: 'agl.grpo.step',
+  step: 'agl.grpo.step',
+  status: 'agl.grpo.status',
+  batchId: 'agl.grpo.batch_id',
+  modelVersion: 'agl.grpo.model_version',
+  resourcesId: 'agl.grpo.resources_id',
+  nextModelVersion: 'agl.grpo.next_model_version',
+  nextResourcesId: 'agl.grpo.next_resources_id',
+  rollouts: 'agl.grpo.rollouts',
+  keptRollouts: 'agl.grpo.kept_rollouts',
+  groups: 'agl.grpo.groups',
+  topUps: 'agl.grpo.top_ups',
+  rows: 'agl.grpo.rows',
+  tokens: 'agl.grpo.tokens',
+  trainedTokens: 'agl.grpo.trained_tokens',
+  rewardMean: 'agl.grpo.reward_mean',
+  rewardStd: 'agl.grpo.reward_std',
+  rewardMin: 'agl.grpo.reward_min',
+  rewardMax: 'agl.grpo.reward_max',
+  singleSampleGroups: 'agl.grpo.single_sample_groups',
+  zeroVarianceGroups: 'agl.grpo.zero_variance_groups',
+  /** Followed by one of GRPO_DROP_REASONS: agl.grpo.dropped.no_reward ... */
+  droppedPrefix: 'agl.grpo.dropped.',
+  truncated: 'agl.grpo.truncated',
+  filledRewards: 'agl.grpo.filled_rewards',
+  rolloutSeconds: 'agl.grpo.rollout_seconds',
+  buildSeconds: 'agl.grpo.build_seconds',
+  trainerSeconds: 'agl.grpo.trainer_seconds',
+  /** The trainer's metrics, as JSON text. */
+  metrics: 'agl.grpo.metrics',
+  error: 'agl.grpo.error',
+} as const;
+
+/** Why a rollout is left out of a GRPO batch (docs/training.md, "Data quality"). */
+export const GRPO_DROP_REASONS = ['failed', 'stale', 'no_token_ids', 'no_reward', 'no_calls', 'overlong'] as const;

@@ -12,7 +12,7 @@
  *
  * DuckDB's `->>` binds looser than AND, OR and =: always parenthesize it in conditions.
  */
-import { SFT } from '../api/semconv.js';
+import { GRPO, GRPO_DROP_REASONS, SFT } from '../api/semconv.js';
 import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable } from './derived.js';
 
 const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_time, end_time, provider, model,
@@ -106,6 +106,48 @@ SELECT rollout_id AS run_id, ${SFT_COLUMNS.map(([name, key, type]) => `${type ==
   start_time, end_time
 FROM spans WHERE name = '${SFT.iterationSpan}' AND ${readable()}`;
 
+/** The columns of `training_steps`: [name, attribute of the step span, SQL type]. */
+const GRPO_COLUMNS: [string, string, string][] = [
+  ['step', GRPO.step, 'INTEGER'],
+  ['status', GRPO.status, 'VARCHAR'],
+  ['batch_id', GRPO.batchId, 'VARCHAR'],
+  ['model_version', GRPO.modelVersion, 'VARCHAR'],
+  ['resources_id', GRPO.resourcesId, 'VARCHAR'],
+  ['next_model_version', GRPO.nextModelVersion, 'VARCHAR'],
+  ['next_resources_id', GRPO.nextResourcesId, 'VARCHAR'],
+  ['rollouts', GRPO.rollouts, 'INTEGER'],
+  ['kept_rollouts', GRPO.keptRollouts, 'INTEGER'],
+  ['groups', GRPO.groups, 'INTEGER'],
+  ['top_ups', GRPO.topUps, 'INTEGER'],
+  ['rows', GRPO.rows, 'INTEGER'],
+  ['tokens', GRPO.tokens, 'BIGINT'],
+  ['trained_tokens', GRPO.trainedTokens, 'BIGINT'],
+  ['reward_mean', GRPO.rewardMean, 'DOUBLE'],
+  ['reward_std', GRPO.rewardStd, 'DOUBLE'],
+  ['reward_min', GRPO.rewardMin, 'DOUBLE'],
+  ['reward_max', GRPO.rewardMax, 'DOUBLE'],
+  ['single_sample_groups', GRPO.singleSampleGroups, 'INTEGER'],
+  ['zero_variance_groups', GRPO.zeroVarianceGroups, 'INTEGER'],
+  ...GRPO_DROP_REASONS.map((reason): [string, string, string] => [
+    `dropped_${reason}`,
+    `${GRPO.droppedPrefix}${reason}`,
+    'INTEGER',
+  ]),
+  ['truncated', GRPO.truncated, 'INTEGER'],
+  ['filled_rewards', GRPO.filledRewards, 'INTEGER'],
+  ['rollout_seconds', GRPO.rolloutSeconds, 'DOUBLE'],
+  ['build_seconds', GRPO.buildSeconds, 'DOUBLE'],
+  ['trainer_seconds', GRPO.trainerSeconds, 'DOUBLE'],
+  ['metrics', GRPO.metrics, 'JSON'],
+  ['error', GRPO.error, 'VARCHAR'],
+];
+
+/** One row per step of a GRPO run, from the span the algorithm records for it (algorithms/grpo-record.ts). */
+const TRAINING_STEPS_SQL = `CREATE OR REPLACE VIEW training_steps AS
+SELECT rollout_id AS run_id, ${GRPO_COLUMNS.map(([name, key, type]) => `TRY_CAST(attributes->>'${key}' AS ${type}) AS ${name}`).join(',\n  ')},
+  start_time, end_time
+FROM spans WHERE name = '${GRPO.stepSpan}' AND ${readable()}`;
+
 /**
  * `prompt_versions`: one row per prompt an APO run made or started from, read from the spans the
  * run records on its own rollout (src/algorithms/apo-record.ts; docs/sql.md): lineage, critique,
@@ -173,6 +215,8 @@ CREATE OR REPLACE VIEW rewards AS
 SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value, is_primary FROM reward_rows;
 
 ${SFT_ITERATIONS_SQL};
+
+${TRAINING_STEPS_SQL};
 
 ${PROMPT_VERSIONS_SQL};
 `;
