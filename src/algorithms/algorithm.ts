@@ -1,6 +1,7 @@
 import { findFinalReward } from '../adapters/rewards.js';
 import type { QuerySource } from '../adapters/source.js';
 import type { LightningStore } from '../api/lightning-store.js';
+import type { TrainingBatchSource } from '../api/training.js';
 import type { Rollout, RolloutMode, RolloutStatus } from '../api/types.js';
 
 /** What an algorithm gets from the Trainer: the store its runners work from, and the tasks. */
@@ -14,11 +15,18 @@ export interface AlgorithmContext<T> {
    * Trainer always gives one; an algorithm that needs it says so when it is missing.
    */
   readonly source?: QuerySource;
+  /** The agl server the Trainer started (REST API, gateway, training batches), when it serves one. */
+  readonly serverUrl?: string;
 }
 
 /** An algorithm drives training through the store: it publishes resources, enqueues rollouts and reads what they recorded. */
 export interface Algorithm<T = unknown, R = unknown> {
   run(context: AlgorithmContext<T>): Promise<R>;
+  /**
+   * Training batches the Trainer's server is to serve under /v1/agl/training/ while the algorithm
+   * runs (GRPO's hand-off to an external trainer); most algorithms have none.
+   */
+  readonly trainingBatches?: TrainingBatchSource;
 }
 
 export interface RolloutOutcome {

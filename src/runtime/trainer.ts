@@ -31,6 +31,11 @@ export interface TrainerOptions<T, R> {
   readonly strategy?: 'in-process' | 'processes';
   /** The DuckDB file (default ./agl.duckdb). */
   readonly db?: string;
+  /**
+   * The server's port on 127.0.0.1 (default 0: any free one). Give one when another process must
+   * find it: a trainer pulling GRPO batches, an agent of another language.
+   */
+  readonly port?: number;
   /** The model server for rollouts whose resources have no `llm` (the gateway's --upstream). */
   readonly upstream?: string;
   /** Seconds runner and server processes get to stop after a signal before they are killed (default 10). */
@@ -43,6 +48,8 @@ export interface TrainerOptions<T, R> {
 interface Runtime {
   readonly store: LightningStore;
   readonly source: QuerySource;
+  /** The agl server's URL. */
+  readonly url: string;
   close(): Promise<void>;
 }
 
@@ -91,6 +98,7 @@ export class Trainer<T = unknown, R = unknown> {
       return await this.options.algorithm.run({
         store: runtime.store,
         source: runtime.source,
+        serverUrl: runtime.url,
         train,
         val,
         signal: stop.signal,
@@ -149,8 +157,9 @@ export class Trainer<T = unknown, R = unknown> {
     const runAgent = typeof agent === 'string' ? ((await loadAgent(agent)) as Agent<T>) : agent;
     const store = await DuckDBStore.open({ path: this.options.db ?? './agl.duckdb' });
     const server = await startServer(store, {
-      port: 0,
+      port: this.options.port ?? 0,
       gateway: this.options.upstream ? { upstream: this.options.upstream } : {},
+      training: this.options.algorithm.trainingBatches,
     }).catch(async (error: unknown) => {
       await store.close();
       throw error;
@@ -168,6 +177,7 @@ export class Trainer<T = unknown, R = unknown> {
     return {
       store: store.lightning,
       source: { stream: (sql) => store.streamQuery(sql, { guard: false }) },
+      url: server.url,
       close: () =>
         (closing ??= (async () => {
           runners.abort();
@@ -185,6 +195,10 @@ export class Trainer<T = unknown, R = unknown> {
       throw new TypeError(
         'the processes strategy runs the agent in runner processes: give the path of its module (export default rollout(...))',
       );
+    if (this.options.algorithm.trainingBatches)
+      throw new TypeError(
+        "this algorithm serves training batches from the Trainer's own server, which the processes strategy does not run: train in process, or hand batches over as files (GRPO's batchesDir)",
+      );
     const grace = 1000 * (this.options.graceSeconds ?? 10);
     const upstream = this.options.upstream ? ['--upstream', this.options.upstream] : [];
     // The run's own server on free ports: its runners post OTLP/HTTP, so no OTLP/gRPC port to claim.
@@ -194,7 +208,7 @@ export class Trainer<T = unknown, R = unknown> {
         CLI,
         'serve',
         '--port',
-        '0',
+        String(this.options.port ?? 0),
         '--grpc-port',
         '0',
         '--db',
@@ -229,6 +243,7 @@ export class Trainer<T = unknown, R = unknown> {
     return {
       store: new StoreClient(url),
       source: await queryTarget({ url }),
+      url,
       // Runners first (they finish or abandon their rollouts), then the server (it commits what it acknowledged).
       close: () =>
         (closing ??= (async () => {
