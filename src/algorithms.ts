@@ -1,4 +1,4 @@
-// `agl/algorithms`: what improves an agent (Baseline, APO, SFT), the Trainer that runs an algorithm
+// `agl/algorithms`: what improves an agent (Baseline, APO, SFT, GRPO), the Trainer that runs an algorithm
 // with a store, a server and runners in one process, and what `agl train` needs of an algorithm.
 export { finalRewards, type Algorithm, type AlgorithmContext, type RolloutOutcome } from './algorithms/algorithm.js';
 export { Baseline, type BaselineResult } from './algorithms/baseline.js';
@@ -24,6 +24,18 @@ export {
   type SftOptionsInput,
 } from './algorithms/sft-options.js';
 export type { IterationRecord, IterationStatus } from './algorithms/sft-record.js';
+export { GRPO, GrpoError, grpoFromOptions, type GrpoExtras, type GrpoResult } from './algorithms/grpo.js';
+export {
+  grpoOptionsSchema,
+  parseGrpoOptions,
+  ESTIMATORS,
+  type Estimator,
+  type GrpoOptions,
+  type GrpoOptionsInput,
+} from './algorithms/grpo-options.js';
+export type { StepRecord, StepStatus } from './algorithms/grpo-record.js';
+export { groupAdvantages, computeAdvantages } from './algorithms/grpo-advantages.js';
+export { formatGrpoReport } from './algorithms/grpo-report.js';
 export { formatApoReport, wordDiff } from './algorithms/apo-report.js';
 export { formatSftReport } from './algorithms/sft-report.js';
 export {
