@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { z } from 'zod';
 import { APO_COMMAND } from '../algorithms/apo-command.js';
 import type { AlgorithmCommand } from '../algorithms/command.js';
+import { GRPO_COMMAND } from '../algorithms/grpo-command.js';
 import { SFT_COMMAND } from '../algorithms/sft-command.js';
 import type { LlmResource, NamedResources, PromptTemplateResource } from '../api/types.js';
 import { CommandError, parseCommandArgs, UsageError } from './args.js';
@@ -13,6 +14,7 @@ import { Trainer } from './trainer.js';
 const ALGORITHMS: Record<string, AlgorithmCommand> = {
   apo: APO_COMMAND,
   sft: SFT_COMMAND,
+  grpo: GRPO_COMMAND,
 };
 
 const RESOURCE = z.discriminatedUnion('resource_type', [
@@ -38,6 +40,12 @@ const COMMON = z.strictObject({
   db: z.string().min(1).default('./agl.duckdb').describe('the DuckDB file'),
   runners: z.int().min(1).default(4).describe('rollouts run at once'),
   processes: z.boolean().default(false).describe('run agl serve and the runners as processes, not in this one'),
+  port: z
+    .int()
+    .min(0)
+    .max(65535)
+    .default(0)
+    .describe("the server's port on 127.0.0.1 (0: any free one); fix it for a trainer that pulls GRPO batches"),
   upstream: z.url().optional().describe('model server of the gateway, for resources with no llm'),
   prompt: z.string().min(1).optional().describe('the prompt template to start from, e.g. "Answer: {question}"'),
   promptFile: z.string().min(1).optional().describe('the same, read from a file'),
@@ -85,6 +93,7 @@ export async function train(args: string[]): Promise<void> {
     algorithm: instance,
     nRunners: common.runners,
     db: common.db,
+    port: common.port,
     upstream: common.upstream,
     strategy: common.processes ? 'processes' : 'in-process',
     progress: false,
