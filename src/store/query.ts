@@ -1,6 +1,7 @@
 import { DuckDBTypeId, type DuckDBConnection, type DuckDBInstance, type DuckDBResultReader } from '@duckdb/node-api';
 import { parseJsonExact } from '../otlp/exact-json.js';
 import { jsonTextTooDeep } from '../otlp/nesting.js';
+import { chunkRows } from './chunk-rows.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
 import { sqlText } from './sql.js';
 
@@ -79,8 +80,8 @@ export async function* streamQuery(
     const result = await connection.stream(sql);
     const typeTrees = result.columnTypes();
     const names = result.deduplicatedColumnNames();
-    for await (const rows of result.yieldRowObjectJson()) {
-      if (rows.length > 0) yield normalizeRows(rows as Record<string, unknown>[], names, typeTrees);
+    for await (const chunk of result) {
+      if (chunk.rowCount > 0) yield normalizeRows(chunkRows(chunk, names, typeTrees), names, typeTrees);
     }
   } finally {
     connection.closeSync();
