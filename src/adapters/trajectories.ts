@@ -14,8 +14,9 @@
  * (a row with no trained token is left out and counted).
  */
 import type { QuerySource } from './source.js';
-import { creditedCallsSql } from '../store/credited-calls.js';
+import { attemptsCondition, CALL_ORDER, creditedCallsSql } from '../store/credited-calls.js';
 import { sqlRegex } from '../store/sql.js';
+import { TOKEN_CALLS_SQL } from '../store/views.js';
 import type { TripletOptions } from './triplets.js';
 
 export interface TrajectoryOptions extends TripletOptions {
@@ -56,11 +57,16 @@ export interface TrajectoryStats {
   untrained: number;
 }
 
-const startsWith = (ids: number[], prefix: number[]) =>
-  prefix.length <= ids.length && prefix.every((id, i) => ids[i] === id);
-const tokenIds = (value: unknown) => (Array.isArray(value) && value.length > 0 ? value.map(Number) : null);
+/** Whether `prompt` starts with `before` and then `after`: the previous call's prompt and response. */
+function continues(prompt: number[], before: number[], after: number[]): boolean {
+  if (prompt.length < before.length + after.length) return false;
+  for (let i = 0; i < before.length; i++) if (prompt[i] !== before[i]) return false;
+  for (let i = 0; i < after.length; i++) if (prompt[before.length + i] !== after[i]) return false;
+  return true;
+}
+const tokenIds = (value: unknown) => (Array.isArray(value) && value.length > 0 ? (value as number[]) : null);
 
-/** One selected call (CALL_SELECT), in call order, with its credited reward (creditedCallsSql). */
+/** One selected call (callsSql), with its credited reward (creditedCallsSql) and its place in call order. */
 type Call = {
   group_id: string;
   group_key: unknown;
@@ -73,19 +79,43 @@ type Call = {
   reward: number | null;
   /** Whether the call's agent is trained (always, but with otherAgents: mask). */
   trained: boolean;
+  pos: number;
 };
 
-const CALL_SELECT = `s.group_id, s.group_key, s.rollout_id, s.attempt_id, s.trace_id, c.prompt_token_ids, c.response_token_ids, c.response_logprobs, s.reward`;
+const KEY_SELECT = `s.group_id, s.group_key, s.rollout_id, s.attempt_id, s.trace_id, s.span_id, s.reward, row_number() OVER (ORDER BY ${CALL_ORDER}) AS pos`;
 
 /** Whether other agents' calls stay as masked context. */
 const masksOtherAgents = (options: TrajectoryOptions) =>
   options.mode === 'trajectory' && options.otherAgents === 'mask' && options.agentMatch !== undefined;
 
-/** The query of the calls: with masked context, every agent's calls, each saying whether it is trained. */
+/**
+ * The query of the calls with their token ids, in no order (each with its place, `pos`): the
+ * credited calls are sorted without their token lists, which are joined afterwards (DuckDB
+ * sorting 8 million token ids with their rows cost about as much as the rest of the query).
+ * Calls from GenAI log events, which never carry token ids, are not read (TOKEN_CALLS_SQL).
+ * With masked context, every agent's calls, each saying whether it is trained.
+ */
 function callsSql(options: TrajectoryOptions): string {
-  if (!masksOtherAgents(options)) return creditedCallsSql(options, `${CALL_SELECT}, true AS trained`);
-  const trained = `regexp_matches(coalesce(s.agent_name, ''), ${sqlRegex(options.agentMatch ?? '')})`;
-  return creditedCallsSql({ ...options, agentMatch: undefined }, `${CALL_SELECT}, ${trained} AS trained`);
+  const masks = masksOtherAgents(options);
+  const trained = masks ? `regexp_matches(coalesce(s.agent_name, ''), ${sqlRegex(options.agentMatch ?? '')})` : 'true';
+  const selection = masks ? { ...options, agentMatch: undefined } : options;
+  // An algorithm's batch: its attempts' calls read once, for the selection and the token ids.
+  const calls = options.attempts ? 'batch_calls' : TOKEN_CALLS_SQL;
+  const keys = creditedCallsSql(selection, `${KEY_SELECT}, ${trained} AS trained`, { calls, withCall: false });
+  const joined = `SELECT k.*, c.prompt_token_ids, c.response_token_ids, c.response_logprobs
+FROM (${keys}) k JOIN ${calls} c USING (trace_id, span_id)`;
+  if (!options.attempts) return joined;
+  // Not the messages (JSON text as large as the token ids), unless a `where` may name them.
+  const columns = options.where === undefined ? '* EXCLUDE (input_messages, output_messages, tools)' : '*';
+  return `WITH batch_calls AS MATERIALIZED (SELECT ${columns} FROM ${TOKEN_CALLS_SQL} c WHERE ${attemptsCondition(options.attempts)})
+${joined}`;
+}
+
+/** Every selected call, in call order. */
+async function orderedCalls(source: QuerySource, options: TrajectoryOptions): Promise<Call[]> {
+  const calls: Call[] = [];
+  for await (const batch of source.stream(callsSql(options))) for (const call of batch) calls.push(call as Call);
+  return calls.sort((a, b) => a.pos - b.pos);
 }
 
 /** A response's mask and logprobs: those of a call not trained are 0. */
@@ -110,12 +140,29 @@ function newRow(call: Call, prompt: number[], response: number[]): TrajectoryRow
   };
 }
 
-/** Appends a continuing call to the open row: the inserted tokens masked out, then its response. */
-function mergeInto(row: TrajectoryRow, call: Call, inserted: number[], response: number[], discounted: boolean): void {
-  const { mask, logprobs } = responseParts(call, response);
-  row.response_ids.push(...inserted, ...response);
-  row.response_mask.push(...inserted.map(() => 0), ...mask);
-  row.response_logprobs.push(...inserted.map(() => 0), ...logprobs);
+/**
+ * Appends a continuing call to the open row: its prompt's tokens from `from` on (those inserted
+ * after the previous call: tool output, chat template) masked out, then its response.
+ */
+function mergeInto(
+  row: TrajectoryRow,
+  call: Call,
+  prompt: number[],
+  from: number,
+  response: number[],
+  discounted: boolean,
+): void {
+  for (let i = from; i < prompt.length; i++) {
+    row.response_ids.push(prompt[i]);
+    row.response_mask.push(0);
+    row.response_logprobs.push(0);
+  }
+  const given = call.trained && Array.isArray(call.response_logprobs) ? (call.response_logprobs as number[]) : [];
+  for (let i = 0; i < response.length; i++) {
+    row.response_ids.push(response[i]);
+    row.response_mask.push(call.trained ? 1 : 0);
+    row.response_logprobs.push(given[i] ?? 0);
+  }
   if (!discounted && call.reward !== null) row.reward = call.reward;
   row.calls++;
 }
@@ -170,7 +217,14 @@ export async function traceToTrajectories(
   options: TrajectoryOptions = {},
 ): Promise<{ rows: TrajectoryRow[]; stats: TrajectoryStats }> {
   checkOptions(options);
-  const stats: TrajectoryStats = {
+  const builder = new RowBuilder(options);
+  for (const call of await orderedCalls(source, options)) builder.add(call);
+  return builder.finish();
+}
+
+/** Rows from calls in call order: a row per call, or continuing calls merged into the open row. */
+class RowBuilder {
+  private readonly stats: TrajectoryStats = {
     calls: 0,
     rows: 0,
     truncated: 0,
@@ -179,46 +233,53 @@ export async function traceToTrajectories(
     missingTokenIdRollouts: [],
     untrained: 0,
   };
-  const missingRollouts = new Set<string>();
-  const rows: TrajectoryRow[] = [];
-  const emit = (row: TrajectoryRow | undefined) => {
-    if (row && !row.response_mask.includes(1)) stats.untrained++;
-    else if (row && fitLimits(row, options, stats)) rows.push(row);
-  };
-  const discounted = options.credit === 'discounted';
-  let group: unknown;
-  let open: TrajectoryRow | undefined;
-  let context: number[] = []; // the open row's prompt + everything after it so far
-  for await (const batch of source.stream(callsSql(options))) {
-    for (const call of batch as Call[]) {
-      // the rows of CALL_SELECT
-      stats.calls++;
-      if (call.group_id !== group) {
-        emit(open);
-        open = undefined;
-        group = call.group_id;
-      }
-      const prompt = tokenIds(call.prompt_token_ids);
-      const response = tokenIds(call.response_token_ids);
-      if (!prompt || !response) {
-        stats.missingTokenIds++;
-        missingRollouts.add(call.rollout_id ?? `trace:${call.trace_id}`);
-        emit(open);
-        open = undefined;
-        continue;
-      }
-      if (options.mode === 'trajectory' && open && startsWith(prompt, context)) {
-        mergeInto(open, call, prompt.slice(context.length), response, discounted);
-        context = [...prompt, ...response];
-        continue;
-      }
-      emit(open);
-      open = newRow(call, prompt, response);
-      context = [...prompt, ...response];
+  private readonly missingRollouts = new Set<string>();
+  private readonly rows: TrajectoryRow[] = [];
+  private group: unknown;
+  private open: TrajectoryRow | undefined;
+  /** The previous call's prompt and response, which a continuing call's prompt starts with. */
+  private previous: { prompt: number[]; response: number[] } = { prompt: [], response: [] };
+
+  constructor(private readonly options: TrajectoryOptions) {}
+
+  add(call: Call): void {
+    this.stats.calls++;
+    if (call.group_id !== this.group) {
+      this.emit();
+      this.group = call.group_id;
     }
+    const prompt = tokenIds(call.prompt_token_ids);
+    const response = tokenIds(call.response_token_ids);
+    if (!prompt || !response) {
+      this.stats.missingTokenIds++;
+      this.missingRollouts.add(call.rollout_id ?? `trace:${call.trace_id}`);
+      this.emit();
+      return;
+    }
+    const { prompt: before, response: after } = this.previous;
+    if (this.options.mode === 'trajectory' && this.open && continues(prompt, before, after)) {
+      const from = before.length + after.length;
+      mergeInto(this.open, call, prompt, from, response, this.options.credit === 'discounted');
+    } else {
+      this.emit();
+      this.open = newRow(call, prompt, response);
+    }
+    this.previous = { prompt, response };
   }
-  emit(open);
-  stats.rows = rows.length;
-  stats.missingTokenIdRollouts = [...missingRollouts];
-  return { rows, stats };
+
+  finish(): { rows: TrajectoryRow[]; stats: TrajectoryStats } {
+    this.emit();
+    this.stats.rows = this.rows.length;
+    this.stats.missingTokenIdRollouts = [...this.missingRollouts];
+    return { rows: this.rows, stats: this.stats };
+  }
+
+  /** Ends the open row: kept (within the limits), or counted as left out. */
+  private emit(): void {
+    const row = this.open;
+    this.open = undefined;
+    if (!row) return;
+    if (!row.response_mask.includes(1)) this.stats.untrained++;
+    else if (fitLimits(row, this.options, this.stats)) this.rows.push(row);
+  }
 }

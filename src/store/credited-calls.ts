@@ -145,8 +145,8 @@ function selectedSql(options: CallSelection, select: string, calls: string): str
 )`;
 }
 
-/** The condition of calls of `attempts`: by rollout id too, which DuckDB can push down to the scan. */
-function attemptsCondition(attempts: NonNullable<CallSelection['attempts']>): string {
+/** The condition on `c` of calls of `attempts`: by rollout id too, which DuckDB can push down to the scan. */
+export function attemptsCondition(attempts: NonNullable<CallSelection['attempts']>): string {
   if (attempts.length === 0) return 'false';
   const list = (ids: string[]) => [...new Set(ids)].map(sqlText).join(', ');
   return `c.rollout_id IN (${list(attempts.map((a) => a.rolloutId))}) AND c.attempt_id IN (${list(attempts.map((a) => a.attemptId))})`;
@@ -242,6 +242,9 @@ matched AS (
 )`;
 }
 
+/** The order of calls (over `s`): each attempt's together, in call order. */
+export const CALL_ORDER = 's.group_id, s.sequence_id NULLS LAST, s.start_time, s.span_id';
+
 /** The final select: each named call with the reward its credit gives it, in call order. */
 function creditedSql(options: CallSelection, select: string, calls: string, withCall: boolean): string {
   const part = partOf(options);
@@ -258,5 +261,5 @@ FROM (
   ${options.minReward !== undefined ? `WHERE f.final >= ${options.minReward}` : ''}
   WINDOW later AS (PARTITION BY s.group_id ORDER BY s.sequence_id NULLS LAST, s.start_time, s.span_id ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)
 ) s${withCall ? ` JOIN ${calls} c USING (trace_id, span_id)` : ''}
-ORDER BY s.group_id, s.sequence_id NULLS LAST, s.start_time, s.span_id`;
+ORDER BY ${CALL_ORDER}`;
 }
