@@ -7,6 +7,7 @@ import { adapters } from './adapters.js';
 import { apo } from './apo.js';
 import { dashboard } from './dashboard.js';
 import { gateway } from './gateway.js';
+import { grpo } from './grpo.js';
 import { instrumentation } from './instrumentation.js';
 import { runtime } from './runtime.js';
 import { store } from './store.js';
@@ -23,6 +24,7 @@ const BENCHMARKS: Benchmark[] = [
   adapters,
   runtime,
   apo,
+  grpo,
   dashboard,
 ];
 
