@@ -16,7 +16,7 @@
 import type { QuerySource } from './source.js';
 import { attemptsCondition, CALL_ORDER, creditedCallsSql } from '../store/credited-calls.js';
 import { sqlRegex } from '../store/sql.js';
-import { TOKEN_CALLS_SQL } from '../store/views.js';
+import { TOKEN_CALLS_CTES } from '../store/views.js';
 import type { TripletOptions } from './triplets.js';
 
 export interface TrajectoryOptions extends TripletOptions {
@@ -73,13 +73,15 @@ type Call = {
   rollout_id: string | null;
   attempt_id: string | null;
   trace_id: string;
+  span_id: string;
   prompt_token_ids: unknown;
   response_token_ids: unknown;
   response_logprobs: unknown;
   reward: number | null;
   /** Whether the call's agent is trained (always, but with otherAgents: mask). */
   trained: boolean;
-  pos: number;
+  /** Its place in call order; null on a row of token ids alone (callsSql). */
+  pos: number | null;
 };
 
 const KEY_SELECT = `s.group_id, s.group_key, s.rollout_id, s.attempt_id, s.trace_id, s.span_id, s.reward, row_number() OVER (ORDER BY ${CALL_ORDER}) AS pos`;
@@ -89,33 +91,53 @@ const masksOtherAgents = (options: TrajectoryOptions) =>
   options.mode === 'trajectory' && options.otherAgents === 'mask' && options.agentMatch !== undefined;
 
 /**
- * The query of the calls with their token ids, in no order (each with its place, `pos`): the
- * credited calls are sorted without their token lists, which are joined afterwards (DuckDB
- * sorting 8 million token ids with their rows cost about as much as the rest of the query).
- * Calls from GenAI log events, which never carry token ids, are not read (TOKEN_CALLS_SQL).
- * With masked context, every agent's calls, each saying whether it is trained.
+ * The query of the calls and their token ids, as two kinds of rows in no order: each selected
+ * call's keys and place (`pos`), then the token ids of the calls. Joining them in DuckDB cost as
+ * much again as reading both (it hashed the token lists), and sorting the calls with their token
+ * lists more (8 million token ids in a GRPO batch); one statement keeps the spans not derived yet
+ * parsed once. Calls from GenAI log events, which never carry token ids, are not read
+ * (TOKEN_CALLS_CTES). With masked context, every agent's calls, each saying whether it is trained.
  */
 function callsSql(options: TrajectoryOptions): string {
   const masks = masksOtherAgents(options);
   const trained = masks ? `regexp_matches(coalesce(s.agent_name, ''), ${sqlRegex(options.agentMatch ?? '')})` : 'true';
   const selection = masks ? { ...options, agentMatch: undefined } : options;
-  // An algorithm's batch: its attempts' calls read once, for the selection and the token ids.
-  const calls = options.attempts ? 'batch_calls' : TOKEN_CALLS_SQL;
+  // An algorithm's batch: its attempts' calls, without their token ids and messages (unless a
+  // `where` may name them), read once for the credited calls.
+  const attempts = options.attempts ? `WHERE ${attemptsCondition(options.attempts)}` : '';
+  const columns = options.where === undefined ? `* EXCLUDE (${HEAVY_COLUMNS})` : '*';
+  const selected = options.attempts
+    ? `batch_calls AS MATERIALIZED (SELECT ${columns} FROM token_calls c ${attempts}),`
+    : '';
+  const calls = options.attempts ? 'batch_calls' : 'token_calls';
   const keys = creditedCallsSql(selection, `${KEY_SELECT}, ${trained} AS trained`, { calls, withCall: false });
-  const joined = `SELECT k.*, c.prompt_token_ids, c.response_token_ids, c.response_logprobs
-FROM (${keys}) k JOIN ${calls} c USING (trace_id, span_id)`;
-  if (!options.attempts) return joined;
-  // Not the messages (JSON text as large as the token ids), unless a `where` may name them.
-  const columns = options.where === undefined ? '* EXCLUDE (input_messages, output_messages, tools)' : '*';
-  return `WITH batch_calls AS MATERIALIZED (SELECT ${columns} FROM ${TOKEN_CALLS_SQL} c WHERE ${attemptsCondition(options.attempts)})
-${joined}`;
+  return `WITH ${TOKEN_CALLS_CTES}, ${selected}
+keys AS (${keys})
+SELECT *, NULL::INTEGER[] AS prompt_token_ids, NULL::INTEGER[] AS response_token_ids, NULL::DOUBLE[] AS response_logprobs FROM keys
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, trace_id, span_id, NULL, NULL, NULL, prompt_token_ids, response_token_ids, response_logprobs
+FROM token_calls c ${attempts}`;
 }
 
-/** Every selected call, in call order. */
+/** The columns of token_calls that the credited calls need not read. */
+const HEAVY_COLUMNS = 'input_messages, output_messages, tools, prompt_token_ids, response_token_ids, response_logprobs';
+
+/** Every selected call with its token ids, in call order. */
 async function orderedCalls(source: QuerySource, options: TrajectoryOptions): Promise<Call[]> {
   const calls: Call[] = [];
-  for await (const batch of source.stream(callsSql(options))) for (const call of batch) calls.push(call as Call);
-  return calls.sort((a, b) => a.pos - b.pos);
+  const tokens = new Map<string, Call>();
+  for await (const batch of source.stream(callsSql(options)))
+    for (const row of batch as Call[]) {
+      if (row.pos === null) tokens.set(`${row.trace_id}/${row.span_id}`, row);
+      else calls.push(row);
+    }
+  for (const call of calls) {
+    const own = tokens.get(`${call.trace_id}/${call.span_id}`);
+    call.prompt_token_ids = own?.prompt_token_ids ?? null;
+    call.response_token_ids = own?.response_token_ids ?? null;
+    call.response_logprobs = own?.response_logprobs ?? null;
+  }
+  return calls.sort((a, b) => (a.pos ?? 0) - (b.pos ?? 0));
 }
 
 /** A response's mask and logprobs: those of a call not trained are 0. */

@@ -74,13 +74,17 @@ WHERE NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.trace_id = 
 QUALIFY row_number() OVER (PARTITION BY o.trace_id, o.span_id ORDER BY o.dialect) = 1`;
 
 /**
- * The LLM calls that can carry token ids: llm_calls without the calls read from GenAI log events
- * (their token ids are always NULL). Joining log events to their spans reads every stored span's
- * attributes, even with no such event: 0.4-0.5 s of CPU per read on 2,300 spans of a GRPO batch
- * (token ids in their answers), against 0.1 s for the rest. The spans not derived yet are parsed
- * once, as in llm_calls.
+ * CTEs that end in `token_calls`: the LLM calls that can carry token ids, llm_calls without the
+ * calls read from GenAI log events (their token ids are always NULL). Joining log events to
+ * their spans reads every stored span's attributes, even with no such event: 0.4-0.5 s of CPU per
+ * read on 2,300 spans of a GRPO batch (token ids in their answers), against 0.1 s for the rest.
+ * The spans not derived yet are parsed once per statement however often it reads token_calls.
  */
-export const TOKEN_CALLS_SQL = `(WITH ${CALL_ROWS_CTES} SELECT * FROM (${llmCallsOf('call_rows', false)}))`;
+export const TOKEN_CALLS_CTES = `${CALL_ROWS_CTES},
+token_calls AS (${llmCallsOf('call_rows', false)})`;
+
+/** token_calls as one relation. */
+export const TOKEN_CALLS_SQL = `(WITH ${TOKEN_CALLS_CTES} SELECT * FROM token_calls)`;
 
 /** The columns of `sft_iterations`: [name, attribute of the iteration span, SQL type]. */
 const SFT_COLUMNS: [string, string, string][] = [
