@@ -23,6 +23,9 @@ export const batchFileName = (batch: Pick<TrainingBatch, 'step' | 'batchId'>) =>
   `batch-${String(batch.step).padStart(6, '0')}-${batch.batchId}`;
 
 export class BatchFiles implements BatchHandoff {
+  /** Aborted by close(): every wait for a done file stops. */
+  private closing = new AbortController();
+
   constructor(
     private readonly dir: string,
     private readonly apply: ApplyDone,
@@ -33,10 +36,14 @@ export class BatchFiles implements BatchHandoff {
     await mkdir(this.dir, { recursive: true });
     const name = batchFileName(batch);
     await writeParquet(batch, join(this.dir, `${name}.parquet`), join(this.dir, `.${name}.tmp`));
-    return { done: this.waitForDone(batch, join(this.dir, `${name}.done.json`), signal) };
+    const stop = AbortSignal.any([signal, this.closing.signal]);
+    return { done: this.waitForDone(batch, join(this.dir, `${name}.done.json`), stop) };
   }
 
-  close(): void {}
+  close(): void {
+    this.closing.abort();
+    this.closing = new AbortController();
+  }
 
   /** Polls for the done file until it holds a done the run takes; null once `signal` is aborted. */
   private async waitForDone(batch: TrainingBatch, path: string, signal: AbortSignal): Promise<TrainingDone | null> {

@@ -44,6 +44,7 @@ export class BatchQueue implements TrainingBatchSource, BatchHandoff {
     let settle: (done: TrainingDone | null) => void = () => {};
     const done = new Promise<TrainingDone | null>((resolve) => (settle = resolve));
     const entry: Entry = { batch, offered, state: 'ready', settle };
+    this.closed = false;
     this.entries.set(batch.batchId, entry);
     const withdraw = () => this.end(entry, 'withdrawn: the run stopped before the trainer said done', null);
     if (signal.aborted) withdraw();

@@ -129,7 +129,7 @@ function finishBatch(step: number, built: BuiltRows, options: GrpoOptions) {
   const { values, singleSampleGroups, zeroVarianceGroups } = computeAdvantages(built.rows, options);
   const newest = built.kept.reduce((a, b) => (b.versionIndex > a.versionIndex ? b : a));
   const batch: TrainingBatch = {
-    batchId: `batch-${randomBytes(6).toString('hex')}`,
+    batchId: `bt-${randomBytes(6).toString('hex')}`,
     step,
     modelVersion: newest.modelVersion,
     estimator: options.estimator,

@@ -125,7 +125,7 @@ export class GRPO<T = unknown> implements Algorithm<T, GrpoResult> {
   /**
    * The steps: each waits until at most `maxStaleness` batches are with the trainer, runs its
    * rollouts and hands its batch over; the trainer's done (recorded then) may come while later
-   * steps run.
+   * steps run. A step that fails withdraws the batches with the trainer (recorded as stopped).
    */
   private async steps(
     context: AlgorithmContext<T> & { source: QuerySource },
@@ -136,42 +136,48 @@ export class GRPO<T = unknown> implements Algorithm<T, GrpoResult> {
     const { maxStaleness } = this.options;
     const pending = new Set<Promise<void>>();
     let failure: { error: unknown } | undefined;
+    const record = async (step: StepRecord) => {
+      steps.push(step);
+      await recordStep(run, step);
+    };
     const tasks = new Batches(context.train.length, this.options.seed, 'grpo');
-    for (let step = 1; step <= this.options.steps; step++) {
-      while (pending.size > maxStaleness && !failure) await Promise.race(pending);
-      if (failure || context.signal.aborted) break;
-      this.say(
-        `step ${step}/${this.options.steps}: ${Math.min(this.options.batchSize, context.train.length)} task(s) x ${this.options.groupSize} with model version ${models.current.version}`,
-      );
-      const prepared = await prepareStep({
-        ...context,
-        step,
-        runId: run.runId,
-        tasks,
-        models,
-        options: this.options,
-        // A batch is trained after those with the trainer now, each (usually) a version on.
-        oldestVersionIndex: () => models.current.index + pending.size - maxStaleness,
-        log: (line) => this.say(line),
-      });
-      if (failure) break;
-      if (!prepared.batch) {
-        const record = ended(prepared, prepared.stopped ? 'stopped' : 'failed', 0, prepared.error);
-        steps.push(record);
-        await recordStep(run, record);
-        if (prepared.stopped) break;
-        throw new GrpoError(prepared.error ?? `step ${step} made no batch`, record);
-      }
-      const handed = this.handOver(prepared, prepared.batch, context.signal)
-        .then(async (record) => {
-          steps.push(record);
-          await recordStep(run, record);
-        })
-        .catch((error: unknown) => {
-          failure ??= { error };
+    try {
+      for (let step = 1; step <= this.options.steps; step++) {
+        while (pending.size > maxStaleness && !failure) await Promise.race(pending);
+        if (failure || context.signal.aborted) break;
+        this.say(
+          `step ${step}/${this.options.steps}: ${Math.min(this.options.batchSize, context.train.length)} task(s) x ${this.options.groupSize} with model version ${models.current.version}`,
+        );
+        const prepared = await prepareStep({
+          ...context,
+          step,
+          runId: run.runId,
+          tasks,
+          models,
+          options: this.options,
+          log: (line) => this.say(line),
+          // A batch is trained after those with the trainer now, each (usually) a version on.
+          oldestVersionIndex: () => models.current.index + pending.size - maxStaleness,
         });
-      pending.add(handed);
-      void handed.finally(() => pending.delete(handed));
+        if (failure) break;
+        if (!prepared.batch) {
+          const ending = ended(prepared, prepared.stopped ? 'stopped' : 'failed', 0, prepared.error);
+          await record(ending);
+          if (prepared.stopped) break;
+          throw new GrpoError(prepared.error ?? `step ${step} made no batch`, ending);
+        }
+        const handed = this.handOver(prepared, prepared.batch, context.signal)
+          .then(record)
+          .catch((error: unknown) => {
+            failure ??= { error };
+          });
+        pending.add(handed);
+        void handed.finally(() => pending.delete(handed));
+      }
+    } catch (error) {
+      this.handoff.close();
+      await Promise.all(pending);
+      throw error;
     }
     await Promise.all(pending);
     if (failure) throw failure.error;
