@@ -69,7 +69,7 @@ const tokenIds = (value: unknown) => (Array.isArray(value) && value.length > 0 ?
 /** One selected call (callsSql), with its credited reward (creditedCallsSql) and its place in call order. */
 type Call = {
   group_id: string;
-  group_key: unknown;
+  task_key: unknown;
   rollout_id: string | null;
   attempt_id: string | null;
   trace_id: string;
@@ -84,19 +84,28 @@ type Call = {
   pos: number | null;
 };
 
-const KEY_SELECT = `s.group_id, s.group_key, s.rollout_id, s.attempt_id, s.trace_id, s.span_id, s.reward, row_number() OVER (ORDER BY ${CALL_ORDER}) AS pos`;
+const KEY_SELECT = `s.group_id, s.rollout_id, s.attempt_id, s.trace_id, s.span_id, s.reward, row_number() OVER (ORDER BY ${CALL_ORDER}) AS pos`;
+
+/**
+ * A row's group key: its task (rollout input), read from the rollouts view, which parses the
+ * store's whole state history. An algorithm's batch (`attempts`) groups its rollouts itself:
+ * its rows' key is the rollout id, and the history is not read at every batch.
+ */
+const groupKeySelect = (options: TrajectoryOptions) =>
+  options.attempts ? 's.rollout_id AS task_key' : 's.group_key AS task_key';
 
 /** Whether other agents' calls stay as masked context. */
 const masksOtherAgents = (options: TrajectoryOptions) =>
   options.mode === 'trajectory' && options.otherAgents === 'mask' && options.agentMatch !== undefined;
 
 /**
- * The query of the calls and their token ids, as two kinds of rows in no order: each selected
- * call's keys and place (`pos`), then the token ids of the calls. Joining them in DuckDB cost as
- * much again as reading both (it hashed the token lists), and sorting the calls with their token
- * lists more (8 million token ids in a GRPO batch); one statement keeps the spans not derived yet
- * parsed once. Calls from GenAI log events, which never carry token ids, are not read
- * (TOKEN_CALLS_CTES). With masked context, every agent's calls, each saying whether it is trained.
+ * The query of the calls and their token ids, as two kinds of rows in no order (a union by
+ * column name): each selected call's keys and place (`pos`), and the token ids of the calls.
+ * Joining them in DuckDB cost as much again as reading both (it hashed the token lists), and
+ * sorting the calls with their token lists more (8 million token ids in a GRPO batch); one
+ * statement keeps the spans not derived yet parsed once. Calls from GenAI log events, which
+ * never carry token ids, are not read (TOKEN_CALLS_CTES). With masked context, every agent's
+ * calls, each saying whether it is trained.
  */
 function callsSql(options: TrajectoryOptions): string {
   const masks = masksOtherAgents(options);
@@ -110,12 +119,13 @@ function callsSql(options: TrajectoryOptions): string {
     ? `batch_calls AS MATERIALIZED (SELECT ${columns} FROM token_calls c ${attempts}),`
     : '';
   const calls = options.attempts ? 'batch_calls' : 'token_calls';
-  const keys = creditedCallsSql(selection, `${KEY_SELECT}, ${trained} AS trained`, { calls, withCall: false });
+  const select = `${KEY_SELECT}, ${groupKeySelect(options)}, ${trained} AS trained`;
+  const keys = creditedCallsSql(selection, select, { calls, withCall: false });
   return `WITH ${TOKEN_CALLS_CTES}, ${selected}
 keys AS (${keys})
-SELECT *, NULL::INTEGER[] AS prompt_token_ids, NULL::INTEGER[] AS response_token_ids, NULL::DOUBLE[] AS response_logprobs FROM keys
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, trace_id, span_id, NULL, NULL, NULL, prompt_token_ids, response_token_ids, response_logprobs
+SELECT * FROM keys
+UNION ALL BY NAME
+SELECT trace_id, span_id, prompt_token_ids, response_token_ids, response_logprobs
 FROM token_calls c ${attempts}`;
 }
 
@@ -152,7 +162,7 @@ function newRow(call: Call, prompt: number[], response: number[]): TrajectoryRow
   return {
     rollout_id: call.rollout_id ?? null,
     attempt_id: call.attempt_id ?? null,
-    group_key: String(call.group_key),
+    group_key: String(call.task_key),
     prompt_ids: prompt,
     response_ids: [...response],
     response_mask: mask,
