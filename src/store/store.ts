@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import type { BatchSink } from '../otlp/batch.js';
@@ -14,6 +15,7 @@ import { EmbeddedLightningStore } from './lightning.js';
 import { RolloutState, type Changes } from './rollout-state.js';
 import { loadRolloutState, stateSource } from './rollout-tables.js';
 import type { PostgresLightningStore } from './postgres/lightning.js';
+import { allSpansViewSql, SERVER_ID, SpanMover, type SpanMoveLag } from './span-files.js';
 
 /** WAL size above which the store checkpoints while idle. */
 const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
@@ -29,14 +31,19 @@ export const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 const DERIVE_ROUND_SPANS = 20_000;
 /** The longest a few spans wait for the deriver while the store is idle. */
 const DERIVE_EVERY_MS = 5_000;
+/** How often spans move to the span directory when the options do not say (spansMoveEveryMs). */
+export const DEFAULT_SPANS_MOVE_EVERY_MS = 10_000;
+/** Spans one Parquet file of a move holds at most. */
+const SPANS_MOVE_BATCH_ROWS = 200_000;
 
 /** Where the LightningStore's state lives: in the DuckDB file, or in PostgreSQL shared by servers. */
 export type StateBackend = 'duckdb' | 'postgres';
 
 /** What GET /v1/agl/health answers. */
-export type StoreHealth =
+export type StoreHealth = (
   | { status: 'ok'; backend: StateBackend }
-  | { status: 'degraded'; backend: StateBackend; reason: string };
+  | { status: 'degraded'; backend: StateBackend; reason: string }
+) & { spanMove?: SpanMoveLag };
 
 export interface WriteResult {
   /** Rows now durable in the database. */
@@ -88,6 +95,15 @@ export interface StoreOptions {
   readonly state?: string;
   /** Connections to PostgreSQL this server may hold (default 16). */
   readonly stateConnections?: number;
+  /**
+   * A directory shared by servers: spans move there as Parquet files, and the view `all_spans`
+   * reads every server's (span-files.ts).
+   */
+  readonly spansDir?: string;
+  /** This server's name in the span directory (default: a random id kept in the file). */
+  readonly serverId?: string;
+  /** How often spans move to the span directory (default 10 s; Infinity: on `moveSpans()` and close only). */
+  readonly spansMoveEveryMs?: number;
 }
 
 /**
@@ -128,6 +144,10 @@ export class DuckDBStore implements BatchSink {
   /** What DuckDB may use while writes run (none for a read-only store). */
   private budget: WriteBudget | undefined;
   private closing = false;
+  /** Moves spans to the span directory (spansDir), and the move in progress. */
+  private mover: SpanMover | undefined;
+  private moving: Promise<number> | null = null;
+  private moveTimer: NodeJS.Timeout | undefined;
 
   private constructor(
     readonly path: string,
@@ -214,6 +234,7 @@ export class DuckDBStore implements BatchSink {
               .finally(() => (store.idleStep = null));
           }, idleMs);
         store.idleTimer?.unref();
+        if (options.spansDir !== undefined) await store.openSpansDir(options.spansDir);
       }
       return store;
     } catch (error) {
@@ -258,6 +279,58 @@ export class DuckDBStore implements BatchSink {
     );
   }
 
+  /** Starts moving spans to the span directory (span-files.ts) and defines the view `all_spans`. */
+  private async openSpansDir(dir: string): Promise<void> {
+    const serverId = this.options.serverId ?? (await this.persistedServerId());
+    if (!SERVER_ID.test(serverId))
+      throw new Error(`a server id is letters, digits, '.', '_' or '-', not "${serverId}"`);
+    const sink = {
+      lastRowid: async () => Number((await this.ownQuery('SELECT coalesce(max(rowid), -1) AS n FROM spans')).rows[0].n),
+      copyToParquet: async (sql: string, path: string) => {
+        await this.read(() =>
+          exportQuery(this.instance, sql, path, 'parquet', { timeoutMs: Number.POSITIVE_INFINITY, guard: false }),
+        );
+      },
+    };
+    this.mover = await SpanMover.open(dir, serverId, sink, SPANS_MOVE_BATCH_ROWS);
+    await this.connection.run(await allSpansViewSql(dir, serverId, sink));
+    const everyMs = this.options.spansMoveEveryMs ?? DEFAULT_SPANS_MOVE_EVERY_MS;
+    if (Number.isFinite(everyMs)) {
+      this.moveTimer = setInterval(() => {
+        if (this.moving || this.closing) return;
+        this.moveSpans().catch((error) =>
+          console.error(`agl: moving spans to ${dir} failed, retried later: ${(error as Error).message}`),
+        );
+      }, everyMs);
+      this.moveTimer.unref();
+    }
+  }
+
+  /** This file's server id in the span directory: made once, then kept in agl_meta. */
+  private async persistedServerId(): Promise<string> {
+    const made = `agl-${randomBytes(6).toString('hex')}`;
+    await this.connection.run("INSERT OR IGNORE INTO agl_meta VALUES ('server_id', $made)", { made });
+    const reader = await this.connection.runAndReadAll("SELECT value FROM agl_meta WHERE key = 'server_id'");
+    return String(reader.getRows()[0][0]);
+  }
+
+  /**
+   * Moves every span committed so far to the span directory, batch after batch, after the move
+   * in progress; returns how many it moved (0 without spansDir).
+   */
+  moveSpans(): Promise<number> {
+    const mover = this.mover;
+    if (!mover) return Promise.resolve(0);
+    const move = (this.moving ?? Promise.resolve(0)).catch(() => 0).then(() => mover.moveAll());
+    this.moving = move;
+    void move
+      .finally(() => {
+        if (this.moving === move) this.moving = null;
+      })
+      .catch(() => {});
+    return move;
+  }
+
   /** Where the LightningStore's state lives. */
   get backend(): StateBackend {
     return this.shared ? 'postgres' : 'duckdb';
@@ -270,9 +343,10 @@ export class DuckDBStore implements BatchSink {
    */
   get health(): StoreHealth {
     const reason = this.writeFailure ?? this.shared?.failure ?? null;
+    const spanMove = this.mover?.lag;
     return reason === null
-      ? { status: 'ok', backend: this.backend }
-      : { status: 'degraded', backend: this.backend, reason };
+      ? { status: 'ok', backend: this.backend, ...(spanMove && { spanMove }) }
+      : { status: 'degraded', backend: this.backend, reason, ...(spanMove && { spanMove }) };
   }
 
   /** True while the write queue is full: new writes would get StoreBusyError. */
@@ -528,6 +602,12 @@ export class DuckDBStore implements BatchSink {
   async close(): Promise<void> {
     clearInterval(this.watchdogTimer);
     clearInterval(this.idleTimer);
+    clearInterval(this.moveTimer);
+    // What this server holds goes to the span directory before it stops (a failure leaves the
+    // rows in the file, moved by the next start).
+    await this.moveSpans().catch((error) =>
+      console.error(`agl: moving the last spans failed, moved at the next start: ${(error as Error).message}`),
+    );
     this.closing = true;
     await this.reopening;
     await this.deriving?.catch(() => {}); // its failure was reported to whoever started the round

@@ -1,0 +1,207 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { compactSpansDir, SpanMover } from '../src/store/span-files.js';
+import type { DuckDBStore } from '../src/store/store.js';
+import { post, queryRows, runCli, startAgl, tempDir, type InProcessAgl } from './helpers.js';
+
+// Servers sharing one span directory (docs/scale-out.md, "Spans in a shared directory").
+
+/** One OTLP/JSON request of `count` spans of one trace; answers the body and the span keys. */
+function spansBody(count: number): { body: string; keys: string[] } {
+  const traceId = randomBytes(16).toString('hex');
+  const spanIds = Array.from({ length: count }, () => randomBytes(8).toString('hex'));
+  const now = BigInt(Date.now()) * 1_000_000n;
+  const body = JSON.stringify({
+    resourceSpans: [
+      {
+        resource: { attributes: [{ key: 'service.name', value: { stringValue: 'agent' } }] },
+        scopeSpans: [
+          {
+            spans: spanIds.map((spanId, i) => ({
+              traceId,
+              spanId,
+              name: `step-${i}`,
+              startTimeUnixNano: String(now + BigInt(i)),
+              endTimeUnixNano: String(now + 1000n + BigInt(i)),
+              attributes: [{ key: 'step', value: { intValue: String(i) } }],
+            })),
+          },
+        ],
+      },
+    ],
+  });
+  return { body, keys: spanIds.map((spanId) => `${traceId}/${spanId}`) };
+}
+
+/** Sends spans to each server given; answers the keys sent. */
+async function send(urls: string[], requests: number, spansEach: number): Promise<string[]> {
+  const keys: string[] = [];
+  for (let i = 0; i < requests; i++) {
+    const url = urls[i % urls.length];
+    const { body, keys: sent } = spansBody(spansEach);
+    const answer = await post(`${url}/v1/traces`, body, { 'content-type': 'application/json' });
+    assert.equal(answer.status, 200);
+    keys.push(...sent);
+  }
+  return keys;
+}
+
+/** The span keys `all_spans` holds through the server's SQL endpoint, duplicates kept. */
+async function keysVia(url: string): Promise<string[]> {
+  const answer = await post(
+    `${url}/v1/agl/query`,
+    JSON.stringify({ sql: "SELECT trace_id || '/' || span_id AS k FROM all_spans" }),
+    { 'content-type': 'application/json' },
+  );
+  assert.equal(answer.status, 200, answer.body.toString());
+  return (JSON.parse(answer.body.toString()) as { rows: { k: string }[] }).rows.map((row) => row.k);
+}
+
+const sorted = (keys: string[]) => [...keys].sort();
+
+/** Two servers on one span directory that move only when told (moveSpans, close). */
+async function twoServers(t: { after(fn: () => Promise<void>): void }, dir: string, spansDir: string) {
+  const servers: InProcessAgl[] = [];
+  for (const name of ['a', 'b'])
+    servers.push(
+      await startAgl(join(dir, `${name}.duckdb`), {
+        spansDir,
+        serverId: name,
+        spansMoveEveryMs: Number.POSITIVE_INFINITY,
+        deriveWhenIdleMs: Number.POSITIVE_INFINITY,
+      }),
+    );
+  t.after(async () => {
+    for (const server of servers) await server.close().catch(() => {});
+  });
+  return servers;
+}
+
+test('two servers on one span directory: every span is read on either, exactly once', async (t) => {
+  const dir = await tempDir(t);
+  const spansDir = join(dir, 'spans');
+  const [a, b] = await twoServers(t, dir, spansDir);
+  const before = await send([a.url, b.url], 6, 5);
+  // Before any move each server reads its own spans (and the other's moved ones: none).
+  assert.equal((await keysVia(a.url)).length, 15);
+  assert.equal(await a.store.moveSpans(), 15);
+  assert.equal(await b.store.moveSpans(), 15);
+  const after = await send([a.url, b.url], 4, 5); // local on each, not moved yet
+  const all = sorted([...before, ...after]);
+  assert.deepEqual(sorted(await keysVia(a.url)), sorted([...before, ...after.filter((_, i) => i % 10 < 5)]));
+  await a.store.moveSpans();
+  await b.store.moveSpans();
+  assert.deepEqual(sorted(await keysVia(a.url)), all);
+  assert.deepEqual(sorted(await keysVia(b.url)), all);
+  // The health report says the move caught up; the CLI reads the union through the server too.
+  const health = (await (await fetch(`${a.url}/v1/agl/health`)).json()) as { spanMove: { rows: number } };
+  assert.equal(health.spanMove.rows, 0);
+  const cli = await runCli(['query', 'SELECT count(*) AS n FROM all_spans', '--url', b.url, '--format', 'json']);
+  assert.equal(cli.code, 0, cli.stderr);
+  assert.equal(JSON.parse(cli.stdout)[0].n, 50);
+});
+
+test('an export over the span directory equals that of one server that saw all the spans', async (t) => {
+  const dir = await tempDir(t);
+  const spansDir = join(dir, 'spans');
+  const [a, b] = await twoServers(t, dir, spansDir);
+  const single = await startAgl(join(dir, 'single.duckdb'), { deriveWhenIdleMs: Number.POSITIVE_INFINITY });
+  t.after(() => single.close());
+  for (let i = 0; i < 8; i++) {
+    const { body } = spansBody(3);
+    for (const url of [i % 2 === 0 ? a.url : b.url, single.url])
+      assert.equal((await post(`${url}/v1/traces`, body, { 'content-type': 'application/json' })).status, 200);
+  }
+  await a.store.moveSpans();
+  const columns = 'trace_id, span_id, parent_id, name, kind, start_time, end_time, attributes, resource, events, links';
+  const order = 'ORDER BY trace_id, span_id';
+  const fleet = join(dir, 'fleet.parquet');
+  const one = join(dir, 'one.parquet');
+  await b.store.exportQuery(`SELECT ${columns} FROM all_spans ${order}`, fleet, 'parquet');
+  await single.store.exportQuery(`SELECT ${columns} FROM spans ${order}`, one, 'parquet');
+  const read = (path: string) => queryRows(single.store, `SELECT * FROM read_parquet('${path}')`);
+  const [fleetRows, oneRows] = [await read(fleet), await read(one)];
+  assert.equal(oneRows.length, 24);
+  assert.deepEqual(fleetRows, oneRows);
+});
+
+test('a move cut off before its rename, and a restart after it, neither lose nor duplicate', async (t) => {
+  const dir = await tempDir(t);
+  const spansDir = join(dir, 'spans');
+  const path = join(dir, 'a.duckdb');
+  const options = { spansDir, serverId: 'a', spansMoveEveryMs: Number.POSITIVE_INFINITY };
+  const agl = await startAgl(path, options);
+  const keys = await send([agl.url], 4, 5);
+  // The process dies after writing the temporary file, before the rename that commits the move.
+  const mover = await SpanMover.open(spansDir, 'a', copierOf(agl.store), 1000);
+  await assert.rejects(
+    mover.moveBatch({
+      afterCopy: () => Promise.reject(new Error('killed')),
+    }),
+    /killed/,
+  );
+  assert.equal((await tempFiles(spansDir)).length, 1);
+  assert.deepEqual(sorted(await keysVia(agl.url)), sorted(keys));
+  // Now a move that is renamed into place: the rows are both in the file and still in the
+  // local table (what a kill right after the rename leaves), and are read once.
+  assert.equal(await mover.moveBatch(), 20);
+  assert.deepEqual(sorted(await keysVia(agl.url)), sorted(keys));
+  await agl.server.close();
+  await agl.store.close();
+  // On start the leftover temporary file goes, and what was moved is not moved again.
+  const again = await startAgl(path, options);
+  t.after(() => again.close());
+  assert.deepEqual(await tempFiles(spansDir), []);
+  assert.equal(await again.store.moveSpans(), 0);
+  const more = await send([again.url], 1, 5);
+  assert.equal(await again.store.moveSpans(), 5);
+  assert.deepEqual(sorted(await keysVia(again.url)), sorted([...keys, ...more]));
+});
+
+test('compaction merges the files of a partition and keeps the row set', async (t) => {
+  const dir = await tempDir(t);
+  const spansDir = join(dir, 'spans');
+  const [a, b] = await twoServers(t, dir, spansDir);
+  for (let round = 0; round < 3; round++) {
+    await send([a.url, b.url], 2, 4);
+    await a.store.moveSpans();
+    await b.store.moveSpans();
+  }
+  const before = sorted(await keysVia(a.url));
+  assert.equal(before.length, 24);
+  assert.ok((await partFiles(spansDir)).length >= 6);
+  const cli = await runCli(['compact', '--spans-dir', spansDir]);
+  assert.equal(cli.code, 0, cli.stderr);
+  const files = await partFiles(spansDir);
+  // One file per server (all moves of this test fall in one or two hours).
+  assert.ok(files.length <= 4, files.join(', '));
+  assert.deepEqual(sorted(await keysVia(a.url)), before);
+  assert.deepEqual(sorted(await keysVia(b.url)), before);
+  // A move after compaction goes on from the merged file's range.
+  const more = await send([a.url], 1, 2);
+  assert.equal(await a.store.moveSpans(), 2);
+  assert.deepEqual(sorted(await keysVia(b.url)), sorted([...before, ...more]));
+  // A second compaction merges the new file into its partition's.
+  assert.ok((await compactSpansDir(spansDir)) >= 2);
+  assert.deepEqual(sorted(await keysVia(a.url)), sorted([...before, ...more]));
+});
+
+/** What SpanMover needs of a store, for driving a move step by step. */
+function copierOf(store: DuckDBStore) {
+  return {
+    lastRowid: async () => Number((await queryRows(store, 'SELECT max(rowid) AS n FROM spans'))[0].n),
+    copyToParquet: async (sql: string, path: string) => {
+      await store.exportQuery(sql, path, 'parquet', { guard: false });
+    },
+  };
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true });
+  return entries.map(String);
+}
+const tempFiles = async (dir: string) => (await filesUnder(dir)).filter((file) => file.endsWith('.tmp'));
+const partFiles = async (dir: string) => (await filesUnder(dir)).filter((file) => /part-\d+-\d+\.parquet$/.test(file));
