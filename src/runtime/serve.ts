@@ -15,11 +15,13 @@ import {
 import {
   DEFAULT_MAX_QUEUED_BYTES,
   DEFAULT_QUERY_TIMEOUT_MS,
+  DEFAULT_SPANS_MOVE_EVERY_MS,
   DEFAULT_WRITE_MEMORY_BYTES,
   DuckDBStore,
   type StoreOptions,
 } from '../store/store.js';
 import { StoreUnavailableError } from '../api/errors.js';
+import { SERVER_ID } from '../store/span-files.js';
 import { serverFileOf } from './query-command.js';
 import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg, urlArg, UsageError } from './args.js';
 
@@ -30,7 +32,8 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}
           [--max-body ${mib(DEFAULT_MAX_BODY_BYTES)}] [--max-queue ${mib(DEFAULT_MAX_QUEUED_BYTES)}] [--decode-threads N] [--checkpoint-threshold 1GiB]
           [--write-memory ${mib(DEFAULT_WRITE_MEMORY_BYTES)}] [--query-timeout ${DEFAULT_QUERY_TIMEOUT_MS / 1000}] [--token T] [--allow-origin URL]
           [--upstream URL] [--upstream-key KEY] [--upstream-timeout ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000}] [--return-token-ids]
-          [--return-logprobs] [--pass-agent-key] [--quiet]
+          [--return-logprobs] [--pass-agent-key] [--spans-dir DIR] [--server-id ID]
+          [--spans-move-every ${DEFAULT_SPANS_MOVE_EVERY_MS / 1000}] [--quiet]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs, and
   OTLP/gRPC on --grpc-port, 0 for none) and stores it in a DuckDB file; answers agl's API
   under /v1/agl/ and records LLM calls made through its OpenAI-compatible gateway under
@@ -39,6 +42,9 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}
   queue live there, shared by every agl serve that names it (several servers behind one load
   balancer); spans stay in each server's --db file. Without it, all of it lives in --db.
   --max-body: the largest OTLP request or gRPC message, after decompression.
+  --spans-dir: a directory shared by servers: spans move there as Parquet files every
+  --spans-move-every seconds (and on stop), and the view all_spans reads every server's spans;
+  --server-id names this server there (default: a random id kept in --db).
   --write-memory: memory that rows written but not yet checkpointed into the file may hold
   while writes run (at least 16MiB); the rest waits in the temporary folder beside the file.
   --query-timeout: seconds a query or an export through the server may run.
@@ -75,6 +81,9 @@ const OPTIONS = {
   'return-token-ids': { type: 'boolean', default: false },
   'return-logprobs': { type: 'boolean', default: false },
   'pass-agent-key': { type: 'boolean', default: false },
+  'spans-dir': { type: 'string' },
+  'server-id': { type: 'string' },
+  'spans-move-every': { type: 'string' },
   quiet: { type: 'boolean', default: false },
 } as const;
 
@@ -142,6 +151,10 @@ function grpcPortArg(value: string | undefined): number | undefined {
 function storeOptionsOf(values: Values): Omit<StoreOptions, 'path'> {
   const checkpointThreshold = values['checkpoint-threshold'];
   const queryTimeout = secondsArg('--query-timeout', values['query-timeout']);
+  const moveEvery = secondsArg('--spans-move-every', values['spans-move-every']);
+  const serverId = values['server-id'];
+  if (serverId !== undefined && !SERVER_ID.test(serverId))
+    throw new UsageError(`--server-id is 1-64 letters, digits, '.', '_' or '-', not "${serverId}"`);
   return {
     maxQueuedBytes: bytesArg('--max-queue', values['max-queue']),
     checkpointThreshold:
@@ -149,6 +162,9 @@ function storeOptionsOf(values: Values): Omit<StoreOptions, 'path'> {
     writeMemoryBytes: writeMemoryArg(values['write-memory']),
     queryTimeoutMs: queryTimeout === undefined ? undefined : 1000 * queryTimeout,
     state: stateArg(values.state ?? (process.env.AGL_STATE || undefined)),
+    spansDir: values['spans-dir'] === undefined ? undefined : resolve(values['spans-dir']),
+    serverId,
+    spansMoveEveryMs: moveEvery === undefined ? undefined : 1000 * moveEvery,
   };
 }
 
