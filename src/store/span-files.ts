@@ -98,7 +98,11 @@ SELECT *, ${sqlText(serverId)} AS server FROM spans WHERE rowid > ${moved}`;
  */
 export class SpanMover {
   private caughtUpAt = Date.now();
-  private lastSeen = -1;
+  /**
+   * The highest rowid committed: read on open, then counted by the writes (noteCommitted). A
+   * batch's own read is not taken in: it may see rows whose write has not noted them yet.
+   */
+  private committedThrough = -1;
 
   private constructor(
     readonly dir: string,
@@ -109,13 +113,20 @@ export class SpanMover {
   ) {}
 
   static async open(dir: string, serverId: string, sink: SpanFileSink, maxRows: number): Promise<SpanMover> {
-    return new SpanMover(dir, serverId, await reconcile(dir, serverId), sink, maxRows);
+    const mover = new SpanMover(dir, serverId, await reconcile(dir, serverId), sink, maxRows);
+    mover.committedThrough = await sink.lastRowid();
+    return mover;
+  }
+
+  /** Spans were committed locally (the lag counts them before the next batch reads them). */
+  noteCommitted(rows: number): void {
+    if (rows > 0 && this.committedThrough === this.movedThrough) this.caughtUpAt = Date.now();
+    this.committedThrough += rows;
   }
 
   /** Moves one batch (at most maxRows spans); returns how many spans it moved. */
   async moveBatch(hooks: { afterCopy?: () => Promise<void> } = {}): Promise<number> {
     const last = await this.sink.lastRowid();
-    this.lastSeen = last;
     if (last <= this.movedThrough) {
       this.caughtUpAt = Date.now();
       return 0;
@@ -143,9 +154,9 @@ export class SpanMover {
     return total;
   }
 
-  /** The rows not moved as of the last batch, and for how long the move has not caught up. */
+  /** The rows committed and not moved, and for how long there have been some. */
   get lag(): SpanMoveLag {
-    const rows = Math.max(0, this.lastSeen - this.movedThrough);
+    const rows = Math.max(0, this.committedThrough - this.movedThrough);
     return { serverId: this.serverId, rows, seconds: rows === 0 ? 0 : (Date.now() - this.caughtUpAt) / 1000 };
   }
 }

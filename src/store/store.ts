@@ -369,6 +369,7 @@ export class DuckDBStore implements BatchSink {
       else await this.writeSpansOwnState(kept, bytes);
       // Counted once committed: a round whose snapshot missed them leaves them counted.
       this.spansSinceRound += kept.length;
+      this.mover?.noteCommitted(kept.length);
       return { stored: kept.length, duplicates: rows.length - kept.length };
     } catch (error) {
       const traceIds = rows.columns[SPAN.trace_id] as string[];
