@@ -3,8 +3,11 @@ import { randomBytes } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { readFile } from 'node:fs/promises';
+import { spanRows } from '../src/store/span-json.js';
 import { compactSpansDir, SpanMover } from '../src/store/span-files.js';
 import type { DuckDBStore } from '../src/store/store.js';
+import { call, reward } from './span-fixtures.js';
 import { post, queryRows, runCli, spawnServe, startAgl, tempDir, type InProcessAgl } from './helpers.js';
 
 // Servers sharing one span directory (docs/scale-out.md, "Spans in a shared directory").
@@ -131,6 +134,42 @@ test('an export over the span directory equals that of one server that saw all t
   const [fleetRows, oneRows] = [await read(fleet), await read(one)];
   assert.equal(oneRows.length, 24);
   assert.deepEqual(fleetRows, oneRows);
+});
+
+test('agl export --spans-dir writes the datasets of one server that stored every span', async (t) => {
+  const dir = await tempDir(t);
+  const spansDir = join(dir, 'spans');
+  const [a, b] = await twoServers(t, dir, spansDir);
+  const singlePath = join(dir, 'single.duckdb');
+  const single = await startAgl(singlePath, { deriveWhenIdleMs: Number.POSITIVE_INFINITY });
+  // Six rollouts of two calls and a reward each, every rollout on one of the two servers.
+  for (let r = 0; r < 6; r++) {
+    const ids = { rollout_id: `ro-${r}`, attempt_id: `at-${r}`, trace: 100 + r };
+    const spans = [
+      call(`q${r}`, `a${r}`, 10 * r, ids),
+      call(`q${r}b`, `a${r}b`, 10 * r + 2, ids),
+      reward(r / 10, 10 * r + 5, ids),
+    ];
+    await (r % 2 === 0 ? a : b).store.writeSpans(spanRows(...spans), 0);
+    await single.store.writeSpans(spanRows(...spans), 0);
+  }
+  await a.store.moveSpans();
+  await b.store.moveSpans();
+  await single.close();
+  for (const kind of ['triplets', 'messages', 'trajectories']) {
+    const fleet = join(dir, `fleet-${kind}.jsonl`);
+    const one = join(dir, `one-${kind}.jsonl`);
+    for (const [source, out] of [
+      [['--spans-dir', spansDir], fleet],
+      [['--db', singlePath], one],
+    ] as const) {
+      const cli = await runCli(['export', kind, ...source, '--out', out]);
+      assert.equal(cli.code, 0, cli.stderr);
+    }
+    const [fleetText, oneText] = [await readFile(fleet, 'utf8'), await readFile(one, 'utf8')];
+    assert.ok(oneText.split('\n').length > 6, kind);
+    assert.equal(fleetText, oneText, kind);
+  }
 });
 
 test('a move cut off before its rename, and a restart after it, neither lose nor duplicate', async (t) => {

@@ -22,7 +22,7 @@ import { choiceArg, CommandError, countArg, parseCommandArgs, UsageError } from 
 import { queryTarget, type QueryTarget } from './query-command.js';
 
 export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FILE.jsonl|.parquet|.arrow [--db ./agl.duckdb | --url URL]
-          [--token T] [--strict] [--where "<SQL condition on rollout_id, attempt_id, trace_id, model ...
+          [--spans-dir DIR] [--token T] [--strict] [--where "<SQL condition on rollout_id, attempt_id, trace_id, model ...
           and the rollout's input, mode, status, metadata>"] [--min-reward X] [--mode train|val]
           triplets, trajectories: [--agent-match REGEX] [--span-match REGEX] [--repair-flat]
                     [--reward-match first_occurrence|first_sibling] [--credit step|final|discounted] [--gamma 1]
@@ -33,6 +33,8 @@ export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FIL
   triplets: one {prompt, response, reward, metadata} per LLM call of each attempt, in call order.
   trajectories: token-level rows (prompt_ids, response_ids, response_mask, response_logprobs,
   reward, group_key) for RL trainers.
+  --spans-dir: every server's spans moved to a span directory (agl serve --spans-dir), loaded
+  into a temporary file; not the spans still waiting to move, nor logs or rollouts.
   Spans whose stored attributes cannot be read (written by an older agl) are left out and named;
   --strict exits 1 when anything was skipped.`;
 
@@ -42,6 +44,7 @@ type Kind = (typeof KINDS)[number];
 
 const OPTIONS = {
   db: { type: 'string' },
+  'spans-dir': { type: 'string' },
   url: { type: 'string' },
   token: { type: 'string' },
   where: { type: 'string' },

@@ -61,8 +61,15 @@ export async function query(args: string[]): Promise<void> {
 }
 
 /** The store that `--db` / `--url` / `--token` name (agl query and agl export alike). */
-export async function queryTarget(values: { db?: string; url?: string; token?: string }): Promise<QueryTarget> {
-  if (values.db !== undefined && values.url !== undefined) throw new UsageError('give --db or --url, not both');
+export async function queryTarget(values: {
+  db?: string;
+  url?: string;
+  token?: string;
+  'spans-dir'?: string;
+}): Promise<QueryTarget> {
+  const given = [values.db, values.url, values['spans-dir']].filter((value) => value !== undefined);
+  if (given.length > 1) throw new UsageError('give one of --db, --url and --spans-dir');
+  if (values['spans-dir'] !== undefined) return spansDirTarget(resolve(values['spans-dir']));
   const token = values.token ?? (process.env.AGL_TOKEN || undefined);
   return values.url !== undefined
     ? httpTarget(values.url, token)
@@ -97,6 +104,20 @@ async function fileOrServerTarget(db: string, token: string | undefined): Promis
     stream: (sql) => store.streamQuery(sql, { guard: false }),
     exportTo: (sql, path, fmt, onProgress) => store.exportQuery(sql, path, fmt, { guard: false, onProgress }),
     close: () => store.close(),
+  };
+}
+
+/** Every server's moved spans, loaded and derived in a temporary file (span-dir-snapshot.ts). */
+async function spansDirTarget(dir: string): Promise<QueryTarget> {
+  if (!existsSync(dir)) throw new UsageError(`no span directory at ${dir}`);
+  const { openSpansDirSnapshot } = await import('../store/span-dir-snapshot.js');
+  const snapshot = await openSpansDirSnapshot(dir);
+  const { store } = snapshot;
+  return {
+    query: (sql) => store.query(sql, { guard: false }),
+    stream: (sql) => store.streamQuery(sql, { guard: false }),
+    exportTo: (sql, path, fmt, onProgress) => store.exportQuery(sql, path, fmt, { guard: false, onProgress }),
+    close: () => snapshot.close(),
   };
 }
 
