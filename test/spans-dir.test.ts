@@ -170,6 +170,13 @@ test('agl export --spans-dir writes the datasets of one server that stored every
     assert.ok(oneText.split('\n').length > 6, kind);
     assert.equal(fleetText, oneText, kind);
   }
+  // The views over the directory hold every server's rows too.
+  const sql = 'SELECT rollout_id, model, output_messages FROM llm_calls ORDER BY rollout_id, start_time';
+  const views = await runCli(['query', sql, '--spans-dir', spansDir, '--format', 'json']);
+  const oneViews = await runCli(['query', sql, '--db', singlePath, '--format', 'json']);
+  assert.equal(views.code, 0, views.stderr);
+  assert.equal(JSON.parse(views.stdout).length, 12);
+  assert.equal(views.stdout, oneViews.stdout);
 });
 
 test('a move cut off before its rename, and a restart after it, neither lose nor duplicate', async (t) => {

@@ -11,10 +11,12 @@ import { DuckDBStore } from '../store/store.js';
 import { choiceArg, parseCommandArgs, UsageError } from './args.js';
 import { formatResult, type OutputFormat } from './format.js';
 
-export const QUERY_USAGE = `agl query "<SQL>" [--db ./agl.duckdb | --url http://127.0.0.1:4318] [--token T]
+export const QUERY_USAGE = `agl query "<SQL>" [--db ./agl.duckdb | --url http://127.0.0.1:4318 | --spans-dir DIR] [--token T]
           [--format table|csv|json|ndjson] [--out FILE.parquet|.csv|.json|.ndjson]
   Runs one read-only SQL query over the store (tables spans, logs). While \`agl serve\` owns the
-  file the query goes through it; otherwise the file is opened read-only.`;
+  file the query goes through it; otherwise the file is opened read-only.
+  --spans-dir DIR: over every server's spans moved to a span directory instead (agl serve
+  --spans-dir), loaded into a temporary file with the views (llm_calls, rewards ...).`;
 
 const OUT_FORMATS: Record<string, ExportFormat> = {
   '.parquet': 'parquet',
@@ -36,6 +38,7 @@ export async function query(args: string[]): Promise<void> {
   const { values, positionals } = parseCommandArgs(args, {
     db: { type: 'string' },
     url: { type: 'string' },
+    'spans-dir': { type: 'string' },
     format: { type: 'string' },
     out: { type: 'string' },
     token: { type: 'string' },
