@@ -205,6 +205,8 @@ export class DuckDBStore implements BatchSink {
           await instance.connect(),
           options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES,
         );
+        // Before the timers: a directory that cannot be written fails the open with nothing running.
+        if (options.spansDir !== undefined) await store.openSpansDir(options.spansDir);
         // Attempts time out even when nobody asks (and restarts resolve attempts left running).
         store.watchdogTimer = setInterval(
           () => void store.lightning.watchdog().catch((error) => store.watchdogFailed(error)),
@@ -234,7 +236,6 @@ export class DuckDBStore implements BatchSink {
               .finally(() => (store.idleStep = null));
           }, idleMs);
         store.idleTimer?.unref();
-        if (options.spansDir !== undefined) await store.openSpansDir(options.spansDir);
       }
       return store;
     } catch (error) {
