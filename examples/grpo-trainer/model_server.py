@@ -10,6 +10,9 @@
   ``tiny_model.save_weights``; the answers' ``system_fingerprint`` names the version serving.
 - ``GET /v1/models``: the one model, with its version.
 
+``--log FILE`` appends one JSON line per chat request: the model version, the prompt's ids and
+each answer's ids and logprobs (what a test checks agl's batches against).
+
 Run: ``python model_server.py --port 8000`` (prints its URL once it listens).
 """
 
@@ -22,7 +25,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 from sampling import Completion, sample
@@ -56,11 +59,13 @@ class ModelService:
         name: str = MODEL_NAME,
         version: str = "0",
         seed: int = 0,
+        log: TextIO | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
         self.version = version
+        self._log = log
         self._generator = torch.Generator().manual_seed(seed)
         self._lock = threading.Lock()
 
@@ -103,6 +108,7 @@ class ModelService:
                 raise RequestError(400, str(error)) from None
             choices = [self._choice(index, completion, request) for index, completion in enumerate(completions)]
             version = self.version
+            self._log_generation(version, prompt_ids, completions)
         completion_tokens = sum(len(c.token_ids) for c in completions)
         answer: dict[str, Any] = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
@@ -120,6 +126,13 @@ class ModelService:
         if request.return_token_ids:
             answer["prompt_token_ids"] = prompt_ids
         return answer
+
+    def _log_generation(self, version: str, prompt_ids: list[int], completions: list[Completion]) -> None:
+        if self._log is None:
+            return
+        answers = [{"token_ids": c.token_ids, "logprobs": c.logprobs} for c in completions]
+        self._log.write(json.dumps({"version": version, "prompt_ids": prompt_ids, "answers": answers}) + "\n")
+        self._log.flush()
 
     def _choice(self, index: int, completion: Completion, request: ChatRequest) -> dict[str, Any]:
         ids = completion.token_ids
@@ -277,12 +290,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--weights", help="start from weights saved by train.py instead of the seed's")
     parser.add_argument("--version", default="0", help="the version of the weights it starts with")
+    parser.add_argument("--log", help="append each request's version, prompt ids, answer ids and logprobs (JSONL)")
     args = parser.parse_args(argv)
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, args.seed)
     if args.weights:
         load_weights(model, args.weights)
-    service = ModelService(model, tokenizer, args.model_name, args.version, args.seed)
+    log = open(args.log, "a", encoding="utf-8") if args.log else None
+    service = ModelService(model, tokenizer, args.model_name, args.version, args.seed, log)
     server = start_server(service, args.host, args.port)
     port = server.server_address[1]
     print(f"model server: {args.model_name} (version {args.version}) at http://{args.host}:{port}/v1", flush=True)
@@ -292,6 +307,8 @@ def main(argv: list[str] | None = None) -> None:
         pass
     finally:
         server.server_close()
+        if log is not None:
+            log.close()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.request import Request, urlopen
 
+import pyarrow.parquet as pq
 import torch
 from agl_trainer import Batch, BatchClient, BatchDirectory, ModelRef, to_tensors
 from grpo import grpo_step
@@ -50,6 +51,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="initial weights: the same seed as model_server.py's")
     parser.add_argument("--init", help="start from weights saved before instead of the seed's")
     parser.add_argument("--out", default="checkpoints", help="where each step's weights are saved")
+    parser.add_argument("--save-batches", help="also write each batch received to this directory (Parquet)")
     parser.add_argument("--wait", type=int, default=30, help="long-poll seconds per request for a batch")
     parser.add_argument("--idle-timeout", type=float, default=600, help="stop when no batch comes for this long")
     return parser.parse_args(argv)
@@ -73,6 +75,12 @@ def reload_model_server(url: str, path: Path, version: str) -> None:
         response.read()
 
 
+def save_batch(batch: Batch, directory: Path) -> None:
+    """Keeps a copy of the batch as received (its ``agl.*`` metadata too), for inspection."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(batch.table, directory / f"batch-{batch.step:06d}-{batch.batch_id}.parquet")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch.manual_seed(args.seed)
@@ -89,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"train: no batch for {args.idle_timeout:.0f} s after {done_steps} step(s); stopping", flush=True)
             return 0 if done_steps else 1
         started = time.monotonic()
+        if args.save_batches:
+            save_batch(batch, Path(args.save_batches))
         tensors = to_tensors(batch.table, tokenizer.pad_token_id)
         metrics = grpo_step(
             model,
