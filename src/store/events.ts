@@ -29,3 +29,21 @@ export class StoreEvents {
     });
   }
 }
+
+/**
+ * A long poll: `take` until it takes something or `deadline` passes; between tries, waits for
+ * the next event of `events` (`wait`, events.next by default) unless one came meanwhile.
+ */
+export async function takeOrWait<T>(
+  events: StoreEvents,
+  deadline: number,
+  take: () => Promise<T[]>,
+  wait: (deadline: number) => Promise<void> = (until) => events.next(until),
+): Promise<T[]> {
+  for (;;) {
+    const seen = events.count;
+    const taken = await take();
+    if (taken.length > 0 || Date.now() >= deadline) return taken;
+    if (events.count === seen) await wait(deadline);
+  }
+}

@@ -28,7 +28,7 @@ import { NotFoundError, StoreUnavailableError } from '../api/errors.js';
 import { changedAnything, noChanges, type RolloutState, type Changes } from './rollout-state.js';
 import { spanRows } from './span-json.js';
 import { ATTEMPT_FIELDS, querySpanPage, RESOURCES_FIELDS, ROLLOUT_FIELDS, WORKER_FIELDS } from './lightning-queries.js';
-import { StoreEvents } from './events.js';
+import { StoreEvents, takeOrWait } from './events.js';
 import { historyRows } from './rollout-tables.js';
 import type { TableRows } from './writer.js';
 
@@ -114,14 +114,9 @@ export class EmbeddedLightningStore implements LightningStore {
     const limit = options.limit ?? 1;
     if (limit <= 0) return [];
     const deadline = Date.now() + (options.waitSeconds ?? 0) * 1000;
-    for (;;) {
-      const seen = this.events.count;
-      const taken = await this.change((now, changes) =>
-        this.state.dequeue(limit, options.workerId ?? null, now, changes),
-      );
-      if (taken.length > 0 || Date.now() >= deadline) return taken;
-      if (this.events.count === seen) await this.events.next(deadline);
-    }
+    return takeOrWait(this.events, deadline, () =>
+      this.change((now, changes) => this.state.dequeue(limit, options.workerId ?? null, now, changes)),
+    );
   }
 
   startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout> {

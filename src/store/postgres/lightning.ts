@@ -25,7 +25,7 @@ import {
   type Worker,
 } from '../../api/types.js';
 import type { ColumnarRows } from '../../otlp/columns.js';
-import { StoreEvents } from '../events.js';
+import { StoreEvents, takeOrWait } from '../events.js';
 import {
   ATTEMPT_FIELDS,
   querySpanPage,
@@ -150,14 +150,15 @@ export class PostgresLightningStore implements LightningStore {
     const limit = options.limit ?? 1;
     if (limit <= 0) return [];
     const deadline = Date.now() + (options.waitSeconds ?? 0) * 1000;
-    for (;;) {
-      const seen = this.queued.count;
-      const taken = await this.change({ queue: limit, workers: [options.workerId] }, (state, now, changes) =>
-        state.dequeue(limit, options.workerId ?? null, now, changes),
-      );
-      if (taken.length > 0 || Date.now() >= deadline) return taken;
-      if (this.queued.count === seen) await this.nextEvent(this.queued, deadline);
-    }
+    return takeOrWait(
+      this.queued,
+      deadline,
+      () =>
+        this.change({ queue: limit, workers: [options.workerId] }, (state, now, changes) =>
+          state.dequeue(limit, options.workerId ?? null, now, changes),
+        ),
+      (until) => this.nextEvent(this.queued, until),
+    );
   }
 
   startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout> {
