@@ -5,8 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { readFile } from 'node:fs/promises';
 import { spanRows } from '../src/store/span-json.js';
-import { compactSpansDir, SpanMover } from '../src/store/span-files.js';
-import type { DuckDBStore } from '../src/store/store.js';
+import { compactSpansDir } from '../src/store/span-files.js';
 import { call, reward } from './span-fixtures.js';
 import { post, queryRows, runCli, spawnServe, startAgl, tempDir, type InProcessAgl } from './helpers.js';
 
@@ -52,11 +51,11 @@ async function send(urls: string[], requests: number, spansEach: number): Promis
   return keys;
 }
 
-/** The span keys `all_spans` holds through the server's SQL endpoint, duplicates kept. */
+/** The span keys `spans` holds through the server's SQL endpoint (every server's), duplicates kept. */
 async function keysVia(url: string): Promise<string[]> {
   const answer = await post(
     `${url}/v1/agl/query`,
-    JSON.stringify({ sql: "SELECT trace_id || '/' || span_id AS k FROM all_spans" }),
+    JSON.stringify({ sql: "SELECT trace_id || '/' || span_id AS k FROM spans" }),
     { 'content-type': 'application/json' },
   );
   assert.equal(answer.status, 200, answer.body.toString());
@@ -105,11 +104,17 @@ test('two servers on one span directory: every span is read on either, exactly o
   await b.store.moveSpans();
   assert.deepEqual(sorted(await keysVia(a.url)), all);
   assert.deepEqual(sorted(await keysVia(b.url)), all);
+  // Moved spans leave the server's file; `main.spans` is the file's own table.
+  assert.deepEqual(await queryRows(a.store, 'SELECT count(*)::INTEGER AS n FROM main.spans'), [{ n: 0 }]);
   // The health report says the move caught up; the CLI reads the union through the server too.
   assert.deepEqual((await healthOf(a.url)).spanMove, { serverId: 'a', rows: 0, seconds: 0 });
-  const cli = await runCli(['query', 'SELECT count(*) AS n FROM all_spans', '--url', b.url, '--format', 'json']);
+  const sql = 'SELECT server, count(*)::INTEGER AS n FROM spans GROUP BY server ORDER BY server';
+  const cli = await runCli(['query', sql, '--url', b.url, '--format', 'json']);
   assert.equal(cli.code, 0, cli.stderr);
-  assert.equal(JSON.parse(cli.stdout)[0].n, 50);
+  assert.deepEqual(JSON.parse(cli.stdout), [
+    { server: 'a', n: 25 },
+    { server: 'b', n: 25 },
+  ]);
 });
 
 test('an export over the span directory equals that of one server that saw all the spans', async (t) => {
@@ -128,7 +133,7 @@ test('an export over the span directory equals that of one server that saw all t
   const order = 'ORDER BY trace_id, span_id';
   const fleet = join(dir, 'fleet.parquet');
   const one = join(dir, 'one.parquet');
-  await b.store.exportQuery(`SELECT ${columns} FROM all_spans ${order}`, fleet, 'parquet');
+  await b.store.exportQuery(`SELECT ${columns} FROM spans ${order}`, fleet, 'parquet');
   await single.store.exportQuery(`SELECT ${columns} FROM spans ${order}`, one, 'parquet');
   const read = (path: string) => queryRows(single.store, `SELECT * FROM read_parquet('${path}')`);
   const [fleetRows, oneRows] = [await read(fleet), await read(one)];
@@ -136,81 +141,59 @@ test('an export over the span directory equals that of one server that saw all t
   assert.deepEqual(fleetRows, oneRows);
 });
 
-test('agl export --spans-dir writes the datasets of one server that stored every span', async (t) => {
+/** `agl export KIND` from `source` into DIR/NAME-KIND.jsonl; answers the file's text. */
+async function exportText(dir: string, name: string, kind: string, source: string[]): Promise<string> {
+  const out = join(dir, `${name}-${kind}.jsonl`);
+  const cli = await runCli(['export', kind, ...source, '--out', out]);
+  assert.equal(cli.code, 0, cli.stderr);
+  return readFile(out, 'utf8');
+}
+
+test('exports and views through a server, or over the directory, equal those of one server that stored every span', async (t) => {
   const dir = await tempDir(t);
   const spansDir = join(dir, 'spans');
   const [a, b] = await twoServers(t, dir, spansDir);
   const singlePath = join(dir, 'single.duckdb');
   const single = await startAgl(singlePath, { deriveWhenIdleMs: Number.POSITIVE_INFINITY });
-  // Six rollouts of two calls and a reward each, every rollout on one of the two servers.
-  for (let r = 0; r < 6; r++) {
+  // Eight rollouts of two calls and a reward each, every rollout on one of the two servers; the
+  // first six are moved, the last two wait on server a.
+  const store = async (r: number, server: InProcessAgl) => {
     const ids = { rollout_id: `ro-${r}`, attempt_id: `at-${r}`, trace: 100 + r };
     const spans = [
       call(`q${r}`, `a${r}`, 10 * r, ids),
       call(`q${r}b`, `a${r}b`, 10 * r + 2, ids),
       reward(r / 10, 10 * r + 5, ids),
     ];
-    await (r % 2 === 0 ? a : b).store.writeSpans(spanRows(...spans), 0);
+    await server.store.writeSpans(spanRows(...spans), 0);
     await single.store.writeSpans(spanRows(...spans), 0);
-  }
+  };
+  for (let r = 0; r < 6; r++) await store(r, r % 2 === 0 ? a : b);
   await a.store.moveSpans();
   await b.store.moveSpans();
+  for (let r = 6; r < 8; r++) await store(r, a);
   await single.close();
   for (const kind of ['triplets', 'messages', 'trajectories']) {
-    const fleet = join(dir, `fleet-${kind}.jsonl`);
-    const one = join(dir, `one-${kind}.jsonl`);
-    for (const [source, out] of [
-      [['--spans-dir', spansDir], fleet],
-      [['--db', singlePath], one],
-    ] as const) {
-      const cli = await runCli(['export', kind, ...source, '--out', out]);
-      assert.equal(cli.code, 0, cli.stderr);
-    }
-    const [fleetText, oneText] = [await readFile(fleet, 'utf8'), await readFile(one, 'utf8')];
-    assert.ok(oneText.split('\n').length > 6, kind);
-    assert.equal(fleetText, oneText, kind);
+    const one = await exportText(dir, 'one', kind, ['--db', singlePath]);
+    assert.ok(one.split('\n').length > 8, kind);
+    // Server a reads the directory and its own rows not moved yet: all eight rollouts.
+    assert.equal(await exportText(dir, 'a', kind, ['--url', a.url]), one, kind);
+    // Server b and the directory alone read the six that moved.
+    const moved = await exportText(dir, 'b', kind, ['--url', b.url]);
+    assert.equal(await exportText(dir, 'dir', kind, ['--spans-dir', spansDir]), moved, kind);
+    assert.ok(moved.length < one.length, kind);
   }
-  // The views over the directory hold every server's rows too.
-  const sql = 'SELECT rollout_id, model, output_messages FROM llm_calls ORDER BY rollout_id, start_time';
-  const views = await runCli(['query', sql, '--spans-dir', spansDir, '--format', 'json']);
-  const oneViews = await runCli(['query', sql, '--db', singlePath, '--format', 'json']);
-  assert.equal(views.code, 0, views.stderr);
-  assert.equal(JSON.parse(views.stdout).length, 12);
-  assert.equal(views.stdout, oneViews.stdout);
-});
-
-test('a move cut off before its rename, and a restart after it, neither lose nor duplicate', async (t) => {
-  const dir = await tempDir(t);
-  const spansDir = join(dir, 'spans');
-  const path = join(dir, 'a.duckdb');
-  const options = { spansDir, serverId: 'a', spansMoveEveryMs: Number.POSITIVE_INFINITY };
-  const agl = await startAgl(path, options);
-  const keys = await send([agl.url], 4, 5);
-  // A process dies after writing the temporary file, before the rename that commits the move
-  // (a mover of its own, driven step by step, beside the store's).
-  const mover = await SpanMover.open(spansDir, 'a', copierOf(agl.store), 1000);
-  await assert.rejects(
-    mover.moveBatch({
-      afterCopy: () => Promise.reject(new Error('killed')),
-    }),
-    /killed/,
-  );
-  assert.equal((await tempFiles(spansDir)).length, 1);
-  assert.deepEqual(sorted(await keysVia(agl.url)), sorted(keys));
-  // Now a move that is renamed into place: the rows are both in the file and still in the
-  // local table (what a kill right after the rename leaves), and are read once.
-  assert.equal(await agl.store.moveSpans(), 20);
-  assert.deepEqual(sorted(await keysVia(agl.url)), sorted(keys));
-  await agl.server.close();
-  await agl.store.close();
-  // On start the leftover temporary file goes, and what was moved is not moved again.
-  const again = await startAgl(path, options);
-  t.after(() => again.close());
-  assert.deepEqual(await tempFiles(spansDir), []);
-  assert.equal(await again.store.moveSpans(), 0);
-  const more = await send([again.url], 1, 5);
-  assert.equal(await again.store.moveSpans(), 5);
-  assert.deepEqual(sorted(await keysVia(again.url)), sorted([...keys, ...more]));
+  // So do the views.
+  const sql = `SELECT c.rollout_id, c.model, c.output_messages, r.value AS reward
+    FROM llm_calls c LEFT JOIN rewards r USING (rollout_id) ORDER BY c.rollout_id, c.start_time`;
+  const query = async (source: string[]) => {
+    const cli = await runCli(['query', sql, ...source, '--format', 'json']);
+    assert.equal(cli.code, 0, cli.stderr);
+    return JSON.parse(cli.stdout) as unknown[];
+  };
+  const oneViews = await query(['--db', singlePath]);
+  assert.equal(oneViews.length, 16);
+  assert.deepEqual(await query(['--url', a.url]), oneViews);
+  assert.deepEqual(await query(['--spans-dir', spansDir]), oneViews.slice(0, 12));
 });
 
 test('compaction merges the files of a partition and keeps the row set', async (t) => {
@@ -240,16 +223,6 @@ test('compaction merges the files of a partition and keeps the row set', async (
   assert.ok((await compactSpansDir(spansDir)) >= 2);
   assert.deepEqual(sorted(await keysVia(a.url)), sorted([...before, ...more]));
 });
-
-/** What SpanMover needs of a store, for driving a move step by step. */
-function copierOf(store: DuckDBStore) {
-  return {
-    lastRowid: async () => Number((await queryRows(store, 'SELECT max(rowid) AS n FROM spans'))[0].n),
-    copyToParquet: async (sql: string, path: string) => {
-      await store.exportQuery(sql, path, 'parquet', { guard: false });
-    },
-  };
-}
 
 async function filesUnder(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { recursive: true });

@@ -11,7 +11,7 @@ import {
   type Credit,
   type RewardMatch,
 } from '../store/credited-calls.js';
-import { CREDITED_CALLS_READY_SQL } from '../store/deriver.js';
+import { CREDITED_CALLS_READY_SQL } from '../store/derived.js';
 
 export type { Credit, RewardMatch };
 export type TripletOptions = CallSelection;

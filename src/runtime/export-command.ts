@@ -33,8 +33,9 @@ export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FIL
   triplets: one {prompt, response, reward, metadata} per LLM call of each attempt, in call order.
   trajectories: token-level rows (prompt_ids, response_ids, response_mask, response_logprobs,
   reward, group_key) for RL trainers.
-  --spans-dir: every server's spans moved to a span directory (agl serve --spans-dir), loaded
-  into a temporary file; not the spans still waiting to move, nor logs or rollouts.
+  --spans-dir: every server's spans moved to a span directory (agl serve --spans-dir), read in
+  place; not the spans still waiting to move, nor logs or rollouts (through a server, --url
+  reads those too).
   Spans whose stored attributes cannot be read (written by an older agl) are left out and named;
   --strict exits 1 when anything was skipped.`;
 

@@ -1,6 +1,7 @@
 import { createWriteStream, existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
-import { extname, resolve } from 'node:path';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { extname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -16,7 +17,7 @@ export const QUERY_USAGE = `agl query "<SQL>" [--db ./agl.duckdb | --url http://
   Runs one read-only SQL query over the store (tables spans, logs). While \`agl serve\` owns the
   file the query goes through it; otherwise the file is opened read-only.
   --spans-dir DIR: over every server's spans moved to a span directory instead (agl serve
-  --spans-dir), loaded into a temporary file with the views (llm_calls, rewards ...).`;
+  --spans-dir), read in place, with the views (llm_calls, rewards ...).`;
 
 const OUT_FORMATS: Record<string, ExportFormat> = {
   '.parquet': 'parquet',
@@ -110,17 +111,35 @@ async function fileOrServerTarget(db: string, token: string | undefined): Promis
   };
 }
 
-/** Every server's moved spans, loaded and derived in a temporary file (span-dir-snapshot.ts). */
+/**
+ * Every server's moved spans, read in place: a temporary file whose views (the schema `fleet`,
+ * fleet-views.ts) read the span directory's files and what the servers derived from them.
+ */
 async function spansDirTarget(dir: string): Promise<QueryTarget> {
   if (!existsSync(dir)) throw new UsageError(`no span directory at ${dir}`);
-  const { openSpansDirSnapshot } = await import('../store/span-dir-snapshot.js');
-  const snapshot = await openSpansDirSnapshot(dir);
-  const { store } = snapshot;
+  const folder = await mkdtemp(join(tmpdir(), 'agl-spans-dir-'));
+  const removeFolder = () => rm(folder, { recursive: true, force: true });
+  let store: DuckDBStore;
+  try {
+    store = await DuckDBStore.open({
+      path: join(folder, 'reader.duckdb'),
+      spansDir: dir,
+      spansDirReadOnly: true,
+      deriveWhenIdleMs: Number.POSITIVE_INFINITY,
+      queryTimeoutMs: Number.POSITIVE_INFINITY,
+    });
+  } catch (error) {
+    await removeFolder();
+    throw error;
+  }
   return {
     query: (sql) => store.query(sql, { guard: false }),
     stream: (sql) => store.streamQuery(sql, { guard: false }),
     exportTo: (sql, path, fmt, onProgress) => store.exportQuery(sql, path, fmt, { guard: false, onProgress }),
-    close: () => snapshot.close(),
+    close: async () => {
+      await store.close();
+      await removeFolder();
+    },
   };
 }
 

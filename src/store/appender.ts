@@ -17,6 +17,11 @@ export function columnsDdl(table: string, columns: readonly Column[]): string {
 
 const CHUNK_ROWS = duckdb.vector_size();
 
+/** A column the appender numbers (TableAppender.create): the query gives the first number. */
+export interface CounterColumn {
+  readonly nextSql: string;
+}
+
 /**
  * Appends rows to one table through DuckDB's appender, filling data chunks directly:
  * fixed-width values and strings are copied into the vectors a column at a time, the fastest path
@@ -37,15 +42,34 @@ export class TableAppender {
     private readonly appender: DuckDBAppender,
     private readonly columns: readonly Column[],
     private readonly chunk: DuckDBDataChunk,
+    /** The next value of the table's counter column (see `create`), null without one. */
+    private nextCount: bigint | null,
   ) {
     this.validity = columns.map(() => new Uint8Array(CHUNK_ROWS / 8).fill(0xff));
     this.hasNulls = columns.map(() => false);
   }
 
-  static async create(connection: DuckDBConnection, table: string, columns: readonly Column[]): Promise<TableAppender> {
+  /**
+   * With a `counter`, the table has one BIGINT column after `columns`, its last, that the
+   * appender fills with consecutive numbers in the order rows are added, from the one the
+   * counter's query gives. One writer adds rows in commit order, so the counter grows with the
+   * commits: `commit_seq` of `spans`, which unlike rowid keeps its value when earlier rows are
+   * deleted. A group that fails leaves a gap, never a repeat.
+   */
+  static async create(
+    connection: DuckDBConnection,
+    table: string,
+    columns: readonly Column[],
+    counter?: CounterColumn,
+  ): Promise<TableAppender> {
     const appender = await connection.createAppender(table);
-    const chunk = DuckDBDataChunk.create(columns.map((_, i) => appender.columnType(i)));
-    return new TableAppender(appender, columns, chunk);
+    const width = columns.length + (counter === undefined ? 0 : 1);
+    if (appender.columnCount !== width)
+      throw new Error(`table ${table} has ${appender.columnCount} columns, the appender fills ${width}`);
+    const chunk = DuckDBDataChunk.create(Array.from({ length: width }, (_, i) => appender.columnType(i)));
+    let next: bigint | null = null;
+    if (counter !== undefined) next = BigInt((await connection.runAndReadAll(counter.nextSql)).getRows()[0][0] as bigint);
+    return new TableAppender(appender, columns, chunk, next);
   }
 
   /** Rows added since the last flush. */
@@ -79,6 +103,7 @@ export class TableAppender {
             if (fillVector(vector, columns[c].type, rows.columns[c], start, count, this.filled, this.validity[c], own))
               this.hasNulls[c] = true;
           }
+          if (this.nextCount !== null) this.fillCounter(count);
           this.filled += count;
           start += count;
           if (own || this.filled === CHUNK_ROWS) this.appendChunk();
@@ -89,6 +114,16 @@ export class TableAppender {
       this.clear();
       throw error;
     }
+  }
+
+  /** Numbers `count` rows from the chunk's fill position in the counter column. */
+  private fillCounter(count: number): void {
+    const vector = duckdb.data_chunk_get_vector(this.chunk.chunk, this.columns.length);
+    const values = new BigInt64Array(fixedWidth, 0, count);
+    let next = this.nextCount as bigint;
+    for (let row = 0; row < count; row++) values[row] = next++;
+    this.nextCount = next;
+    duckdb.copy_data_to_vector(vector, this.filled * 8, fixedWidth, 0, count * 8);
   }
 
   /** Flushes the rows added into the connection's open transaction. */

@@ -5,8 +5,8 @@
  * minutes to seconds).
  *
  * Derivation stays off the ingest path: spans are committed as they come, and the store's
- * deriver (DuckDBStore, deriver.ts) derives the ones after the watermark `derived_through` (a rowid of
- * `spans`, which only ever grows) into the `derived_*` tables while the server is idle. The
+ * deriver (DuckDBStore, deriver.ts) derives the ones after the watermark `derived_through` (a
+ * `commit_seq` of `spans`, which only ever grows) into the `derived_*` tables while the server is idle. The
  * views `llm_call_rows`, `reward_rows` and `agent_spans` read those tables plus, derived on the
  * fly, the spans not derived yet: every read is complete, and fast once the deriver caught up.
  * When the SQL of this module, deriver.ts or credited-calls.ts changes what is derived,
@@ -18,6 +18,23 @@ export const DERIVED_VERSION = '5';
 
 const FLAT_KEY = String.raw`^(gen_ai\.prompt|gen_ai\.completion|llm\.input_messages|llm\.output_messages|llm\.tools|llm\.request\.functions)\.(\d+)\.(?:message\.|tool\.)?(.+)$`;
 const FLAT_TOOL_CALL = String.raw`^tool_calls\.(\d+)\.(?:tool_call\.)?(?:function\.)?(name|arguments|id)$`;
+
+/** The columns of derived_calls that are a call's own (the others are its span's). */
+export const CALL_FIELDS = [
+  'provider',
+  'model',
+  'input_messages',
+  'output_messages',
+  'tools',
+  'prompt_token_ids',
+  'response_token_ids',
+  'response_logprobs',
+  'input_tokens',
+  'output_tokens',
+  'response_id',
+  'finish_reason',
+  'dialect',
+] as const;
 
 const CALL_COLUMNS = `rollout_id VARCHAR, attempt_id VARCHAR, trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL, parent_id VARCHAR, name VARCHAR,
   sequence_id BIGINT, start_time TIMESTAMP_NS, end_time TIMESTAMP_NS, provider VARCHAR, model VARCHAR,
@@ -239,12 +256,22 @@ CREATE TABLE derived_skipped (rollout_id VARCHAR, trace_id VARCHAR NOT NULL, spa
 export const readable = (attributes = 'attributes') => `json_valid(${attributes})`;
 
 export const WATERMARK = "(SELECT CAST(value AS BIGINT) FROM agl_meta WHERE key = 'derived_through')";
-/** The stored spans not derived yet (DuckDB skips the row groups before the watermark), but unreadable ones. */
-const UNDERIVED = `(SELECT * FROM spans WHERE rowid > ${WATERMARK} AND ${readable()})`;
+/** The stored spans not derived yet, but unreadable ones (the view `underived_spans`: DERIVED_VIEWS_SQL). */
+const UNDERIVED = `(SELECT * FROM underived_spans WHERE ${readable()})`;
 
 /** The spans left out of every derived row: those the deriver skipped, and unreadable ones not derived yet. */
 export const UNREADABLE_SPANS_SQL = `SELECT rollout_id, span_id FROM derived_skipped
-  UNION ALL SELECT rollout_id, span_id FROM spans WHERE rowid > ${WATERMARK} AND NOT ${readable()}`;
+  UNION ALL SELECT rollout_id, span_id FROM underived_spans WHERE NOT ${readable()}`;
+
+/**
+ * Whether derived_calls holds the default triplet answer of every call: every span derived, by
+ * this agl's SQL, and no GenAI log events (calls read from logs are in the llm_calls view only).
+ */
+const CREDITED_CALLS_READY_VIEW = `CREATE OR REPLACE VIEW credited_calls_ready AS
+SELECT ${WATERMARK} >= (SELECT coalesce(max(commit_seq), -1) FROM spans)
+  AND (SELECT value FROM agl_meta WHERE key = 'derived_version') = '${DERIVED_VERSION}'
+  AND NOT EXISTS (SELECT 1 FROM logs WHERE coalesce(event_name, attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND span_id IS NOT NULL) AS ready`;
+export const CREDITED_CALLS_READY_SQL = 'SELECT ready FROM credited_calls_ready';
 
 /** The stored calls, then `fresh`: the calls of the spans after the watermark. */
 const callRows = (fresh: string) =>
@@ -260,7 +287,19 @@ const callRows = (fresh: string) =>
 export const CALL_ROWS_CTES = `fresh_calls AS MATERIALIZED (${callsFrom(UNDERIVED)}),
 call_rows AS (${callRows('fresh_calls')})`;
 
-/** Every derived row: what the deriver stored, and the spans after its watermark derived now. */
+/**
+ * The views over what is stored: the spans not derived yet (DuckDB skips the row groups before
+ * the watermark), and whether the triplets of derived_calls are complete. The span directory
+ * defines its own under the same names (fleet-views.ts), over every server's spans.
+ */
+export const STORED_VIEWS_SQL = `
+CREATE OR REPLACE VIEW underived_spans AS SELECT * FROM spans WHERE commit_seq > ${WATERMARK};
+${CREDITED_CALLS_READY_VIEW};`;
+
+/**
+ * Every derived row: what the deriver stored, and the spans after its watermark derived now.
+ * Written over `derived_*` and `underived_spans`, which the span directory's views replace.
+ */
 export const DERIVED_VIEWS_SQL = `
 CREATE OR REPLACE VIEW llm_call_rows AS ${callRows(`(${callsFrom(UNDERIVED)})`)};
 CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL (${rewardsFrom(UNDERIVED)});
@@ -274,7 +313,7 @@ CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents UNION ALL (${
  * not derived yet, not every such span of the store (the dashboard's pages read this way).
  */
 export function derivedRowsWhere(condition: string): { calls: string; rewards: string; agents: string } {
-  const fresh = (where: string) => `(SELECT * FROM spans WHERE rowid > ${WATERMARK} AND ${where} AND ${readable()})`;
+  const fresh = (where: string) => `(SELECT * FROM underived_spans WHERE ${where} AND ${readable()})`;
   const traces = `trace_id IN (SELECT trace_id FROM spans WHERE ${condition})`;
   return {
     calls: `SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls WHERE ${condition}

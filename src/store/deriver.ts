@@ -7,7 +7,7 @@
  */
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { creditedCallsSql, groupOf } from './credited-calls.js';
-import { agentsFrom, callsFrom, CREDIT_COLUMNS, DERIVED_VERSION, readable, rewardsFrom, WATERMARK } from './derived.js';
+import { agentsFrom, callsFrom, CREDIT_COLUMNS, readable, rewardsFrom, WATERMARK } from './derived.js';
 import { llmCallsOf } from './views.js';
 
 /** The relations a round credits from: the touched attempts' calls, rewards and agent spans. */
@@ -27,17 +27,17 @@ export async function deriveSpans(connection: DuckDBConnection, maxSpans: number
   await connection.run('BEGIN TRANSACTION');
   try {
     const reader = await connection.runAndReadAll(
-      `SELECT ${WATERMARK} AS done, (SELECT coalesce(max(rowid), -1) FROM spans) AS last`,
+      `SELECT ${WATERMARK} AS done, (SELECT coalesce(max(commit_seq), -1) FROM spans) AS last`,
     );
     const [done, last] = reader.getRows()[0].map(Number);
-    // Spans are only ever appended, so a rowid past the watermark is a span not derived yet.
+    // Spans are appended in commit_seq order, so one past the watermark is a span not derived yet.
     const through = Math.min(last, done + maxSpans);
     if (through <= done) {
       await connection.run('ROLLBACK');
       return 0;
     }
-    const skipped = await skipUnreadable(connection, `rowid > ${done} AND rowid <= ${through}`);
-    const spans = `(SELECT * FROM spans WHERE rowid > ${done} AND rowid <= ${through}${skipped ? ' AND rowid NOT IN (SELECT row FROM round_skipped)' : ''})`;
+    const skipped = await skipUnreadable(connection, `commit_seq > ${done} AND commit_seq <= ${through}`);
+    const spans = `(SELECT * FROM spans WHERE commit_seq > ${done} AND commit_seq <= ${through}${skipped ? ' AND commit_seq NOT IN (SELECT row FROM round_skipped)' : ''})`;
     const touched = '(SELECT group_id FROM round_groups)';
     await connection.run(`CREATE OR REPLACE TEMP TABLE round_calls AS SELECT *, ${groupOf('c')} AS group_id FROM (${callsFrom(spans)}) c;
       INSERT INTO derived_rewards ${rewardsFrom(spans)};
@@ -77,7 +77,7 @@ export async function deriveSpans(connection: DuckDBConnection, maxSpans: number
  */
 async function skipUnreadable(connection: DuckDBConnection, round: string): Promise<string | null> {
   const reader = await connection.runAndReadAll(`CREATE OR REPLACE TEMP TABLE round_skipped AS
-      SELECT rowid AS row, rollout_id, trace_id, span_id FROM spans WHERE ${round} AND NOT ${readable()};
+      SELECT commit_seq AS row, rollout_id, trace_id, span_id FROM spans WHERE ${round} AND NOT ${readable()};
     INSERT INTO derived_skipped SELECT rollout_id, trace_id, span_id FROM round_skipped;
     SELECT count(*)::INTEGER, list(span_id ORDER BY row)[1:5] FROM round_skipped;`);
   const [count, first] = reader.getRows()[0] as [number, { items: string[] }];
@@ -88,10 +88,3 @@ async function skipUnreadable(connection: DuckDBConnection, round: string): Prom
   return `skipped ${count} (${first.items.join(', ')}${count > 5 ? ', ...' : ''})`;
 }
 
-/**
- * Whether derived_calls holds the default triplet answer of every call: every span derived, by
- * this agl's SQL, and no GenAI log events (calls read from logs are in the llm_calls view only).
- */
-export const CREDITED_CALLS_READY_SQL = `SELECT ${WATERMARK} >= (SELECT coalesce(max(rowid), -1) FROM spans)
-  AND (SELECT value FROM agl_meta WHERE key = 'derived_version') = '${DERIVED_VERSION}'
-  AND NOT EXISTS (SELECT 1 FROM logs WHERE coalesce(event_name, attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND span_id IS NOT NULL) AS ready`;

@@ -23,6 +23,15 @@ export interface QueryOptions {
   readonly maxRows: number;
   /** Refuse anything but one read-only query over the store's tables (server side). */
   readonly guard: boolean;
+  /** Where unqualified names are looked up (DuckDB's search_path), if not in the file's schema. */
+  readonly searchPath?: string;
+}
+
+/** A fresh connection for one read, looking names up in `searchPath` when given. */
+async function readConnection(instance: DuckDBInstance, searchPath: string | undefined): Promise<DuckDBConnection> {
+  const connection = await instance.connect();
+  if (searchPath !== undefined) await connection.run(`SET search_path = ${sqlText(searchPath)}`);
+  return connection;
 }
 
 export class QueryTimeoutError extends Error {
@@ -71,9 +80,9 @@ export async function runQuery(instance: DuckDBInstance, sql: string, options: Q
 export async function* streamQuery(
   instance: DuckDBInstance,
   sql: string,
-  options: Pick<QueryOptions, 'guard'>,
+  options: Pick<QueryOptions, 'guard' | 'searchPath'>,
 ): AsyncGenerator<Record<string, unknown>[]> {
-  const connection = await instance.connect();
+  const connection = await readConnection(instance, options.searchPath);
   try {
     if (options.guard) await assertReadOnlyQuery(connection, sql);
     await connection.run('BEGIN TRANSACTION READ ONLY');
@@ -147,7 +156,7 @@ async function withReadOnlyConnection<T>(
     await Promise.race([Promise.all(overrunning), new Promise((resolve) => setTimeout(resolve, 1000))]);
     if (overrunning.size > 0) throw new QueryBusyError();
   }
-  const connection = await instance.connect();
+  const connection = await readConnection(instance, options.searchPath);
   const running = (async () => {
     if (options.guard) await assertReadOnlyQuery(connection, sql);
     await connection.run('BEGIN TRANSACTION READ ONLY');

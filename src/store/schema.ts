@@ -17,6 +17,10 @@ const MIGRATIONS: readonly string[] = [
   DERIVED_CREDITS_DDL,
   DERIVED_SKIPPED_DDL,
   STATE_REPLICA_DDL,
+  // The order spans were committed in, which deletes do not renumber as they do rowids (the
+  // span directory deletes what it moved: span-files.ts). The writer numbers new rows.
+  `ALTER TABLE spans ADD COLUMN commit_seq BIGINT;
+   UPDATE spans SET commit_seq = rowid;`,
 ];
 
 const SCHEMA_VERSION = MIGRATIONS.length;

@@ -1,27 +1,31 @@
 /**
- * The span directory (`agl serve --spans-dir DIR`): every server copies the spans of its DuckDB
+ * The span directory (`agl serve --spans-dir DIR`): every server moves the spans of its DuckDB
  * file, in the order they were committed, into Parquet files of a directory that all servers
  * share, partitioned hive-style: `date=YYYY-MM-DD/hour=HH/server=ID/part-<first>-<last>.parquet`
- * (the date and hour of the move, UTC). The view `all_spans` reads every server's files plus
- * the local rows not moved yet, so each span is read exactly once on any server.
+ * (the date and hour of the move, UTC), then deletes them from its file. The schema `fleet`
+ * (fleet-views.ts) reads every server's files plus the local rows not moved yet, so each span
+ * is read exactly once on any server.
  *
- * The file name is the manifest: `<first>-<last>` is the range of local rowids the file holds
- * (rowids of `spans` only grow: spans are never deleted). A file is written under a temporary
- * name (`.parquet.tmp`, which no reader globs) and renamed into place; the rename is the move's
- * commit. The view takes the local rows after the highest `<last>` among this server's files, so
- * a server killed at any point neither loses a span (its rows are still local until a file is
- * in place) nor counts one twice (once the file is in place its rows leave the local part).
- * Leftover temporary files are removed on start.
+ * The file name is the manifest: `<first>-<last>` is the range of `commit_seq` (the order the
+ * server committed its spans in, which deletes do not renumber) the file holds. A move takes
+ * spans the deriver has covered, so a file carries their derived rows too. It is written under a
+ * temporary name (`.parquet.tmp`, which no reader globs) and renamed into place; the rename is
+ * the move's commit. The views take the local rows after the highest `<last>` among this server's
+ * files, and the delete that follows is only housekeeping: a server killed at any point neither
+ * loses a span (its rows are still local until a file is in place) nor counts one twice (once
+ * the file is in place its rows leave the local part). Leftover temporary files are removed, and
+ * moved rows still in the file deleted, on start.
  */
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
+import { movedRowsSql } from './fleet-views.js';
 import { sqlText } from './sql.js';
 
 /** A server id as it may appear in a path. */
 export const SERVER_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
-/** `part-<first>-<last>.parquet`: the rowids a file holds. */
+/** `part-<first>-<last>.parquet`: the commit_seq range a file holds. */
 const PART = /^part-(\d+)-(\d+)\.parquet$/;
 
 /** Where the move of one server stands: rows committed locally but not in a file yet. */
@@ -32,10 +36,20 @@ export interface SpanMoveLag {
 }
 
 export interface SpanFileSink {
-  /** The highest rowid of `spans` (-1: none). */
-  lastRowid(): Promise<number>;
+  /** The highest commit_seq committed (-1: none). */
+  lastCommitted(): Promise<number>;
+  /** Derives what is not derived yet; returns the highest commit_seq derived (-1: none). */
+  deriveAll(): Promise<number>;
   /** Writes the query's rows to a Parquet file. */
   copyToParquet(sql: string, path: string): Promise<void>;
+  /** Deletes the file's spans through a commit_seq, moved, and their derived rows. */
+  deleteThrough(through: number): Promise<void>;
+}
+
+/** Steps a test cuts a move off at (as a kill would): between the copy and the rename, and after it. */
+export interface MoveHooks {
+  readonly afterCopy?: () => Promise<void>;
+  readonly afterRename?: () => Promise<void>;
 }
 
 const twoDigits = (n: number) => String(n).padStart(2, '0');
@@ -62,7 +76,7 @@ async function partitions(dir: string): Promise<{ path: string; server: string; 
   return found;
 }
 
-/** The highest rowid this server moved (-1: none); removes its leftover temporary files. */
+/** The highest commit_seq this server moved (-1: none); removes its leftover temporary files. */
 export async function reconcile(dir: string, serverId: string): Promise<number> {
   let last = -1;
   for (const partition of await partitions(dir)) {
@@ -77,19 +91,13 @@ export async function reconcile(dir: string, serverId: string): Promise<number> 
 }
 
 /**
- * The view over all servers' spans. An empty file of this server (the schema only) keeps the
- * glob from ever matching nothing, which DuckDB refuses.
+ * Writes this server's empty file (the columns only), which keeps the directory's glob from ever
+ * matching nothing, which DuckDB refuses.
  */
-export async function allSpansViewSql(dir: string, serverId: string, copy: SpanFileSink): Promise<string> {
+export async function writeSchemaFile(dir: string, serverId: string, copy: SpanFileSink): Promise<void> {
   const schemaFile = join(partitionOf(dir, serverId, new Date(0)), 'schema.parquet');
   await mkdir(join(schemaFile, '..'), { recursive: true });
-  await copy.copyToParquet('SELECT * FROM spans LIMIT 0', schemaFile);
-  const own = join(dir, '*', '*', `server=${serverId}`, 'part-*.parquet');
-  const moved = `(SELECT coalesce(max(CAST(regexp_extract(file, 'part-\\d+-(\\d+)\\.parquet$', 1) AS BIGINT)), -1) FROM glob(${sqlText(own)}))`;
-  return `CREATE OR REPLACE VIEW all_spans AS
-SELECT * EXCLUDE (date, hour) FROM read_parquet(${sqlText(join(dir, '**', '*.parquet'))}, hive_partitioning = true, hive_types_autocast = false, union_by_name = true)
-UNION ALL BY NAME
-SELECT *, ${sqlText(serverId)} AS server FROM spans WHERE rowid > ${moved}`;
+  await copy.copyToParquet(`${movedRowsSql(0, -1)} LIMIT 0`, schemaFile);
 }
 
 /**
@@ -99,7 +107,7 @@ SELECT *, ${sqlText(serverId)} AS server FROM spans WHERE rowid > ${moved}`;
 export class SpanMover {
   private caughtUpAt = Date.now();
   /**
-   * The highest rowid committed: read on open, then counted by the writes (noteCommitted). A
+   * The highest commit_seq committed: read on open, then counted by the writes (noteCommitted). A
    * batch's own read is not taken in: it may see rows whose write has not noted them yet.
    */
   private committedThrough = -1;
@@ -114,7 +122,9 @@ export class SpanMover {
 
   static async open(dir: string, serverId: string, sink: SpanFileSink, maxRows: number): Promise<SpanMover> {
     const mover = new SpanMover(dir, serverId, await reconcile(dir, serverId), sink, maxRows);
-    mover.committedThrough = await sink.lastRowid();
+    // A server stopped between a move's rename and its delete: the delete is done now.
+    if (mover.movedThrough >= 0) await sink.deleteThrough(mover.movedThrough);
+    mover.committedThrough = await sink.lastCommitted();
     return mover;
   }
 
@@ -125,8 +135,8 @@ export class SpanMover {
   }
 
   /** Moves one batch (at most maxRows spans); returns how many spans it moved. */
-  async moveBatch(hooks: { afterCopy?: () => Promise<void> } = {}): Promise<number> {
-    const last = await this.sink.lastRowid();
+  async moveBatch(hooks: MoveHooks = {}): Promise<number> {
+    const last = await this.sink.deriveAll();
     if (last <= this.movedThrough) {
       this.caughtUpAt = Date.now();
       return 0;
@@ -136,21 +146,20 @@ export class SpanMover {
     const folder = partitionOf(this.dir, this.serverId, new Date());
     await mkdir(folder, { recursive: true });
     const path = join(folder, `part-${first}-${through}.parquet`);
-    await this.sink.copyToParquet(
-      `SELECT * FROM spans WHERE rowid BETWEEN ${first} AND ${through} ORDER BY rowid`,
-      `${path}.tmp`,
-    );
+    await this.sink.copyToParquet(movedRowsSql(first, through), `${path}.tmp`);
     await hooks.afterCopy?.();
     await rename(`${path}.tmp`, path);
     this.movedThrough = through;
     if (through === last) this.caughtUpAt = Date.now();
+    await hooks.afterRename?.();
+    await this.sink.deleteThrough(through);
     return through - first + 1;
   }
 
   /** Moves batches until none is left (as of the call). */
-  async moveAll(): Promise<number> {
+  async moveAll(hooks: MoveHooks = {}): Promise<number> {
     let total = 0;
-    for (let n = -1; n !== 0; total += n) n = await this.moveBatch();
+    for (let n = -1; n !== 0; total += n) n = await this.moveBatch(hooks);
     return total;
   }
 

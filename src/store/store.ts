@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import type { BatchSink } from '../otlp/batch.js';
 import { selectRows, type ColumnarRows, type Int64Column } from '../otlp/columns.js';
@@ -15,7 +15,17 @@ import { EmbeddedLightningStore } from './lightning.js';
 import { RolloutState, type Changes } from './rollout-state.js';
 import { loadRolloutState, stateSource } from './rollout-tables.js';
 import type { PostgresLightningStore } from './postgres/lightning.js';
-import { allSpansViewSql, SERVER_ID, SpanMover, type SpanMoveLag } from './span-files.js';
+import { deleteMovedSql, FLEET_SEARCH_PATH, fleetViewsSql, NEXT_COMMIT_SEQ_SQL } from './fleet-views.js';
+import {
+  type MoveHooks,
+  SERVER_ID,
+  type SpanFileSink,
+  SpanMover,
+  type SpanMoveLag,
+  writeSchemaFile,
+} from './span-files.js';
+import { WATERMARK } from './derived.js';
+import { sqlText } from './sql.js';
 
 /** WAL size above which the store checkpoints while idle. */
 const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
@@ -96,10 +106,12 @@ export interface StoreOptions {
   /** Connections to PostgreSQL this server may hold (default 16). */
   readonly stateConnections?: number;
   /**
-   * A directory shared by servers: spans move there as Parquet files, and the view `all_spans`
-   * reads every server's (span-files.ts).
+   * A directory shared by servers: spans move there as Parquet files, and every read (the views
+   * of the schema `fleet`) sees every server's (span-files.ts, fleet-views.ts).
    */
   readonly spansDir?: string;
+  /** Reads the span directory without moving this file's spans there (agl query|export --spans-dir). */
+  readonly spansDirReadOnly?: boolean;
   /** This server's name in the span directory (default: a random id kept in the file). */
   readonly serverId?: string;
   /** How often spans move to the span directory (default 10 s; Infinity: on `moveSpans()` and close only). */
@@ -132,8 +144,8 @@ export class DuckDBStore implements BatchSink {
   private idleTimer: NodeJS.Timeout | undefined;
   /** The idle checkpoint, or the check for one, in progress. */
   private idleStep: Promise<void> | null = null;
-  /** The deriver's round in progress (see derived.ts). */
-  private deriving: Promise<number> | null = null;
+  /** The deriver's round, or a delete of moved spans, in progress (see derived.ts). */
+  private deriving: Promise<unknown> | null = null;
   private lastSpanWrite = 0;
   /** Spans committed since the last derive round began, and when it began. */
   private spansSinceRound = 0;
@@ -148,6 +160,10 @@ export class DuckDBStore implements BatchSink {
   private mover: SpanMover | undefined;
   private moving: Promise<number> | null = null;
   private moveTimer: NodeJS.Timeout | undefined;
+  /** Set with a span directory: reads resolve names in its schema first (fleet-views.ts). */
+  private readSearchPath: string | undefined;
+  /** This file's name in the span directory. */
+  private serverId = '';
 
   private constructor(
     readonly path: string,
@@ -183,6 +199,7 @@ export class DuckDBStore implements BatchSink {
   private newWriter(): GroupCommitWriter {
     return new GroupCommitWriter(this.connection, {
       maxQueuedBytes: this.options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES,
+      counters: { spans: { nextSql: NEXT_COMMIT_SEQ_SQL } },
       withMoreMemory: (work) => this.read(work),
       // A quarter of the budget: a COMMIT under the budget failed for memory from 70% of it.
       commitWithMoreMemoryBytes:
@@ -199,14 +216,14 @@ export class DuckDBStore implements BatchSink {
       opening = store;
       if (!options.readOnly) {
         await migrate(connection);
+        if (options.spansDir !== undefined) await store.openSpansDir(options.spansDir);
         await store.loadHotState();
         await store.openState();
         store.budget = await WriteBudget.open(
           await instance.connect(),
           options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES,
         );
-        // Before the timers: a directory that cannot be written fails the open with nothing running.
-        if (options.spansDir !== undefined) await store.openSpansDir(options.spansDir);
+        store.startMovingSpans();
         // Attempts time out even when nobody asks (and restarts resolve attempts left running).
         store.watchdogTimer = setInterval(
           () => void store.lightning.watchdog().catch((error) => store.watchdogFailed(error)),
@@ -280,31 +297,61 @@ export class DuckDBStore implements BatchSink {
     );
   }
 
-  /** Starts moving spans to the span directory (span-files.ts) and defines the view `all_spans`. */
+  /**
+   * Defines the schema `fleet` over the span directory and reads through it; unless the store
+   * only reads the directory, readies the move of this file's spans (span-files.ts). Before any
+   * timer: a directory that cannot be written fails the open with nothing running.
+   */
   private async openSpansDir(dir: string): Promise<void> {
     const serverId = this.options.serverId ?? (await this.persistedServerId());
     if (!SERVER_ID.test(serverId))
       throw new Error(`a server id is letters, digits, '.', '_' or '-', not "${serverId}"`);
-    const sink = {
-      lastRowid: async () => Number((await this.ownQuery('SELECT coalesce(max(rowid), -1) AS n FROM spans')).rows[0].n),
-      copyToParquet: async (sql: string, path: string) => {
-        await this.read(() =>
-          exportQuery(this.instance, sql, path, 'parquet', { timeoutMs: Number.POSITIVE_INFINITY, guard: false }),
-        );
-      },
-    };
-    this.mover = await SpanMover.open(dir, serverId, sink, SPANS_MOVE_BATCH_ROWS);
-    await this.connection.run(await allSpansViewSql(dir, serverId, sink));
-    const everyMs = this.options.spansMoveEveryMs ?? DEFAULT_SPANS_MOVE_EVERY_MS;
-    if (Number.isFinite(everyMs)) {
-      this.moveTimer = setInterval(() => {
-        if (this.moving || this.closing) return;
-        this.moveSpans().catch((error) =>
-          console.error(`agl: moving spans to ${dir} failed, retried later: ${(error as Error).message}`),
-        );
-      }, everyMs);
-      this.moveTimer.unref();
+    this.serverId = serverId;
+    if (this.options.spansDirReadOnly) {
+      if ((await readdir(dir, { recursive: true })).every((name) => !name.endsWith('.parquet')))
+        throw new Error(`no span files in ${dir} (agl serve --spans-dir writes them)`);
+    } else {
+      const sink: SpanFileSink = {
+        lastCommitted: async () =>
+          Number((await this.ownQuery('SELECT coalesce(max(commit_seq), -1) AS n FROM main.spans')).rows[0].n),
+        deriveAll: async () => {
+          await this.deriveAll();
+          return Number((await this.ownQuery(`SELECT ${WATERMARK} AS n`)).rows[0].n);
+        },
+        copyToParquet: async (sql, path) => {
+          await this.read(() =>
+            exportQuery(this.instance, sql, path, 'parquet', { timeoutMs: Number.POSITIVE_INFINITY, guard: false }),
+          );
+        },
+        deleteThrough: (through) =>
+          this.onDeriveConnection(undefined, async (connection) => {
+            await this.read(() => connection.run(deleteMovedSql(through)));
+          }),
+      };
+      await writeSchemaFile(dir, serverId, sink);
+      this.mover = await SpanMover.open(dir, serverId, sink, SPANS_MOVE_BATCH_ROWS);
     }
+    const connection = await this.instance.connect();
+    try {
+      await connection.run(fleetViewsSql(dir, serverId));
+    } finally {
+      connection.closeSync();
+    }
+    this.readSearchPath = FLEET_SEARCH_PATH;
+  }
+
+  /** Moves spans to the span directory every spansMoveEveryMs (without one: nothing). */
+  private startMovingSpans(): void {
+    const everyMs = this.options.spansMoveEveryMs ?? DEFAULT_SPANS_MOVE_EVERY_MS;
+    const dir = this.options.spansDir;
+    if (!this.mover || !Number.isFinite(everyMs)) return;
+    this.moveTimer = setInterval(() => {
+      if (this.moving || this.closing) return;
+      this.moveSpans().catch((error) =>
+        console.error(`agl: moving spans to ${dir} failed, retried later: ${(error as Error).message}`),
+      );
+    }, everyMs);
+    this.moveTimer.unref();
   }
 
   /** This file's server id in the span directory: made once, then kept in agl_meta. */
@@ -317,12 +364,12 @@ export class DuckDBStore implements BatchSink {
 
   /**
    * Moves every span committed so far to the span directory, batch after batch, after the move
-   * in progress; returns how many it moved (0 without spansDir).
+   * in progress; returns how many it moved (0 without spansDir). Tests cut a move off with hooks.
    */
-  moveSpans(): Promise<number> {
+  moveSpans(hooks: MoveHooks = {}): Promise<number> {
     const mover = this.mover;
     if (!mover) return Promise.resolve(0);
-    const move = (this.moving ?? Promise.resolve(0)).catch(() => 0).then(() => mover.moveAll());
+    const move = (this.moving ?? Promise.resolve(0)).catch(() => 0).then(() => mover.moveAll(hooks));
     this.moving = move;
     void move
       .finally(() => {
@@ -433,6 +480,7 @@ export class DuckDBStore implements BatchSink {
         timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
         maxRows: this.options.maxQueryRows ?? 100_000,
         guard,
+        searchPath: this.readSearchPath,
       }),
     );
   }
@@ -446,7 +494,7 @@ export class DuckDBStore implements BatchSink {
     await this.shared?.syncReplica();
     const endRead = await this.budget?.startRead();
     try {
-      yield* streamQuery(this.instance, sql, { guard: options.guard ?? true });
+      yield* streamQuery(this.instance, sql, { guard: options.guard ?? true, searchPath: this.readSearchPath });
     } finally {
       endRead?.();
     }
@@ -464,6 +512,7 @@ export class DuckDBStore implements BatchSink {
       exportQuery(this.instance, sql, path, format, {
         timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
         guard: options.guard ?? true,
+        searchPath: this.readSearchPath,
         onProgress: options.onProgress,
       }),
     );
@@ -570,34 +619,43 @@ export class DuckDBStore implements BatchSink {
   /** Runs one round after the one in progress, if any (rounds never overlap). */
   private deriveRound(maxSpans: number): Promise<number> {
     if (this.options.readOnly) return Promise.resolve(0);
-    const round = (this.deriving ?? Promise.resolve(0))
-      .catch(() => 0)
+    return this.onDeriveConnection(0, async (connection) => {
+      this.lastRoundStart = Date.now();
+      this.spansSinceRound = 0;
+      const derived = await this.read(() => deriveSpans(connection, maxSpans));
+      // A round short of its size took all there was: the timer rests until spans are committed.
+      this.roundWasFull = derived === maxSpans;
+      return derived;
+    });
+  }
+
+  /**
+   * Runs `work` on the deriver's connection after the work in progress there, if any: rounds and
+   * the deletes of moved spans change the same tables, so they never overlap. Once the store
+   * closes, answers `closed` without running it. A failure closes the connection.
+   */
+  private onDeriveConnection<T>(closed: T, work: (connection: DuckDBConnection) => Promise<T>): Promise<T> {
+    const step = (this.deriving ?? Promise.resolve())
+      .catch(() => {})
       .then(async () => {
-        if (this.closing) return 0;
-        this.lastRoundStart = Date.now();
-        this.spansSinceRound = 0;
+        if (this.closing) return closed;
         this.deriveConnection ??= await this.instance.connect();
-        let derived: number;
         try {
-          const connection = this.deriveConnection;
-          derived = await this.read(() => deriveSpans(connection, maxSpans));
+          return await work(this.deriveConnection);
         } catch (error) {
           this.deriveConnection.closeSync();
           this.deriveConnection = undefined;
           throw error;
         }
-        // A round short of its size took all there was: the timer rests until spans are committed.
-        this.roundWasFull = derived === maxSpans;
-        return derived;
       });
-    this.deriving = round;
-    // The round's failure goes to its caller through `round`; this copy of it is nobody's.
-    void round
+    this.deriving = step;
+    // The failure goes to the caller through `step`; this copy of it is nobody's.
+    void step
       .finally(() => {
-        if (this.deriving === round) this.deriving = null;
+        if (this.deriving === step) this.deriving = null;
       })
       .catch(() => {});
-    return round;
+    return step;
   }
 
   /** Commits everything accepted, checkpoints the WAL into the file and closes it. */
@@ -651,12 +709,17 @@ export class DuckDBStore implements BatchSink {
       );
   }
 
+  /** This server's spans: with a span directory, the moved ones too. */
+  private ownSpans(): string {
+    return this.readSearchPath === undefined ? 'spans' : `fleet.spans WHERE server = ${sqlText(this.serverId)}`;
+  }
+
   private async loadHotState(): Promise<void> {
     const counters = await this.connection.runAndReadAll(
-      'SELECT rollout_id, max(sequence_id) FROM spans WHERE rollout_id IS NOT NULL GROUP BY rollout_id',
+      `SELECT rollout_id, max(sequence_id) FROM (SELECT * FROM ${this.ownSpans()}) WHERE rollout_id IS NOT NULL GROUP BY rollout_id`,
     );
     for (const [rollout, max] of counters.getRows()) this.sequences.set(String(rollout), Number(max ?? 0));
-    const result = await this.connection.stream('SELECT trace_id, span_id FROM spans');
+    const result = await this.connection.stream(`SELECT trace_id, span_id FROM ${this.ownSpans()}`);
     for (let chunk = await result.fetchChunk(); chunk && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
       for (const [traceId, spanId] of chunk.getRows()) this.spanKeys.add(String(traceId), String(spanId));
     }
@@ -694,7 +757,7 @@ export class DuckDBStore implements BatchSink {
     const list = [...new Set(spanIds)].map((id) => `'${id.replace(/[^0-9a-f]/g, '')}'`).join(',');
     // A connection of its own: the writer's may be inside a transaction right now.
     const { rows } = await this.ownQuery(
-      `SELECT trace_id, span_id, rollout_id, attempt_id FROM spans WHERE span_id IN (${list})`,
+      `SELECT trace_id, span_id, rollout_id, attempt_id FROM (SELECT * FROM ${this.ownSpans()}) WHERE span_id IN (${list})`,
     );
     return new Set(
       rows.map((r) =>

@@ -13,7 +13,7 @@
  * DuckDB's `->>` binds looser than AND, OR and =: always parenthesize it in conditions.
  */
 import { GRPO, GRPO_DROP_REASONS, SFT } from '../api/semconv.js';
-import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable } from './derived.js';
+import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable, STORED_VIEWS_SQL } from './derived.js';
 
 const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_time, end_time, provider, model,
   input_messages, output_messages, tools, prompt_token_ids, response_token_ids, response_logprobs,
@@ -208,7 +208,12 @@ LEFT JOIN attempts t ON t.rollout_id = c.rollout_id AND t.attempt_id = c.attempt
 WHERE c.name = 'agl.apo.candidate'
 ORDER BY c.rollout_id, c.sequence_id`;
 
-export const VIEWS_SQL = `
+/**
+ * The views users and adapters read, over `spans`, `logs`, the `derived_*` tables and
+ * `underived_spans`: created in the file's schema over what it stores, and again in the span
+ * directory's schema over every server's spans (fleet-views.ts).
+ */
+export const READ_VIEWS_SQL = `
 CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(
   json_object('role', m->>'role', 'content', coalesce(
     nullif(array_to_string(list_transform(list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'text'), lambda p: p->>'content'), ''), ''),
@@ -233,3 +238,5 @@ ${TRAINING_STEPS_SQL};
 
 ${PROMPT_VERSIONS_SQL};
 `;
+
+export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}`;

@@ -1,5 +1,5 @@
 import type { DuckDBConnection, DuckDBPreparedStatement } from '@duckdb/node-api';
-import { TableAppender } from './appender.js';
+import { type CounterColumn, TableAppender } from './appender.js';
 import type { Column, ColumnarRows } from '../otlp/columns.js';
 import { StoreBusyError, StoreUnavailableError } from '../api/errors.js';
 
@@ -76,6 +76,8 @@ export interface GroupCommitWriterOptions {
    * ids in answered writes. Under a 16 MiB budget such COMMITs failed from groups of 11.5 MB on.
    */
   readonly commitWithMoreMemoryBytes?: number;
+  /** Per table, a counter column the appender numbers rows in (TableAppender.create). */
+  readonly counters?: Readonly<Record<string, CounterColumn>>;
 }
 
 /**
@@ -313,7 +315,7 @@ export class GroupCommitWriter {
   private appenderFor(table: string, columns: readonly Column[]): Promise<TableAppender> {
     let appender = this.creating.get(table);
     if (!appender) {
-      appender = TableAppender.create(this.connection, table, columns).then((made) => {
+      appender = TableAppender.create(this.connection, table, columns, this.options.counters?.[table]).then((made) => {
         this.appenders.set(table, made);
         return made;
       });

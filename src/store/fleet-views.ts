@@ -1,0 +1,110 @@
+/**
+ * The SQL of the span directory (span-files.ts): the rows a move writes, and the schema `fleet`
+ * whose views read every server's spans. A moved file holds each span with what the deriver
+ * made of it (its call, rewards, agent, whether it was unreadable), so that no server derives
+ * another's spans: the views over the directory read those columns in place.
+ *
+ * The schema `fleet` defines `spans`, `derived_calls`, `derived_rewards`, `derived_agents`,
+ * `derived_skipped` and `credited_calls_ready` over the directory's files plus this server's
+ * rows not moved yet, then creates the read views (`llm_calls`, `rewards`, ...: READ_VIEWS_SQL)
+ * again in it, where those names resolve to its own views before the file's tables. A server
+ * with a span directory reads with `search_path = 'fleet,main'`: every query, view, adapter and
+ * export sees all servers' spans, and `main.spans` the file's own.
+ */
+import { join } from 'node:path';
+import { SPAN_COLUMNS } from '../otlp/span-columns.js';
+import { CALL_FIELDS } from './derived.js';
+import { sqlText } from './sql.js';
+import { READ_VIEWS_SQL } from './views.js';
+
+/** What a server with a span directory reads through: its views first, then the file's tables. */
+export const FLEET_SEARCH_PATH = 'fleet,main';
+
+const SPAN_NAMES = [...SPAN_COLUMNS.map((column) => column.name), 'commit_seq'];
+const SPAN_LIST = SPAN_NAMES.join(', ');
+/** The span columns that derived rows repeat (derived.ts, CALL_COLUMNS). */
+const CALL_SPAN_LIST = 'rollout_id, attempt_id, trace_id, span_id, parent_id, name, sequence_id, start_time, end_time';
+
+/** Same span: the keys the derived tables share with `spans`. */
+const sameSpan = (a: string, b: string) => `${a}.trace_id = ${b}.trace_id AND ${a}.span_id = ${b}.span_id`;
+
+/** The rows of one move: the spans of a commit_seq range, in commit order, with their derived parts. */
+export function movedRowsSql(first: number, through: number): string {
+  return `WITH moved AS (SELECT * FROM spans WHERE commit_seq BETWEEN ${first} AND ${through}),
+calls AS (
+  SELECT trace_id, span_id, struct_pack(${CALL_FIELDS.join(', ')}) AS derived_call FROM derived_calls c
+  WHERE EXISTS (SELECT 1 FROM moved m WHERE ${sameSpan('m', 'c')})
+  QUALIFY row_number() OVER (PARTITION BY trace_id, span_id) = 1
+),
+rewards AS (
+  SELECT trace_id, span_id, list(struct_pack(name, value, is_primary) ORDER BY name, value) AS derived_rewards
+  FROM derived_rewards r WHERE EXISTS (SELECT 1 FROM moved m WHERE ${sameSpan('m', 'r')}) GROUP BY ALL
+),
+agents AS (SELECT trace_id, span_id, any_value(agent_name) AS derived_agent FROM derived_agents GROUP BY ALL),
+skipped AS (SELECT DISTINCT trace_id, span_id FROM derived_skipped)
+SELECT s.*, c.derived_call, r.derived_rewards, a.derived_agent, k.span_id IS NOT NULL AS derived_unreadable
+FROM moved s
+  LEFT JOIN calls c ON ${sameSpan('s', 'c')}
+  LEFT JOIN rewards r ON ${sameSpan('s', 'r')}
+  LEFT JOIN agents a ON ${sameSpan('s', 'a')}
+  LEFT JOIN skipped k ON ${sameSpan('s', 'k')}
+ORDER BY s.commit_seq`;
+}
+
+/**
+ * The next `commit_seq` of the file's spans. After a move deleted them all, the highest moved
+ * one (kept with the delete) is what the numbering goes on from: a number used again would be
+ * taken for a moved span.
+ */
+export const NEXT_COMMIT_SEQ_SQL = `SELECT greatest((SELECT coalesce(max(commit_seq), -1) FROM spans),
+  (SELECT coalesce(max(CAST(value AS BIGINT)), -1) FROM agl_meta WHERE key = 'spans_moved_through')) + 1`;
+
+/**
+ * Deletes the file's spans through `through` (moved) and their derived rows, in one transaction.
+ * Derived rows of a span key that an unmoved span still has stay.
+ */
+export function deleteMovedSql(through: number): string {
+  const gone = `(SELECT trace_id, span_id FROM spans WHERE commit_seq <= ${through}
+    EXCEPT SELECT trace_id, span_id FROM spans WHERE commit_seq > ${through})`;
+  const from = (table: string) => `DELETE FROM ${table} USING moved_keys m WHERE ${sameSpan(table, 'm')};`;
+  return `BEGIN TRANSACTION;
+CREATE OR REPLACE TEMP TABLE moved_keys AS ${gone};
+${['derived_calls', 'derived_rewards', 'derived_agents', 'derived_skipped'].map(from).join('\n')}
+DELETE FROM spans WHERE commit_seq <= ${through};
+INSERT OR REPLACE INTO agl_meta VALUES ('spans_moved_through', '${through}');
+DROP TABLE moved_keys;
+COMMIT;`;
+}
+
+/**
+ * The schema `fleet` over the directory's files (every server's: `DIR/date=/hour=/server=/*.parquet`)
+ * and this file's spans after the highest commit_seq that `serverId` moved (named by its files:
+ * listed with glob(), none opened). Run on a connection of its own: it switches the schema.
+ */
+export function fleetViewsSql(dir: string, serverId: string): string {
+  const files = `read_parquet(${sqlText(join(dir, '**', '*.parquet'))}, hive_partitioning = true, hive_types_autocast = false, union_by_name = true)`;
+  const own = sqlText(join(dir, '*', '*', `server=${serverId}`, 'part-*.parquet'));
+  const moved = `(SELECT coalesce(max(CAST(regexp_extract(file, 'part-\\d+-(\\d+)\\.parquet$', 1) AS BIGINT)), -1) FROM glob(${own}))`;
+  const local = (table: string) => `SELECT * FROM main.${table} t WHERE EXISTS (SELECT 1 FROM unmoved_spans u WHERE ${sameSpan('u', 't')})`;
+  return `CREATE SCHEMA IF NOT EXISTS fleet;
+USE fleet;
+CREATE OR REPLACE VIEW unmoved_spans AS SELECT * FROM main.spans WHERE commit_seq > ${moved};
+CREATE OR REPLACE VIEW spans AS
+  SELECT *, ${sqlText(serverId)} AS server FROM unmoved_spans
+  UNION ALL BY NAME SELECT ${SPAN_LIST}, server FROM ${files};
+CREATE OR REPLACE VIEW derived_calls AS ${local('derived_calls')}
+  UNION ALL BY NAME SELECT ${CALL_SPAN_LIST}, unnest(derived_call) FROM ${files} WHERE derived_call IS NOT NULL;
+CREATE OR REPLACE VIEW derived_rewards AS ${local('derived_rewards')}
+  UNION ALL BY NAME SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_time AS time, unnest(reward)
+  FROM (SELECT *, unnest(derived_rewards) AS reward FROM ${files} WHERE derived_rewards IS NOT NULL);
+CREATE OR REPLACE VIEW derived_agents AS ${local('derived_agents')}
+  UNION ALL BY NAME SELECT trace_id, span_id, derived_agent AS agent_name FROM ${files} WHERE derived_agent IS NOT NULL;
+CREATE OR REPLACE VIEW derived_skipped AS ${local('derived_skipped')}
+  UNION ALL BY NAME SELECT rollout_id, trace_id, span_id FROM ${files} WHERE derived_unreadable;
+CREATE OR REPLACE VIEW underived_spans AS SELECT * FROM main.underived_spans;
+-- Moved calls carry no credits (the deriver credits an attempt again when its later spans come),
+-- so triplets are credited when read.
+CREATE OR REPLACE VIEW credited_calls_ready AS SELECT false AS ready;
+${READ_VIEWS_SQL}
+USE main;`;
+}
