@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import type { AttemptedRollout, RolloutConfigRequest } from '../src/api/types.js';
 import { StoreClient, StoreUnreachableError } from '../src/client/store-client.js';
-import { fileRows, post, spawnServe, tempDir } from './helpers.js';
+import { post, runCli, spawnServe, tempDir } from './helpers.js';
 import { postgresMissing, startPostgres } from './postgres.js';
 import { nginxMissing, startProxy } from './proxy.js';
 
@@ -73,18 +73,33 @@ test('two servers behind nginx: a server killed mid-run loses no acknowledged sp
   t.after(() => cluster.stop());
   const state = await cluster.createDatabase();
   const dir = await tempDir(t);
-  const files = [join(dir, 'a.duckdb'), join(dir, 'b.duckdb')];
-  const [a, b] = [
-    await spawnServe(['--quiet', '--db', files[0], '--state', state]),
-    await spawnServe(['--quiet', '--db', files[1], '--state', state]),
+  const spansDir = join(dir, 'spans');
+  // Each server moves its spans to the shared directory every 200 ms.
+  const argsOf = (id: string) => [
+    '--quiet',
+    '--db',
+    join(dir, `${id}.duckdb`),
+    '--state',
+    state,
+    '--spans-dir',
+    spansDir,
+    '--server-id',
+    id,
+    '--spans-move-every',
+    '0.2',
   ];
+  const [a, b] = [await spawnServe(argsOf('a')), await spawnServe(argsOf('b'))];
   t.after(async () => {
     for (const server of [a, b]) if (server.child.exitCode === null) server.child.kill('SIGKILL');
   });
   const proxy = await startProxy([a.url, b.url]);
   t.after(() => proxy.stop());
   for (const server of [a, b])
-    assert.deepEqual(await (await fetch(`${server.url}/v1/agl/health`)).json(), { status: 'ok', backend: 'postgres' });
+    assert.deepEqual(await (await fetch(`${server.url}/v1/agl/health`)).json(), {
+      status: 'ok',
+      backend: 'postgres',
+      spanMove: { serverId: server === a ? 'a' : 'b', rows: 0, seconds: 0 },
+    });
 
   const algorithm = new StoreClient(proxy.url);
   const config: RolloutConfigRequest = { unresponsive_seconds: 3, max_attempts: 2, retry_condition: ['unresponsive'] };
@@ -149,14 +164,27 @@ test('two servers behind nginx: a server killed mid-run loses no acknowledged sp
     );
   }
 
-  // Every span a server acknowledged is in its file, server a's read after the kill; spans
-  // numbered by both servers took distinct sequence ids of their rollout.
+  // Every span a server acknowledged reaches the span directory: server b's as it stops, and
+  // those server a held when it was killed once it is back on its file and stops. Read from the
+  // directory, each server's spans are there once, and spans numbered by both servers took
+  // distinct sequence ids of their rollout.
   b.child.kill('SIGTERM');
   assert.equal(await b.exited, 0);
-  const stored = [
-    ...(await fileRows(files[0], 'SELECT trace_id, span_id, rollout_id, sequence_id FROM spans')),
-    ...(await fileRows(files[1], 'SELECT trace_id, span_id, rollout_id, sequence_id FROM spans')),
-  ];
+  const again = await spawnServe(argsOf('a'));
+  again.child.kill('SIGTERM');
+  assert.equal(await again.exited, 0);
+  const read = await runCli([
+    'query',
+    'SELECT trace_id, span_id, rollout_id, sequence_id, server FROM spans',
+    '--spans-dir',
+    spansDir,
+    '--format',
+    'json',
+  ]);
+  assert.equal(read.code, 0, read.stderr);
+  const stored = JSON.parse(read.stdout) as Record<string, string>[];
+  const perServer = stored.map((s) => `${s.server}/${s.trace_id}/${s.span_id}`);
+  assert.equal(new Set(perServer).size, perServer.length, 'a span moved twice');
   const keys = new Set(stored.map((s) => `${s.trace_id}/${s.span_id}`));
   assert.deepEqual(
     [...acknowledged].filter((key) => !keys.has(key)),

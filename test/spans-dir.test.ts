@@ -172,6 +172,20 @@ test('exports and views through a server, or over the directory, equal those of 
   await b.store.moveSpans();
   for (let r = 6; r < 8; r++) await store(r, a);
   await single.close();
+  // The REST API lists a rollout's spans wherever they are: moved, on another server, or local.
+  for (const [server, rollout] of [
+    [a, 'ro-0'],
+    [a, 'ro-1'],
+    [a, 'ro-7'],
+    [b, 'ro-0'],
+  ] as const) {
+    const listed = await server.store.lightning.querySpans({ rollout_id: rollout });
+    assert.deepEqual(
+      listed.items.map((span) => span.sequence_id),
+      [1, 2, 3],
+      rollout,
+    );
+  }
   for (const kind of ['triplets', 'messages', 'trajectories']) {
     const one = await exportText(dir, 'one', kind, ['--db', singlePath]);
     assert.ok(one.split('\n').length > 8, kind);

@@ -68,7 +68,8 @@ export class TableAppender {
       throw new Error(`table ${table} has ${appender.columnCount} columns, the appender fills ${width}`);
     const chunk = DuckDBDataChunk.create(Array.from({ length: width }, (_, i) => appender.columnType(i)));
     let next: bigint | null = null;
-    if (counter !== undefined) next = BigInt((await connection.runAndReadAll(counter.nextSql)).getRows()[0][0] as bigint);
+    if (counter !== undefined)
+      next = BigInt((await connection.runAndReadAll(counter.nextSql)).getRows()[0][0] as bigint);
     return new TableAppender(appender, columns, chunk, next);
   }
 

@@ -87,4 +87,3 @@ async function skipUnreadable(connection: DuckDBConnection, round: string): Prom
   }
   return `skipped ${count} (${first.items.join(', ')}${count > 5 ? ', ...' : ''})`;
 }
-

@@ -85,7 +85,8 @@ export function fleetViewsSql(dir: string, serverId: string): string {
   const files = `read_parquet(${sqlText(join(dir, '**', '*.parquet'))}, hive_partitioning = true, hive_types_autocast = false, union_by_name = true)`;
   const own = sqlText(join(dir, '*', '*', `server=${serverId}`, 'part-*.parquet'));
   const moved = `(SELECT coalesce(max(CAST(regexp_extract(file, 'part-\\d+-(\\d+)\\.parquet$', 1) AS BIGINT)), -1) FROM glob(${own}))`;
-  const local = (table: string) => `SELECT * FROM main.${table} t WHERE EXISTS (SELECT 1 FROM unmoved_spans u WHERE ${sameSpan('u', 't')})`;
+  const local = (table: string) =>
+    `SELECT * FROM main.${table} t WHERE EXISTS (SELECT 1 FROM unmoved_spans u WHERE ${sameSpan('u', 't')})`;
   return `CREATE SCHEMA IF NOT EXISTS fleet;
 USE fleet;
 CREATE OR REPLACE VIEW unmoved_spans AS SELECT * FROM main.spans WHERE commit_seq > ${moved};
