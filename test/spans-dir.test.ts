@@ -115,6 +115,11 @@ test('two servers on one span directory: every span is read on either, exactly o
     { server: 'a', n: 25 },
     { server: 'b', n: 25 },
   ]);
+  // Its file, read with the server stopped, reads the directory as the server did.
+  await a.close();
+  const offline = await runCli(['query', sql, '--db', join(dir, 'a.duckdb'), '--format', 'json']);
+  assert.equal(offline.code, 0, offline.stderr);
+  assert.equal(offline.stdout, cli.stdout);
 });
 
 test('an export over the span directory equals that of one server that saw all the spans', async (t) => {

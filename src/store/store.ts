@@ -156,6 +156,7 @@ export class DuckDBStore implements BatchSink {
   /** What DuckDB may use while writes run (none for a read-only store). */
   private budget: WriteBudget | undefined;
   private closing = false;
+  private closed: Promise<void> | null = null;
   /** Moves spans to the span directory (spansDir), and the move in progress. */
   private mover: SpanMover | undefined;
   private moving: Promise<number> | null = null;
@@ -214,7 +215,11 @@ export class DuckDBStore implements BatchSink {
       const connection = await instance.connect();
       const store = new DuckDBStore(options.path, instance, connection, options);
       opening = store;
-      if (!options.readOnly) {
+      if (options.readOnly) {
+        // A file served with a span directory reads every server's spans, as its server does.
+        const fleet = await connection.runAndReadAll("SELECT 1 FROM duckdb_schemas() WHERE schema_name = 'fleet'");
+        if (fleet.currentRowCount > 0) store.readSearchPath = FLEET_SEARCH_PATH;
+      } else {
         await migrate(connection);
         if (options.spansDir !== undefined) await store.openSpansDir(options.spansDir);
         await store.loadHotState();
@@ -658,8 +663,13 @@ export class DuckDBStore implements BatchSink {
     return step;
   }
 
-  /** Commits everything accepted, checkpoints the WAL into the file and closes it. */
-  async close(): Promise<void> {
+  /** Commits everything accepted, checkpoints the WAL into the file and closes it (once: a second call waits for the first). */
+  close(): Promise<void> {
+    this.closed ??= this.closeOnce();
+    return this.closed;
+  }
+
+  private async closeOnce(): Promise<void> {
     clearInterval(this.watchdogTimer);
     clearInterval(this.idleTimer);
     clearInterval(this.moveTimer);
