@@ -13,7 +13,7 @@ const BATCH = 500;
 const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
 
 /** One rollout: an agent span, 6 LLM calls with messages and token ids, 4 tool spans, a reward (12 spans). */
-function rolloutSpans(r: number): SpanInput[] {
+export function rolloutSpans(r: number): SpanInput[] {
   const trace = hex(r + 1, 32);
   let id = 0;
   const base = (
@@ -90,7 +90,8 @@ function rolloutSpans(r: number): SpanInput[] {
   return spans;
 }
 
-function timeCli(args: string[]): Promise<number> {
+/** Runs the CLI; answers the seconds it took. */
+export function timeCli(args: string[]): Promise<number> {
   const start = performance.now();
   return new Promise((resolve, reject) =>
     execFile(process.execPath, [CLI, ...args], { maxBuffer: 16 * 1024 * 1024 }, (error, _stdout, stderr) =>

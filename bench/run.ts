@@ -12,6 +12,7 @@ import { instrumentation } from './instrumentation.js';
 import { runtime } from './runtime.js';
 import { store } from './store.js';
 import { scaleOut } from './scale-out.js';
+import { spansDir } from './spans-dir.js';
 
 /** Every benchmark of `npm run bench`, in run order. Later issues add theirs here. */
 const BENCHMARKS: Benchmark[] = [
@@ -19,6 +20,7 @@ const BENCHMARKS: Benchmark[] = [
   decode,
   store,
   scaleOut,
+  spansDir,
   instrumentation,
   gateway,
   adapters,
