@@ -43,8 +43,9 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}
   balancer); spans stay in each server's --db file. Without it, all of it lives in --db.
   --max-body: the largest OTLP request or gRPC message, after decompression.
   --spans-dir: a directory shared by servers: spans move there as Parquet files every
-  --spans-move-every seconds (and on stop), and the view all_spans reads every server's spans;
-  --server-id names this server there (default: a random id kept in --db).
+  --spans-move-every seconds (and on stop), and every query, view and export through the
+  server reads every server's spans; --server-id names this server there (default: a random
+  id kept in --db).
   --write-memory: memory that rows written but not yet checkpointed into the file may hold
   while writes run (at least 16MiB); the rest waits in the temporary folder beside the file.
   --query-timeout: seconds a query or an export through the server may run.
