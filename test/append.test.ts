@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { spanRows } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { newTempDir, removeDir } from './helpers.js';
@@ -128,6 +129,49 @@ test('short and long strings side by side come back equal, compare equal and gro
     }
   } finally {
     await store.close();
+    await removeDir(dir);
+  }
+});
+
+test('spans are numbered in commit order, and a file from before commit_seq gets its rowids', async () => {
+  const dir = await newTempDir();
+  const path = join(dir, 'seq.duckdb');
+  const batch = (n: number, size: number) =>
+    spanRows(
+      ...Array.from({ length: size }, (_, i) => span({ name: `b${n}-${i}`, start: i + 1, end: i + 2, trace: n + 1 })),
+    );
+  try {
+    let store = await DuckDBStore.open({ path, deriveWhenIdleMs: Infinity });
+    // Concurrent writes (some staged while a group commits), sizes around the chunk size.
+    await Promise.all([3, 2050, 1, 300, 2047].map((size, n) => store.writeSpans(batch(n, size), 1)));
+    const numbered = async () =>
+      (await store.query('SELECT rowid AS r, commit_seq AS s FROM main.spans ORDER BY rowid', { guard: false })).rows;
+    const first = await numbered();
+    assert.equal(first.length, 4401);
+    assert.deepEqual(
+      first.map((row) => row.s),
+      first.map((row) => row.r),
+    );
+    await store.close();
+    // A file written before the column existed (schema 6): the migration numbers its rows by rowid.
+    const raw = await DuckDBInstance.create(path);
+    const connection = await raw.connect();
+    await connection.run(`ALTER TABLE spans DROP COLUMN commit_seq;
+      UPDATE agl_meta SET value = '6' WHERE key = 'schema_version';`);
+    connection.closeSync();
+    raw.closeSync();
+    store = await DuckDBStore.open({ path, deriveWhenIdleMs: Infinity });
+    await store.writeSpans(batch(9, 5), 1);
+    const again = await numbered();
+    assert.deepEqual(
+      again.map((row) => row.s),
+      Array.from({ length: 4406 }, (_, i) => i),
+    );
+    // The deriver's watermark is a commit_seq: every span is derived once.
+    assert.equal(await store.deriveAll(), 4406);
+    assert.equal(await store.deriveAll(), 0);
+    await store.close();
+  } finally {
     await removeDir(dir);
   }
 });

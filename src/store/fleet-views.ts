@@ -40,8 +40,11 @@ rewards AS (
   SELECT trace_id, span_id, list(struct_pack(name, value, is_primary) ORDER BY name, value) AS derived_rewards
   FROM derived_rewards r WHERE EXISTS (SELECT 1 FROM moved m WHERE ${sameSpan('m', 'r')}) GROUP BY ALL
 ),
-agents AS (SELECT trace_id, span_id, any_value(agent_name) AS derived_agent FROM derived_agents GROUP BY ALL),
-skipped AS (SELECT DISTINCT trace_id, span_id FROM derived_skipped)
+agents AS (
+  SELECT trace_id, span_id, any_value(agent_name) AS derived_agent
+  FROM derived_agents a WHERE EXISTS (SELECT 1 FROM moved m WHERE ${sameSpan('m', 'a')}) GROUP BY ALL
+),
+skipped AS (SELECT DISTINCT trace_id, span_id FROM derived_skipped k WHERE EXISTS (SELECT 1 FROM moved m WHERE ${sameSpan('m', 'k')}))
 SELECT s.*, c.derived_call, r.derived_rewards, a.derived_agent, k.span_id IS NOT NULL AS derived_unreadable
 FROM moved s
   LEFT JOIN calls c ON ${sameSpan('s', 'c')}

@@ -40,8 +40,8 @@ export interface SpanFileSink {
   lastCommitted(): Promise<number>;
   /** Derives what is not derived yet; returns the highest commit_seq derived (-1: none). */
   deriveAll(): Promise<number>;
-  /** Writes the query's rows to a Parquet file. */
-  copyToParquet(sql: string, path: string): Promise<void>;
+  /** Writes the query's rows to a Parquet file; answers how many. */
+  copyToParquet(sql: string, path: string): Promise<number>;
   /** Deletes the file's spans through a commit_seq, moved, and their derived rows. */
   deleteThrough(through: number): Promise<void>;
 }
@@ -134,7 +134,7 @@ export class SpanMover {
     this.committedThrough += rows;
   }
 
-  /** Moves one batch (at most maxRows spans); returns how many spans it moved. */
+  /** Moves one batch (the next maxRows commit_seq numbers, gaps included); returns how many spans it moved. */
   async moveBatch(hooks: MoveHooks = {}): Promise<number> {
     const last = await this.sink.deriveAll();
     if (last <= this.movedThrough) {
@@ -146,14 +146,14 @@ export class SpanMover {
     const folder = partitionOf(this.dir, this.serverId, new Date());
     await mkdir(folder, { recursive: true });
     const path = join(folder, `part-${first}-${through}.parquet`);
-    await this.sink.copyToParquet(movedRowsSql(first, through), `${path}.tmp`);
+    const moved = await this.sink.copyToParquet(movedRowsSql(first, through), `${path}.tmp`);
     await hooks.afterCopy?.();
     await rename(`${path}.tmp`, path);
     this.movedThrough = through;
     if (through === last) this.caughtUpAt = Date.now();
     await hooks.afterRename?.();
     await this.sink.deleteThrough(through);
-    return through - first + 1;
+    return moved;
   }
 
   /** Moves batches until none is left (as of the call). */

@@ -323,11 +323,10 @@ export class DuckDBStore implements BatchSink {
           await this.deriveAll();
           return Number((await this.ownQuery(`SELECT ${WATERMARK} AS n`)).rows[0].n);
         },
-        copyToParquet: async (sql, path) => {
-          await this.read(() =>
+        copyToParquet: (sql, path) =>
+          this.read(() =>
             exportQuery(this.instance, sql, path, 'parquet', { timeoutMs: Number.POSITIVE_INFINITY, guard: false }),
-          );
-        },
+          ),
         deleteThrough: (through) =>
           this.onDeriveConnection(undefined, async (connection) => {
             await this.read(() => connection.run(deleteMovedSql(through)));
