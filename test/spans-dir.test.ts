@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { readFile } from 'node:fs/promises';
 import { spanRows } from '../src/store/span-json.js';
+import { derivedRowsWhere } from '../src/store/derived.js';
 import { compactSpansDir } from '../src/store/span-files.js';
 import { call, reward } from './span-fixtures.js';
 import { post, queryRows, runCli, spawnServe, startAgl, tempDir, type InProcessAgl } from './helpers.js';
@@ -190,6 +191,13 @@ test('exports and views through a server, or over the directory, equal those of 
       [1, 2, 3],
       rollout,
     );
+    // The dashboard's reads of one rollout (derivedRowsWhere) too.
+    const rows = derivedRowsWhere(`rollout_id = '${rollout}'`);
+    const [{ calls, rewards }] = await queryRows(
+      server.store,
+      `SELECT (SELECT count(*)::INTEGER FROM (${rows.calls})) AS calls, (SELECT count(*)::INTEGER FROM (${rows.rewards})) AS rewards`,
+    );
+    assert.deepEqual({ calls, rewards }, { calls: 2, rewards: 1 }, rollout);
   }
   for (const kind of ['triplets', 'messages', 'trajectories']) {
     const one = await exportText(dir, 'one', kind, ['--db', singlePath]);
