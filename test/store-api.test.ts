@@ -155,6 +155,56 @@ for (const [backend, stateUrl, missing] of backends)
       assert.deepEqual(next.json, { sequence_id: 2 }, 'the span took sequence id 1');
     });
 
+    test('concurrent span requests of several rollouts number each rollout 1, 2, 3 ... without a gap', async () => {
+      const enqueued = await call<Rollout[]>('POST', '/queues/rollouts/enqueue', {
+        rollouts: [{ input: 1 }, { input: 2 }, { input: 3 }],
+      });
+      const started = await call<AttemptedRollout[]>('POST', '/queues/rollouts/dequeue', {
+        limit: 3,
+        worker_id: 'numbering',
+      });
+      assert.equal(started.json.length, 3);
+      // 60 requests of two spans at once (on PostgreSQL they are numbered a group at a time).
+      const requests = Array.from({ length: 60 }, (_, i) => {
+        const rollout = started.json[i % 3];
+        const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
+        const body = {
+          resourceSpans: [
+            {
+              resource: {
+                attributes: [
+                  { key: 'agentlightning.rollout_id', value: { stringValue: rollout.rollout_id } },
+                  { key: 'agentlightning.attempt_id', value: { stringValue: rollout.attempt.attempt_id } },
+                ],
+              },
+              scopeSpans: [
+                {
+                  spans: [0, 1].map((k) => ({
+                    traceId: hex(i + 1, 32),
+                    spanId: hex(2 * i + k + 1, 16),
+                    name: `step-${i}-${k}`,
+                    startTimeUnixNano: String(1_700_000_000_000_000_000n + BigInt(k)),
+                  })),
+                },
+              ],
+            },
+          ],
+        };
+        return post(`${agl.url}/v1/traces`, JSON.stringify(body), { 'content-type': 'application/json' });
+      });
+      for (const answer of await Promise.all(requests)) assert.equal(answer.status, 200);
+      for (const rollout of enqueued.json) {
+        const spans = await call<PaginatedResult<Span>>('GET', `/spans?rollout_id=${rollout.rollout_id}&limit=100`);
+        assert.deepEqual(
+          spans.json.items.map((span) => span.sequence_id),
+          Array.from({ length: 40 }, (_, i) => i + 1),
+        );
+        // Within a request, in start-time order.
+        for (let i = 0; i < 40; i += 2)
+          assert.deepEqual([spans.json.items[i].name.slice(-2), spans.json.items[i + 1].name.slice(-2)], ['-0', '-1']);
+      }
+    });
+
     test('resources are added, updated and read back; unknown ids are null', async () => {
       const llm = { resource_type: 'llm', endpoint: 'http://127.0.0.1:9/v1', model: 'qwen' };
       const added = await call<ResourcesUpdate>('POST', '/resources', { llm });

@@ -49,7 +49,7 @@ import { EventListener, EventSender } from './listener.js';
 import { operate, type Operation } from './operate.js';
 import { StateReplica } from './replica.js';
 import { migrate } from './schema.js';
-import { nextSequenceId, spansArriving } from './spans.js';
+import { nextSequenceId, SpanArrivals } from './spans.js';
 import { latestResources, type Signals } from './state-rows.js';
 import type { LoadSpec } from './load.js';
 import { watchdogRound } from './watchdog.js';
@@ -88,6 +88,8 @@ export class PostgresLightningStore implements LightningStore {
   private readonly finished = new StoreEvents();
   private readonly listener: EventListener;
   private readonly sender: EventSender;
+  /** Span requests, numbered and heartbeaten a group at a time. */
+  private readonly arrivals: SpanArrivals;
   private readonly startedAt = Date.now() / 1000;
   private lastWatchdog = 0;
   private watchdogRunning: Promise<void> | null = null;
@@ -99,6 +101,7 @@ export class PostgresLightningStore implements LightningStore {
   ) {
     this.listener = new EventListener(db, { queued: this.queued, finished: this.finished });
     this.sender = new EventSender(db);
+    this.arrivals = new SpanArrivals(db, (signals) => this.signal(signals));
   }
 
   /** Connects, creates or migrates the schema, and starts listening for other servers' events. */
@@ -382,8 +385,8 @@ export class PostgresLightningStore implements LightningStore {
    * Spans about to be stored: those without a sequence id get theirs from the shared counters,
    * and each counts as a heartbeat of its attempt (spans.ts).
    */
-  async spansArriving(rows: ColumnarRows): Promise<void> {
-    this.signal(await spansArriving(this.db, rows));
+  spansArriving(rows: ColumnarRows): Promise<void> {
+    return this.arrivals.arrive(rows);
   }
 
   /** Brings this server's DuckDB copy of the state up to date (before a SQL read). */

@@ -54,21 +54,27 @@ export async function nextSequenceId(db: PgDatabase, rolloutId: string): Promise
   return Number(row.last_id);
 }
 
-/** The counters a batch of span rows needs: per rollout, spans without an id and the highest explicit id. */
-function countersOf(rows: ColumnarRows): Map<string, { count: number; explicit: number }> {
-  const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
-  const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
+/**
+ * The counters batches of span rows need: per rollout, spans without an id and the highest
+ * explicit id. Rollouts in sorted order: statements of two servers lock their counters in the
+ * same order, and cannot deadlock.
+ */
+function countersOf(batches: readonly ColumnarRows[]): Map<string, { count: number; explicit: number }> {
   const counters = new Map<string, { count: number; explicit: number }>();
-  for (let i = 0; i < rows.length; i++) {
-    const rollout = rollouts[i];
-    if (rollout === null) continue;
-    const counter = counters.get(rollout) ?? { count: 0, explicit: 0 };
-    counters.set(rollout, counter);
-    const explicit = sequence[i];
-    if (explicit === null) counter.count++;
-    else counter.explicit = Math.max(counter.explicit, explicit);
+  for (const rows of batches) {
+    const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
+    const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
+    for (let i = 0; i < rows.length; i++) {
+      const rollout = rollouts[i];
+      if (rollout === null) continue;
+      const counter = counters.get(rollout) ?? { count: 0, explicit: 0 };
+      counters.set(rollout, counter);
+      const explicit = sequence[i];
+      if (explicit === null) counter.count++;
+      else counter.explicit = Math.max(counter.explicit, explicit);
+    }
   }
-  return counters;
+  return new Map([...counters].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
 /**
@@ -92,35 +98,38 @@ function numberSpans(rows: ColumnarRows, first: Map<string, number>): void {
   }
 }
 
-/** The distinct (rollout, attempt) pairs of span rows. */
-function attemptsOf(rows: ColumnarRows): { rollouts: string[]; attempts: string[] } {
-  const rolloutIds = rows.columns[SPAN.rollout_id] as (string | null)[];
-  const attemptIds = rows.columns[SPAN.attempt_id] as (string | null)[];
+/** The distinct (rollout, attempt) pairs of batches of span rows. */
+function attemptsOf(batches: readonly ColumnarRows[]): { rollouts: string[]; attempts: string[] } {
   const seen = new Set<string>();
   const pairs = { rollouts: [] as string[], attempts: [] as string[] };
-  for (let i = 0; i < rows.length; i++) {
-    const rollout = rolloutIds[i];
-    const attempt = attemptIds[i];
-    if (rollout === null || attempt === null || seen.has(`${rollout}/${attempt}`)) continue;
-    seen.add(`${rollout}/${attempt}`);
-    pairs.rollouts.push(rollout);
-    pairs.attempts.push(attempt);
+  for (const rows of batches) {
+    const rolloutIds = rows.columns[SPAN.rollout_id] as (string | null)[];
+    const attemptIds = rows.columns[SPAN.attempt_id] as (string | null)[];
+    for (let i = 0; i < rows.length; i++) {
+      const rollout = rolloutIds[i];
+      const attempt = attemptIds[i];
+      if (rollout === null || attempt === null || seen.has(`${rollout}/${attempt}`)) continue;
+      seen.add(`${rollout}/${attempt}`);
+      pairs.rollouts.push(rollout);
+      pairs.attempts.push(attempt);
+    }
   }
   return pairs;
 }
 
 /**
- * Span rows about to be stored: those without a sequence id get the next ids of their rollout
- * from the shared counters, and each span is a heartbeat of its attempt, in one statement. The
- * heartbeats that change a status (the first span of an attempt, one that revives it) and those
- * of unknown attempts then take the embedded store's path: rollouts locked, RolloutState.heartbeat,
- * changes written. Answers what those changes signal.
+ * Batches of span rows about to be stored (the span requests of a group: SpanArrivals): those
+ * without a sequence id get the next ids of their rollout from the shared counters, batch after
+ * batch, and each span is a heartbeat of its attempt, in one statement. The heartbeats that
+ * change a status (the first span of an attempt, one that revives it) and those of unknown
+ * attempts then take the embedded store's path: rollouts locked, RolloutState.heartbeat, changes
+ * written. Answers what those changes signal.
  */
-export async function spansArriving(db: PgDatabase, rows: ColumnarRows): Promise<Signals | null> {
-  const counters = countersOf(rows);
+async function spansArriving(db: PgDatabase, batches: readonly ColumnarRows[]): Promise<Signals | null> {
+  const counters = countersOf(batches);
   if (counters.size === 0) return null;
   const ids = [...counters.keys()];
-  const pairs = attemptsOf(rows);
+  const pairs = attemptsOf(batches);
   const answered = await db.query<{ rollout_id: string; attempt_id: string | null; last_id: string | null }>(ARRIVE, [
     ids,
     ids.map((id) => counters.get(id)?.count ?? 0),
@@ -136,7 +145,7 @@ export async function spansArriving(db: PgDatabase, rows: ColumnarRows): Promise
     if (row.attempt_id !== null) beaten.add(`${row.rollout_id}/${row.attempt_id}`);
     else first.set(row.rollout_id, Number(row.last_id) - (counters.get(row.rollout_id)?.count ?? 0) + 1);
   }
-  numberSpans(rows, first);
+  for (const rows of batches) numberSpans(rows, first);
   const rest = pairs.rollouts
     .map((rollout, i) => ({ rollout, attempt: pairs.attempts[i] }))
     .filter((p) => !beaten.has(`${p.rollout}/${p.attempt}`));
@@ -149,4 +158,53 @@ export async function spansArriving(db: PgDatabase, rows: ColumnarRows): Promise
     },
   );
   return signals;
+}
+
+interface Arrival {
+  readonly rows: ColumnarRows;
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * The span requests of one server, numbered and heartbeaten in groups: while a group's statement
+ * runs, the requests that arrive wait and go together in the next one (one round trip and one
+ * commit per group, as the DuckDB writer commits spans). One statement per request was most of
+ * PostgreSQL's work per rollout. A failure fails its group; each request's client retries.
+ */
+export class SpanArrivals {
+  private waiting: Arrival[] = [];
+  private draining = false;
+
+  constructor(
+    private readonly db: PgDatabase,
+    private readonly signal: (signals: Signals | null) => void,
+  ) {}
+
+  /** Numbers the rows' spans and beats their attempts; resolves once PostgreSQL committed it. */
+  arrive(rows: ColumnarRows): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ rows, resolve, reject });
+      if (!this.draining) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.draining = true;
+    while (this.waiting.length > 0) {
+      const group = this.waiting.splice(0);
+      try {
+        this.signal(
+          await spansArriving(
+            this.db,
+            group.map((arrival) => arrival.rows),
+          ),
+        );
+        for (const arrival of group) arrival.resolve();
+      } catch (error) {
+        for (const arrival of group) arrival.reject(error);
+      }
+    }
+    this.draining = false;
+  }
 }
