@@ -10,10 +10,10 @@ import { freshCopy, makeBatch, type BatchTemplate } from '../test/otlp-batches.j
 import { percentile, type Benchmark, type Figure } from './figures.js';
 import { Http2GrpcSender } from './grpc-sender.js';
 
-const BATCH = 512;
-const SENDERS = 8;
+export const BATCH = 512;
+export const SENDERS = 8;
 
-interface Shape {
+export interface Shape {
   readonly key: 'small' | 'llm';
   readonly label: string;
   readonly totalSpans: number;
@@ -21,7 +21,7 @@ interface Shape {
   readonly target: number;
 }
 
-const SHAPES: Shape[] = [
+export const SHAPES: Shape[] = [
   { key: 'small', label: 'small spans (10 attributes)', totalSpans: 1_000_000, target: 60_000 },
   { key: 'llm', label: 'LLM-sized spans (4 KB prompt)', totalSpans: 100_000, promptBytes: 4096, target: 12_000 },
 ];
@@ -62,10 +62,10 @@ async function rssMb(pid: number): Promise<number> {
 }
 
 /** Sends one request body; false when the server asked for a retry (a full write queue). */
-type Send = (body: Buffer) => Promise<boolean>;
+export type Send = (body: Buffer) => Promise<boolean>;
 
 /** A sender of OTLP/HTTP posts over undici's pool, as `StoreClient` uses. */
-function httpSender(url: string): Send {
+export function httpSender(url: string): Send {
   return async (body) => {
     const { status } = await httpRequest(
       `${url}/v1/traces`,
@@ -95,18 +95,27 @@ function grpcSender(address: string): { send: Send; close(): void } {
 }
 
 /** What sending a run of batches measured. */
-interface Sent {
+export interface Sent {
   seconds: number;
   readonly latencies: number[];
   retries: number;
 }
 
-const newSent = (): Sent => ({ seconds: 0, latencies: [], retries: 0 });
+export const newSent = (): Sent => ({ seconds: 0, latencies: [], retries: 0 });
 
-/** Sends `count` fresh copies of `template` (serials from `serial`) through `sends`, one in flight per sender. */
+/** Request bodies by serial number: fresh copies of templates, no two serials alike. */
+export type Bodies = (serial: number) => Buffer;
+
+/** Fresh copies of `templates` (new trace ids), taking the templates in turn. */
+export const copiesOf =
+  (...templates: BatchTemplate[]): Bodies =>
+  (serial) =>
+    freshCopy(templates[serial % templates.length], serial);
+
+/** Sends `count` bodies (serials from `serial`) through `sends`, one in flight per sender. */
 async function sendBatches(
   sends: readonly Send[],
-  template: BatchTemplate,
+  bodies: Bodies,
   serial: number,
   count: number,
   into: Sent,
@@ -116,7 +125,7 @@ async function sendBatches(
   await Promise.all(
     sends.map(async (send) => {
       while (next < count) {
-        const body = freshCopy(template, serial + next++);
+        const body = bodies(serial + next++);
         for (;;) {
           const sent = performance.now();
           const accepted = await send(body);
@@ -131,7 +140,7 @@ async function sendBatches(
   into.seconds += (performance.now() - start) / 1000;
 }
 
-function summary(sent: Sent, spans: number) {
+export function summary(sent: Sent, spans: number) {
   const latencies = [...sent.latencies].sort((a, b) => a - b);
   return {
     spansPerSec: spans / sent.seconds,
@@ -151,10 +160,11 @@ async function overHttp(template: BatchTemplate, totalSpans: number, serialBase:
     // Warm-up: one request per sender, all at once, to a server whose code is not compiled yet
     // (V8 compiles the decoder and the writer's paths as they run hot). Its slowest answer is a
     // figure of its own; the measured run starts warm, as a server's steady state does.
+    const bodies = copiesOf(template);
     const warmUp = newSent();
-    await sendBatches(sends, template, serialBase - SENDERS, SENDERS, warmUp);
+    await sendBatches(sends, bodies, serialBase - SENDERS, SENDERS, warmUp);
     const sent = newSent();
-    await sendBatches(sends, template, serialBase, batches, sent);
+    await sendBatches(sends, bodies, serialBase, batches, sent);
     const pid = serve.child.pid;
     if (pid === undefined) throw new Error('agl serve has no pid');
     const rss = await rssMb(pid);
@@ -169,33 +179,48 @@ async function overHttp(template: BatchTemplate, totalSpans: number, serialBase:
 /** Batches each transport sends before the other takes its turn. */
 const ROUND = 4 * SENDERS;
 
+/** Senders of one way to a server, the bodies they send, and what sending them measured. */
+export interface Transport {
+  readonly sends: readonly Send[];
+  readonly bodies: Bodies;
+  readonly sent: Sent;
+}
+
 /**
- * OTLP/HTTP against OTLP/gRPC: SENDERS senders of each to one `agl serve`, the two transports
- * taking turns ROUND batches at a time, so that both meet the same server state (file size,
- * checkpoints) and the same load on the machine; `spansEach` spans through each.
+ * Transports taking turns ROUND batches at a time, `batches` through each, after a warm-up
+ * request per sender (not measured), so that all meet the same load on the machine (and, those
+ * to one server, the same server state: file size, checkpoints). Serials from `serial` on.
+ */
+export async function takeTurns(transports: readonly Transport[], serial: number, batches: number): Promise<void> {
+  for (const { sends, bodies } of transports) {
+    await sendBatches(sends, bodies, serial, sends.length, newSent());
+    serial += sends.length;
+  }
+  for (let done = 0; done < batches; done += ROUND) {
+    for (const { sends, bodies, sent } of transports) {
+      const count = Math.min(ROUND, batches - done);
+      await sendBatches(sends, bodies, serial, count, sent);
+      serial += count;
+    }
+  }
+}
+
+/**
+ * OTLP/HTTP against OTLP/gRPC: SENDERS senders of each to one `agl serve`, taking turns
+ * (`takeTurns`), `spansEach` spans through each.
  */
 async function httpVersusGrpc(template: BatchTemplate, spansEach: number, serialBase: number) {
   const dir = await newTempDir();
   const serve = await spawnServe(['--quiet', '--db', join(dir, 'ab.duckdb'), '--grpc-port', String(await freePort())]);
   const grpcSenders = Array.from({ length: SENDERS }, () => grpcSender(serve.grpcAddress as string));
+  const bodies = copiesOf(template);
   const transports = [
-    { sends: Array.from({ length: SENDERS }, () => httpSender(serve.url)), sent: newSent() },
-    { sends: grpcSenders.map((s) => s.send), sent: newSent() },
+    { sends: Array.from({ length: SENDERS }, () => httpSender(serve.url)), bodies, sent: newSent() },
+    { sends: grpcSenders.map((s) => s.send), bodies, sent: newSent() },
   ];
   try {
-    let serial = serialBase;
-    for (const { sends } of transports) {
-      await sendBatches(sends, template, serial, SENDERS, newSent());
-      serial += SENDERS;
-    }
     const batches = Math.ceil(spansEach / template.spanCount);
-    for (let done = 0; done < batches; done += ROUND) {
-      for (const { sends, sent } of transports) {
-        const count = Math.min(ROUND, batches - done);
-        await sendBatches(sends, template, serial, count, sent);
-        serial += count;
-      }
-    }
+    await takeTurns(transports, serialBase, batches);
     const [http, grpc] = transports.map(({ sent }) => summary(sent, batches * template.spanCount));
     return { http, grpc };
   } finally {
@@ -271,4 +296,4 @@ export const ingest: Benchmark = {
   },
 };
 
-const round = (value: number, digits: number) => Number(value.toFixed(digits));
+export const round = (value: number, digits: number) => Number(value.toFixed(digits));

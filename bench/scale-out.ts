@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
 import { startPostgres } from '../test/postgres.js';
 import type { Benchmark, Figure } from './figures.js';
+import { scaleOutIngest } from './scale-out-ingest.js';
 import { driveRollouts, type RolloutRun } from './store.js';
 
 const ROLLOUTS = 1000;
@@ -103,11 +104,12 @@ function figures(name: string, run: Measured, withPostgres: boolean): Figure[] {
  * PostgreSQL (with its default durability: fsync on), each run on a fresh database. Once as bare
  * cycles (no spans), once with 6 turns of 2 OTLP spans per rollout, as the store benchmark. The
  * CPU per rollout of the servers and of PostgreSQL says what a machine of each can carry, which
- * a run with every process on one machine cannot show.
+ * a run with every process on one machine cannot show. Then OTLP ingest through nginx
+ * (`scaleOutIngest`): two servers on PostgreSQL against one server with its state in its file.
  */
 export const scaleOut: Benchmark = {
   name: 'scale-out',
-  description: `${ROLLOUTS} rollouts, ${RUNNERS} runners: one server with its state in DuckDB, then ${SERVERS.join(', ')} servers on one PostgreSQL`,
+  description: `${ROLLOUTS} rollouts, ${RUNNERS} runners: one server with its state in DuckDB, then ${SERVERS.join(', ')} servers on one PostgreSQL; OTLP ingest through nginx, 2 servers on PostgreSQL against 1 in DuckDB`,
   async run(): Promise<Figure[]> {
     const cluster = await startPostgres({ durable: true });
     const out: Figure[] = [];
@@ -122,6 +124,7 @@ export const scaleOut: Benchmark = {
           out.push(...figures(`scale_out.${workload}.postgres_${count}`, await measure(count, postgres, turns), true));
         }
       }
+      out.push(...(await scaleOutIngest(cluster)));
     } finally {
       await cluster.stop();
     }

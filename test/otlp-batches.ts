@@ -18,11 +18,12 @@ export interface BatchTemplate {
 
 /**
  * Spans made with the real SDK and encoded by the official OTLP serializer: `count` spans of
- * `rolloutId` with about ten attributes, or an LLM-sized prompt when `promptBytes` is given.
+ * `rolloutId` and `attemptId` (default at-1) with about ten attributes, or an LLM-sized prompt
+ * when `promptBytes` is given.
  */
 export async function makeBatch(
   count: number,
-  options: { rolloutId?: string; promptBytes?: number } = {},
+  options: { rolloutId?: string; attemptId?: string; promptBytes?: number } = {},
 ): Promise<BatchTemplate> {
   const exporter = new InMemorySpanExporter();
   const provider = new TracerProvider({
@@ -48,7 +49,7 @@ export async function makeBatch(
         'gen_ai.response.finish_reasons': ['stop'],
         'gen_ai.usage.input_tokens': 100 + i,
         'gen_ai.usage.output_tokens': 20 + (i % 50),
-        'agentlightning.attempt_id': 'at-1',
+        'agentlightning.attempt_id': options.attemptId ?? 'at-1',
         ...(prompt ? { 'gen_ai.prompt.0.role': 'user', 'gen_ai.prompt.0.content': prompt } : {}),
       },
     });
