@@ -6,6 +6,7 @@ import type { AttemptedRollout, RolloutConfigRequest } from '../src/api/types.js
 import { StoreClient, StoreUnreachableError } from '../src/client/store-client.js';
 import { post, runCli, spawnServe, tempDir } from './helpers.js';
 import { postgresMissing, startPostgres } from './postgres.js';
+import { otlpJsonRequest } from './span-fixtures.js';
 import { nginxMissing, startProxy } from './proxy.js';
 
 // A fleet: two `agl serve` processes on one PostgreSQL database behind nginx, the way
@@ -16,32 +17,15 @@ const skip = postgresMissing || nginxMissing;
 /** One OTLP/JSON request of two spans of a rollout's attempt; answers the body and the span keys. */
 function spansOf(rollout: AttemptedRollout): { body: string; keys: string[] } {
   const traceId = randomBytes(16).toString('hex');
-  const spanIds = [randomBytes(8).toString('hex'), randomBytes(8).toString('hex')];
   const now = BigInt(Date.now()) * 1_000_000n;
-  const body = JSON.stringify({
-    resourceSpans: [
-      {
-        resource: {
-          attributes: [
-            { key: 'agentlightning.rollout_id', value: { stringValue: rollout.rollout_id } },
-            { key: 'agentlightning.attempt_id', value: { stringValue: rollout.attempt.attempt_id } },
-          ],
-        },
-        scopeSpans: [
-          {
-            spans: spanIds.map((spanId, i) => ({
-              traceId,
-              spanId,
-              name: i === 0 ? 'llm' : 'tool',
-              startTimeUnixNano: String(now + BigInt(i)),
-              endTimeUnixNano: String(now + 1000n),
-            })),
-          },
-        ],
-      },
-    ],
-  });
-  return { body, keys: spanIds.map((spanId) => `${traceId}/${spanId}`) };
+  const spans = ['llm', 'tool'].map((name, i) => ({
+    traceId,
+    spanId: randomBytes(8).toString('hex'),
+    name,
+    start: now + BigInt(i),
+    end: now + 1000n,
+  }));
+  return { body: otlpJsonRequest(spans, rollout), keys: spans.map((s) => `${traceId}/${s.spanId}`) };
 }
 
 /** Sends spans until a server acknowledges them (an exporter retries a 502 or 503); records them as acknowledged. */

@@ -76,3 +76,43 @@ export const reward = (value: number, time: number, fields: Partial<SpanInput> &
     attributes: { 'agentlightning.reward.0.name': 'primary', 'agentlightning.reward.0.value': value },
     ...fields,
   });
+
+/** A span of an OTLP/JSON request (otlpJsonRequest); times in nanoseconds. */
+export interface OtlpJsonSpan {
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly name: string;
+  readonly start: bigint;
+  readonly end?: bigint;
+}
+
+/** One OTLP/JSON export request of `spans`, of a rollout's attempt when given (as resource attributes). */
+export function otlpJsonRequest(
+  spans: readonly OtlpJsonSpan[],
+  of?: { rollout_id: string; attempt: { attempt_id: string } },
+): string {
+  const attributes = of
+    ? [
+        { key: 'agentlightning.rollout_id', value: { stringValue: of.rollout_id } },
+        { key: 'agentlightning.attempt_id', value: { stringValue: of.attempt.attempt_id } },
+      ]
+    : [];
+  return JSON.stringify({
+    resourceSpans: [
+      {
+        resource: { attributes },
+        scopeSpans: [
+          {
+            spans: spans.map((s) => ({
+              traceId: s.traceId,
+              spanId: s.spanId,
+              name: s.name,
+              startTimeUnixNano: String(s.start),
+              ...(s.end !== undefined && { endTimeUnixNano: String(s.end) }),
+            })),
+          },
+        ],
+      },
+    ],
+  });
+}

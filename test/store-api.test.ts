@@ -14,6 +14,7 @@ import type {
 } from '../src/api/types.js';
 import { newTempDir, post, removeDir, startAgl, type InProcessAgl } from './helpers.js';
 import { postgresMissing, startPostgres, type PostgresCluster } from './postgres.js';
+import { otlpJsonRequest } from './span-fixtures.js';
 
 // The LightningStore REST API, spoken the way Agent Lightning's LightningStoreClient speaks it,
 // against a server that keeps the state in its DuckDB file and one that keeps it in PostgreSQL.
@@ -166,31 +167,15 @@ for (const [backend, stateUrl, missing] of backends)
       assert.equal(started.json.length, 3);
       // 60 requests of two spans at once (on PostgreSQL they are numbered a group at a time).
       const requests = Array.from({ length: 60 }, (_, i) => {
-        const rollout = started.json[i % 3];
         const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
-        const body = {
-          resourceSpans: [
-            {
-              resource: {
-                attributes: [
-                  { key: 'agentlightning.rollout_id', value: { stringValue: rollout.rollout_id } },
-                  { key: 'agentlightning.attempt_id', value: { stringValue: rollout.attempt.attempt_id } },
-                ],
-              },
-              scopeSpans: [
-                {
-                  spans: [0, 1].map((k) => ({
-                    traceId: hex(i + 1, 32),
-                    spanId: hex(2 * i + k + 1, 16),
-                    name: `step-${i}-${k}`,
-                    startTimeUnixNano: String(1_700_000_000_000_000_000n + BigInt(k)),
-                  })),
-                },
-              ],
-            },
-          ],
-        };
-        return post(`${agl.url}/v1/traces`, JSON.stringify(body), { 'content-type': 'application/json' });
+        const spans = [0, 1].map((k) => ({
+          traceId: hex(i + 1, 32),
+          spanId: hex(2 * i + k + 1, 16),
+          name: `step-${i}-${k}`,
+          start: 1_700_000_000_000_000_000n + BigInt(k),
+        }));
+        const body = otlpJsonRequest(spans, started.json[i % 3]);
+        return post(`${agl.url}/v1/traces`, body, { 'content-type': 'application/json' });
       });
       for (const answer of await Promise.all(requests)) assert.equal(answer.status, 200);
       for (const rollout of enqueued.json) {
