@@ -182,7 +182,8 @@ async function failingDatabase(t: { after(fn: () => Promise<void>): void }): Pro
     CREATE TABLE state_history (kind VARCHAR NOT NULL, key VARCHAR NOT NULL, version BIGINT NOT NULL, data JSON NOT NULL,
       CHECK (NOT contains(data, 'fail-this-write') AND NOT (contains(data, 'fail-when-running') AND (data->>'status') = 'running')));
     DROP TABLE spans;
-    ${columnsDdl('spans', SPAN_COLUMNS).replace(/\n\)$/, ",\n  CHECK (name <> 'fail-this-write'))")}`);
+    ${columnsDdl('spans', SPAN_COLUMNS).replace(/\n\)$/, ",\n  CHECK (name <> 'fail-this-write'))")};
+    ALTER TABLE spans ADD COLUMN commit_seq BIGINT;`);
   connection.closeSync();
   instance.closeSync();
   return path;
