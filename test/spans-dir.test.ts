@@ -277,3 +277,15 @@ test('agl serve killed (SIGKILL) while it moves spans loses and duplicates none 
   assert.deepEqual(sorted(await keysVia(again.url)), sorted(acknowledged));
   assert.deepEqual(await tempFiles(spansDir), []);
 });
+
+test('agl query and export --spans-dir name a directory that holds no span files', async (t) => {
+  const dir = await tempDir(t);
+  for (const args of [
+    ['query', 'SELECT 1', '--spans-dir', dir],
+    ['export', 'messages', '--spans-dir', dir, '--out', join(dir, 'out.jsonl')],
+  ]) {
+    const cli = await runCli(args);
+    assert.equal(cli.code, 2, cli.stderr);
+    assert.match(cli.stderr, /no span files in .*: it is the --spans-dir of no agl serve yet/);
+  }
+});

@@ -8,6 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import type { QuerySource } from '../adapters/source.js';
 import { parseJsonExact } from '../otlp/exact-json.js';
 import type { ExportFormat, QueryResult } from '../store/query.js';
+import { hasSpanFiles } from '../store/span-files.js';
 import { DuckDBStore } from '../store/store.js';
 import { choiceArg, parseCommandArgs, UsageError } from './args.js';
 import { formatResult, type OutputFormat } from './format.js';
@@ -117,6 +118,8 @@ async function fileOrServerTarget(db: string, token: string | undefined): Promis
  */
 async function spansDirTarget(dir: string): Promise<QueryTarget> {
   if (!existsSync(dir)) throw new UsageError(`no span directory at ${dir}`);
+  if (!(await hasSpanFiles(dir)))
+    throw new UsageError(`no span files in ${dir}: it is the --spans-dir of no agl serve yet`);
   const folder = await mkdtemp(join(tmpdir(), 'agl-spans-dir-'));
   const removeFolder = () => rm(folder, { recursive: true, force: true });
   let store: DuckDBStore;

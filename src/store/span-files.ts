@@ -90,6 +90,11 @@ export async function reconcile(dir: string, serverId: string): Promise<number> 
   return last;
 }
 
+/** Whether the directory holds a Parquet file (a server with it as --spans-dir writes one at start). */
+export async function hasSpanFiles(dir: string): Promise<boolean> {
+  return (await readdir(dir, { recursive: true }).catch(() => [])).some((name) => name.endsWith('.parquet'));
+}
+
 /**
  * Writes this server's empty file (the columns only), which keeps the directory's glob from ever
  * matching nothing, which DuckDB refuses.

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readdir, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import type { BatchSink } from '../otlp/batch.js';
 import { selectRows, type ColumnarRows, type Int64Column } from '../otlp/columns.js';
@@ -17,6 +17,7 @@ import { loadRolloutState, stateSource } from './rollout-tables.js';
 import type { PostgresLightningStore } from './postgres/lightning.js';
 import { deleteMovedSql, FLEET_SEARCH_PATH, fleetViewsSql, NEXT_COMMIT_SEQ_SQL } from './fleet-views.js';
 import {
+  hasSpanFiles,
   type MoveHooks,
   SERVER_ID,
   type SpanFileSink,
@@ -313,8 +314,7 @@ export class DuckDBStore implements BatchSink {
       throw new Error(`a server id is letters, digits, '.', '_' or '-', not "${serverId}"`);
     this.serverId = serverId;
     if (this.options.spansDirReadOnly) {
-      if ((await readdir(dir, { recursive: true })).every((name) => !name.endsWith('.parquet')))
-        throw new Error(`no span files in ${dir} (agl serve --spans-dir writes them)`);
+      if (!(await hasSpanFiles(dir))) throw new Error(`no span files in ${dir} (agl serve --spans-dir writes them)`);
     } else {
       const sink: SpanFileSink = {
         lastCommitted: async () =>
