@@ -223,6 +223,39 @@ test('exports and views through a server, or over the directory, equal those of 
   assert.deepEqual(await query(['--spans-dir', spansDir]), oneViews.slice(0, 12));
 });
 
+test('a move cut off before its rename, or after it, neither loses nor duplicates, then or after a restart', async (t) => {
+  const dir = await tempDir(t);
+  const spansDir = join(dir, 'spans');
+  const path = join(dir, 'a.duckdb');
+  const options = { spansDir, serverId: 'a', spansMoveEveryMs: Number.POSITIVE_INFINITY };
+  const agl = await startAgl(path, options);
+  const keys = await send([agl.url], 4, 5);
+  const localRows = async (store: InProcessAgl['store']) =>
+    (await queryRows(store, 'SELECT count(*)::INTEGER AS n FROM main.spans'))[0].n;
+  // A process dies after writing the temporary file, before the rename that commits the move.
+  await assert.rejects(agl.store.moveSpans({ afterCopy: () => Promise.reject(new Error('killed')) }), /killed/);
+  assert.equal((await tempFiles(spansDir)).length, 1);
+  assert.deepEqual(sorted(await keysVia(agl.url)), sorted(keys));
+  // Now a move cut off right after its rename, before its delete: the rows are both in the file
+  // and still in the local table, and are read once.
+  await assert.rejects(agl.store.moveSpans({ afterRename: () => Promise.reject(new Error('killed')) }), /killed/);
+  assert.equal(await localRows(agl.store), 20);
+  assert.deepEqual(sorted(await keysVia(agl.url)), sorted(keys));
+  await agl.server.close();
+  await agl.store.close();
+  // On start the leftover temporary file goes, the moved rows leave the file, and what was
+  // moved is not moved again; new spans are numbered after the moved ones.
+  const again = await startAgl(path, options);
+  t.after(() => again.close());
+  assert.deepEqual(await tempFiles(spansDir), []);
+  assert.equal(await localRows(again.store), 0);
+  assert.equal(await again.store.moveSpans(), 0);
+  const more = await send([again.url], 1, 5);
+  assert.deepEqual(await queryRows(again.store, 'SELECT min(commit_seq) AS lo FROM main.spans'), [{ lo: 20 }]);
+  assert.equal(await again.store.moveSpans(), 5);
+  assert.deepEqual(sorted(await keysVia(again.url)), sorted([...keys, ...more]));
+});
+
 test('compaction merges the files of a partition and keeps the row set', async (t) => {
   const dir = await tempDir(t);
   const spansDir = join(dir, 'spans');
