@@ -156,7 +156,8 @@ test('two servers behind nginx: a server killed mid-run loses no acknowledged sp
   assert.equal(await b.exited, 0);
   const again = await spawnServe(argsOf('a'));
   again.child.kill('SIGTERM');
-  assert.equal(await again.exited, 0);
+  const code = await again.exited;
+  assert.equal(code, 0, `${again.child.signalCode}: ${again.output()}`);
   const read = await runCli([
     'query',
     'SELECT trace_id, span_id, rollout_id, sequence_id, server FROM spans',

@@ -111,12 +111,14 @@ export async function serve(args: string[]): Promise<void> {
   await writeFile(serverFile, JSON.stringify({ url: server.url, pid: process.pid }));
   const state = storeOptions.state === undefined ? '' : `, state in ${withoutPassword(storeOptions.state)}`;
   const grpc = server.grpcAddress === undefined ? '' : `, OTLP/gRPC on ${server.grpcAddress}`;
-  console.log(`agl: serving on ${server.url}${grpc}, storing in ${path}${state}`);
+  // Signals are handled before the line that says the server is up: whoever waits for that line
+  // (a supervisor, a test) may stop the server at once.
   stopOnSignals(async () => {
     await server.close();
     await store.close();
     await rm(serverFile, { force: true });
   }, path);
+  console.log(`agl: serving on ${server.url}${grpc}, storing in ${path}${state}`);
 }
 
 /** The server's options from the command line; each one not given is left to the server's default. */
