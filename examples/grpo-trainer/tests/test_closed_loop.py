@@ -32,7 +32,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent
 ROOT = EXAMPLE.parent.parent
 CLI = ROOT / "dist" / "src" / "runtime" / "cli.js"
 
-STEPS = 12
+STEPS = 16
 BATCH_SIZE = 2  # tasks per step, each a group
 GROUP_SIZE = 16  # rollouts per task
 EPSILON = 1e-6  # docs/training.md: grpo's default epsilon
