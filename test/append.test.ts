@@ -157,6 +157,7 @@ test('spans are numbered in commit order, and a file from before commit_seq gets
     const raw = await DuckDBInstance.create(path);
     const connection = await raw.connect();
     await connection.run(`ALTER TABLE spans DROP COLUMN commit_seq;
+      ALTER TABLE logs DROP COLUMN commit_seq;
       UPDATE agl_meta SET value = '6' WHERE key = 'schema_version';`);
     connection.closeSync();
     raw.closeSync();

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { spanRows } from '../src/store/span-json.js';
 import { derivedRowsWhere } from '../src/store/derived.js';
 import { compactSpansDir } from '../src/store/span-files.js';
-import { call, reward } from './span-fixtures.js';
+import { call, otlpJsonRequest, reward } from './span-fixtures.js';
 import { post, queryRows, runCli, spawnServe, startAgl, tempDir, type InProcessAgl } from './helpers.js';
 
 // Servers sharing one span directory (docs/scale-out.md, "Spans in a shared directory").
@@ -321,4 +321,61 @@ test('agl query and export --spans-dir name a directory that holds no span files
     assert.equal(cli.code, 2, cli.stderr);
     assert.match(cli.stderr, /no span files in .*: it is the --spans-dir of no agl serve yet/);
   }
+});
+
+test('log records move too: an LLM call told in GenAI log events reads the same through either server', async (t) => {
+  const dir = await tempDir(t);
+  const [a, b] = await twoServers(t, dir, join(dir, 'spans'));
+  const traceId = randomBytes(16).toString('hex');
+  const spanId = randomBytes(8).toString('hex');
+  const now = String(BigInt(Date.now()) * 1_000_000n);
+  const text = (value: string) => ({ stringValue: value });
+  const span = otlpJsonRequest([{ traceId, spanId, name: 'chat gpt-events', start: BigInt(now) }]).replace(
+    '"name":"chat gpt-events"',
+    `"name":"chat gpt-events","attributes":[{"key":"gen_ai.system","value":{"stringValue":"openai"}},{"key":"gen_ai.request.model","value":{"stringValue":"gpt-events"}}]`,
+  );
+  const event = (eventName: string, body: object) => ({ timeUnixNano: now, eventName, traceId, spanId, body });
+  const logs = JSON.stringify({
+    resourceLogs: [
+      {
+        resource: { attributes: [] },
+        scopeLogs: [
+          {
+            logRecords: [
+              event('gen_ai.user.message', { kvlistValue: { values: [{ key: 'content', value: text('q') }] } }),
+              event('gen_ai.choice', {
+                kvlistValue: {
+                  values: [
+                    { key: 'index', value: { intValue: '0' } },
+                    { key: 'finish_reason', value: text('stop') },
+                    { key: 'message', value: { kvlistValue: { values: [{ key: 'content', value: text('a') }] } } },
+                  ],
+                },
+              }),
+            ],
+          },
+        ],
+      },
+    ],
+  });
+  const json = { 'content-type': 'application/json' };
+  assert.equal((await post(`${a.url}/v1/traces`, span, json)).status, 200);
+  assert.equal((await post(`${a.url}/v1/logs`, logs, json)).status, 200);
+  const sql = `SELECT model, input_messages, output_messages, finish_reason FROM llm_calls WHERE model = 'gpt-events'`;
+  const before = await queryRows(a.store, sql);
+  assert.deepEqual(before, [
+    {
+      model: 'gpt-events',
+      input_messages: [{ role: 'user', content: 'q' }],
+      output_messages: [{ role: 'assistant', content: 'a' }],
+      finish_reason: 'stop',
+    },
+  ]);
+  await a.store.moveSpans();
+  assert.deepEqual(await queryRows(a.store, 'SELECT count(*)::INTEGER AS n FROM main.logs'), [{ n: 0 }]);
+  assert.deepEqual(await queryRows(b.store, 'SELECT server, count(*)::INTEGER AS n FROM logs GROUP BY server'), [
+    { server: 'a', n: 2 },
+  ]);
+  assert.deepEqual(await queryRows(b.store, sql), before);
+  assert.deepEqual(await queryRows(a.store, sql), before);
 });

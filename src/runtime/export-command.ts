@@ -34,8 +34,8 @@ export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FIL
   trajectories: token-level rows (prompt_ids, response_ids, response_mask, response_logprobs,
   reward, group_key) for RL trainers.
   --spans-dir: every server's spans moved to a span directory (agl serve --spans-dir), read in
-  place; not the spans still waiting to move, nor logs or rollouts (through a server, --url
-  reads those too).
+  place; not the spans still waiting to move, nor rollouts (through a server, --url reads
+  those too).
   Spans whose stored attributes cannot be read (written by an older agl) are left out and named;
   --strict exits 1 when anything was skipped.`;
 

@@ -1,18 +1,19 @@
 /**
- * The SQL of the span directory (span-files.ts): the rows a move writes, and the schema `fleet`
+ * The SQL of the span directory (span-files.ts): the rows a move writes (spans, and log records
+ * as they are), and the schema `fleet`
  * whose views read every server's spans. A moved file holds each span with what the deriver
  * made of it (its call, rewards, agent, whether it was unreadable), so that no server derives
  * another's spans: the views over the directory read those columns in place.
  *
- * The schema `fleet` defines `spans`, `derived_calls`, `derived_rewards`, `derived_agents`,
- * `derived_skipped` and `credited_calls_ready` over the directory's files plus this server's
- * rows not moved yet, then creates the read views (`llm_calls`, `rewards`, ...: READ_VIEWS_SQL)
+ * The schema `fleet` defines `spans`, `logs`, `derived_calls`, `derived_rewards`,
+ * `derived_agents`, `derived_skipped` and `credited_calls_ready` over the directory's files plus
+ * this server's rows not moved yet, then creates the read views (`llm_calls`, `rewards`, ...: READ_VIEWS_SQL)
  * again in it, where those names resolve to its own views before the file's tables. A server
  * with a span directory reads with `search_path = 'fleet,main'`: every query, view, adapter and
  * export sees all servers' spans, and `main.spans` the file's own.
  */
 import { join } from 'node:path';
-import { SPAN_COLUMNS } from '../otlp/span-columns.js';
+import { LOG_COLUMNS, SPAN_COLUMNS } from '../otlp/span-columns.js';
 import { CALL_FIELDS } from './derived.js';
 import { sqlText } from './sql.js';
 import { READ_VIEWS_SQL } from './views.js';
@@ -20,8 +21,11 @@ import { READ_VIEWS_SQL } from './views.js';
 /** What a server with a span directory reads through: its views first, then the file's tables. */
 export const FLEET_SEARCH_PATH = 'fleet,main';
 
-const SPAN_NAMES = [...SPAN_COLUMNS.map((column) => column.name), 'commit_seq'];
-const SPAN_LIST = SPAN_NAMES.join(', ');
+/** A table's columns as its files hold them (the hive partitions' date and hour left out). */
+const listOf = (columns: readonly { name: string }[]) =>
+  [...columns.map((column) => column.name), 'commit_seq'].join(', ');
+const SPAN_LIST = listOf(SPAN_COLUMNS);
+const LOG_LIST = listOf(LOG_COLUMNS);
 /** The span columns that derived rows repeat (derived.ts, CALL_COLUMNS). */
 const CALL_SPAN_LIST = 'rollout_id, attempt_id, trace_id, span_id, parent_id, name, sequence_id, start_time, end_time';
 
@@ -55,29 +59,62 @@ ORDER BY s.commit_seq`;
 }
 
 /**
- * The next `commit_seq` of the file's spans. After a move deleted them all, the highest moved
- * one (kept with the delete) is what the numbering goes on from: a number used again would be
- * taken for a moved span.
+ * The next `commit_seq` of a table's rows. After a move deleted them all, the highest moved one
+ * (kept with the delete) is what the numbering goes on from: a number used again would be taken
+ * for a moved row.
  */
-export const NEXT_COMMIT_SEQ_SQL = `SELECT greatest((SELECT coalesce(max(commit_seq), -1) FROM spans),
-  (SELECT coalesce(max(CAST(value AS BIGINT)), -1) FROM agl_meta WHERE key = 'spans_moved_through')) + 1`;
+export const nextCommitSeqSql = (table: MovedTable['table']) => `SELECT greatest(
+  (SELECT coalesce(max(commit_seq), -1) FROM ${table}),
+  (SELECT coalesce(max(CAST(value AS BIGINT)), -1) FROM agl_meta WHERE key = '${table}_moved_through')) + 1`;
+
+/** The last statements of a delete of moved rows: the highest one moved is kept (nextCommitSeqSql). */
+const deleteThrough = (
+  table: MovedTable['table'],
+  through: number,
+) => `DELETE FROM ${table} WHERE commit_seq <= ${through};
+INSERT OR REPLACE INTO agl_meta VALUES ('${table}_moved_through', '${through}');`;
 
 /**
  * Deletes the file's spans through `through` (moved) and their derived rows, in one transaction.
  * Derived rows of a span key that an unmoved span still has stay.
  */
-export function deleteMovedSql(through: number): string {
+function deleteMovedSpansSql(through: number): string {
   const gone = `(SELECT trace_id, span_id FROM spans WHERE commit_seq <= ${through}
     EXCEPT SELECT trace_id, span_id FROM spans WHERE commit_seq > ${through})`;
   const from = (table: string) => `DELETE FROM ${table} USING moved_keys m WHERE ${sameSpan(table, 'm')};`;
   return `BEGIN TRANSACTION;
 CREATE OR REPLACE TEMP TABLE moved_keys AS ${gone};
 ${['derived_calls', 'derived_rewards', 'derived_agents', 'derived_skipped'].map(from).join('\n')}
-DELETE FROM spans WHERE commit_seq <= ${through};
-INSERT OR REPLACE INTO agl_meta VALUES ('spans_moved_through', '${through}');
+${deleteThrough('spans', through)}
 DROP TABLE moved_keys;
 COMMIT;`;
 }
+
+/** A table a server moves to the span directory, in files `<prefix>-<first>-<last>.parquet`. */
+export interface MovedTable {
+  readonly table: 'spans' | 'logs';
+  readonly prefix: 'part' | 'logs';
+  /** The rows of one move: a commit_seq range, in commit order. */
+  rowsSql(first: number, through: number): string;
+  /** Deletes the rows through a commit_seq, moved, in one transaction. */
+  deleteSql(through: number): string;
+}
+
+export const MOVED_SPANS: MovedTable = {
+  table: 'spans',
+  prefix: 'part',
+  rowsSql: movedRowsSql,
+  deleteSql: deleteMovedSpansSql,
+};
+
+/** Log records (GenAI log events among them), as they are. */
+export const MOVED_LOGS: MovedTable = {
+  table: 'logs',
+  prefix: 'logs',
+  rowsSql: (first, through) =>
+    `SELECT * FROM logs WHERE commit_seq BETWEEN ${first} AND ${through} ORDER BY commit_seq`,
+  deleteSql: (through) => `BEGIN TRANSACTION; ${deleteThrough('logs', through)} COMMIT;`,
+};
 
 /**
  * The schema `fleet` over the directory's files (every server's: `DIR/date=/hour=/server=/*.parquet`)
@@ -85,17 +122,25 @@ COMMIT;`;
  * listed with glob(), none opened). Run on a connection of its own: it switches the schema.
  */
 export function fleetViewsSql(dir: string, serverId: string): string {
-  const files = `read_parquet(${sqlText(join(dir, '**', '*.parquet'))}, hive_partitioning = true, hive_types_autocast = false, union_by_name = true)`;
-  const own = sqlText(join(dir, '*', '*', `server=${serverId}`, 'part-*.parquet'));
-  const moved = `(SELECT coalesce(max(CAST(regexp_extract(file, 'part-\\d+-(\\d+)\\.parquet$', 1) AS BIGINT)), -1) FROM glob(${own}))`;
+  const filesOf = ({ prefix }: MovedTable) =>
+    `read_parquet(${sqlText(join(dir, '**', `${prefix}-*.parquet`))}, hive_partitioning = true, hive_types_autocast = false, union_by_name = true)`;
+  const files = filesOf(MOVED_SPANS);
+  // The server's files of a table, by name (its schema file has no range: TRY_CAST leaves it out).
+  const moved = ({ prefix }: MovedTable) => {
+    const own = sqlText(join(dir, '*', '*', `server=${serverId}`, `${prefix}-*.parquet`));
+    return `(SELECT coalesce(max(TRY_CAST(regexp_extract(file, '-\\d+-(\\d+)\\.parquet$', 1) AS BIGINT)), -1) FROM glob(${own}))`;
+  };
   const local = (table: string) =>
     `SELECT * FROM main.${table} t WHERE EXISTS (SELECT 1 FROM unmoved_spans u WHERE ${sameSpan('u', 't')})`;
   return `CREATE SCHEMA IF NOT EXISTS fleet;
 USE fleet;
-CREATE OR REPLACE VIEW unmoved_spans AS SELECT * FROM main.spans WHERE commit_seq > ${moved};
+CREATE OR REPLACE VIEW unmoved_spans AS SELECT * FROM main.spans WHERE commit_seq > ${moved(MOVED_SPANS)};
 CREATE OR REPLACE VIEW spans AS
   SELECT *, ${sqlText(serverId)} AS server FROM unmoved_spans
   UNION ALL BY NAME SELECT ${SPAN_LIST}, server FROM ${files};
+CREATE OR REPLACE VIEW logs AS
+  SELECT *, ${sqlText(serverId)} AS server FROM main.logs WHERE commit_seq > ${moved(MOVED_LOGS)}
+  UNION ALL BY NAME SELECT ${LOG_LIST}, server FROM ${filesOf(MOVED_LOGS)};
 CREATE OR REPLACE VIEW derived_calls AS ${local('derived_calls')}
   UNION ALL BY NAME SELECT ${CALL_SPAN_LIST}, unnest(derived_call) FROM ${files} WHERE derived_call IS NOT NULL;
 CREATE OR REPLACE VIEW derived_rewards AS ${local('derived_rewards')}

@@ -21,6 +21,9 @@ const MIGRATIONS: readonly string[] = [
   // span directory deletes what it moved: span-files.ts). The writer numbers new rows.
   `ALTER TABLE spans ADD COLUMN commit_seq BIGINT;
    UPDATE spans SET commit_seq = rowid;`,
+  // The same for log records, which the span directory moves too.
+  `ALTER TABLE logs ADD COLUMN commit_seq BIGINT;
+   UPDATE logs SET commit_seq = rowid;`,
 ];
 
 const SCHEMA_VERSION = MIGRATIONS.length;

@@ -2,7 +2,8 @@
  * The span directory (`agl serve --spans-dir DIR`): every server moves the spans of its DuckDB
  * file, in the order they were committed, into Parquet files of a directory that all servers
  * share, partitioned hive-style: `date=YYYY-MM-DD/hour=HH/server=ID/part-<first>-<last>.parquet`
- * (the date and hour of the move, UTC), then deletes them from its file. The schema `fleet`
+ * (the date and hour of the move, UTC), then deletes them from its file; its log records the
+ * same way, as `logs-<first>-<last>.parquet` (MovedTable: fleet-views.ts). The schema `fleet`
  * (fleet-views.ts) reads every server's files plus the local rows not moved yet, so each span
  * is read exactly once on any server.
  *
@@ -19,14 +20,14 @@
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { movedRowsSql } from './fleet-views.js';
+import { MOVED_LOGS, MOVED_SPANS, type MovedTable } from './fleet-views.js';
 import { sqlText } from './sql.js';
 
 /** A server id as it may appear in a path. */
 export const SERVER_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
-/** `part-<first>-<last>.parquet`: the commit_seq range a file holds. */
-const PART = /^part-(\d+)-(\d+)\.parquet$/;
+/** `<prefix>-<first>-<last>.parquet`: the commit_seq range of a table's rows a file holds. */
+const rangeFile = (prefix: string) => new RegExp(`^${prefix}-(\\d+)-(\\d+)\\.parquet$`);
 
 /** Where the move of one server stands: rows committed locally but not in a file yet. */
 export interface SpanMoveLag {
@@ -35,14 +36,15 @@ export interface SpanMoveLag {
   readonly seconds: number;
 }
 
-export interface SpanFileSink {
+/** What a mover needs of the store, for its table. */
+export interface MoveSink {
   /** The highest commit_seq committed (-1: none). */
   lastCommitted(): Promise<number>;
-  /** Derives what is not derived yet; returns the highest commit_seq derived (-1: none). */
-  deriveAll(): Promise<number>;
+  /** The highest commit_seq a move may take (spans: derived first) (-1: none). */
+  movableThrough(): Promise<number>;
   /** Writes the query's rows to a Parquet file; answers how many. */
   copyToParquet(sql: string, path: string): Promise<number>;
-  /** Deletes the file's spans through a commit_seq, moved, and their derived rows. */
+  /** Deletes the rows through a commit_seq, moved (MovedTable.deleteSql). */
   deleteThrough(through: number): Promise<void>;
 }
 
@@ -76,14 +78,15 @@ async function partitions(dir: string): Promise<{ path: string; server: string; 
   return found;
 }
 
-/** The highest commit_seq this server moved (-1: none); removes its leftover temporary files. */
-export async function reconcile(dir: string, serverId: string): Promise<number> {
+/** The highest commit_seq of a table this server moved (-1: none); removes its leftover temporary files. */
+export async function reconcile(dir: string, serverId: string, { prefix }: MovedTable): Promise<number> {
+  const ranged = rangeFile(prefix);
   let last = -1;
   for (const partition of await partitions(dir)) {
     if (partition.server !== serverId) continue;
     for (const file of partition.files) {
-      if (file.endsWith('.tmp')) await rm(join(partition.path, file), { force: true });
-      const range = PART.exec(file);
+      if (file.startsWith(`${prefix}-`) && file.endsWith('.tmp')) await rm(join(partition.path, file), { force: true });
+      const range = ranged.exec(file);
       if (range) last = Math.max(last, Number(range[2]));
     }
   }
@@ -96,20 +99,20 @@ export async function hasSpanFiles(dir: string): Promise<boolean> {
 }
 
 /**
- * Writes this server's empty file (the columns only), which keeps the directory's glob from ever
- * matching nothing, which DuckDB refuses.
+ * Writes this server's empty file of a table (the columns only, `<prefix>-schema.parquet`), which
+ * keeps the directory's glob of the table from ever matching nothing, which DuckDB refuses.
  */
-export async function writeSchemaFile(dir: string, serverId: string, copy: SpanFileSink): Promise<void> {
-  const schemaFile = join(partitionOf(dir, serverId, new Date(0)), 'schema.parquet');
+async function writeSchemaFile(dir: string, serverId: string, kind: MovedTable, sink: MoveSink): Promise<void> {
+  const schemaFile = join(partitionOf(dir, serverId, new Date(0)), `${kind.prefix}-schema.parquet`);
   await mkdir(join(schemaFile, '..'), { recursive: true });
-  await copy.copyToParquet(`${movedRowsSql(0, -1)} LIMIT 0`, schemaFile);
+  await sink.copyToParquet(`${kind.rowsSql(0, -1)} LIMIT 0`, schemaFile);
 }
 
 /**
- * Moves the spans of one server into the directory, a batch at a time (see the module's
- * comment). A batch is one COPY on a read connection: ingest goes on meanwhile.
+ * Moves the rows of one table of one server into the directory, a batch at a time (see the
+ * module's comment). A batch is one COPY on a read connection: ingest goes on meanwhile.
  */
-export class SpanMover {
+export class TableMover {
   private caughtUpAt = Date.now();
   /**
    * The highest commit_seq committed: read on open, then counted by the writes (noteCommitted). A
@@ -120,28 +123,37 @@ export class SpanMover {
   private constructor(
     readonly dir: string,
     readonly serverId: string,
+    private readonly kind: MovedTable,
     private movedThrough: number,
-    private readonly sink: SpanFileSink,
+    private readonly sink: MoveSink,
     private readonly maxRows: number,
   ) {}
 
-  static async open(dir: string, serverId: string, sink: SpanFileSink, maxRows: number): Promise<SpanMover> {
-    const mover = new SpanMover(dir, serverId, await reconcile(dir, serverId), sink, maxRows);
+  /** Writes the table's schema file, cleans up after a move cut off, and reads where the move stands. */
+  static async open(
+    dir: string,
+    serverId: string,
+    kind: MovedTable,
+    sink: MoveSink,
+    maxRows: number,
+  ): Promise<TableMover> {
+    await writeSchemaFile(dir, serverId, kind, sink);
+    const mover = new TableMover(dir, serverId, kind, await reconcile(dir, serverId, kind), sink, maxRows);
     // A server stopped between a move's rename and its delete: the delete is done now.
     if (mover.movedThrough >= 0) await sink.deleteThrough(mover.movedThrough);
     mover.committedThrough = await sink.lastCommitted();
     return mover;
   }
 
-  /** Spans were committed locally (the lag counts them before the next batch reads them). */
+  /** Rows were committed locally (the lag counts them before the next batch reads them). */
   noteCommitted(rows: number): void {
     if (rows > 0 && this.committedThrough === this.movedThrough) this.caughtUpAt = Date.now();
     this.committedThrough += rows;
   }
 
-  /** Moves one batch (the next maxRows commit_seq numbers, gaps included); returns how many spans it moved. */
+  /** Moves one batch (the next maxRows commit_seq numbers, gaps included); returns how many rows it moved. */
   async moveBatch(hooks: MoveHooks = {}): Promise<number> {
-    const last = await this.sink.deriveAll();
+    const last = await this.sink.movableThrough();
     if (last <= this.movedThrough) {
       this.caughtUpAt = Date.now();
       return 0;
@@ -150,8 +162,8 @@ export class SpanMover {
     const through = Math.min(last, this.movedThrough + this.maxRows);
     const folder = partitionOf(this.dir, this.serverId, new Date());
     await mkdir(folder, { recursive: true });
-    const path = join(folder, `part-${first}-${through}.parquet`);
-    const moved = await this.sink.copyToParquet(movedRowsSql(first, through), `${path}.tmp`);
+    const path = join(folder, `${this.kind.prefix}-${first}-${through}.parquet`);
+    const moved = await this.sink.copyToParquet(this.kind.rowsSql(first, through), `${path}.tmp`);
     await hooks.afterCopy?.();
     await rename(`${path}.tmp`, path);
     this.movedThrough = through;
@@ -186,22 +198,24 @@ export async function compactSpansDir(dir: string): Promise<number> {
   const connection = await instance.connect();
   let merged = 0;
   try {
-    for (const partition of await partitions(dir)) {
-      const parts = partition.files.filter((file) => PART.test(file));
-      if (parts.length < 2) continue;
-      const ranges = parts.map((file) => PART.exec(file) as RegExpExecArray);
-      const first = Math.min(...ranges.map((range) => Number(range[1])));
-      const last = Math.max(...ranges.map((range) => Number(range[2])));
-      const paths = parts.map((file) => join(partition.path, file));
-      const target = join(partition.path, `part-${first}-${last}.parquet`);
-      await connection.run(
-        `COPY (SELECT * FROM read_parquet([${paths.map(sqlText).join(', ')}], hive_partitioning = false, union_by_name = true))
+    for (const partition of await partitions(dir))
+      for (const { prefix } of [MOVED_SPANS, MOVED_LOGS]) {
+        const ranged = rangeFile(prefix);
+        const parts = partition.files.filter((file) => ranged.test(file));
+        if (parts.length < 2) continue;
+        const ranges = parts.map((file) => ranged.exec(file) as RegExpExecArray);
+        const first = Math.min(...ranges.map((range) => Number(range[1])));
+        const last = Math.max(...ranges.map((range) => Number(range[2])));
+        const paths = parts.map((file) => join(partition.path, file));
+        const target = join(partition.path, `${prefix}-${first}-${last}.parquet`);
+        await connection.run(
+          `COPY (SELECT * FROM read_parquet([${paths.map(sqlText).join(', ')}], hive_partitioning = false, union_by_name = true))
          TO ${sqlText(`${target}.tmp`)} (FORMAT parquet)`,
-      );
-      await rename(`${target}.tmp`, target);
-      for (const path of paths) if (path !== target) await rm(path, { force: true });
-      merged += parts.length;
-    }
+        );
+        await rename(`${target}.tmp`, target);
+        for (const path of paths) if (path !== target) await rm(path, { force: true });
+        merged += parts.length;
+      }
   } finally {
     connection.closeSync();
     instance.closeSync();

@@ -15,16 +15,15 @@ import { EmbeddedLightningStore } from './lightning.js';
 import { RolloutState, type Changes } from './rollout-state.js';
 import { loadRolloutState, stateSource } from './rollout-tables.js';
 import type { PostgresLightningStore } from './postgres/lightning.js';
-import { deleteMovedSql, FLEET_SEARCH_PATH, fleetViewsSql, NEXT_COMMIT_SEQ_SQL } from './fleet-views.js';
 import {
-  hasSpanFiles,
-  type MoveHooks,
-  SERVER_ID,
-  type SpanFileSink,
-  SpanMover,
-  type SpanMoveLag,
-  writeSchemaFile,
-} from './span-files.js';
+  FLEET_SEARCH_PATH,
+  fleetViewsSql,
+  MOVED_LOGS,
+  MOVED_SPANS,
+  type MovedTable,
+  nextCommitSeqSql,
+} from './fleet-views.js';
+import { hasSpanFiles, type MoveHooks, SERVER_ID, type MoveSink, TableMover, type SpanMoveLag } from './span-files.js';
 import { WATERMARK } from './derived.js';
 import { sqlText } from './sql.js';
 
@@ -158,8 +157,9 @@ export class DuckDBStore implements BatchSink {
   private budget: WriteBudget | undefined;
   private closing = false;
   private closed: Promise<void> | null = null;
-  /** Moves spans to the span directory (spansDir), and the move in progress. */
-  private mover: SpanMover | undefined;
+  /** Move spans and log records to the span directory (spansDir), and the move in progress. */
+  private mover: TableMover | undefined;
+  private logMover: TableMover | undefined;
   private moving: Promise<number> | null = null;
   private moveTimer: NodeJS.Timeout | undefined;
   /** Set with a span directory: reads resolve names in its schema first (fleet-views.ts). */
@@ -201,7 +201,7 @@ export class DuckDBStore implements BatchSink {
   private newWriter(): GroupCommitWriter {
     return new GroupCommitWriter(this.connection, {
       maxQueuedBytes: this.options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES,
-      counters: { spans: { nextSql: NEXT_COMMIT_SEQ_SQL } },
+      counters: { spans: { nextSql: nextCommitSeqSql('spans') }, logs: { nextSql: nextCommitSeqSql('logs') } },
       withMoreMemory: (work) => this.read(work),
       // A quarter of the budget: a COMMIT under the budget failed for memory from 70% of it.
       commitWithMoreMemoryBytes:
@@ -316,24 +316,20 @@ export class DuckDBStore implements BatchSink {
     if (this.options.spansDirReadOnly) {
       if (!(await hasSpanFiles(dir))) throw new Error(`no span files in ${dir} (agl serve --spans-dir writes them)`);
     } else {
-      const sink: SpanFileSink = {
-        lastCommitted: async () =>
-          Number((await this.ownQuery('SELECT coalesce(max(commit_seq), -1) AS n FROM main.spans')).rows[0].n),
-        deriveAll: async () => {
-          await this.deriveAll();
-          return Number((await this.ownQuery(`SELECT ${WATERMARK} AS n`)).rows[0].n);
-        },
-        copyToParquet: (sql, path) =>
-          this.read(() =>
-            exportQuery(this.instance, sql, path, 'parquet', { timeoutMs: Number.POSITIVE_INFINITY, guard: false }),
-          ),
-        deleteThrough: (through) =>
-          this.onDeriveConnection(undefined, async (connection) => {
-            await this.read(() => connection.run(deleteMovedSql(through)));
-          }),
+      // Spans move once derived: a file holds what the deriver made of them (fleet-views.ts).
+      const derived = async () => {
+        await this.deriveAll();
+        return Number((await this.ownQuery(`SELECT ${WATERMARK} AS n`)).rows[0].n);
       };
-      await writeSchemaFile(dir, serverId, sink);
-      this.mover = await SpanMover.open(dir, serverId, sink, SPANS_MOVE_BATCH_ROWS);
+      this.mover = await TableMover.open(
+        dir,
+        serverId,
+        MOVED_SPANS,
+        this.moveSink(MOVED_SPANS, derived),
+        SPANS_MOVE_BATCH_ROWS,
+      );
+      const logSink = this.moveSink(MOVED_LOGS, () => logSink.lastCommitted());
+      this.logMover = await TableMover.open(dir, serverId, MOVED_LOGS, logSink, SPANS_MOVE_BATCH_ROWS);
     }
     const connection = await this.instance.connect();
     try {
@@ -342,6 +338,24 @@ export class DuckDBStore implements BatchSink {
       connection.closeSync();
     }
     this.readSearchPath = FLEET_SEARCH_PATH;
+  }
+
+  /** What a mover of `kind` needs of the store; it may move rows through `movableThrough`. */
+  private moveSink(kind: MovedTable, movableThrough: () => Promise<number>): MoveSink {
+    return {
+      lastCommitted: async () =>
+        Number((await this.ownQuery(`SELECT coalesce(max(commit_seq), -1) AS n FROM main.${kind.table}`)).rows[0].n),
+      movableThrough,
+      copyToParquet: (sql, path) =>
+        this.read(() =>
+          exportQuery(this.instance, sql, path, 'parquet', { timeoutMs: Number.POSITIVE_INFINITY, guard: false }),
+        ),
+      // On the deriver's connection: a delete of spans changes the derived tables too.
+      deleteThrough: (through) =>
+        this.onDeriveConnection(undefined, async (connection) => {
+          await this.read(() => connection.run(kind.deleteSql(through)));
+        }),
+    };
   }
 
   /** Moves spans to the span directory every spansMoveEveryMs (without one: nothing). */
@@ -368,12 +382,19 @@ export class DuckDBStore implements BatchSink {
 
   /**
    * Moves every span committed so far to the span directory, batch after batch, after the move
-   * in progress; returns how many it moved (0 without spansDir). Tests cut a move off with hooks.
+   * in progress, then the log records; returns how many spans it moved (0 without spansDir).
+   * Tests cut a move of spans off with hooks.
    */
   moveSpans(hooks: MoveHooks = {}): Promise<number> {
     const mover = this.mover;
     if (!mover) return Promise.resolve(0);
-    const move = (this.moving ?? Promise.resolve(0)).catch(() => 0).then(() => mover.moveAll(hooks));
+    const move = (this.moving ?? Promise.resolve(0))
+      .catch(() => 0)
+      .then(async () => {
+        const spans = await mover.moveAll(hooks);
+        await this.logMover?.moveAll();
+        return spans;
+      });
     this.moving = move;
     void move
       .finally(() => {
