@@ -118,8 +118,9 @@ export const MOVED_LOGS: MovedTable = {
 
 /**
  * The schema `fleet` over the directory's files (every server's: `DIR/date=/hour=/server=/*.parquet`)
- * and this file's spans after the highest commit_seq that `serverId` moved (named by its files:
- * listed with glob(), none opened). Run on a connection of its own: it switches the schema.
+ * and this file's rows of each table after the highest commit_seq that `serverId` moved of it
+ * (named by its files: listed with glob(), none opened). Run on a connection of its own: it
+ * switches the schema.
  */
 export function fleetViewsSql(dir: string, serverId: string): string {
   const filesOf = ({ prefix }: MovedTable) =>
