@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { CLI, newTempDir, removeDir } from '../test/helpers.js';
+import { span } from '../test/span-fixtures.js';
 import type { Benchmark, Figure } from './figures.js';
 
 // 100,000 rollouts, as the issue asks (AGL_BENCH_ROLLOUTS for another count).
@@ -12,34 +13,38 @@ const BATCH = 500;
 
 const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
 
-/** One rollout: an agent span, 6 LLM calls with messages and token ids, 4 tool spans, a reward (12 spans). */
-export function rolloutSpans(r: number): SpanInput[] {
-  const trace = hex(r + 1, 32);
-  let id = 0;
-  const base = (
-    name: string,
-    start: number,
-    attributes: Record<string, unknown>,
-    parent: string | null,
-  ): SpanInput => ({
+/**
+ * A span of rollout `r` (trace r + 1) with the bench's resource; `at` in hundredths of a second
+ * into the rollout, lasting one.
+ */
+export function benchSpan(
+  r: number,
+  attempt: string,
+  id: number,
+  name: string,
+  at: number,
+  attributes: Record<string, unknown>,
+  parent: string | null = null,
+): SpanInput {
+  return span({
     rollout_id: `ro-${r}`,
-    attempt_id: 'at-1',
-    sequence_id: null,
-    trace_id: trace,
-    span_id: hex(r * 16 + ++id, 16),
+    attempt_id: attempt,
+    trace: r + 1,
+    span_id: hex(id, 16),
     parent_id: parent,
     name,
-    kind: 'INTERNAL',
-    status: { status_code: 'UNSET', description: null },
     attributes,
-    events: [],
-    links: [],
-    start_time: 1_700_000_000 + r + start / 100,
-    end_time: 1_700_000_000 + r + (start + 1) / 100,
-    context: null,
-    parent: null,
+    start: 1_700_000_000 + r + at / 100,
+    end: 1_700_000_000 + r + (at + 1) / 100,
     resource: { attributes: { 'service.name': 'bench' }, schema_url: '' },
   });
+}
+
+/** One rollout: an agent span, 6 LLM calls with messages and token ids, 4 tool spans, a reward (12 spans). */
+export function rolloutSpans(r: number): SpanInput[] {
+  let id = 0;
+  const base = (name: string, start: number, attributes: Record<string, unknown>, parent: string | null) =>
+    benchSpan(r, 'at-1', r * 16 + ++id, name, start, attributes, parent);
   const root = base('agent', 0, { 'agent.name': 'solver' }, null);
   const spans = [root];
   let prompt = [1, 2, 3, 4, 5, 6, 7, 8];

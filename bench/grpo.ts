@@ -6,6 +6,7 @@ import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { TOKEN_CALLS_SQL } from '../src/store/views.js';
 import { newTempDir, removeDir } from '../test/helpers.js';
+import { benchSpan } from './adapters.js';
 import type { Benchmark, Figure } from './figures.js';
 
 // One GRPO batch: 1,024 rollouts (128 groups of 8), each 8 turns of an agent whose next prompt
@@ -17,8 +18,6 @@ const TURNS = 8;
 const PROMPT = 200;
 const ANSWER = 200;
 const TOOL = 25;
-
-const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
 
 /** Token ids that look like a tokenizer's (up to 150,000), the same every run. */
 function tokens(seed: number, count: number): number[] {
@@ -33,26 +32,8 @@ function tokens(seed: number, count: number): number[] {
 
 /** One rollout: 8 LLM calls as a vLLM server answers them (token ids, logprobs), then its reward. */
 function rolloutSpans(r: number): SpanInput[] {
-  const trace = hex(r + 1, 32);
-  const span = (id: number, name: string, at: number, attributes: Record<string, unknown>): SpanInput => ({
-    rollout_id: `ro-${r}`,
-    attempt_id: `at-${r}`,
-    sequence_id: null,
-    trace_id: trace,
-    span_id: hex(r * 16 + id, 16),
-    parent_id: null,
-    name,
-    kind: 'INTERNAL',
-    status: { status_code: 'UNSET', description: null },
-    attributes,
-    events: [],
-    links: [],
-    start_time: 1_700_000_000 + r + at / 100,
-    end_time: 1_700_000_000 + r + (at + 1) / 100,
-    context: null,
-    parent: null,
-    resource: { attributes: { 'service.name': 'bench' }, schema_url: '' },
-  });
+  const span = (id: number, name: string, at: number, attributes: Record<string, unknown>) =>
+    benchSpan(r, `at-${r}`, r * 16 + id, name, at, attributes);
   const spans: SpanInput[] = [];
   let prompt = tokens(r, PROMPT);
   for (let turn = 0; turn < TURNS; turn++) {
