@@ -3,7 +3,7 @@ import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { StoreClient } from '../src/client/store-client.js';
-import { post, runCli, spawnServe, startAgl, tempDir, until } from './helpers.js';
+import { post, restartAfterKill, runCli, spawnServe, startAgl, tempDir, until } from './helpers.js';
 import { freshCopy, makeBatch } from './otlp-batches.js';
 
 test('acknowledged spans survive SIGKILL of the server right after the 200', async (t) => {
@@ -21,24 +21,8 @@ test('acknowledged spans survive SIGKILL of the server right after the 200', asy
     responses.map((r) => r.status),
     [200, 200, 200, 200],
   );
-  first.child.kill('SIGKILL');
-  await first.exited;
-
-  const second = await spawnServe(['--db', db]);
-  t.after(async () => {
-    second.child.kill('SIGTERM');
-    await second.exited;
-  });
-  const count = await runCli([
-    'query',
-    'SELECT count(*) AS n, max(sequence_id) AS last FROM spans',
-    '--url',
-    second.url,
-    '--format',
-    'json',
-  ]);
-  assert.equal(count.code, 0, count.stderr);
-  assert.deepEqual(JSON.parse(count.stdout), [{ n: 1200, last: 1200 }]);
+  const { again: second, stored } = await restartAfterKill(t, first, db);
+  assert.deepEqual(stored, { n: 1200, last: 1200 });
 
   // While the server owns the file, `agl query --db` goes through it.
   const viaServer = await runCli(['query', 'SELECT count(*) AS n FROM spans', '--db', db, '--format', 'csv']);

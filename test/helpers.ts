@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
@@ -119,6 +120,28 @@ export async function spawnServe(args: string[]): Promise<SpawnedServe> {
     void exited.then(() => reject(new Error(`agl serve exited before serving:\n${output}`)));
   });
   return { url, grpcAddress, child, exited, output: () => output };
+}
+
+/**
+ * Kills a spawned server (SIGKILL), starts it again on its file (stopped after the test) and
+ * answers it with its span count and highest sequence id, read through it with `agl query`.
+ */
+export async function restartAfterKill(
+  t: { after(fn: () => Promise<void>): void },
+  killed: SpawnedServe,
+  db: string,
+): Promise<{ again: SpawnedServe; stored: { n: number; last: number } }> {
+  killed.child.kill('SIGKILL');
+  await killed.exited;
+  const again = await spawnServe(['--db', db]);
+  t.after(async () => {
+    again.child.kill('SIGTERM');
+    await again.exited;
+  });
+  const sql = 'SELECT count(*) AS n, max(sequence_id) AS last FROM spans';
+  const count = await runCli(['query', sql, '--url', again.url, '--format', 'json']);
+  assert.equal(count.code, 0, count.stderr);
+  return { again, stored: JSON.parse(count.stdout)[0] };
 }
 
 export async function post(

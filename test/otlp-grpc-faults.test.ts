@@ -12,7 +12,7 @@ import {
   newTempDir,
   post,
   removeDir,
-  runCli,
+  restartAfterKill,
   spawnServe,
   startAgl,
   tempDir,
@@ -186,22 +186,6 @@ test('answered exports survive SIGKILL of the server right after the OK', async 
     outcomes.map((o) => o.error?.message),
     [undefined, undefined, undefined, undefined],
   );
-  first.child.kill('SIGKILL');
-  await first.exited;
-
-  const second = await spawnServe(['--db', db]);
-  t.after(async () => {
-    second.child.kill('SIGTERM');
-    await second.exited;
-  });
-  const count = await runCli([
-    'query',
-    'SELECT count(*) AS n, max(sequence_id) AS last FROM spans',
-    '--url',
-    second.url,
-    '--format',
-    'json',
-  ]);
-  assert.equal(count.code, 0, count.stderr);
-  assert.deepEqual(JSON.parse(count.stdout), [{ n: 1200, last: 1200 }]);
+  const { stored } = await restartAfterKill(t, first, db);
+  assert.deepEqual(stored, { n: 1200, last: 1200 });
 });
