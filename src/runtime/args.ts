@@ -8,6 +8,14 @@ export class UsageError extends Error {
   }
 }
 
+/** A flag or argument that is unknown, missing or has no value: the CLI points at `--help`. */
+export class ArgumentError extends UsageError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ArgumentError';
+  }
+}
+
 /** A condition the user can fix (a busy port, a locked file): printed without a stack, exit 1. */
 export class CommandError extends Error {
   constructor(message: string) {
@@ -22,8 +30,67 @@ export function parseCommandArgs<O extends Options>(args: string[], options: O) 
   try {
     return parseArgs({ args, options, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new ArgumentError(parseArgsProblem(error as NodeJS.ErrnoException));
   }
+}
+
+/** node:util's parseArgs errors in our words ("Unknown option '--x'. To specify a positional ..." is not). */
+function parseArgsProblem(error: NodeJS.ErrnoException): string {
+  const quoted = /'([^']+)'/.exec(error.message)?.[1] ?? '';
+  const flag = quoted.replace(/^-\w, /, '').replace(/ <value>$/, '');
+  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown option ${flag}`;
+  if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE')
+    return /argument missing/.test(error.message) ? `${flag} needs a value` : `${flag} takes no value`;
+  if (error.code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') return `unexpected argument "${quoted}"`;
+  return error.message;
+}
+
+/** What the errno codes of file and network failures mean, as a person says it. */
+const ERRNO: Record<string, string> = {
+  ENOENT: 'no such file or directory',
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  EISDIR: 'it is a directory',
+  ENOTDIR: 'a part of the path is not a directory',
+  ENOSPC: 'no space left on the device',
+  EROFS: 'the file system is read-only',
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'the connection was reset',
+  ENOTFOUND: 'no such host',
+  ETIMEDOUT: 'timed out',
+};
+
+/**
+ * A failure as the CLI says it: its own errors as they are; a file or network error with its
+ * path or address and what its code means; a module that cannot be found by its name; anything
+ * else by its message. The stack trace is left to `--debug`.
+ */
+export function describeFailure(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  if (error instanceof UsageError || error instanceof CommandError) return error.message;
+  const errno = error as NodeJS.ErrnoException & { address?: string; port?: number };
+  if (errno.code === 'ERR_MODULE_NOT_FOUND') {
+    const module = /Cannot find (?:module|package) '([^']+)'/.exec(error.message)?.[1];
+    return module === undefined ? error.message : `cannot find the module ${module}`;
+  }
+  const cause = error.cause instanceof Error ? (error.cause as typeof errno) : undefined;
+  const system = errno.code !== undefined && ERRNO[errno.code] !== undefined ? errno : cause;
+  if (system?.code !== undefined && ERRNO[system.code] !== undefined) {
+    const where = system.path ?? (system.address === undefined ? undefined : `${system.address}:${system.port}`);
+    const what =
+      where === undefined ? '' : `${system.syscall === 'connect' ? 'cannot reach' : 'cannot open'} ${where}: `;
+    return `${what}${ERRNO[system.code]}`;
+  }
+  return error.message;
+}
+
+/** A message on one line: the lines of a multi-line one joined with "; ". */
+export function oneLine(message: string): string {
+  return message
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '')
+    .join('; ');
 }
 
 /** A port from 0 to 65535; undefined when not given. */

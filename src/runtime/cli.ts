@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { CommandError, UsageError } from './args.js';
+import { ArgumentError, CommandError, describeFailure, oneLine, UsageError } from './args.js';
 
 interface Command {
   readonly run: (args: string[]) => Promise<void>;
@@ -54,7 +54,10 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const load = COMMANDS[name];
-  if (!load) throw new UsageError(`unknown command "${name}"\n\n${await usage()}`);
+  if (!load)
+    throw new UsageError(
+      `unknown command "${name}"; the commands are ${Object.keys(COMMANDS).join(', ')} (agl --help)`,
+    );
   const command = await load();
   // `agl runner ... -- node agent.js --help`: what follows `--` is the agent's.
   const own = args.includes('--') ? args.slice(0, args.indexOf('--')) : args;
@@ -62,14 +65,39 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${command.usage}\n`);
     return;
   }
-  await command.run(args);
+  try {
+    await command.run(args);
+  } catch (error) {
+    if (error instanceof ArgumentError) error.message = `${error.message} (agl ${name} --help lists the options)`;
+    throw error;
+  }
 }
 
-main(process.argv.slice(2)).catch((error: unknown) => {
-  if (error instanceof UsageError || error instanceof CommandError) {
-    console.error(`agl: ${error.message}`);
-    process.exit(error instanceof UsageError ? 2 : 1);
-  }
-  console.error(`agl: ${(error as Error)?.stack ?? String(error)}`);
+/** `--debug` (before any `--`) or AGL_DEBUG=1: a failure prints its stack trace too. */
+function debugAsked(argv: string[]): boolean {
+  const own = argv.includes('--') ? argv.slice(0, argv.indexOf('--')) : argv;
+  return own.includes('--debug') || /^(1|true|yes)$/i.test(process.env.AGL_DEBUG ?? '');
+}
+
+const argv = process.argv.slice(2);
+const debug = debugAsked(argv);
+const [major, minor] = process.versions.node.split('.').map(Number);
+if (major < 22 || (major === 22 && minor < 15)) {
+  console.error(
+    `agl: agl needs Node.js 22.15 or later and this is Node.js ${process.versions.node}; in a clone of agl, npm run agl -- <command> runs it with the Node the project installs`,
+  );
   process.exit(1);
+}
+const dashDash = argv.indexOf('--');
+const withoutDebug = argv.filter((arg, i) => arg !== '--debug' || (dashDash !== -1 && i > dashDash));
+main(withoutDebug).catch((error: unknown) => {
+  const described = describeFailure(error);
+  // An error of no known kind is a bug or a surprise: say where its stack trace is.
+  const unknown =
+    !(error instanceof UsageError || error instanceof CommandError) && described === (error as Error)?.message;
+  console.error(
+    `agl: ${oneLine(described)}${unknown && !debug ? ' (--debug or AGL_DEBUG=1 prints the stack trace)' : ''}`,
+  );
+  if (debug) console.error((error as Error)?.stack ?? String(error));
+  process.exit(error instanceof UsageError ? 2 : 1);
 });

@@ -1,6 +1,7 @@
+import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { compactSpansDir } from '../store/span-files.js';
-import { parseCommandArgs, UsageError } from './args.js';
+import { ArgumentError, parseCommandArgs, UsageError } from './args.js';
 
 export const COMPACT_USAGE = `agl compact --spans-dir DIR
   Merges the Parquet files of each partition of a span directory (agl serve --spans-dir) into
@@ -11,7 +12,13 @@ const OPTIONS = { 'spans-dir': { type: 'string' } } as const;
 
 export async function compact(args: string[]): Promise<void> {
   const { values } = parseCommandArgs(args, OPTIONS);
-  if (values['spans-dir'] === undefined) throw new UsageError(`--spans-dir is required\n\n${COMPACT_USAGE}`);
-  const merged = await compactSpansDir(resolve(values['spans-dir']));
+  if (values['spans-dir'] === undefined) throw new ArgumentError('--spans-dir DIR is required');
+  const dir = resolve(values['spans-dir']);
+  const isDir = await stat(dir).then(
+    (found) => found.isDirectory(),
+    () => false,
+  );
+  if (!isDir) throw new UsageError(`--spans-dir ${dir} is not a directory: give the one agl serve --spans-dir writes`);
+  const merged = await compactSpansDir(dir);
   console.log(`agl: merged ${merged} files`);
 }

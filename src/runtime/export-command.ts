@@ -18,7 +18,7 @@ import { allRows } from '../adapters/source.js';
 import { jsonlToParquet, PARQUET_COLUMNS } from '../adapters/parquet.js';
 import { readable, UNREADABLE_SPANS_SQL } from '../store/derived.js';
 import { progressLine } from './progress.js';
-import { choiceArg, CommandError, countArg, parseCommandArgs, UsageError } from './args.js';
+import { ArgumentError, choiceArg, CommandError, countArg, parseCommandArgs, UsageError } from './args.js';
 import { queryTarget, type QueryTarget } from './query-command.js';
 
 export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FILE.jsonl|.parquet|.arrow [--db ./agl.duckdb | --url URL]
@@ -69,11 +69,11 @@ type Values = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>['values'];
 
 export async function exportDataset(args: string[]): Promise<void> {
   const { values, positionals } = parseCommandArgs(args, OPTIONS);
-  if (positionals.length !== 1) throw new UsageError(`say what to export\n${EXPORT_USAGE}`);
+  if (positionals.length !== 1) throw new ArgumentError('say what to export: messages, triplets or trajectories');
   const kind = positionals[0] as Kind;
   if (!KINDS.includes(kind))
     throw new UsageError(`agl export knows messages, triplets and trajectories, not "${kind}"`);
-  if (values.out === undefined) throw new UsageError(`--out FILE is required\n${EXPORT_USAGE}`);
+  if (values.out === undefined) throw new ArgumentError('--out FILE is required');
   const type = extname(values.out).toLowerCase();
   if (!OUT_TYPES.includes(type)) throw new UsageError(`--out must end in ${OUT_TYPES.join(', ')}: "${values.out}"`);
   const options = adapterOptions(values); // every argument checked before the store is opened

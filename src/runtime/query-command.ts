@@ -10,7 +10,7 @@ import { parseJsonExact } from '../otlp/exact-json.js';
 import type { ExportFormat, QueryResult } from '../store/query.js';
 import { hasSpanFiles } from '../store/span-files.js';
 import { DuckDBStore } from '../store/store.js';
-import { choiceArg, parseCommandArgs, UsageError } from './args.js';
+import { ArgumentError, choiceArg, parseCommandArgs, UsageError } from './args.js';
 import { formatResult, type OutputFormat } from './format.js';
 
 export const QUERY_USAGE = `agl query "<SQL>" [--db ./agl.duckdb | --url http://127.0.0.1:4318 | --spans-dir DIR] [--token T]
@@ -45,7 +45,7 @@ export async function query(args: string[]): Promise<void> {
     out: { type: 'string' },
     token: { type: 'string' },
   });
-  if (positionals.length !== 1) throw new UsageError(`give the SQL as one argument (in quotes)\n${QUERY_USAGE}`);
+  if (positionals.length !== 1) throw new ArgumentError('give the SQL as one argument (in quotes)');
   const format = choiceArg<OutputFormat>('--format', values.format, ['table', 'csv', 'json', 'ndjson'], 'table');
   const outFormat = values.out === undefined ? undefined : OUT_FORMATS[extname(values.out).toLowerCase()];
   if (values.out !== undefined && outFormat === undefined) {

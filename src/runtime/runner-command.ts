@@ -4,7 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { StoreClient } from '../client/store-client.js';
 import { startTelemetry } from '../instrumentation/telemetry.js';
 import type { Agent } from './agent.js';
-import { choiceArg, countArg, parseCommandArgs, UsageError, urlArg } from './args.js';
+import { ArgumentError, choiceArg, countArg, parseCommandArgs, UsageError, urlArg } from './args.js';
 import { execAgent } from './exec-agent.js';
 import { Runner } from './runner.js';
 
@@ -39,7 +39,7 @@ export async function runner(args: string[]): Promise<void> {
     'on-stop': { type: 'string' },
   });
   if ((values.exec === undefined) === (positionals.length !== 1))
-    throw new UsageError(`give an agent module or --exec "<command>", one of them\n${RUNNER_USAGE}`);
+    throw new ArgumentError('give an agent module or --exec "<command>", one of them');
   const storeUrl = urlArg('--store', values.store) ?? 'http://127.0.0.1:4318';
   const concurrency = countArg('--concurrency', values.concurrency) ?? 1;
   if (concurrency < 1) throw new UsageError('--concurrency must be at least 1');
