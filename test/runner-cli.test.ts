@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { newTempDir, removeDir, runCli, startAgl, type InProcessAgl, queryRows } from './helpers.js';
+import { eventually, newTempDir, removeDir, runCli, startAgl, type InProcessAgl, queryRows } from './helpers.js';
 import { APPS } from './instrumented-app.js';
 import { startOpenAITestServer, type OpenAITestServer } from './openai-server.js';
 
@@ -58,7 +58,12 @@ test('--exec: a shell script per rollout; exit code, reward line and its calls t
     rewards.map((r) => r.value),
     [0.5, 0.5],
   );
-  const calls = await rows(`SELECT rollout_id FROM llm_calls WHERE rollout_id IN (${idList(queued)})`);
+  // The gateway answers the script before its span is committed: the call may land a moment later.
+  const calls = await eventually(
+    agl.store,
+    `SELECT rollout_id FROM llm_calls WHERE rollout_id IN (${idList(queued)})`,
+    2,
+  );
   assert.equal(calls.length, 2);
 });
 
