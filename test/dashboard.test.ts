@@ -18,6 +18,7 @@ import {
   spawnServe,
   startAgl,
 } from './helpers.js';
+import { notInstalled } from './system-packages.js';
 
 // The dashboard in a real browser (Debian's chromium, driven by playwright-core) over a store
 // that a real run filled: `agl demo`, the Trainer with APO. Each page is saved as a screenshot
@@ -38,7 +39,7 @@ before(async () => {
     throw new Error(`the dashboard is not built in ${DASHBOARD_DIR}: run npm run build`);
   });
   await stat(CHROMIUM).catch(() => {
-    throw new Error(`no Chromium at ${CHROMIUM}: install Debian's chromium (.ci/run does) or set AGL_CHROMIUM`);
+    throw notInstalled(`Chromium (${CHROMIUM}; AGL_CHROMIUM names another)`, 'chromium');
   });
   await mkdir(OUT, { recursive: true });
   dir = await newTempDir();

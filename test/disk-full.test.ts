@@ -34,7 +34,7 @@ after(async () => {
 
 /** The disk of the test's database, or a skip when this user may not mount one. */
 function testDisk(t: TestContext): string | undefined {
-  if (!disk) t.skip(`needs a tmpfs of its own (run as root): mount said ${mountRefused}`);
+  if (!disk) t.skip(`needs a tmpfs of its own: run the tests as root to mount one (mount said ${mountRefused})`);
   return disk;
 }
 

@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { notInstalled } from './system-packages.js';
 
 // A throwaway PostgreSQL cluster for tests and benchmarks: initdb into a temp folder, the
 // server on a free port of 127.0.0.1 (no Unix socket), stopped at the end. PostgreSQL refuses to
@@ -22,10 +23,6 @@ function postgresBin(): string | null {
 }
 
 const BIN = postgresBin();
-
-/** Why PostgreSQL tests cannot run here (a skip reason), or false when they can. */
-export const postgresMissing: string | false =
-  BIN === null ? 'PostgreSQL is not installed (.ci/run installs it from Debian: apt-get install postgresql)' : false;
 
 /** The uid and gid of `postgres` when this process runs as root (PostgreSQL will not), else null. */
 function runAs(): { uid: number; gid: number } | null {
@@ -77,7 +74,7 @@ export interface PostgresCluster {
  * they check does not need a durable disk); `durable` keeps PostgreSQL's defaults (benchmarks).
  */
 export async function startPostgres({ durable = false } = {}): Promise<PostgresCluster> {
-  if (postgresMissing) throw new Error(postgresMissing);
+  if (BIN === null) throw notInstalled('PostgreSQL (/usr/lib/postgresql/<major>/bin/postgres)', 'postgresql');
   const user = runAs();
   const dir = await mkdtemp(join(tmpdir(), 'agl-pg-'));
   if (user) await chown(dir, user.uid, user.gid);

@@ -5,17 +5,13 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './postgres.js';
+import { notInstalled } from './system-packages.js';
 
 // nginx from Debian's packages as the HTTP load balancer in front of several agl servers, the
 // way a fleet is deployed (docs/scale-out.md): round robin, keep-alive to the servers, bodies
 // streamed through, long polls held open.
 
 const NGINX = '/usr/sbin/nginx';
-
-/** Why proxy tests cannot run here (a skip reason), or false when they can. */
-export const nginxMissing: string | false = existsSync(NGINX)
-  ? false
-  : 'nginx is not installed (.ci/run installs it from Debian: apt-get install nginx)';
 
 const running = new Set<ChildProcess>();
 process.once('exit', () => {
@@ -79,7 +75,7 @@ export interface Proxy {
 
 /** nginx in front of `servers` (their http://host:port URLs); stop it with `stop`. */
 export async function startProxy(servers: string[]): Promise<Proxy> {
-  if (nginxMissing) throw new Error(nginxMissing);
+  if (!existsSync(NGINX)) throw notInstalled(`nginx (${NGINX})`, 'nginx');
   const dir = await mkdtemp(join(tmpdir(), 'agl-nginx-'));
   const port = await freePort();
   await writeFile(join(dir, 'nginx.conf'), config(dir, port, servers));

@@ -5,14 +5,12 @@ import { test } from 'node:test';
 import type { AttemptedRollout, RolloutConfigRequest } from '../src/api/types.js';
 import { StoreClient, StoreUnreachableError } from '../src/client/store-client.js';
 import { post, runCli, spawnServe, tempDir } from './helpers.js';
-import { postgresMissing, startPostgres } from './postgres.js';
+import { startPostgres } from './postgres.js';
 import { otlpJsonRequest } from './span-fixtures.js';
-import { nginxMissing, startProxy } from './proxy.js';
+import { startProxy } from './proxy.js';
 
 // A fleet: two `agl serve` processes on one PostgreSQL database behind nginx, the way
 // docs/scale-out.md deploys them. One is killed (SIGKILL) in the middle of a run.
-
-const skip = postgresMissing || nginxMissing;
 
 /** One OTLP/JSON request of two spans of a rollout's attempt; answers the body and the span keys. */
 function spansOf(rollout: AttemptedRollout): { body: string; keys: string[] } {
@@ -50,9 +48,7 @@ async function retried<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
-test('two servers behind nginx: a server killed mid-run loses no acknowledged span, and the other retries its attempts', {
-  skip,
-}, async (t) => {
+test('two servers behind nginx: a server killed mid-run loses no acknowledged span, and the other retries its attempts', async (t) => {
   const cluster = await startPostgres();
   t.after(() => cluster.stop());
   const state = await cluster.createDatabase();
