@@ -68,14 +68,16 @@ export function bearerCheck(token: string): (header: string | undefined) => bool
 }
 
 /**
- * Whether a request's body is declared JSON, or is empty with no Content-Type. A page can make
- * a browser post text/plain or a form anywhere with no preflight: JSON takes one. An empty body
- * passes: Agent Lightning's Python client (aiohttp, `json=None`) posts its defaults that way,
- * there is nothing in it to smuggle, and a page's empty post still carries an Origin.
+ * Whether a request's body is declared JSON, or is absent (no Content-Length or 0, not chunked)
+ * whatever its Content-Type says. A page can make a browser post text/plain or a form anywhere
+ * with no preflight: JSON takes one. An empty body passes as it is labelled: Agent Lightning's
+ * Python client (aiohttp) posts `start_attempt` and `update_worker` with no body as
+ * application/octet-stream; there is nothing in it to smuggle, and a page's post still carries
+ * an Origin, which the browser guard answers first.
  */
 export function isJsonOrEmpty(request: IncomingMessage): boolean {
-  const { 'content-type': type, 'content-length': length, 'transfer-encoding': chunked } = request.headers;
-  if (type === undefined) return chunked === undefined && (length === undefined || length === '0');
+  const { 'content-length': length, 'transfer-encoding': chunked } = request.headers;
+  if (chunked === undefined && (length === undefined || length === '0')) return true;
   return mediaType(request) === 'application/json';
 }
 
