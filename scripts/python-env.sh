@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=.venv
-PACKAGES=(torch transformers pyarrow pytest numpy)
+PACKAGES=(torch transformers pyarrow pytest numpy aiohttp)
 # What the environment was made from: a change of either makes it again.
 wanted="${PACKAGES[*]} $(cksum < python/pyproject.toml)"
 marker="$VENV/.agl-packages"
