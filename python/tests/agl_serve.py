@@ -1,7 +1,7 @@
 """A real `agl serve` as a subprocess on a free port, for tests that talk to it over HTTP.
 
 Needs agl built (`npx tsc -p tsconfig.json`: dist/) and the project's Node 24 (node_modules);
-without them the tests that use it are skipped, saying which is missing.
+without them the tests that use it fail, saying what to run (`npm test` builds and installs both).
 """
 
 from __future__ import annotations
@@ -24,16 +24,17 @@ SERVING = re.compile(r"serving on (http://\S+),")
 
 
 def project_node() -> str:
-    """The Node the project pins (node_modules' own), else one on PATH; skips the test without Node 24."""
+    """The Node the project pins (node_modules' own), else one on PATH; fails the test without Node 22.15+."""
     if not CLI.is_file():
-        pytest.skip(f"agl is not built ({CLI.relative_to(ROOT)} is missing): run `npx tsc -p tsconfig.json`")
+        pytest.fail(f"agl is not built ({CLI.relative_to(ROOT)} is missing): run `npx tsc -p tsconfig.json`")
     candidates = [ROOT / "node_modules" / "node" / "bin" / "node", ROOT / "node_modules" / ".bin" / "node"]
     node = next((str(c) for c in candidates if c.is_file() and os.access(c, os.X_OK)), shutil.which("node"))
     if node is None:
-        pytest.skip("no node: run `npm install` (the project's Node is node_modules/node)")
+        pytest.fail("no node: run `npm ci` (the project's Node is node_modules/node)")
     version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout
-    if int(version.strip().lstrip("v").split(".")[0]) < 24:
-        pytest.skip(f"{node} is Node {version.strip()}; agl needs the project's Node 24 (node_modules/node)")
+    major, minor = (int(part) for part in version.strip().lstrip("v").split(".")[:2])
+    if (major, minor) < (22, 15):
+        pytest.fail(f"{node} is Node {version.strip()}; agl needs Node 22.15 or later: run `npm ci` (node_modules/node)")
     return node
 
 

@@ -237,12 +237,12 @@ def run_loop(tmp: Path, node: str) -> Run:
 @pytest.fixture(scope="module")
 def loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     if not CLI.is_file():
-        pytest.skip(f"agl is not built ({CLI.relative_to(ROOT)} is missing): run `npx tsc -p tsconfig.json`")
+        pytest.fail(f"agl is not built ({CLI.relative_to(ROOT)} is missing): run `npx tsc -p tsconfig.json`")
     node = project_node()
     if node is None:
-        pytest.skip("no node: run `npm install` (the project's Node is node_modules/node)")
+        pytest.fail("no node: run `npm ci` (the project's Node is node_modules/node)")
     if node_major(node) < 24:
-        pytest.skip(f"{node} is Node {node_major(node)}; agl needs the project's Node 24 (node_modules/node)")
+        pytest.fail(f"{node} is Node {node_major(node)}; agl needs the project's Node 24 (node_modules/node)")
     yield run_loop(tmp_path_factory.mktemp("closed-loop"), node)
 
 
