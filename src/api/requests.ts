@@ -10,7 +10,7 @@ import {
   orElse,
   requiredText,
 } from './schema-fields.js';
-import { ATTEMPT_STATUSES, ROLLOUT_MODES, ROLLOUT_STATUSES, WORKER_STATUSES } from './types.js';
+import { ATTEMPT_STATUSES, ROLLOUT_MODES, ROLLOUT_STATUSES, WORKER_STATUSES } from './statuses.js';
 
 /**
  * The request bodies and query parameters of the LightningStore REST API (Agent Lightning v0.x's),

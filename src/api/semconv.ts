@@ -17,6 +17,8 @@ export const AGL = {
 export const ATTR = {
   rolloutId: 'agentlightning.rollout_id',
   attemptId: 'agentlightning.attempt_id',
+  /** A span's place in its attempt, when the sender numbered it (Agent Lightning's clients do). */
+  sequenceId: 'agentlightning.span_sequence_id',
   reward: 'agentlightning.reward',
   link: 'agentlightning.link',
   tag: 'agentlightning.tag',

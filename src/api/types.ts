@@ -1,5 +1,6 @@
 import type * as z from 'zod';
 import type * as requests from './requests.js';
+import type { AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus } from './statuses.js';
 
 /**
  * The wire types of the LightningStore, shared by every folder. JSON field names are snake_case
@@ -9,36 +10,9 @@ import type * as requests from './requests.js';
  * not load zod.
  */
 
-export const ROLLOUT_STATUSES = [
-  'queuing',
-  'preparing',
-  'running',
-  'succeeded',
-  'failed',
-  'cancelled',
-  'requeuing',
-] as const;
-export type RolloutStatus = (typeof ROLLOUT_STATUSES)[number];
-
-export const ATTEMPT_STATUSES = [
-  'preparing',
-  'running',
-  'succeeded',
-  'failed',
-  'cancelled',
-  'timeout',
-  'unresponsive',
-] as const;
-export type AttemptStatus = (typeof ATTEMPT_STATUSES)[number];
-
-export const ROLLOUT_MODES = ['train', 'val', 'test'] as const;
-export type RolloutMode = (typeof ROLLOUT_MODES)[number];
-
-export const WORKER_STATUSES = ['idle', 'busy', 'unknown'] as const;
-export type WorkerStatus = (typeof WORKER_STATUSES)[number];
-
-/** Rollouts in these statuses are done: waitForRollouts returns them. */
-export const FINISHED_ROLLOUT_STATUSES: readonly RolloutStatus[] = ['succeeded', 'failed', 'cancelled'];
+// The status lists live in statuses.ts, so that requests.ts builds its schemas from them
+// without importing this module (which imports requests.ts' types).
+export * from './statuses.js';
 
 export interface RolloutConfig {
   timeout_seconds: number | null;

@@ -1,3 +1,4 @@
+import { ATTR } from '../api/semconv.js';
 import { buildColumns, columnBuilders, type ColumnBuilder } from './column-builders.js';
 import type { Column, ColumnarRows } from './columns.js';
 import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './span-columns.js';
@@ -73,10 +74,6 @@ export function rejectionMessage(batch: DecodedBatch, what: 'spans' | 'log recor
   return batch.rejected === 0 ? '' : `rejected ${batch.rejected} ${what}; first: ${batch.firstError}`;
 }
 
-export const ROLLOUT_ID_KEY = 'agentlightning.rollout_id';
-export const ATTEMPT_ID_KEY = 'agentlightning.attempt_id';
-export const SEQUENCE_ID_KEY = 'agentlightning.span_sequence_id';
-
 /** Attribution found in one attribute list; null where the list does not say. */
 export interface Attribution {
   rolloutId: string | null;
@@ -89,9 +86,9 @@ export const noAttribution = (): Attribution => ({ rolloutId: null, attemptId: n
 /** Records an attribute if it is one of agl's attribution keys. */
 export function noteAttribution(into: Attribution, key: string, value: string | number | null): void {
   if (value === null || value === '') return;
-  if (key === ROLLOUT_ID_KEY) into.rolloutId = String(value);
-  else if (key === ATTEMPT_ID_KEY) into.attemptId = String(value);
-  else if (key === SEQUENCE_ID_KEY) {
+  if (key === ATTR.rolloutId) into.rolloutId = String(value);
+  else if (key === ATTR.attemptId) into.attemptId = String(value);
+  else if (key === ATTR.sequenceId) {
     const n = typeof value === 'number' ? value : Number(value);
     if (Number.isSafeInteger(n) && n > 0) into.sequenceId = n;
   }

@@ -1,12 +1,6 @@
 import { ByteColumnBuilder } from './column-builders.js';
-import {
-  ATTEMPT_ID_KEY,
-  noAttribution,
-  noteAttribution,
-  ROLLOUT_ID_KEY,
-  SEQUENCE_ID_KEY,
-  type Attribution,
-} from './batch.js';
+import { ATTR } from '../api/semconv.js';
+import { noAttribution, noteAttribution, type Attribution } from './batch.js';
 import { MAX_NESTING_DEPTH, TooDeepError } from './nesting.js';
 import { AnyValue, ArrayValue, KeyValue, KeyValueList } from './otlp-proto.js';
 import type { ProtobufReader } from './protobuf-reader.js';
@@ -46,9 +40,9 @@ interface Key {
 }
 
 const ROLES: Record<string, Role> = {
-  [ROLLOUT_ID_KEY]: 'rollout',
-  [ATTEMPT_ID_KEY]: 'attempt',
-  [SEQUENCE_ID_KEY]: 'sequence',
+  [ATTR.rolloutId]: 'rollout',
+  [ATTR.attemptId]: 'attempt',
+  [ATTR.sequenceId]: 'sequence',
   'service.name': 'service',
 };
 
