@@ -6,4 +6,4 @@ export {
   EXAMPLE_MODEL,
   EXAMPLE_CRITIC_MODEL,
   EXAMPLE_EDITOR_MODEL,
-} from './collector/example-model.js';
+} from './runtime/example-model.js';

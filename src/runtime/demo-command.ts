@@ -10,7 +10,7 @@ import {
   EXAMPLE_EDITOR_MODEL,
   EXAMPLE_MODEL,
   startExampleModel,
-} from '../collector/example-model.js';
+} from './example-model.js';
 import { loadAgent } from './runner-command.js';
 import { Trainer } from './trainer.js';
 import type { LlmResource, PromptTemplateResource } from '../api/types.js';
