@@ -97,7 +97,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
     this.log = log ?? ((line) => console.error(line));
   }
 
-  async run({ store, train, val, signal }: AlgorithmContext<T>): Promise<SftResult> {
+  async run({ store, source, train, val, signal }: AlgorithmContext<T>): Promise<SftResult> {
     const outDir = resolve(this.options.outDir);
     await this.checkOutDir(outDir);
     let current = await this.startingResources(store);
@@ -116,7 +116,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
       for (let i = 1; i <= this.options.iterations; i++) {
         const { record, next } = await this.iteration(
           i,
-          { store, train, val, signal },
+          { store, source, train, val, signal },
           current,
           run.runId,
           join(outDir, `iteration-${i}`),
@@ -132,7 +132,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
       }
       const evaluation = await this.evaluate(
         this.options.iterations + 1,
-        { store, train, val, signal },
+        { store, source, train, val, signal },
         current,
         run.runId,
       );
