@@ -2,8 +2,9 @@
  * Final rewards, read one way: the last primary reward in span order (sequence id, which grows
  * across a rollout's attempts; then time and span id, so that ties have one answer), from the
  * rows of the `rewards` view (store/derived.ts reads reward spans). One query answers any number
- * of rollouts: reading their spans rollout by rollout through the LightningStore cost about
- * 18 ms each.
+ * of rollouts: for 100 rollouts of 12 spans in the embedded store, 8.5-26 ms, against 350-780 ms
+ * reading their spans rollout by rollout through the LightningStore (13-68x; 1,000 rollouts
+ * 35-230x).
  *
  * Callers differ on whose reward they mean, and say it with `per`:
  * - `rollout`: the rollout's last reward, whichever attempt gave it (Baseline, APO, the Trainer);
