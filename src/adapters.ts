@@ -23,5 +23,9 @@ export {
   type TrajectoryRow,
   type TrajectoryStats,
 } from './adapters/trajectories.js';
+export type { Adapter, Adapted, AdapterReport } from './adapters/adapter.js';
+export { MESSAGES_ADAPTER, type MessagesStats } from './adapters/messages.js';
+export { TRIPLETS_ADAPTER } from './adapters/triplets.js';
+export { TRAJECTORIES_ADAPTER } from './adapters/trajectories.js';
 export { arrowTableOf, recordBatchOf, type RecordKind } from './adapters/arrow.js';
 export type { QuerySource } from './adapters/source.js';

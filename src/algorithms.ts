@@ -1,6 +1,7 @@
 // `agl/algorithms`: what improves an agent (Baseline, APO, SFT, GRPO), the Trainer that runs an algorithm
 // with a store, a server and runners in one process, and what `agl train` needs of an algorithm.
-export { finalRewards, type Algorithm, type AlgorithmContext, type RolloutOutcome } from './algorithms/algorithm.js';
+export type { Algorithm, AlgorithmContext, RolloutOutcome } from './algorithms/algorithm.js';
+export { finalRewards, type RewardScope } from './adapters/final-rewards.js';
 export { Baseline, type BaselineResult } from './algorithms/baseline.js';
 export {
   APO,

@@ -4,9 +4,13 @@
  * SQL picks the calls (`llm_calls`, in rollout and call order); each record is then validated
  * here, and an invalid one is reported with the rollout and span that produced it, and skipped.
  */
+import type { Adapter, SkippedRecord } from './adapter.js';
+import { minRewardCondition } from './final-rewards.js';
 import { jsonValue as json } from './json-column.js';
 import type { QuerySource } from './source.js';
 import { rolloutModeCondition } from '../store/sql.js';
+
+export type { SkippedRecord };
 
 export interface ChatRecord {
   messages: Record<string, unknown>[];
@@ -14,16 +18,10 @@ export interface ChatRecord {
   parallel_tool_calls?: boolean;
 }
 
-export interface SkippedRecord {
-  readonly rollout_id: string | null;
-  readonly span_id: string;
-  readonly reason: string;
-}
-
 export interface MessagesOptions {
   /** A SQL condition on rollout_id, attempt_id, trace_id (and the other llm_calls columns). */
   readonly where?: string;
-  /** Only attempts whose primary reward (the latest one) is at least this. */
+  /** Only attempts whose final reward is at least this. */
   readonly minReward?: number;
   /** Only rollouts of this mode (train, val, test). */
   readonly rolloutMode?: string;
@@ -40,13 +38,6 @@ export function messagesSql(options: MessagesOptions): string {
   return `SELECT rollout_id, attempt_id, span_id, input_messages, output_messages, tools
     FROM llm_calls WHERE ${conditions.join(' AND ')}
     ORDER BY rollout_id NULLS LAST, attempt_id, sequence_id, start_time, span_id`;
-}
-
-/** An llm_calls condition: the call's attempt's latest primary reward is at least `minReward`. */
-export function minRewardCondition(minReward: number): string {
-  if (!Number.isFinite(minReward)) throw new TypeError('minReward must be a finite number');
-  return `(SELECT r.value FROM rewards r WHERE r.rollout_id = llm_calls.rollout_id AND r.attempt_id IS NOT DISTINCT FROM llm_calls.attempt_id AND r.is_primary
-    ORDER BY r.time DESC LIMIT 1) >= ${minReward}`;
 }
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
@@ -143,23 +134,27 @@ export function chatRecordOf(input: unknown, output: unknown, tools: unknown): R
   return record;
 }
 
-/** The valid records, in order, and the skipped ones with their reasons. */
-export async function* traceToMessages(
-  source: QuerySource,
-  options: MessagesOptions = {},
-  skipped: SkippedRecord[] = [],
-): AsyncGenerator<ChatRecord> {
-  for await (const { record } of traceToRolloutMessages(source, options, skipped)) yield record;
+export interface MessagesStats {
+  /** The calls whose record is not valid, each with its reason. */
+  readonly skipped: SkippedRecord[];
 }
 
-/** traceToMessages with the rollout of each record: one query for the calls of many rollouts. */
-export async function* traceToRolloutMessages(
+/** A record with the rollout of its call. */
+export interface RolloutChatRecord {
+  readonly rolloutId: string | null;
+  readonly record: ChatRecord;
+}
+
+/** The valid records of each batch of calls, with their rollouts; the others go to `skipped`. */
+async function* recordBatches(
   source: QuerySource,
-  options: MessagesOptions = {},
-  skipped: SkippedRecord[] = [],
-): AsyncGenerator<{ rolloutId: string | null; record: ChatRecord }> {
-  for await (const rows of source.stream(messagesSql(options))) {
+  sql: string,
+  skipped: SkippedRecord[],
+): AsyncGenerator<RolloutChatRecord[]> {
+  for await (const rows of source.stream(sql)) {
+    const records: RolloutChatRecord[] = [];
     for (const row of rows) {
+      const rolloutId = (row.rollout_id as string | null) ?? null;
       let record: RecordCandidate = { messages: [] };
       let reason: string | null;
       try {
@@ -169,9 +164,46 @@ export async function* traceToRolloutMessages(
         reason = `unreadable: ${(error as Error).message}`;
       }
       // what invalidReason found valid
-      if (reason === null) yield { rolloutId: (row.rollout_id as string | null) ?? null, record: record as ChatRecord };
-      else
-        skipped.push({ rollout_id: (row.rollout_id as string | null) ?? null, span_id: String(row.span_id), reason });
+      if (reason === null) records.push({ rolloutId, record: record as ChatRecord });
+      else skipped.push({ rollout_id: rolloutId, span_id: String(row.span_id), reason });
     }
+    yield records;
   }
+}
+
+/** TraceToMessages as an adapter: the valid records, in rollout and call order. */
+export const MESSAGES_ADAPTER: Adapter<MessagesOptions, ChatRecord, MessagesStats> = {
+  async read(source, options = {}) {
+    const sql = messagesSql(options);
+    const stats: MessagesStats = { skipped: [] };
+    async function* batches() {
+      for await (const batch of recordBatches(source, sql, stats.skipped)) yield batch.map((r) => r.record);
+    }
+    return { batches: batches(), stats };
+  },
+  report: ({ skipped }) => ({ skipped, notes: [] }),
+};
+
+/** The valid records, in order; the skipped ones, with their reasons, go to `skipped` as they are read. */
+export async function* traceToMessages(
+  source: QuerySource,
+  options: MessagesOptions = {},
+  skipped: SkippedRecord[] = [],
+): AsyncGenerator<ChatRecord> {
+  const { batches, stats } = await MESSAGES_ADAPTER.read(source, options);
+  let reported = 0;
+  for await (const batch of batches) {
+    skipped.push(...stats.skipped.slice(reported));
+    reported = stats.skipped.length;
+    yield* batch;
+  }
+}
+
+/** traceToMessages with the rollout of each record: one query for the calls of many rollouts. */
+export async function* traceToRolloutMessages(
+  source: QuerySource,
+  options: MessagesOptions = {},
+  skipped: SkippedRecord[] = [],
+): AsyncGenerator<RolloutChatRecord> {
+  for await (const batch of recordBatches(source, messagesSql(options), skipped)) yield* batch;
 }

@@ -40,7 +40,11 @@ export function findRewardSpans<S extends SpanLike>(spans: readonly S[]): S[] {
   return spans.filter((span) => getRewardValue(span) !== null);
 }
 
-/** The last reward of a rollout's spans (in the order given, e.g. by sequence id), else null. */
+/**
+ * The last reward of spans in hand (in the order given, e.g. by sequence id), else null: for an
+ * agent or script that holds a rollout's spans. Code with SQL over the store reads many
+ * rollouts' final rewards in one query by the same rule: `finalRewards` (final-rewards.ts).
+ */
 export function findFinalReward(spans: readonly SpanLike[]): number | null {
   for (let i = spans.length - 1; i >= 0; i--) {
     const value = getRewardValue(spans[i]);

@@ -13,6 +13,7 @@
  * `otherAgents: 'mask'` they stay in the row as context instead, their responses masked out too
  * (a row with no trained token is left out and counted).
  */
+import { collect, type Adapter, type AdapterReport } from './adapter.js';
 import type { QuerySource } from './source.js';
 import { attemptsCondition, CALL_ORDER, creditedCallsSql } from '../store/credited-calls.js';
 import { sqlRegex } from '../store/sql.js';
@@ -244,14 +245,43 @@ function fitLimits(row: TrajectoryRow, options: TrajectoryOptions, stats: Trajec
   return true;
 }
 
+/**
+ * TraceToTrajectory as an adapter. SQL orders the calls; the rows are built here, whole, before
+ * the first is given: a merge reads the calls before and after.
+ */
+export const TRAJECTORIES_ADAPTER: Adapter<TrajectoryOptions, TrajectoryRow, TrajectoryStats> = {
+  async read(source, options = {}) {
+    checkOptions(options);
+    const builder = new RowBuilder(options);
+    for (const call of await orderedCalls(source, options)) builder.add(call);
+    const { rows, stats } = builder.finish();
+    async function* batches() {
+      yield rows;
+    }
+    return { batches: batches(), stats };
+  },
+  report: reportOf,
+};
+
 export async function traceToTrajectories(
   source: QuerySource,
   options: TrajectoryOptions = {},
 ): Promise<{ rows: TrajectoryRow[]; stats: TrajectoryStats }> {
-  checkOptions(options);
-  const builder = new RowBuilder(options);
-  for (const call of await orderedCalls(source, options)) builder.add(call);
-  return builder.finish();
+  const { batches, stats } = await TRAJECTORIES_ADAPTER.read(source, options);
+  return { rows: await collect(batches), stats };
+}
+
+function reportOf(stats: TrajectoryStats): AdapterReport {
+  const notes = [
+    `${stats.calls} call(s) into ${stats.rows} row(s); ${stats.truncated} truncated, ${stats.dropped} dropped over the length limits`,
+  ];
+  if (stats.missingTokenIds > 0) {
+    const rollouts = stats.missingTokenIdRollouts;
+    notes.push(
+      `${stats.missingTokenIds} call(s) without token ids left out (rollouts: ${rollouts.slice(0, 5).join(', ')}${rollouts.length > 5 ? ', ...' : ''}); record through the gateway with --return-token-ids or AGL_RETURN_TOKEN_IDS=1`,
+    );
+  }
+  return { skipped: [], notes };
 }
 
 /** Rows from calls in call order: a row per call, or continuing calls merged into the open row. */

@@ -3,6 +3,7 @@
  * call order (which calls, their agent and their reward: store/credited-calls.ts), each
  * attempt's triplets together. Attempts come in no fixed order.
  */
+import { collect, type Adapter } from './adapter.js';
 import { allRows, type QuerySource } from './source.js';
 import {
   checkCallSelection,
@@ -77,12 +78,24 @@ export async function tripletsQuery(source: QuerySource, options: TripletOptions
   return tripletsSql(options);
 }
 
+/** TraceToTriplet as an adapter: SQL gives the triplets whole, so an export is DuckDB's to write. */
+export const TRIPLETS_ADAPTER: Adapter<TripletOptions, Triplet, Record<string, never>> = {
+  async read(source, options = {}) {
+    const sql = await tripletsQuery(source, options);
+    async function* batches() {
+      for await (const batch of source.stream(sql)) yield batch as Triplet[];
+    }
+    return { sql, batches: batches(), stats: {} };
+  },
+  report: () => ({ skipped: [], notes: [] }),
+};
+
 /** The triplets of every attempt that `options` select, batch by batch. */
 export async function* streamTriplets(source: QuerySource, options: TripletOptions = {}): AsyncGenerator<Triplet[]> {
-  for await (const batch of source.stream(await tripletsQuery(source, options))) yield batch as Triplet[];
+  yield* (await TRIPLETS_ADAPTER.read(source, options)).batches;
 }
 
 /** The triplets of every attempt that `options` select, attempt by attempt. */
 export async function traceToTriplets(source: QuerySource, options: TripletOptions = {}): Promise<Triplet[]> {
-  return (await allRows(source, await tripletsQuery(source, options))) as Triplet[];
+  return collect((await TRIPLETS_ADAPTER.read(source, options)).batches);
 }

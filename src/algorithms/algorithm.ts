@@ -1,4 +1,3 @@
-import { findFinalReward } from '../adapters/rewards.js';
 import type { QuerySource } from '../adapters/source.js';
 import type { LightningStore } from '../api/lightning-store.js';
 import type { TrainingBatchSource } from '../api/training.js';
@@ -33,7 +32,7 @@ export interface RolloutOutcome {
   readonly rollout_id: string;
   readonly mode: RolloutMode | null;
   readonly status: RolloutStatus;
-  /** The rollout's final reward (the last one its spans carry), else null. */
+  /** The rollout's final reward (the last one its spans carry: adapters/final-rewards.ts), else null. */
   readonly reward: number | null;
 }
 
@@ -62,17 +61,4 @@ export async function waitUntilFinished(
 export function meanReward(records: readonly { reward: number | null }[]): number | null {
   const values = records.map((r) => r.reward).filter((r): r is number => r !== null);
   return values.length ? values.reduce((a, b) => a + b, 0) / values.length : null;
-}
-
-/** The final rewards of rollouts, read from their spans in sequence order. */
-export async function finalRewards(
-  store: LightningStore,
-  rolloutIds: readonly string[],
-): Promise<Map<string, number | null>> {
-  const rewards = new Map<string, number | null>();
-  for (const rolloutId of rolloutIds) {
-    const { items } = await store.querySpans({ rollout_id: rolloutId, sort_by: 'sequence_id', sort_order: 'asc' });
-    rewards.set(rolloutId, findFinalReward(items));
-  }
-  return rewards;
 }

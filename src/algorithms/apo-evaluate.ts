@@ -1,4 +1,4 @@
-import { finalRewardsOf } from '../adapters/final-rewards.js';
+import { finalRewards } from '../adapters/final-rewards.js';
 import { traceToRolloutMessages } from '../adapters/messages.js';
 import type { QuerySource } from '../adapters/source.js';
 import type { LightningStore } from '../api/lightning-store.js';
@@ -58,7 +58,7 @@ export async function evaluate(
     queued.map((r) => r.rollout_id),
   );
   const waitedSeconds = (performance.now() - waitStarted) / 1000;
-  const rewards = await finalRewardsOf(source, [...finished.keys()]);
+  const rewards = await finalRewards(source, [...finished.keys()], 'rollout');
   let next = 0;
   const evaluations = requests.map((request) => {
     const rollouts = queued.slice(next, next + request.tasks.length).map((r) => finished.get(r.rollout_id) ?? r);

@@ -1,6 +1,6 @@
+import { finalRewards } from '../adapters/final-rewards.js';
 import type { NamedResources } from '../api/types.js';
 import {
-  finalRewards,
   meanReward,
   waitUntilFinished,
   type Algorithm,
@@ -24,7 +24,11 @@ export interface BaselineResult {
 export class Baseline<T = unknown> implements Algorithm<T, BaselineResult> {
   constructor(private readonly options: { resources?: NamedResources } = {}) {}
 
-  async run({ store, train, val, signal }: AlgorithmContext<T>): Promise<BaselineResult> {
+  async run({ store, source, train, val, signal }: AlgorithmContext<T>): Promise<BaselineResult> {
+    if (!source)
+      throw new TypeError(
+        'the Baseline reads rewards with SQL: run it with the Trainer (or give the context a `source`)',
+      );
     const resourcesId = this.options.resources
       ? (await store.addResources(this.options.resources)).resources_id
       : undefined;
@@ -35,7 +39,7 @@ export class Baseline<T = unknown> implements Algorithm<T, BaselineResult> {
     const queued = requests.length ? await store.enqueueManyRollouts(requests) : [];
     const ids = queued.map((r) => r.rollout_id);
     const done = await waitUntilFinished(store, ids, signal);
-    const rewards = await finalRewards(store, [...done.keys()]);
+    const rewards = await finalRewards(source, [...done.keys()], 'rollout');
     const rollouts = ids.flatMap((id) => {
       const rollout = done.get(id);
       return rollout

@@ -1,4 +1,4 @@
-import { finalRewardsOfAttempts } from '../adapters/final-rewards.js';
+import { finalRewards } from '../adapters/final-rewards.js';
 import type { QuerySource } from '../adapters/source.js';
 import { isOverlong, traceToTrajectories, truncateRow, type TrajectoryRow } from '../adapters/trajectories.js';
 import { GRPO_DROP_REASONS } from '../api/semconv.js';
@@ -99,9 +99,10 @@ export async function buildRows(
       otherAgents: 'mask',
       attempts,
     }),
-    finalRewardsOfAttempts(
+    finalRewards(
       source,
       attempts.map((a) => a.rolloutId),
+      'attempt',
     ),
   ]);
   const rowsOf = groupByRollout(rows);

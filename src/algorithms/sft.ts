@@ -97,7 +97,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
     this.log = log ?? ((line) => console.error(line));
   }
 
-  async run({ store, train, val, signal }: AlgorithmContext<T>): Promise<SftResult> {
+  async run({ store, source, train, val, signal }: AlgorithmContext<T>): Promise<SftResult> {
     const outDir = resolve(this.options.outDir);
     await this.checkOutDir(outDir);
     let current = await this.startingResources(store);
@@ -116,7 +116,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
       for (let i = 1; i <= this.options.iterations; i++) {
         const { record, next } = await this.iteration(
           i,
-          { store, train, val, signal },
+          { store, source, train, val, signal },
           current,
           run.runId,
           join(outDir, `iteration-${i}`),
@@ -132,7 +132,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
       }
       const evaluation = await this.evaluate(
         this.options.iterations + 1,
-        { store, train, val, signal },
+        { store, source, train, val, signal },
         current,
         run.runId,
       );
@@ -246,7 +246,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
   /** The iteration's rollouts: every training task `samplesPerTask` times, every validation task once. */
   private async rollouts(
     i: number,
-    { store, train, val, signal }: AlgorithmContext<T>,
+    { store, source, train, val, signal }: AlgorithmContext<T>,
     current: Published,
     runId: string,
   ): Promise<{ samples: Sample[]; val: RolloutRecord[] }> {
@@ -267,7 +267,9 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
       ),
       ...val.map((input, task) => request(input, 'val', task, 0)),
     ];
-    const finished = await runRollouts(store, requests, signal);
+    if (!source)
+      throw new TypeError('SFT reads rewards with SQL: run it with the Trainer (or give the context a `source`)');
+    const finished = await runRollouts(store, source, requests, signal);
     return {
       samples: finished
         .filter((r) => r.mode === 'train')

@@ -3,17 +3,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { extname, join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
-import { traceToMessages, type SkippedRecord } from '../adapters/messages.js';
-import { traceToTrajectories, type TrajectoryOptions, type TrajectoryRow } from '../adapters/trajectories.js';
-import type { Records } from '../adapters/arrow.js';
+import type { Adapter, AdapterReport, SkippedRecord } from '../adapters/adapter.js';
+import type { RecordKind, Records } from '../adapters/arrow.js';
+import { MESSAGES_ADAPTER, type MessagesOptions } from '../adapters/messages.js';
+import { TRAJECTORIES_ADAPTER, type TrajectoryOptions } from '../adapters/trajectories.js';
 import { isRolloutMode } from '../store/sql.js';
-import {
-  streamTriplets,
-  tripletsQuery,
-  type Credit,
-  type RewardMatch,
-  type TripletOptions,
-} from '../adapters/triplets.js';
+import { TRIPLETS_ADAPTER, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
 import { allRows } from '../adapters/source.js';
 import { jsonlToParquet, PARQUET_COLUMNS } from '../adapters/parquet.js';
 import { readable, UNREADABLE_SPANS_SQL } from '../store/derived.js';
@@ -40,8 +35,20 @@ export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FIL
   --strict exits 1 when anything was skipped.`;
 
 const OUT_TYPES = ['.jsonl', '.ndjson', '.parquet', '.arrow'];
-const KINDS = ['messages', 'triplets', 'trajectories'] as const;
-type Kind = (typeof KINDS)[number];
+
+interface Options {
+  messages: MessagesOptions;
+  triplets: TripletOptions;
+  trajectories: TrajectoryOptions;
+}
+
+/** The adapter of each kind `agl export` writes: a new kind is one more entry (src/adapters/adapter.ts). */
+const ADAPTERS: { [K in RecordKind]: Adapter<Options[K], Records[K], unknown> } = {
+  messages: MESSAGES_ADAPTER,
+  triplets: TRIPLETS_ADAPTER,
+  trajectories: TRAJECTORIES_ADAPTER,
+};
+const isKind = (kind: string): kind is RecordKind => Object.hasOwn(ADAPTERS, kind);
 
 const OPTIONS = {
   db: { type: 'string' },
@@ -70,9 +77,8 @@ type Values = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>['values'];
 export async function exportDataset(args: string[]): Promise<void> {
   const { values, positionals } = parseCommandArgs(args, OPTIONS);
   if (positionals.length !== 1) throw new ArgumentError('say what to export: messages, triplets or trajectories');
-  const kind = positionals[0] as Kind;
-  if (!KINDS.includes(kind))
-    throw new UsageError(`agl export knows messages, triplets and trajectories, not "${kind}"`);
+  const [kind] = positionals;
+  if (!isKind(kind)) throw new UsageError(`agl export knows messages, triplets and trajectories, not "${kind}"`);
   if (values.out === undefined) throw new ArgumentError('--out FILE is required');
   const type = extname(values.out).toLowerCase();
   if (!OUT_TYPES.includes(type)) throw new UsageError(`--out must end in ${OUT_TYPES.join(', ')}: "${values.out}"`);
@@ -80,44 +86,38 @@ export async function exportDataset(args: string[]): Promise<void> {
 
   const out = resolve(values.out);
   const target = await queryTarget(values);
-  const report = { skipped: [] as SkippedRecord[], notes: [] as string[] };
   const progress = progressLine(`exporting ${kind}`);
-  let written = 0;
+  const skipped: SkippedRecord[] = [];
+  let written: { count: number; report: AdapterReport };
   try {
-    report.skipped.push(...(await unreadableSpans(target)));
-    if (kind === 'triplets' && type !== '.arrow') {
-      // One query, written by DuckDB itself: no row passes through JS.
-      written = await target.exportTo(
-        await tripletsQuery(target, options.triplets),
-        out,
-        type === '.parquet' ? 'parquet' : 'ndjson',
-        progress.fraction,
-      );
-    } else if (kind === 'triplets') {
-      written = await writeRecords(kind, rowsOf(streamTriplets(target, options.triplets)), out, type, progress.count);
-    } else if (kind === 'messages') {
-      written = await writeRecords(
-        kind,
-        traceToMessages(target, options.messages, report.skipped),
-        out,
-        type,
-        progress.count,
-      );
-    } else {
-      written = await writeRecords(
-        kind,
-        await trajectoryRows(target, options.trajectories, report),
-        out,
-        type,
-        progress.count,
-      );
-    }
+    skipped.push(...(await unreadableSpans(target)));
+    written = await exportKind(kind, options[kind], target, out, type, progress);
   } finally {
     progress.done();
     await target.close();
   }
-  printSummary(written, values.out, report);
+  const report = { skipped: [...skipped, ...written.report.skipped], notes: written.report.notes };
+  printSummary(written.count, values.out, report);
   if (values.strict && report.skipped.length > 0) throw new CommandError(`--strict: ${report.skipped.length} skipped`);
+}
+
+/** Writes the records of one kind; answers how many, and the adapter's report of its read. */
+async function exportKind<K extends RecordKind>(
+  kind: K,
+  options: Options[K],
+  target: QueryTarget,
+  out: string,
+  type: string,
+  progress: ReturnType<typeof progressLine>,
+): Promise<{ count: number; report: AdapterReport }> {
+  const adapter: Adapter<Options[K], Records[K], unknown> = ADAPTERS[kind];
+  const { sql, batches, stats } = await adapter.read(target, options);
+  // Records that SQL gives whole are written by DuckDB itself: no row passes through JS.
+  const count =
+    sql !== undefined && type !== '.arrow'
+      ? await target.exportTo(sql, out, type === '.parquet' ? 'parquet' : 'ndjson', progress.fraction)
+      : await writeRecords(kind, batches, out, type, progress.count);
+  return { count, report: adapter.report(stats) };
 }
 
 const UNREADABLE = 'span whose stored attributes are not readable JSON';
@@ -142,24 +142,21 @@ async function unreadableSpans(target: QueryTarget): Promise<SkippedRecord[]> {
   }));
 }
 
-async function* rowsOf<T>(batches: AsyncIterable<T[]>): AsyncGenerator<T> {
-  for await (const batch of batches) yield* batch;
-}
-
 /** Records as JSONL, Arrow IPC, or Parquet through DuckDB from a JSONL scratch file; returns how many. */
-async function writeRecords<K extends Kind>(
+async function writeRecords<K extends RecordKind>(
   kind: K,
-  records: AsyncIterable<Records[K]> | Iterable<Records[K]>,
+  batches: AsyncIterable<Records[K][]>,
   out: string,
   type: string,
   onCount: (n: number) => void,
 ): Promise<number> {
   let written = 0;
   async function* counted() {
-    for await (const record of records) {
-      yield record;
-      if (++written % 1000 === 0) onCount(written);
-    }
+    for await (const batch of batches)
+      for (const record of batch) {
+        yield record;
+        if (++written % 1000 === 0) onCount(written);
+      }
   }
   if (type === '.arrow') {
     // apache-arrow loads only for an Arrow file.
@@ -184,7 +181,7 @@ async function writeRecords<K extends Kind>(
   }
 }
 
-function adapterOptions(values: Values) {
+function adapterOptions(values: Values): Options {
   const minReward = values['min-reward'] === undefined ? undefined : Number(values['min-reward']);
   if (minReward !== undefined && !Number.isFinite(minReward))
     throw new UsageError(`--min-reward must be a number, not "${values['min-reward']}"`);
@@ -237,28 +234,7 @@ function adapterOptions(values: Values) {
   };
 }
 
-type Report = { skipped: SkippedRecord[]; notes: string[] };
-
-/** The trajectory rows, with what became of the calls noted in `report`. */
-async function trajectoryRows(
-  target: QueryTarget,
-  options: TrajectoryOptions,
-  report: Report,
-): Promise<TrajectoryRow[]> {
-  const { rows, stats } = await traceToTrajectories(target, options);
-  report.notes.push(
-    `${stats.calls} call(s) into ${stats.rows} row(s); ${stats.truncated} truncated, ${stats.dropped} dropped over the length limits`,
-  );
-  if (stats.missingTokenIds > 0) {
-    const rollouts = stats.missingTokenIdRollouts;
-    report.notes.push(
-      `${stats.missingTokenIds} call(s) without token ids left out (rollouts: ${rollouts.slice(0, 5).join(', ')}${rollouts.length > 5 ? ', ...' : ''}); record through the gateway with --return-token-ids or AGL_RETURN_TOKEN_IDS=1`,
-    );
-  }
-  return rows;
-}
-
-function printSummary(written: number, out: string, { skipped, notes }: Report): void {
+function printSummary(written: number, out: string, { skipped, notes }: AdapterReport): void {
   console.error(`agl: wrote ${written} record(s) to ${out}${skipped.length ? `; skipped ${skipped.length}:` : ''}`);
   for (const note of notes) console.error(`  ${note}`);
   const reasons = new Map<string, { count: number; example: SkippedRecord }>();

@@ -8,7 +8,8 @@ import type { LightningStore } from '../api/lightning-store.js';
 import { DuckDBStore } from '../store/store.js';
 import { FINISHED_ROLLOUT_STATUSES, type NamedResources, type Span } from '../api/types.js';
 import type { Agent } from './agent.js';
-import { finalRewards, type Algorithm } from '../algorithms/algorithm.js';
+import type { Algorithm } from '../algorithms/algorithm.js';
+import { finalRewards } from '../adapters/final-rewards.js';
 import { Baseline, type BaselineResult } from '../algorithms/baseline.js';
 import { loadDataset, type Dataset } from './dataset.js';
 import { progressLine } from './progress.js';
@@ -93,8 +94,7 @@ export class Trainer<T = unknown, R = unknown> {
     try {
       runtime =
         this.options.strategy === 'processes' ? await this.startProcesses(agent) : await this.startInProcess(agent);
-      if (this.options.progress ?? process.stderr.isTTY)
-        progress = watchProgress(runtime.store, train.length + val.length);
+      if (this.options.progress ?? process.stderr.isTTY) progress = watchProgress(runtime, train.length + val.length);
       return await this.options.algorithm.run({
         store: runtime.store,
         source: runtime.source,
@@ -278,7 +278,7 @@ async function stopProcess(child: ChildProcess, signal: NodeJS.Signals, graceMs:
 }
 
 /** Redraws "done/total rollouts, success rate, mean reward, rate" once a second from the store. */
-function watchProgress(store: LightningStore, total: number): { stop(): Promise<void> } {
+function watchProgress({ store, source }: Runtime, total: number): { stop(): Promise<void> } {
   const line = progressLine('agl');
   const started = Date.now();
   const rewards = new Map<string, number | null>();
@@ -289,7 +289,8 @@ function watchProgress(store: LightningStore, total: number): { stop(): Promise<
       (r) => r.start_time * 1000 >= started,
     );
     const fresh = finished.map((r) => r.rollout_id).filter((id) => !rewards.has(id));
-    for (const [id, reward] of await finalRewards(store, fresh)) rewards.set(id, reward);
+    const read = await finalRewards(source, fresh, 'rollout');
+    for (const id of fresh) rewards.set(id, read.get(id) ?? null);
     const succeeded = finished.filter((r) => r.status === 'succeeded').length;
     const values = [...rewards.values()].filter((r): r is number => r !== null);
     const mean = values.length ? (values.reduce((a, b) => a + b, 0) / values.length).toFixed(3) : '-';
