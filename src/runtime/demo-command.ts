@@ -5,12 +5,7 @@ import { APO } from '../algorithms/apo.js';
 import type { APOResult } from '../algorithms/apo-search.js';
 import { wordDiff } from '../algorithms/apo-report.js';
 import { parseCommandArgs } from './args.js';
-import {
-  EXAMPLE_CRITIC_MODEL,
-  EXAMPLE_EDITOR_MODEL,
-  EXAMPLE_MODEL,
-  startExampleModel,
-} from './example-model.js';
+import { EXAMPLE_CRITIC_MODEL, EXAMPLE_EDITOR_MODEL, EXAMPLE_MODEL, startExampleModel } from './example-model.js';
 import { loadAgent } from './runner-command.js';
 import { Trainer } from './trainer.js';
 import type { LlmResource, PromptTemplateResource } from '../api/types.js';
