@@ -12,32 +12,44 @@ export {
   type Candidate,
   type Cost,
   type StopKind,
-} from './algorithms/apo.js';
+  formatApoReport,
+  wordDiff,
+} from './algorithms/apo/index.js';
 export { Trainer, type TrainerOptions } from './runtime/trainer.js';
 export { loadDataset, type Dataset } from './runtime/dataset.js';
-export { SFT, SftError, sftFromOptions, type SftExtras, type SftResult } from './algorithms/sft.js';
 export {
+  SFT,
+  SftError,
+  sftFromOptions,
+  type SftExtras,
+  type SftResult,
   sftOptionsSchema,
   parseSftOptions,
   SFT_PLACEHOLDERS,
   type SftOptions,
   type SftOptionsInput,
-} from './algorithms/sft-options.js';
-export type { IterationRecord, IterationStatus } from './algorithms/sft-record.js';
-export { GRPO, GrpoError, grpoFromOptions, type GrpoExtras, type GrpoResult } from './algorithms/grpo.js';
+  type IterationRecord,
+  type IterationStatus,
+  formatSftReport,
+} from './algorithms/sft/index.js';
 export {
+  GRPO,
+  GrpoError,
+  grpoFromOptions,
+  type GrpoExtras,
+  type GrpoResult,
   grpoOptionsSchema,
   parseGrpoOptions,
   ESTIMATORS,
   type Estimator,
   type GrpoOptions,
   type GrpoOptionsInput,
-} from './algorithms/grpo-options.js';
-export type { StepRecord, StepStatus } from './algorithms/grpo-record.js';
-export { groupAdvantages, computeAdvantages } from './algorithms/grpo-advantages.js';
-export { formatGrpoReport } from './algorithms/grpo-report.js';
-export { formatApoReport, wordDiff } from './algorithms/apo-report.js';
-export { formatSftReport } from './algorithms/sft-report.js';
+  type StepRecord,
+  type StepStatus,
+  groupAdvantages,
+  computeAdvantages,
+  formatGrpoReport,
+} from './algorithms/grpo/index.js';
 export {
   ChatModel,
   ChatError,
@@ -45,5 +57,5 @@ export {
   type ChatEndpoint,
   type ChatMessage,
   type RetryPolicy,
-} from './algorithms/chat-model.js';
-export type { AlgorithmCommand, CommandContext } from './algorithms/command.js';
+} from './algorithms/shared/chat-model.js';
+export type { AlgorithmCommand, CommandContext } from './algorithms/shared/command.js';

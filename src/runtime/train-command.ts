@@ -1,16 +1,16 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { z } from 'zod';
-import { APO_COMMAND } from '../algorithms/apo-command.js';
-import type { AlgorithmCommand } from '../algorithms/command.js';
-import { GRPO_COMMAND } from '../algorithms/grpo-command.js';
-import { SFT_COMMAND } from '../algorithms/sft-command.js';
+import { APO_COMMAND } from '../algorithms/apo/index.js';
+import type { AlgorithmCommand } from '../algorithms/shared/command.js';
+import { GRPO_COMMAND } from '../algorithms/grpo/index.js';
+import { SFT_COMMAND } from '../algorithms/sft/index.js';
 import type { LlmResource, NamedResources, PromptTemplateResource } from '../api/types.js';
 import { CommandError, parseCommandArgs, UsageError } from './args.js';
 import { checkOptions, flagsOf, flagUsage, flagValue, readConfigFile, type Origins } from './train-config.js';
 import { Trainer } from './trainer.js';
 
-/** The algorithms `agl train` runs: a new one is one more entry (src/algorithms/command.ts). */
+/** The algorithms `agl train` runs: a new one is one more entry (src/algorithms/shared/command.ts). */
 const ALGORITHMS: Record<string, AlgorithmCommand> = {
   apo: APO_COMMAND,
   sft: SFT_COMMAND,

@@ -113,7 +113,7 @@ const SFT_COLUMNS: [string, string, string][] = [
   ['error', SFT.error, 'VARCHAR'],
 ];
 
-/** One row per iteration of an SFT run, from the span the algorithm records for it (algorithms/sft-record.ts). */
+/** One row per iteration of an SFT run, from the span the algorithm records for it (algorithms/sft/record.ts). */
 const SFT_ITERATIONS_SQL = `CREATE OR REPLACE VIEW sft_iterations AS
 SELECT rollout_id AS run_id, ${SFT_COLUMNS.map(([name, key, type]) => `${type === 'JSON' ? `attributes->'${key}'` : `TRY_CAST(attributes->>'${key}' AS ${type})`} AS ${name}`).join(',\n  ')},
   start_time, end_time
@@ -155,7 +155,7 @@ const GRPO_COLUMNS: [string, string, string][] = [
   ['error', GRPO.error, 'VARCHAR'],
 ];
 
-/** One row per step of a GRPO run, from the span the algorithm records for it (algorithms/grpo-record.ts). */
+/** One row per step of a GRPO run, from the span the algorithm records for it (algorithms/grpo/record.ts). */
 const TRAINING_STEPS_SQL = `CREATE OR REPLACE VIEW training_steps AS
 SELECT rollout_id AS run_id, ${GRPO_COLUMNS.map(([name, key, type]) => `TRY_CAST(attributes->>'${key}' AS ${type}) AS ${name}`).join(',\n  ')},
   start_time, end_time
@@ -163,7 +163,7 @@ FROM spans WHERE name = '${GRPO.stepSpan}' AND ${readable()}`;
 
 /**
  * `prompt_versions`: one row per prompt an APO run made or started from, read from the spans the
- * run records on its own rollout (src/algorithms/apo-record.ts; docs/sql.md): lineage, critique,
+ * run records on its own rollout (src/algorithms/apo/record.ts; docs/sql.md): lineage, critique,
  * scores, and whether it is in the beam or the best as the run's latest round or end says.
  */
 const PROMPT_VERSIONS_SQL = `CREATE OR REPLACE VIEW prompt_versions AS
