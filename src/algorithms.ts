@@ -5,6 +5,7 @@ export { Baseline, type BaselineResult } from './algorithms/baseline.js';
 export {
   APO,
   APO_OPTIONS,
+  parseApoOptions,
   type APOExtras,
   type APOOptionsInput,
   type APOResult,
@@ -23,7 +24,9 @@ export {
   sftFromOptions,
   type SftExtras,
   type SftResult,
-  sftOptionsSchema,
+  SFT_OPTIONS,
+  /** @deprecated the same schema as SFT_OPTIONS, under its former name */
+  SFT_OPTIONS as sftOptionsSchema,
   parseSftOptions,
   SFT_PLACEHOLDERS,
   type SftOptions,
@@ -38,7 +41,9 @@ export {
   grpoFromOptions,
   type GrpoExtras,
   type GrpoResult,
-  grpoOptionsSchema,
+  GRPO_OPTIONS,
+  /** @deprecated the same schema as GRPO_OPTIONS, under its former name */
+  GRPO_OPTIONS as grpoOptionsSchema,
   parseGrpoOptions,
   ESTIMATORS,
   type Estimator,
@@ -59,3 +64,4 @@ export {
   type RetryPolicy,
 } from './algorithms/shared/chat-model.js';
 export type { AlgorithmCommand, CommandContext } from './algorithms/shared/command.js';
+export { OptionsError, type OptionProblem } from './algorithms/shared/options.js';

@@ -302,8 +302,51 @@ out: best.txt
   const zero = await runCli(['train', 'apo', '--config', join(dir, 'zero.yaml'), '--rounds', 'two']);
   assert.equal(zero.code, 2);
   assert.match(zero.stderr, /invalid apo options:/);
-  assert.match(zero.stderr, /beamWidth \(from .*zero\.yaml\): Too small: expected number to be >=1 \(given: 0\)/);
-  assert.match(zero.stderr, /rounds \(from --rounds\): .*expected number.* \(given: "two"\)/);
+  assert.match(zero.stderr, /beamWidth \(from .*zero\.yaml\) must be an integer >= 1 \(given 0\)/);
+  assert.match(zero.stderr, /--rounds must be an integer \(given "two"\)/);
+  assert.equal(zero.stderr.trim().split('\n').length, 1, zero.stderr);
+});
+
+/** One line on stderr, no stack frame, exit 2: an error a person reads and fixes. */
+function assertUsageLine(result: { code: number | null; stderr: string }, message: RegExp): void {
+  assert.equal(result.code, 2, result.stderr);
+  assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+  assert.doesNotMatch(result.stderr, / {4}at /);
+  assert.match(result.stderr.trim(), message);
+}
+
+test('agl train apo: a missing flag and bad options are one line naming the flag or key as written', async (t) => {
+  const dir = await tempDir(t);
+  assertUsageLine(
+    await runCli(['train', 'apo']),
+    /^agl: train apo needs --agent FILE \(the agent module: [^)]*\)\) and --train FILE \(training tasks[^)]*\)$/,
+  );
+  await writeFile(join(dir, 'run.yaml'), 'beam_width: 0\nfoo: 1\n');
+  assertUsageLine(
+    await runCli([
+      'train',
+      'apo',
+      '--config',
+      join(dir, 'run.yaml'),
+      '--agent',
+      AGENT,
+      '--train',
+      't.jsonl',
+      '--branch-factor',
+      '0',
+    ]),
+    /^agl: invalid apo options: beam_width \(from .*run\.yaml\) must be an integer >= 1 \(given 0\); --branch-factor must be an integer >= 1 \(given "0"\); unknown option foo \(from .*run\.yaml\)$/,
+  );
+});
+
+test('new APO with a bad option: a TypeError naming the option key', () => {
+  assert.throws(
+    () => new APO({ beamWidth: 0, rounds: 'two' as never, fooBar: 1 } as APOOptionsInput),
+    (error: Error) =>
+      error instanceof TypeError &&
+      error.message ===
+        'invalid APO options: beamWidth must be an integer >= 1 (given 0); rounds must be an integer (given "two"); unknown option fooBar',
+  );
 });
 
 test('agl train apo: Ctrl-C keeps the best prompt so far; --resume finishes the run', async (t) => {

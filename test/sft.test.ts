@@ -543,7 +543,7 @@ test('options: defaults filled in, mistakes named; placeholders quoted for the s
   assert.throws(
     () => new SFT({ trainCmd: 'x', topFraction: 0, format: 'csv' as never, iteratons: 2 } as never),
     (error: Error) => {
-      assert.match(error.message, /^SFT options:/);
+      assert.match(error.message, /^invalid SFT options: /);
       assert.match(error.message, /topFraction/);
       assert.match(error.message, /format/);
       assert.match(error.message, /iteratons/);

@@ -1,6 +1,6 @@
 import type { NamedResources } from '../../api/types.js';
 import type { Algorithm, AlgorithmContext } from '../algorithm.js';
-import { apoSettings, type APOOptionsInput } from './options.js';
+import { type APOOptionsInput, parseApoOptions } from './options.js';
 import { Search, type APOResult, type SearchSettings } from './search.js';
 
 /** What APO takes besides its options (which a config file can hold too). */
@@ -29,7 +29,7 @@ export class APO<T = unknown> implements Algorithm<T, APOResult> {
 
   constructor(options: APOOptionsInput & APOExtras = {}) {
     const { resources, log, ...rest } = options;
-    this.settings = { ...apoSettings(rest), resources, log: log ?? ((line) => console.error(line)) };
+    this.settings = { ...parseApoOptions(rest), resources, log: log ?? ((line) => console.error(line)) };
   }
 
   async run(context: AlgorithmContext<T>): Promise<APOResult> {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseOptions } from '../shared/options.js';
 
 /**
  * APO's options: one schema for the TypeScript API, `agl train apo` flags and config files
@@ -53,10 +54,8 @@ export type APOOptionsInput = z.input<typeof APO_OPTIONS>;
 export type APOSettings = z.output<typeof APO_OPTIONS>;
 
 /** The options a user gave, checked, with defaults; the critic's endpoint from the environment when not given. */
-export function apoSettings(input: APOOptionsInput): APOSettings & { baseURL: string } {
-  const parsed = APO_OPTIONS.safeParse(input);
-  if (!parsed.success) throw new TypeError(`APO options: ${z.prettifyError(parsed.error).replaceAll('\n', ' ')}`);
-  const settings = parsed.data;
+export function parseApoOptions(input: unknown): APOSettings & { baseURL: string } {
+  const settings = parseOptions(APO_OPTIONS, input, 'APO');
   return {
     ...settings,
     baseURL: settings.baseURL ?? process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1',

@@ -1,6 +1,6 @@
 import type { AlgorithmCommand } from '../shared/command.js';
 import { GRPO, GrpoError, type GrpoResult } from './grpo.js';
-import { type GrpoOptionsInput, grpoOptionsSchema } from './options.js';
+import { type GrpoOptionsInput, GRPO_OPTIONS } from './options.js';
 import { formatGrpoReport } from './report.js';
 
 /**
@@ -11,7 +11,7 @@ import { formatGrpoReport } from './report.js';
  */
 export const GRPO_COMMAND: AlgorithmCommand<GrpoResult> = {
   summary: 'group-relative policy optimization: token-level batches with advantages for your trainer (HTTP or files)',
-  options: grpoOptionsSchema,
+  options: GRPO_OPTIONS,
   paths: ['batchesDir'],
   // No secret is a scalar option: the starting model's apiKey is inside `llm`, a config file key only.
   fileOnly: [],

@@ -1,7 +1,7 @@
 // GRPO: group-relative policy optimization, token-level batches handed to an external trainer.
 export { GRPO, GrpoError, grpoFromOptions, type GrpoExtras, type GrpoResult } from './grpo.js';
 export {
-  grpoOptionsSchema,
+  GRPO_OPTIONS,
   parseGrpoOptions,
   ESTIMATORS,
   type Estimator,

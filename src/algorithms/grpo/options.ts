@@ -1,25 +1,16 @@
 import { z } from 'zod';
 import { modelVersion } from '../../api/requests.js';
+import { parseOptions, START_MODEL } from '../shared/options.js';
 
 /**
  * The options of the GRPO algorithm, as TypeScript, a config file or a command line gives them:
  * one schema checks them all and fills in the defaults. docs/training.md explains each.
  */
 
-const startModel = z.strictObject({
-  endpoint: z.url().describe('OpenAI-compatible base URL of the starting model, with its /v1'),
-  model: z.string().min(1).describe('the starting model name'),
-  apiKey: z.string().nullable().default(null).describe('API key sent to the endpoint (default none)'),
-  samplingParameters: z
-    .record(z.string(), z.unknown())
-    .default({})
-    .describe('request defaults the gateway adds to every call (temperature ...)'),
-});
-
 export const ESTIMATORS = ['grpo', 'dr_grpo', 'rloo', 'none'] as const;
 export type Estimator = (typeof ESTIMATORS)[number];
 
-export const grpoOptionsSchema = z
+export const GRPO_OPTIONS = z
   .strictObject({
     steps: z.number().int().min(1).default(10).describe('training steps: batches handed to the trainer'),
     batchSize: z.number().int().min(1).default(8).describe('training tasks per step, each a group'),
@@ -57,6 +48,7 @@ export const grpoOptionsSchema = z
     agentMatch: z
       .string()
       .min(1)
+      .superRefine(isRegExp)
       .optional()
       .describe(
         "train only calls of agents whose name matches this regex (others: left out, or trajectory's masked context)",
@@ -95,9 +87,9 @@ export const grpoOptionsSchema = z
       .optional()
       .describe('hand batches over as Parquet files in this folder, instead of over HTTP'),
     seed: z.number().int().default(0).describe('seed of the order tasks are taken in'),
-    llm: startModel
-      .optional()
-      .describe("the starting model (default: the `llm` resource of the store's latest resources)"),
+    llm: START_MODEL.optional().describe(
+      "the starting model (default: the `llm` resource of the store's latest resources)",
+    ),
     rolloutTimeoutSeconds: z
       .number()
       .positive()
@@ -108,21 +100,20 @@ export const grpoOptionsSchema = z
   .describe('GRPO: group-relative policy optimization, batches handed to an external trainer');
 
 /** The options as given (defaults may be left out). */
-export type GrpoOptionsInput = z.input<typeof grpoOptionsSchema>;
+export type GrpoOptionsInput = z.input<typeof GRPO_OPTIONS>;
 /** The options checked, defaults filled in. */
-export type GrpoOptions = z.output<typeof grpoOptionsSchema>;
+export type GrpoOptions = z.output<typeof GRPO_OPTIONS>;
 
-/** Checks `options` and fills in the defaults; a TypeError names every option that is wrong. */
+/** Checks `options` and fills in the defaults; an OptionsError names every option that is wrong. */
 export function parseGrpoOptions(options: unknown): GrpoOptions {
-  const parsed = grpoOptionsSchema.safeParse(options);
-  if (!parsed.success) throw new TypeError(`GRPO options:\n${z.prettifyError(parsed.error)}`);
-  const data = parsed.data;
-  if (data.agentMatch !== undefined) {
-    try {
-      new RegExp(data.agentMatch);
-    } catch (error) {
-      throw new TypeError(`GRPO options:\n✖ agentMatch is not a regular expression: ${(error as Error).message}`);
-    }
+  return parseOptions(GRPO_OPTIONS, options, 'GRPO');
+}
+
+/** A check that a text is a regular expression, as zod issues it (the option error names the option). */
+function isRegExp(text: string, context: z.RefinementCtx): void {
+  try {
+    new RegExp(text);
+  } catch (error) {
+    context.addIssue({ code: 'custom', message: `a regular expression (${(error as Error).message})` });
   }
-  return data;
 }

@@ -1,6 +1,6 @@
 import type { AlgorithmCommand } from '../shared/command.js';
 import { SFT, SftError, type SftResult } from './sft.js';
-import { type SftOptionsInput, sftOptionsSchema } from './options.js';
+import { type SftOptionsInput, SFT_OPTIONS } from './options.js';
 import { formatSftReport } from './report.js';
 
 /**
@@ -10,7 +10,7 @@ import { formatSftReport } from './report.js';
  */
 export const SFT_COMMAND: AlgorithmCommand<SftResult> = {
   summary: "rejection-sampling fine-tuning: your training command on the agent's best transcripts, each iteration",
-  options: sftOptionsSchema,
+  options: SFT_OPTIONS,
   paths: ['outDir'],
   // No secret is a scalar option: the starting model's apiKey is inside `llm`, a config file key only.
   fileOnly: [],

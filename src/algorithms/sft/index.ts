@@ -1,7 +1,7 @@
 // SFT: rejection-sampling fine-tuning with the user's own training command.
 export { SFT, SftError, sftFromOptions, type SftExtras, type SftResult } from './sft.js';
 export {
-  sftOptionsSchema,
+  SFT_OPTIONS,
   parseSftOptions,
   SFT_PLACEHOLDERS,
   type SftOptions,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseOptions, START_MODEL } from '../shared/options.js';
 
 /**
  * The options of the SFT algorithm, as TypeScript, a config file or a command line gives them:
@@ -9,17 +10,7 @@ import { z } from 'zod';
 export const SFT_PLACEHOLDERS = ['dataset', 'output', 'iteration', 'model', 'endpoint', 'records', 'format'] as const;
 export type SftPlaceholder = (typeof SFT_PLACEHOLDERS)[number];
 
-const startModel = z.strictObject({
-  endpoint: z.url().describe('OpenAI-compatible base URL of the starting model, with its /v1'),
-  model: z.string().min(1).describe('the starting model name'),
-  apiKey: z.string().nullable().default(null).describe('API key sent to the endpoint (default none)'),
-  samplingParameters: z
-    .record(z.string(), z.unknown())
-    .default({})
-    .describe('request defaults the gateway adds to every call (temperature ...)'),
-});
-
-export const sftOptionsSchema = z
+export const SFT_OPTIONS = z
   .strictObject({
     trainCmd: z
       .string()
@@ -53,9 +44,9 @@ export const sftOptionsSchema = z
       .min(1)
       .default('sft')
       .describe('where iteration-N/ folders (dataset, training log, {output}) go'),
-    llm: startModel
-      .optional()
-      .describe("the starting model (default: the `llm` resource of the store's latest resources)"),
+    llm: START_MODEL.optional().describe(
+      "the starting model (default: the `llm` resource of the store's latest resources)",
+    ),
     endpointTemplate: z
       .string()
       .min(1)
@@ -93,13 +84,11 @@ export const sftOptionsSchema = z
   .describe('SFT: rejection-sampling fine-tuning');
 
 /** The options as given (defaults may be left out). */
-export type SftOptionsInput = z.input<typeof sftOptionsSchema>;
+export type SftOptionsInput = z.input<typeof SFT_OPTIONS>;
 /** The options checked, defaults filled in. */
-export type SftOptions = z.output<typeof sftOptionsSchema>;
+export type SftOptions = z.output<typeof SFT_OPTIONS>;
 
-/** Checks `options` and fills in the defaults; a TypeError names every option that is wrong. */
+/** Checks `options` and fills in the defaults; an OptionsError names every option that is wrong. */
 export function parseSftOptions(options: unknown): SftOptions {
-  const parsed = sftOptionsSchema.safeParse(options);
-  if (!parsed.success) throw new TypeError(`SFT options:\n${z.prettifyError(parsed.error)}`);
-  return parsed.data;
+  return parseOptions(SFT_OPTIONS, options, 'SFT');
 }
