@@ -339,6 +339,47 @@ test('agl train apo: a missing flag and bad options are one line naming the flag
   );
 });
 
+test('agl train apo: a rollout budget that cannot score the seed prompt is refused before any rollout', async (t) => {
+  const dir = await tempDir(t);
+  const models = await startModels(t);
+  await writeFile(join(dir, 'train.jsonl'), TRAIN.map((x) => JSON.stringify(x)).join('\n'));
+  await writeFile(
+    join(dir, 'val.jsonl'),
+    VAL.slice(0, 6)
+      .map((x) => JSON.stringify(x))
+      .join('\n'),
+  );
+  const db = join(dir, 'run.duckdb');
+  const run = await runCli([
+    'train',
+    'apo',
+    '--agent',
+    AGENT,
+    '--train',
+    join(dir, 'train.jsonl'),
+    '--val',
+    join(dir, 'val.jsonl'),
+    '--db',
+    db,
+    '--prompt',
+    SEED,
+    '--llm-model',
+    'agent-model',
+    '--llm-endpoint',
+    models.server.baseURL,
+    '--base-url',
+    models.server.baseURL,
+    '--max-rollouts',
+    '2',
+  ]);
+  assertUsageLine(
+    run,
+    /^agl: --max-rollouts 2 cannot score the seed prompt: that takes 6 rollouts \(one per validation task\); raise --max-rollouts to at least 6$/,
+  );
+  assert.equal((await fileRows(db, 'SELECT count(*)::INTEGER AS n FROM rollouts'))[0].n, 0);
+  assert.equal(models.calls.critic + models.calls.editor, 0);
+});
+
 test('new APO with a bad option: a TypeError naming the option key', () => {
   assert.throws(
     () => new APO({ beamWidth: 0, rounds: 'two' as never, fooBar: 1 } as APOOptionsInput),

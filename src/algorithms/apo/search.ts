@@ -30,6 +30,7 @@ import {
   type SearchState,
 } from './record.js';
 import { ChatError, ChatModel, type ChatMessage } from '../shared/chat-model.js';
+import { OptionsError, type OptionProblem } from '../shared/options.js';
 import { Batches, Random, streamSeed } from '../shared/random.js';
 
 /** How a search ended: all its rounds ran, a budget was spent, or it was asked to stop. */
@@ -138,6 +139,7 @@ export class Search<T> {
       );
     if (context.train.length === 0) throw new TypeError('APO needs training tasks: its critiques read their runs');
     if (context.val.length === 0) throw new TypeError('APO needs validation tasks: its candidates are scored on them');
+    if (!settings.resume && !settings.resumeRun) refuseSeedBudget(settings, context.val.length, 0);
     const withSource = { ...context, source };
     const resumeId = settings.resumeRun ?? (settings.resume ? await AlgorithmRun.latest(source, 'apo') : null);
     if (settings.resume && !resumeId) throw new TypeError('there is no APO run in the store to resume');
@@ -173,6 +175,7 @@ export class Search<T> {
     const run = await AlgorithmRun.resume(context.store, runId);
     const search = new Search(settings, context, run, input.prompt_resource, input.resources);
     await search.restore();
+    if (!search.best) refuseSeedBudget(settings, context.val.length, search.spent.rollouts);
     return search;
   }
 
@@ -651,4 +654,20 @@ const score = (value: number | null) => (value === null ? '-' : value.toFixed(3)
 function oneLine(text: string): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length > 100 ? `${flat.slice(0, 99)}…` : flat;
+}
+
+/**
+ * Refuses a rollout budget that cannot score the seed prompt, before a rollout runs: the search
+ * would spend nothing and end with no prompt to give.
+ */
+function refuseSeedBudget(settings: SearchSettings, valSize: number, spent: number): void {
+  const needed = spent + valSize;
+  if (settings.maxRollouts === undefined || settings.maxRollouts >= needed) return;
+  const after = spent ? ` after the ${spent} the run has spent` : '';
+  const problem: OptionProblem = {
+    key: 'maxRollouts',
+    words: (option) =>
+      `${option.name} ${String(option.given)}${option.from === undefined ? '' : ` (from ${option.from})`} cannot score the seed prompt: that takes ${valSize} rollouts (one per validation task)${after}; raise ${option.name} to at least ${needed}`,
+  };
+  throw new OptionsError(undefined, [problem], { maxRollouts: settings.maxRollouts });
 }
