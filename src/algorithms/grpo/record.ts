@@ -1,12 +1,12 @@
-import { GRPO } from '../../api/semconv.js';
+import { GRPO_STEP } from '../../api/run-records.js';
 import type { AlgorithmRun, RunAttribute } from '../shared/algorithm-run.js';
 import { DROP_REASONS, type DropCounts } from './batch.js';
 
 /**
  * What a GRPO run leaves in the store besides its rollouts and model versions: one span of the
  * run's own rollout per step (shared/algorithm-run.ts), `agl.grpo.step`, whose attributes say what the
- * step ran, kept, handed over and got back. The `training_steps` view (store/views.ts) reads
- * them: change the names there and here together.
+ * step ran, kept, handed over and got back. Its fields, their attributes and the
+ * `training_steps` view's columns are declared once, in src/api/run-records.ts.
  */
 
 /** How a step ended: trained (the trainer said done), stopped (Ctrl-C), failed (too few usable groups). */
@@ -55,42 +55,25 @@ export interface StepRecord {
 
 /** Records a step as a span of the run, over the step's time; one that went wrong is an ERROR span. */
 export function recordStep(run: AlgorithmRun, record: StepRecord): Promise<void> {
-  return run.record(GRPO.stepSpan, attributesOf(record), {
+  return run.record(GRPO_STEP.span, attributesOf(record), {
     startTime: record.startTime,
     endTime: record.endTime,
     error: record.error,
   });
 }
 
+/** The span attributes of a record: each field under its `agl.grpo.*` key, a drop count per reason. */
 function attributesOf(record: StepRecord): Record<string, RunAttribute> {
-  return {
-    [GRPO.step]: record.step,
-    [GRPO.status]: record.status,
-    [GRPO.batchId]: record.batchId,
-    [GRPO.modelVersion]: record.modelVersion,
-    [GRPO.resourcesId]: record.resourcesId,
-    [GRPO.nextModelVersion]: record.nextModelVersion,
-    [GRPO.nextResourcesId]: record.nextResourcesId,
-    [GRPO.rollouts]: record.rollouts,
-    [GRPO.keptRollouts]: record.keptRollouts,
-    [GRPO.groups]: record.groups,
-    [GRPO.topUps]: record.topUps,
-    [GRPO.rows]: record.rows,
-    [GRPO.tokens]: record.tokens,
-    [GRPO.trainedTokens]: record.trainedTokens,
-    [GRPO.rewardMean]: record.rewardMean,
-    [GRPO.rewardStd]: record.rewardStd,
-    [GRPO.rewardMin]: record.rewardMin,
-    [GRPO.rewardMax]: record.rewardMax,
-    [GRPO.singleSampleGroups]: record.singleSampleGroups,
-    [GRPO.zeroVarianceGroups]: record.zeroVarianceGroups,
-    ...Object.fromEntries(DROP_REASONS.map((reason) => [`${GRPO.droppedPrefix}${reason}`, record.dropped[reason]])),
-    [GRPO.truncated]: record.truncated,
-    [GRPO.filledRewards]: record.filledRewards,
-    [GRPO.rolloutSeconds]: record.rolloutSeconds,
-    [GRPO.buildSeconds]: record.buildSeconds,
-    [GRPO.trainerSeconds]: record.trainerSeconds,
-    [GRPO.metrics]: record.metrics === undefined ? undefined : JSON.stringify(record.metrics),
-    [GRPO.error]: record.error,
+  const { dropped, ...attributes } = GRPO_STEP.attributes;
+  const fields: Partial<Record<keyof typeof attributes, RunAttribute>> = {
+    ...record,
+    metrics: record.metrics === undefined ? undefined : JSON.stringify(record.metrics),
   };
+  return Object.fromEntries(
+    Object.entries(GRPO_STEP.attributes).flatMap(([field, key]): [string, RunAttribute][] =>
+      key === dropped
+        ? DROP_REASONS.map((reason) => [`${dropped}${reason}`, record.dropped[reason]])
+        : [[key, fields[field as keyof typeof fields]]],
+    ),
+  );
 }

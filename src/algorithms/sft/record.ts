@@ -1,11 +1,11 @@
-import { SFT } from '../../api/semconv.js';
+import { SFT_ITERATION } from '../../api/run-records.js';
 import type { AlgorithmRun, RunAttribute } from '../shared/algorithm-run.js';
 
 /**
  * What an SFT run leaves in the store besides its rollouts and resources versions: spans of the
  * run's own rollout (shared/algorithm-run.ts), one per iteration, `agl.sft.iteration`, whose attributes
- * say what the iteration selected, exported, ran and published. The `sft_iterations` view
- * (store/views.ts) reads them: change the names there and here together.
+ * say what the iteration selected, exported, ran and published. Its fields, their attributes and
+ * the `sft_iterations` view's columns are declared once, in src/api/run-records.ts.
  */
 
 /** How an iteration ended. */
@@ -43,7 +43,7 @@ export interface IterationRecord {
 
 /** Records an iteration as a span of the run, over the iteration's time; one that went wrong is an ERROR span. */
 export function recordIteration(run: AlgorithmRun, record: IterationRecord): Promise<void> {
-  return run.record(SFT.iterationSpan, attributesOf(record), {
+  return run.record(SFT_ITERATION.span, attributesOf(record), {
     startTime: record.startTime,
     endTime: record.endTime,
     error: record.error,
@@ -52,29 +52,11 @@ export function recordIteration(run: AlgorithmRun, record: IterationRecord): Pro
 
 /** The span attributes of a record: each field under its `agl.sft.*` key (those not set are left out). */
 function attributesOf(record: IterationRecord): Record<string, RunAttribute> {
-  return {
-    [SFT.iteration]: record.iteration,
-    [SFT.status]: record.status,
-    [SFT.usedResourcesId]: record.usedResourcesId,
-    [SFT.rollouts]: record.rollouts,
-    [SFT.succeeded]: record.succeeded,
-    [SFT.meanReward]: record.meanReward,
-    [SFT.valMeanReward]: record.valMeanReward,
-    [SFT.keptRollouts]: record.keptRolloutIds?.length,
-    [SFT.keptRolloutIds]: record.keptRolloutIds,
-    [SFT.dataset]: record.dataset,
-    [SFT.format]: record.format,
-    [SFT.records]: record.records,
-    [SFT.duplicates]: record.duplicates,
-    [SFT.skipped]: record.skipped,
-    [SFT.command]: record.command,
-    [SFT.exitCode]: record.exitCode,
-    [SFT.exitSignal]: record.exitSignal,
-    [SFT.outputTail]: record.outputTail,
-    [SFT.log]: record.log,
-    [SFT.resourcesId]: record.resourcesId,
-    [SFT.model]: record.model,
-    [SFT.endpoint]: record.endpoint,
-    [SFT.error]: record.error,
+  const fields: Partial<Record<keyof typeof SFT_ITERATION.attributes, RunAttribute>> = {
+    ...record,
+    keptRollouts: record.keptRolloutIds?.length,
   };
+  return Object.fromEntries(
+    Object.entries(SFT_ITERATION.attributes).map(([field, key]) => [key, fields[field as keyof typeof fields]]),
+  );
 }
