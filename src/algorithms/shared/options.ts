@@ -96,7 +96,7 @@ function problemsOf(schema: z.ZodObject, values: Record<string, unknown>, issue:
 
 /** What a value must be, in words: an integer >= 1, one of jsonl|parquet, a URL ... */
 function expectation(issue: z.core.$ZodIssue, field: z.ZodType | undefined): string {
-  const kind = (field?.def as { format?: string } | undefined)?.format === 'safeint' ? 'an integer' : 'a number';
+  const kind = (field as { isInt?: boolean } | undefined)?.isInt ? 'an integer' : 'a number';
   switch (issue.code) {
     case 'invalid_type':
       if (issue.expected === 'int') return 'an integer';
