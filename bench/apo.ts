@@ -1,6 +1,6 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { APO, type APOResult } from '../src/algorithms/apo.js';
+import { APO, type APOResult } from '../src/algorithms/apo/index.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { newTempDir, removeDir } from '../test/helpers.js';
 import { startOpenAITestServer } from '../test/openai-server.js';

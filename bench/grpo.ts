@@ -1,7 +1,7 @@
 import { join } from 'node:path';
-import { computeAdvantages } from '../src/algorithms/grpo-advantages.js';
-import { arrowStream } from '../src/algorithms/grpo-arrow.js';
-import { buildRows, type BuildSettings, type StepRollout } from '../src/algorithms/grpo-batch.js';
+import { computeAdvantages } from '../src/algorithms/grpo/advantages.js';
+import { arrowStream } from '../src/algorithms/grpo/arrow.js';
+import { buildRows, type BuildSettings, type StepRollout } from '../src/algorithms/grpo/batch.js';
 import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { TOKEN_CALLS_SQL } from '../src/store/views.js';

@@ -6,6 +6,7 @@ export { Baseline, type BaselineResult } from './algorithms/baseline.js';
 export {
   APO,
   APO_OPTIONS,
+  parseApoOptions,
   type APOExtras,
   type APOOptionsInput,
   type APOResult,
@@ -13,32 +14,48 @@ export {
   type Candidate,
   type Cost,
   type StopKind,
-} from './algorithms/apo.js';
+  formatApoReport,
+  wordDiff,
+} from './algorithms/apo/index.js';
 export { Trainer, type TrainerOptions } from './runtime/trainer.js';
 export { loadDataset, type Dataset } from './runtime/dataset.js';
-export { SFT, SftError, sftFromOptions, type SftExtras, type SftResult } from './algorithms/sft.js';
 export {
-  sftOptionsSchema,
+  SFT,
+  SftError,
+  sftFromOptions,
+  type SftExtras,
+  type SftResult,
+  SFT_OPTIONS,
+  /** @deprecated the same schema as SFT_OPTIONS, under its former name */
+  SFT_OPTIONS as sftOptionsSchema,
   parseSftOptions,
   SFT_PLACEHOLDERS,
   type SftOptions,
   type SftOptionsInput,
-} from './algorithms/sft-options.js';
-export type { IterationRecord, IterationStatus } from './algorithms/sft-record.js';
-export { GRPO, GrpoError, grpoFromOptions, type GrpoExtras, type GrpoResult } from './algorithms/grpo.js';
+  type IterationRecord,
+  type IterationStatus,
+  formatSftReport,
+} from './algorithms/sft/index.js';
 export {
-  grpoOptionsSchema,
+  GRPO,
+  GrpoError,
+  grpoFromOptions,
+  type GrpoExtras,
+  type GrpoResult,
+  GRPO_OPTIONS,
+  /** @deprecated the same schema as GRPO_OPTIONS, under its former name */
+  GRPO_OPTIONS as grpoOptionsSchema,
   parseGrpoOptions,
   ESTIMATORS,
   type Estimator,
   type GrpoOptions,
   type GrpoOptionsInput,
-} from './algorithms/grpo-options.js';
-export type { StepRecord, StepStatus } from './algorithms/grpo-record.js';
-export { groupAdvantages, computeAdvantages } from './algorithms/grpo-advantages.js';
-export { formatGrpoReport } from './algorithms/grpo-report.js';
-export { formatApoReport, wordDiff } from './algorithms/apo-report.js';
-export { formatSftReport } from './algorithms/sft-report.js';
+  type StepRecord,
+  type StepStatus,
+  groupAdvantages,
+  computeAdvantages,
+  formatGrpoReport,
+} from './algorithms/grpo/index.js';
 export {
   ChatModel,
   ChatError,
@@ -46,5 +63,6 @@ export {
   type ChatEndpoint,
   type ChatMessage,
   type RetryPolicy,
-} from './algorithms/chat-model.js';
-export type { AlgorithmCommand, CommandContext } from './algorithms/command.js';
+} from './algorithms/shared/chat-model.js';
+export type { AlgorithmCommand, CommandContext } from './algorithms/shared/command.js';
+export { OptionsError, type OptionProblem } from './algorithms/shared/options.js';

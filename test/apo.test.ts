@@ -3,8 +3,8 @@ import { spawn } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { APO, type APOOptionsInput, type APOResult } from '../src/algorithms/apo.js';
-import { ChatModel } from '../src/algorithms/chat-model.js';
+import { APO, type APOOptionsInput, type APOResult } from '../src/algorithms/apo/index.js';
+import { ChatModel } from '../src/algorithms/shared/chat-model.js';
 import type { NamedResources } from '../src/api/types.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { CLI, fileRows, runCli, tempDir, until } from './helpers.js';
@@ -302,8 +302,92 @@ out: best.txt
   const zero = await runCli(['train', 'apo', '--config', join(dir, 'zero.yaml'), '--rounds', 'two']);
   assert.equal(zero.code, 2);
   assert.match(zero.stderr, /invalid apo options:/);
-  assert.match(zero.stderr, /beamWidth \(from .*zero\.yaml\): Too small: expected number to be >=1 \(given: 0\)/);
-  assert.match(zero.stderr, /rounds \(from --rounds\): .*expected number.* \(given: "two"\)/);
+  assert.match(zero.stderr, /beamWidth \(from .*zero\.yaml\) must be an integer >= 1 \(given 0\)/);
+  assert.match(zero.stderr, /--rounds must be an integer \(given "two"\)/);
+  assert.equal(zero.stderr.trim().split('\n').length, 1, zero.stderr);
+});
+
+/** One line on stderr, no stack frame, exit 2: an error a person reads and fixes. */
+function assertUsageLine(result: { code: number | null; stderr: string }, message: RegExp): void {
+  assert.equal(result.code, 2, result.stderr);
+  assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+  assert.doesNotMatch(result.stderr, / {4}at /);
+  assert.match(result.stderr.trim(), message);
+}
+
+test('agl train apo: a missing flag and bad options are one line naming the flag or key as written', async (t) => {
+  const dir = await tempDir(t);
+  assertUsageLine(
+    await runCli(['train', 'apo']),
+    /^agl: train apo needs --agent FILE \(the agent module: [^)]*\)\) and --train FILE \(training tasks[^)]*\)$/,
+  );
+  await writeFile(join(dir, 'run.yaml'), 'beam_width: 0\nfoo: 1\n');
+  assertUsageLine(
+    await runCli([
+      'train',
+      'apo',
+      '--config',
+      join(dir, 'run.yaml'),
+      '--agent',
+      AGENT,
+      '--train',
+      't.jsonl',
+      '--branch-factor',
+      '0',
+    ]),
+    /^agl: invalid apo options: beam_width \(from .*run\.yaml\) must be an integer >= 1 \(given 0\); --branch-factor must be an integer >= 1 \(given "0"\); unknown option foo \(from .*run\.yaml\)$/,
+  );
+});
+
+test('agl train apo: a rollout budget that cannot score the seed prompt is refused before any rollout', async (t) => {
+  const dir = await tempDir(t);
+  const models = await startModels(t);
+  await writeFile(join(dir, 'train.jsonl'), TRAIN.map((x) => JSON.stringify(x)).join('\n'));
+  await writeFile(
+    join(dir, 'val.jsonl'),
+    VAL.slice(0, 6)
+      .map((x) => JSON.stringify(x))
+      .join('\n'),
+  );
+  const db = join(dir, 'run.duckdb');
+  const run = await runCli([
+    'train',
+    'apo',
+    '--agent',
+    AGENT,
+    '--train',
+    join(dir, 'train.jsonl'),
+    '--val',
+    join(dir, 'val.jsonl'),
+    '--db',
+    db,
+    '--prompt',
+    SEED,
+    '--llm-model',
+    'agent-model',
+    '--llm-endpoint',
+    models.server.baseURL,
+    '--base-url',
+    models.server.baseURL,
+    '--max-rollouts',
+    '2',
+  ]);
+  assertUsageLine(
+    run,
+    /^agl: --max-rollouts 2 cannot score the seed prompt: that takes 6 rollouts \(one per validation task\); raise --max-rollouts to at least 6$/,
+  );
+  assert.equal((await fileRows(db, 'SELECT count(*)::INTEGER AS n FROM rollouts'))[0].n, 0);
+  assert.equal(models.calls.critic + models.calls.editor, 0);
+});
+
+test('new APO with a bad option: a TypeError naming the option key', () => {
+  assert.throws(
+    () => new APO({ beamWidth: 0, rounds: 'two' as never, fooBar: 1 } as APOOptionsInput),
+    (error: Error) =>
+      error instanceof TypeError &&
+      error.message ===
+        'invalid APO options: beamWidth must be an integer >= 1 (given 0); rounds must be an integer (given "two"); unknown option fooBar',
+  );
 });
 
 test('agl train apo: Ctrl-C keeps the best prompt so far; --resume finishes the run', async (t) => {

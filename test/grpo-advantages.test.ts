@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { computeAdvantages, groupAdvantages, type AdvantageInput } from '../src/algorithms/grpo-advantages.js';
+import { computeAdvantages, groupAdvantages, type AdvantageInput } from '../src/algorithms/grpo/advantages.js';
 
 // Advantages for known rewards, worked out by hand from verl's formulas (std with Bessel's
 // correction, epsilon 1e-6; a single sample has mean 0 and std 1; equal rewards give 0).

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { buildRows, type BuildSettings, type StepRollout } from '../src/algorithms/grpo-batch.js';
+import { buildRows, type BuildSettings, type StepRollout } from '../src/algorithms/grpo/batch.js';
 import { spanRows } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { newTempDir, removeDir } from './helpers.js';

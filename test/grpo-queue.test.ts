@@ -4,8 +4,8 @@ import { test } from 'node:test';
 import { tableFromIPC } from 'apache-arrow';
 import { InvalidQueryError } from '../src/api/errors.js';
 import type { TrainingDone } from '../src/api/training.js';
-import type { TrainingBatch } from '../src/algorithms/grpo-arrow.js';
-import { BatchQueue } from '../src/algorithms/grpo-queue.js';
+import type { TrainingBatch } from '../src/algorithms/grpo/arrow.js';
+import { BatchQueue } from '../src/algorithms/grpo/queue.js';
 import { startAgl, tempDir } from './helpers.js';
 
 // The HTTP hand-off on its own: a BatchQueue served by a real agl server on 127.0.0.1, batches

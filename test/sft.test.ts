@@ -7,15 +7,15 @@ import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 import { DuckDBInstance } from '@duckdb/node-api';
 import type { LightningStore } from '../src/api/lightning-store.js';
-import { SFT, SftError } from '../src/algorithms/sft.js';
-import { parseSftOptions } from '../src/algorithms/sft-options.js';
-import { selectSamples, type Sample } from '../src/algorithms/sft-select.js';
+import { SFT, SftError } from '../src/algorithms/sft/index.js';
+import { parseSftOptions } from '../src/algorithms/sft/options.js';
+import { selectSamples, type Sample } from '../src/algorithms/sft/select.js';
 import {
   fillPlaceholders,
   runCommand,
   shellQuote,
   type PlaceholderValues,
-} from '../src/algorithms/training-process.js';
+} from '../src/algorithms/sft/training-process.js';
 import { rollout } from '../src/runtime/agent.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { DuckDBStore } from '../src/store/store.js';
@@ -543,7 +543,7 @@ test('options: defaults filled in, mistakes named; placeholders quoted for the s
   assert.throws(
     () => new SFT({ trainCmd: 'x', topFraction: 0, format: 'csv' as never, iteratons: 2 } as never),
     (error: Error) => {
-      assert.match(error.message, /^SFT options:/);
+      assert.match(error.message, /^invalid SFT options: /);
       assert.match(error.message, /topFraction/);
       assert.match(error.message, /format/);
       assert.match(error.message, /iteratons/);

@@ -1,9 +1,9 @@
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DuckDBStore } from '../store/store.js';
-import { APO } from '../algorithms/apo.js';
-import type { APOResult } from '../algorithms/apo-search.js';
-import { wordDiff } from '../algorithms/apo-report.js';
+import { APO } from '../algorithms/apo/index.js';
+import type { APOResult } from '../algorithms/apo/index.js';
+import { wordDiff } from '../algorithms/apo/index.js';
 import { parseCommandArgs } from './args.js';
 import { EXAMPLE_CRITIC_MODEL, EXAMPLE_EDITOR_MODEL, EXAMPLE_MODEL, startExampleModel } from './example-model.js';
 import { loadAgent } from './runner-command.js';

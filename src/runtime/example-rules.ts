@@ -5,7 +5,7 @@
  * critic names what went wrong in the runs it is shown; the editor applies the critique.
  *
  * The critic and editor read APO's prompts by their tags (<template>, <run>, <critique>; see
- * src/algorithms/apo-prompts.ts) and answer the way APO reads answers (<prompt>).
+ * src/algorithms/apo/prompts.ts) and answer the way APO reads answers (<prompt>).
  */
 
 const WORDS: Record<string, string> = { '+': 'plus', '-': 'minus', '*': 'times' };

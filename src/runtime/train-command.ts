@@ -1,16 +1,26 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { z } from 'zod';
-import { APO_COMMAND } from '../algorithms/apo-command.js';
-import type { AlgorithmCommand } from '../algorithms/command.js';
-import { GRPO_COMMAND } from '../algorithms/grpo-command.js';
-import { SFT_COMMAND } from '../algorithms/sft-command.js';
+import { APO_COMMAND } from '../algorithms/apo/index.js';
+import type { AlgorithmCommand } from '../algorithms/shared/command.js';
+import { GRPO_COMMAND } from '../algorithms/grpo/index.js';
+import { SFT_COMMAND } from '../algorithms/sft/index.js';
 import type { LlmResource, NamedResources, PromptTemplateResource } from '../api/types.js';
 import { CommandError, parseCommandArgs, UsageError } from './args.js';
-import { checkOptions, flagsOf, flagUsage, flagValue, readConfigFile, type Origins } from './train-config.js';
+import { OptionsError } from '../algorithms/shared/options.js';
+import {
+  checkOptions,
+  type Flag,
+  flagsOf,
+  flagUsage,
+  flagValue,
+  readConfigFile,
+  type Origins,
+  usageOf,
+} from './train-config.js';
 import { Trainer } from './trainer.js';
 
-/** The algorithms `agl train` runs: a new one is one more entry (src/algorithms/command.ts). */
+/** The algorithms `agl train` runs: a new one is one more entry (src/algorithms/shared/command.ts). */
 const ALGORITHMS: Record<string, AlgorithmCommand> = {
   apo: APO_COMMAND,
   sft: SFT_COMMAND,
@@ -34,7 +44,7 @@ const RESOURCE = z.discriminatedUnion('resource_type', [
 
 /** Options of every algorithm: what to train, on what, where, and the resources to start from. */
 const COMMON = z.strictObject({
-  agent: z.string().min(1).describe('the agent module (export default rollout(...))'),
+  agent: z.string().min(1).describe('the agent module: export default rollout(...)'),
   train: z.string().min(1).describe('training tasks: .jsonl, .json or .parquet'),
   val: z.string().min(1).optional().describe('validation tasks, same formats'),
   db: z.string().min(1).default('./agl.duckdb').describe('the DuckDB file'),
@@ -81,13 +91,17 @@ export async function train(args: string[]): Promise<void> {
     throw new UsageError(
       `${name === undefined ? 'name the algorithm' : `unknown algorithm "${name}"`}: agl train ${Object.keys(ALGORITHMS).join('|')} ...`,
     );
-  const { common, algorithm } = await trainOptions(name, command, args.slice(1));
+  const { common, algorithm, origins, flags } = await trainOptions(name, command, args.slice(1));
+  // Options the algorithm finds wrong, also once it has seen the data (a budget too small for
+  // it), are named as the user wrote them.
+  const usage = (error: unknown) =>
+    error instanceof OptionsError ? usageOf(error, origins, flags, `train ${name}`) : undefined;
   const resources = await startResources(common);
   let instance: ReturnType<AlgorithmCommand['create']>;
   try {
     instance = command.create(algorithm, { resources, log: (line) => console.error(line) });
   } catch (error) {
-    throw error instanceof TypeError ? new UsageError(error.message) : error;
+    throw usage(error) ?? (error instanceof TypeError ? new UsageError(error.message) : error);
   }
   const trainer = new Trainer({
     algorithm: instance,
@@ -104,18 +118,28 @@ export async function train(args: string[]): Promise<void> {
   } catch (error) {
     // Datasets, resources and options the run found wanting, and the errors the algorithm
     // explains itself: their messages say what to change.
+    const explained = usage(error);
+    if (explained) throw explained;
     const message = error instanceof TypeError ? error.message : command.explain?.(error);
     throw message === undefined ? error : new CommandError(message);
   }
   process.stdout.write(command.report(result));
 }
 
-/** The common and the algorithm's options, from the config file and the flags, checked. */
+/**
+ * The common and the algorithm's options, from the config file and the flags, checked as one
+ * object (one message names every problem); with how the user set each, for later messages.
+ */
 async function trainOptions(
   name: string,
   command: AlgorithmCommand,
   args: string[],
-): Promise<{ common: z.output<typeof COMMON>; algorithm: Record<string, unknown> }> {
+): Promise<{
+  common: z.output<typeof COMMON>;
+  algorithm: Record<string, unknown>;
+  origins: Origins;
+  flags: Flag[];
+}> {
   const flags = [...COMMON_FLAGS, ...flagsOfCommand(command)];
   const parsed = parseCommandArgs(args, {
     config: { type: 'string' },
@@ -131,33 +155,31 @@ async function trainOptions(
   if (config !== undefined) {
     const keys = [...Object.keys(COMMON.shape), ...Object.keys(command.options.shape), 'algorithm'];
     const file = await readConfigFile(resolve(config), keys, new Set([...COMMON_PATHS, ...command.paths]));
-    if (file.algorithm !== undefined && file.algorithm !== name)
-      throw new UsageError(`${config} is for algorithm "${String(file.algorithm)}", not "${name}"`);
-    delete file.algorithm;
-    for (const [key, value] of Object.entries(file)) {
+    const { algorithm, ...options } = file.options;
+    if (algorithm !== undefined && algorithm !== name)
+      throw new UsageError(`${config} is for algorithm "${String(algorithm)}", not "${name}"`);
+    for (const [key, value] of Object.entries(options)) {
       values[key] = value;
-      origins.set(key, config);
+      origins.set(key, { name: file.names.get(key) ?? key, from: config });
     }
   }
   for (const flag of flags) {
     const given = (parsed.values as Record<string, string | boolean | undefined>)[flag.flag];
     if (given === undefined) continue;
     values[flag.key] = flagValue(flag, given);
-    origins.set(flag.key, `--${flag.flag}`);
+    origins.set(flag.key, { name: `--${flag.flag}`, given });
   }
   for (const key of [...COMMON_PATHS, ...command.paths])
-    if (typeof values[key] === 'string' && origins.get(key)?.startsWith('--'))
+    if (typeof values[key] === 'string' && origins.get(key)?.from === undefined)
       values[key] = resolve(values[key] as string);
-  const own = (keys: string[]) => Object.fromEntries(Object.entries(values).filter(([key]) => keys.includes(key)));
-  const unknown = Object.keys(values).filter((key) => !(key in COMMON.shape) && !(key in command.options.shape));
-  if (unknown.length) {
-    throw new UsageError(
-      `unknown option${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `${key} (from ${origins.get(key)})`).join(', ')}; see agl train --help`,
-    );
-  }
+  const schema = z.strictObject({ ...COMMON.shape, ...command.options.shape });
+  const checked: Record<string, unknown> = checkOptions(schema, values, origins, flags, name);
+  const own = (keys: string[]) => Object.fromEntries(Object.entries(checked).filter(([key]) => keys.includes(key)));
   return {
-    common: checkOptions(COMMON, own(Object.keys(COMMON.shape)), origins, 'training'),
-    algorithm: checkOptions(command.options, own(Object.keys(command.options.shape)), origins, name),
+    common: own(Object.keys(COMMON.shape)) as z.output<typeof COMMON>,
+    algorithm: own(Object.keys(command.options.shape)),
+    origins,
+    flags,
   };
 }
 

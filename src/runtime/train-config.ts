@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, extname, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
+import { OptionsError, parseOptions, type Speller, type Spelling } from '../algorithms/shared/options.js';
 import { UsageError } from './args.js';
 
 /**
@@ -82,13 +83,14 @@ export function flagValue(flag: Flag, value: string | boolean): unknown {
 
 /**
  * A config file's options: a JSON or YAML object, its keys spelled as `keys` spell them (an
- * unknown key is kept as it is, for the check to name), file paths made absolute.
+ * unknown key is kept as it is, for the check to name), file paths made absolute; `names` has
+ * each key as the file wrote it (beam_width), for error messages.
  */
 export async function readConfigFile(
   path: string,
   keys: readonly string[],
   pathKeys: ReadonlySet<string>,
-): Promise<Record<string, unknown>> {
+): Promise<{ options: Record<string, unknown>; names: Map<string, string> }> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -109,36 +111,54 @@ export async function readConfigFile(
     throw new UsageError(`${path} must hold an object of options (key: value)`);
   const known = new Map(keys.map((key) => [squash(key), key]));
   const options: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(parsed)) {
-    const name = known.get(squash(key)) ?? key;
-    options[name] = pathKeys.has(name) && typeof value === 'string' ? resolve(dirname(path), value) : value;
+  const names = new Map<string, string>();
+  for (const [written, value] of Object.entries(parsed)) {
+    const key = known.get(squash(written)) ?? written;
+    options[key] = pathKeys.has(key) && typeof value === 'string' ? resolve(dirname(path), value) : value;
+    names.set(key, written);
   }
-  return options;
+  return { options, names };
 }
 
-/** Where each option came from, for error messages: a flag or the config file. */
-export type Origins = Map<string, string>;
+/** How the user set each option, for error messages: a flag and its text, or a config file's key. */
+export type Origins = Map<string, Spelling>;
 
-/** `values` checked by `schema`; a problem is a UsageError naming the option and where it was set. */
+/**
+ * `values` of `agl train <algorithm>` checked by `schema`; a problem is a UsageError of one line
+ * naming each option as the user wrote it.
+ */
 export function checkOptions<S extends z.ZodObject>(
   schema: S,
   values: Record<string, unknown>,
   origins: Origins,
-  what: string,
+  flags: readonly Flag[],
+  algorithm: string,
 ): z.output<S> {
-  const parsed = schema.safeParse(values);
-  if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map((issue) => {
-    if (issue.code === 'unrecognized_keys')
-      return issue.keys.map((key) => `unknown option ${key}${from(origins, key)}`).join('\n  ');
-    const key = String(issue.path[0] ?? '');
-    const given = values[key];
-    return `${key}${from(origins, key)}: ${issue.message}${given === undefined ? '' : ` (given: ${JSON.stringify(given)})`}`;
-  });
-  throw new UsageError(`invalid ${what} options:\n  ${problems.join('\n  ')}`);
+  try {
+    return parseOptions(schema, values, algorithm);
+  } catch (error) {
+    throw error instanceof OptionsError ? usageOf(error, origins, flags, `train ${algorithm}`) : error;
+  }
 }
 
-const from = (origins: Origins, key: string) => (origins.has(key) ? ` (from ${origins.get(key)})` : '');
+/**
+ * An OptionsError as `agl train` says it: options left out as what the command needs
+ * (`train apo needs --agent MODULE (...)`), any other problem with the option named as the user
+ * wrote it (--beam-width, beam_width (from run.yaml)), and by its flag where the user did not.
+ */
+export function usageOf(error: OptionsError, origins: Origins, flags: readonly Flag[], command: string): UsageError {
+  const flagOf = (key: string) => flags.find((flag) => flag.key === key);
+  const missing = error.problems.map((problem) => (problem.missing ? flagOf(problem.key) : undefined));
+  if (missing.length > 0 && missing.every((flag) => flag !== undefined))
+    return new UsageError(
+      `${command} needs ${missing.map((flag) => `--${flag.flag} ${flag.value} (${flag.description})`).join(' and ')}`,
+    );
+  const spell: Speller = (key) => {
+    const flag = flagOf(key);
+    return origins.get(key) ?? (flag && { name: `--${flag.flag}` });
+  };
+  return new UsageError(error.describe(spell));
+}
 
 /** beamWidth -> beam-width, baseURL -> base-url. */
 export const kebab = (key: string) =>

@@ -12,7 +12,8 @@
  *
  * DuckDB's `->>` binds looser than AND, OR and =: always parenthesize it in conditions.
  */
-import { GRPO, GRPO_DROP_REASONS, SFT } from '../api/semconv.js';
+import { GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
+import { GRPO, SFT } from '../api/semconv.js';
 import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable, STORED_VIEWS_SQL } from './derived.js';
 
 const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_time, end_time, provider, model,
@@ -87,75 +88,18 @@ token_calls AS (${llmCallsOf('call_rows', false)})`;
 export const TOKEN_CALLS_SQL = `(WITH ${TOKEN_CALLS_CTES} SELECT * FROM token_calls)`;
 
 /** The columns of `sft_iterations`: [name, attribute of the iteration span, SQL type]. */
-const SFT_COLUMNS: [string, string, string][] = [
-  ['iteration', SFT.iteration, 'INTEGER'],
-  ['status', SFT.status, 'VARCHAR'],
-  ['used_resources_id', SFT.usedResourcesId, 'VARCHAR'],
-  ['rollouts', SFT.rollouts, 'INTEGER'],
-  ['succeeded', SFT.succeeded, 'INTEGER'],
-  ['mean_reward', SFT.meanReward, 'DOUBLE'],
-  ['val_mean_reward', SFT.valMeanReward, 'DOUBLE'],
-  ['kept_rollouts', SFT.keptRollouts, 'INTEGER'],
-  ['kept_rollout_ids', SFT.keptRolloutIds, 'JSON'],
-  ['dataset', SFT.dataset, 'VARCHAR'],
-  ['format', SFT.format, 'VARCHAR'],
-  ['records', SFT.records, 'INTEGER'],
-  ['duplicates', SFT.duplicates, 'INTEGER'],
-  ['skipped', SFT.skipped, 'INTEGER'],
-  ['command', SFT.command, 'VARCHAR'],
-  ['exit_code', SFT.exitCode, 'INTEGER'],
-  ['exit_signal', SFT.exitSignal, 'VARCHAR'],
-  ['output_tail', SFT.outputTail, 'VARCHAR'],
-  ['log', SFT.log, 'VARCHAR'],
-  ['resources_id', SFT.resourcesId, 'VARCHAR'],
-  ['model', SFT.model, 'VARCHAR'],
-  ['endpoint', SFT.endpoint, 'VARCHAR'],
-  ['error', SFT.error, 'VARCHAR'],
-];
+const SFT_COLUMNS = SFT_ITERATION.columns;
 
-/** One row per iteration of an SFT run, from the span the algorithm records for it (algorithms/sft-record.ts). */
+/** One row per iteration of an SFT run, from the span the algorithm records for it (algorithms/sft/record.ts). */
 const SFT_ITERATIONS_SQL = `CREATE OR REPLACE VIEW sft_iterations AS
 SELECT rollout_id AS run_id, ${SFT_COLUMNS.map(([name, key, type]) => `${type === 'JSON' ? `attributes->'${key}'` : `TRY_CAST(attributes->>'${key}' AS ${type})`} AS ${name}`).join(',\n  ')},
   start_time, end_time
 FROM spans WHERE name = '${SFT.iterationSpan}' AND ${readable()}`;
 
 /** The columns of `training_steps`: [name, attribute of the step span, SQL type]. */
-const GRPO_COLUMNS: [string, string, string][] = [
-  ['step', GRPO.step, 'INTEGER'],
-  ['status', GRPO.status, 'VARCHAR'],
-  ['batch_id', GRPO.batchId, 'VARCHAR'],
-  ['model_version', GRPO.modelVersion, 'VARCHAR'],
-  ['resources_id', GRPO.resourcesId, 'VARCHAR'],
-  ['next_model_version', GRPO.nextModelVersion, 'VARCHAR'],
-  ['next_resources_id', GRPO.nextResourcesId, 'VARCHAR'],
-  ['rollouts', GRPO.rollouts, 'INTEGER'],
-  ['kept_rollouts', GRPO.keptRollouts, 'INTEGER'],
-  ['groups', GRPO.groups, 'INTEGER'],
-  ['top_ups', GRPO.topUps, 'INTEGER'],
-  ['rows', GRPO.rows, 'INTEGER'],
-  ['tokens', GRPO.tokens, 'BIGINT'],
-  ['trained_tokens', GRPO.trainedTokens, 'BIGINT'],
-  ['reward_mean', GRPO.rewardMean, 'DOUBLE'],
-  ['reward_std', GRPO.rewardStd, 'DOUBLE'],
-  ['reward_min', GRPO.rewardMin, 'DOUBLE'],
-  ['reward_max', GRPO.rewardMax, 'DOUBLE'],
-  ['single_sample_groups', GRPO.singleSampleGroups, 'INTEGER'],
-  ['zero_variance_groups', GRPO.zeroVarianceGroups, 'INTEGER'],
-  ...GRPO_DROP_REASONS.map((reason): [string, string, string] => [
-    `dropped_${reason}`,
-    `${GRPO.droppedPrefix}${reason}`,
-    'INTEGER',
-  ]),
-  ['truncated', GRPO.truncated, 'INTEGER'],
-  ['filled_rewards', GRPO.filledRewards, 'INTEGER'],
-  ['rollout_seconds', GRPO.rolloutSeconds, 'DOUBLE'],
-  ['build_seconds', GRPO.buildSeconds, 'DOUBLE'],
-  ['trainer_seconds', GRPO.trainerSeconds, 'DOUBLE'],
-  ['metrics', GRPO.metrics, 'JSON'],
-  ['error', GRPO.error, 'VARCHAR'],
-];
+const GRPO_COLUMNS = GRPO_STEP.columns;
 
-/** One row per step of a GRPO run, from the span the algorithm records for it (algorithms/grpo-record.ts). */
+/** One row per step of a GRPO run, from the span the algorithm records for it (algorithms/grpo/record.ts). */
 const TRAINING_STEPS_SQL = `CREATE OR REPLACE VIEW training_steps AS
 SELECT rollout_id AS run_id, ${GRPO_COLUMNS.map(([name, key, type]) => `TRY_CAST(attributes->>'${key}' AS ${type}) AS ${name}`).join(',\n  ')},
   start_time, end_time
@@ -163,7 +107,7 @@ FROM spans WHERE name = '${GRPO.stepSpan}' AND ${readable()}`;
 
 /**
  * `prompt_versions`: one row per prompt an APO run made or started from, read from the spans the
- * run records on its own rollout (src/algorithms/apo-record.ts; docs/sql.md): lineage, critique,
+ * run records on its own rollout (src/algorithms/apo/record.ts; docs/sql.md): lineage, critique,
  * scores, and whether it is in the beam or the best as the run's latest round or end says.
  */
 const PROMPT_VERSIONS_SQL = `CREATE OR REPLACE VIEW prompt_versions AS

@@ -1,0 +1,15 @@
+import { APO } from './apo.js';
+import { APO_OPTIONS } from './options.js';
+import { formatApoReport } from './report.js';
+import type { APOResult } from './search.js';
+import type { AlgorithmCommand } from '../shared/command.js';
+
+/** `agl train apo`: APO's options, made into the algorithm, and its report. */
+export const APO_COMMAND: AlgorithmCommand<APOResult> = {
+  summary: 'automatic prompt optimization: a beam search over the prompt template, driven by critiques of its runs',
+  options: APO_OPTIONS,
+  paths: ['out'],
+  fileOnly: ['apiKey'],
+  create: (options, context) => new APO({ ...options, resources: context.resources, log: context.log }),
+  report: formatApoReport,
+};

@@ -1,0 +1,189 @@
+import type { Span } from '../../api/types.js';
+import type { AlgorithmRun } from '../shared/algorithm-run.js';
+import type { BatchPosition } from '../shared/random.js';
+
+/**
+ * How an APO run is kept in the store: spans of the run's own rollout (shared/algorithm-run.ts), read by
+ * the `prompt_versions` view (src/store/views.ts, docs/sql.md) and by a resumed run. The names
+ * and attributes here are that view's input: change them together.
+ */
+
+export const SPAN = {
+  candidate: 'agl.apo.candidate',
+  scores: 'agl.apo.scores',
+  skipped: 'agl.apo.skipped',
+  round: 'agl.apo.round',
+  best: 'agl.apo.best',
+} as const;
+
+/** A prompt the search made or started from. */
+export interface Candidate {
+  /** v0 for the seed, then v1, v2 ... in the order they were made (unique within a run). */
+  readonly version: string;
+  /** Its resources version in the store; null for a rejected candidate, which never becomes one. */
+  readonly resourcesId: string | null;
+  readonly template: string;
+  readonly parent: string | null;
+  readonly round: number;
+  /** The critique it was edited from; null for the seed. */
+  readonly critique: string | null;
+  /** The parent's mean reward on the training batch the critique read. */
+  readonly gradientScore: number | null;
+  /** Why it was rejected; null when it was not. */
+  readonly rejected: string | null;
+  /** The score on the latest validation batch it was evaluated on. */
+  batchScore: number | null;
+  /** The score on the whole validation set, when it was evaluated on it. */
+  valScore: number | null;
+}
+
+/** What the search costs, for one round or all of them. */
+export interface Cost {
+  rollouts: number;
+  criticTokens: number;
+  editorTokens: number;
+  /** Wall-clock seconds. */
+  seconds: number;
+  /** Of those, waiting for rollouts. */
+  rolloutSeconds: number;
+  /** Of those, waiting for critic and editor answers. */
+  modelSeconds: number;
+}
+
+export const noCost = (): Cost => ({
+  rollouts: 0,
+  criticTokens: 0,
+  editorTokens: 0,
+  seconds: 0,
+  rolloutSeconds: 0,
+  modelSeconds: 0,
+});
+
+export function addCost(total: Cost, part: Cost): void {
+  for (const key of Object.keys(total) as (keyof Cost)[]) total[key] += part[key];
+}
+
+/** Where the search stands after a round: all a resumed run needs besides the candidates. */
+export interface SearchState {
+  /** Rounds done; 0 once the seed is scored. */
+  readonly round: number;
+  /** Versions in the beam, best first. */
+  readonly beam: readonly string[];
+  readonly best: string;
+  /** The state of the search's generator (parents, prompt variants, request seeds). */
+  readonly random: number;
+  readonly train: BatchPosition;
+  readonly val: BatchPosition;
+  /** The data sizes the positions refer to. */
+  readonly trainSize: number;
+  readonly valSize: number;
+}
+
+export function recordCandidate(run: AlgorithmRun, c: Candidate, promptResource: string): Promise<void> {
+  return run.record(SPAN.candidate, {
+    'agl.apo.version': c.version,
+    'agl.apo.resources_id': c.resourcesId,
+    'agl.apo.prompt_resource': promptResource,
+    'agl.apo.parent': c.parent,
+    'agl.apo.round': c.round,
+    'agl.apo.template': c.template,
+    'agl.apo.critique': c.critique,
+    'agl.apo.gradient_score': c.gradientScore,
+    'agl.apo.status': c.parent === null ? 'seed' : c.rejected === null ? 'candidate' : 'rejected',
+    'agl.apo.reason': c.rejected,
+  });
+}
+
+/** What one evaluation gave one prompt. */
+export interface Score {
+  readonly version: string;
+  readonly score: number;
+  readonly rollouts: number;
+  readonly failed: number;
+}
+
+/**
+ * The scores of one evaluation, as one span (a write per evaluation, not per prompt: each span
+ * is a commit). `split`: train (parents on the critiques' batches), val_batch (a round's batch)
+ * or val (the whole validation set).
+ */
+export function recordScores(
+  run: AlgorithmRun,
+  round: number,
+  split: 'train' | 'val_batch' | 'val',
+  scores: readonly Score[],
+): Promise<void> {
+  return run.record(SPAN.scores, {
+    'agl.apo.round': round,
+    'agl.apo.split': split,
+    'agl.apo.scores': JSON.stringify(scores),
+  });
+}
+
+export function recordSkipped(run: AlgorithmRun, round: number, parent: string, reason: string): Promise<void> {
+  return run.record(SPAN.skipped, { 'agl.apo.round': round, 'agl.apo.parent': parent, 'agl.apo.reason': reason });
+}
+
+export function recordRound(run: AlgorithmRun, state: SearchState, cost: Cost): Promise<void> {
+  return run.record(SPAN.round, {
+    'agl.apo.round': state.round,
+    'agl.apo.best': state.best,
+    'agl.apo.beam': state.beam.join(','),
+    'agl.apo.state': JSON.stringify(state),
+    'agl.apo.cost': JSON.stringify(cost),
+  });
+}
+
+export function recordBest(run: AlgorithmRun, best: Candidate, stopped: string): Promise<void> {
+  return run.record(SPAN.best, {
+    'agl.apo.version': best.version,
+    'agl.apo.resources_id': best.resourcesId,
+    'agl.apo.score': best.valScore,
+    'agl.apo.stopped': stopped,
+  });
+}
+
+/** What a run recorded so far: its candidates with their latest scores, and its completed rounds. */
+export interface RecordedRun {
+  readonly candidates: Map<string, Candidate>;
+  readonly rounds: { state: SearchState; cost: Cost }[];
+}
+
+export async function readRun(run: AlgorithmRun): Promise<RecordedRun> {
+  const candidates = new Map<string, Candidate>();
+  for (const span of await run.read(SPAN.candidate)) {
+    const a = span.attributes;
+    const version = String(a['agl.apo.version']);
+    candidates.set(version, {
+      version,
+      resourcesId: text(a['agl.apo.resources_id']),
+      template: text(a['agl.apo.template']) ?? '',
+      parent: text(a['agl.apo.parent']),
+      round: Number(a['agl.apo.round'] ?? 0),
+      critique: text(a['agl.apo.critique']),
+      gradientScore: number(a['agl.apo.gradient_score']),
+      rejected: text(a['agl.apo.reason']),
+      batchScore: null,
+      valScore: null,
+    });
+  }
+  for (const span of await run.read(SPAN.scores)) applyScores(candidates, span);
+  const rounds = (await run.read(SPAN.round)).map((span) => ({
+    state: JSON.parse(String(span.attributes['agl.apo.state'])) as SearchState,
+    cost: JSON.parse(String(span.attributes['agl.apo.cost'])) as Cost,
+  }));
+  return { candidates, rounds };
+}
+
+function applyScores(candidates: Map<string, Candidate>, span: Span): void {
+  const split = span.attributes['agl.apo.split'];
+  for (const { version, score } of JSON.parse(String(span.attributes['agl.apo.scores'] ?? '[]')) as Score[]) {
+    const candidate = candidates.get(version);
+    if (!candidate || number(score) === null) continue;
+    if (split === 'val_batch') candidate.batchScore = score;
+    if (split === 'val') candidate.valScore = score;
+  }
+}
+
+const text = (value: unknown): string | null => (value === undefined || value === null ? null : String(value));
+const number = (value: unknown): number | null => (typeof value === 'number' && Number.isFinite(value) ? value : null);

@@ -1,0 +1,139 @@
+import type { APOResult } from './search.js';
+import type { Candidate, Cost } from './record.js';
+import { formatScore, textTable } from '../shared/report-text.js';
+
+/**
+ * The end of an APO run as text: the versions with their scores, the best prompt with its diff
+ * against the seed, and what the search cost.
+ */
+export function formatApoReport(result: APOResult): string {
+  const lines = [
+    `APO run ${result.runId}: ${result.rounds} round${result.rounds === 1 ? '' : 's'} completed; stopped: ${result.stopReason}`,
+    '',
+    textTable(
+      ['version', 'round', 'parent', 'batch', 'val', 'status', 'prompt'],
+      result.candidates.map((c) => versionRow(c, result)),
+    ),
+    '',
+    `seed score  ${formatScore(result.seed.valScore)}  (${result.seed.version}, all validation tasks)`,
+    `best score  ${formatScore(result.best.valScore)}  (${result.best.version})`,
+    '',
+    'best prompt:',
+    indent(result.best.template),
+    '',
+    result.best.version === result.seed.version
+      ? 'the best prompt is the seed: no change'
+      : `changes against the seed ([-removed-] {+added+}):\n${indent(wordDiff(result.seed.template, result.best.template))}`,
+    '',
+    'cost:',
+    textTable(
+      ['round', 'rollouts', 'critic tokens', 'editor tokens', 'seconds', 'waiting on rollouts', 'on critic/editor'],
+      [...result.cost.rounds.map((c) => costRow(String(c.round), c)), costRow('total', result.cost.total)],
+    ),
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+function versionRow(c: Candidate, result: APOResult): string[] {
+  const tags = [
+    c.parent === null ? 'seed' : '',
+    c.version === result.best.version ? 'best' : '',
+    result.beam.includes(c.version) && c.version !== result.best.version ? 'beam' : '',
+    c.rejected ? `rejected: ${c.rejected}` : '',
+  ].filter(Boolean);
+  return [
+    c.version,
+    String(c.round),
+    c.parent ?? '-',
+    formatScore(c.batchScore),
+    formatScore(c.valScore),
+    tags.join(', ') || '-',
+    clip(c.template, 72),
+  ];
+}
+
+function costRow(label: string, c: Cost): string[] {
+  return [
+    label,
+    String(c.rollouts),
+    String(c.criticTokens),
+    String(c.editorTokens),
+    c.seconds.toFixed(1),
+    c.rolloutSeconds.toFixed(1),
+    c.modelSeconds.toFixed(1),
+  ];
+}
+
+const indent = (text: string) =>
+  text
+    .split('\n')
+    .map((line) => `  ${line}`)
+    .join('\n');
+
+function clip(text: string, chars: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > chars ? `${flat.slice(0, chars - 1)}…` : flat;
+}
+
+/** Word pieces of a text, the whitespace after each word kept with it, so that joining them gives the text back. */
+const pieces = (text: string): string[] => text.match(/\s+|\S+\s*/g) ?? [];
+
+/** Words longer than this on both sides are compared line by line instead (the table is n*m). */
+const MAX_DIFF_CELLS = 4_000_000;
+
+/**
+ * `after` against `before` as git's word diff shows it: removed words as [-...-], added ones as
+ * {+...+}, the rest as it is.
+ */
+export function wordDiff(before: string, after: string): string {
+  let a = pieces(before);
+  let b = pieces(after);
+  if (a.length * b.length > MAX_DIFF_CELLS) {
+    a = before.split(/(?<=\n)/);
+    b = after.split(/(?<=\n)/);
+  }
+  const ops = diff(a, b);
+  let out = '';
+  for (let i = 0; i < ops.length; ) {
+    const kind = ops[i].kind;
+    let text = '';
+    while (i < ops.length && ops[i].kind === kind) text += ops[i++].text;
+    if (kind === '=') out += text;
+    else
+      out +=
+        kind === '-'
+          ? `[-${text.trimEnd()}-]${text.slice(text.trimEnd().length)}`
+          : `{+${text.trimEnd()}+}${text.slice(text.trimEnd().length)}`;
+  }
+  return out;
+}
+
+/** The longest common subsequence of two piece lists, as kept (=), removed (-) and added (+) pieces. */
+function diff(a: string[], b: string[]): { kind: '=' | '-' | '+'; text: string }[] {
+  const m = a.length;
+  const n = b.length;
+  // lengths[i][j]: the LCS length of a[i..] and b[j..], one row of n + 1 per i.
+  const lengths = new Uint32Array((m + 1) * (n + 1));
+  for (let i = m - 1; i >= 0; i--) {
+    for (let j = n - 1; j >= 0; j--) {
+      lengths[i * (n + 1) + j] =
+        a[i].trim() === b[j].trim()
+          ? lengths[(i + 1) * (n + 1) + j + 1] + 1
+          : Math.max(lengths[(i + 1) * (n + 1) + j], lengths[i * (n + 1) + j + 1]);
+    }
+  }
+  const ops: { kind: '=' | '-' | '+'; text: string }[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < m && j < n) {
+    if (a[i].trim() === b[j].trim()) {
+      ops.push({ kind: '=', text: b[j] });
+      i++;
+      j++;
+    } else if (lengths[(i + 1) * (n + 1) + j] >= lengths[i * (n + 1) + j + 1]) ops.push({ kind: '-', text: a[i++] });
+    else ops.push({ kind: '+', text: b[j++] });
+  }
+  while (i < m) ops.push({ kind: '-', text: a[i++] });
+  while (j < n) ops.push({ kind: '+', text: b[j++] });
+  return ops;
+}

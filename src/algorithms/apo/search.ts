@@ -1,0 +1,673 @@
+import { writeFile } from 'node:fs/promises';
+import type { QuerySource } from '../../adapters/source.js';
+import { allRows } from '../../adapters/source.js';
+import type { NamedResources, PromptTemplateResource, RolloutMode } from '../../api/types.js';
+import type { AlgorithmContext } from '../algorithm.js';
+import { AlgorithmRun } from '../shared/algorithm-run.js';
+import { evaluate, transcripts, type Evaluation } from './evaluate.js';
+import type { APOSettings } from './options.js';
+import {
+  CRITIC_VARIANTS,
+  EDITOR_VARIANTS,
+  criticMessages,
+  editorMessages,
+  extractEdit,
+  placeholderProblem,
+  placeholdersOf,
+  type RunTranscript,
+} from './prompts.js';
+import {
+  addCost,
+  noCost,
+  readRun,
+  recordBest,
+  recordCandidate,
+  recordRound,
+  recordScores,
+  recordSkipped,
+  type Candidate,
+  type Cost,
+  type SearchState,
+} from './record.js';
+import { ChatError, ChatModel, type ChatMessage } from '../shared/chat-model.js';
+import { OptionsError, type OptionProblem } from '../shared/options.js';
+import { Batches, Random, streamSeed } from '../shared/random.js';
+
+/** How a search ended: all its rounds ran, a budget was spent, or it was asked to stop. */
+export type StopKind = 'completed' | 'budget' | 'interrupted';
+
+export interface APOResult {
+  /** The rollout that records the run (resume it with `resumeRun`). */
+  readonly runId: string;
+  readonly stopped: StopKind;
+  /** Why it stopped, in words. */
+  readonly stopReason: string;
+  /** Rounds completed. */
+  readonly rounds: number;
+  readonly seed: Candidate;
+  /** The best prompt: the highest score on the whole validation set. */
+  readonly best: Candidate;
+  readonly beam: readonly string[];
+  /** Every candidate of the run, seed first, in the order they were made. */
+  readonly candidates: readonly Candidate[];
+  /** Per completed round (round 0 scores the seed), and in all. */
+  readonly cost: { readonly rounds: readonly (Cost & { round: number })[]; readonly total: Cost };
+}
+
+export interface SearchSettings extends APOSettings {
+  readonly baseURL: string;
+  readonly resources?: NamedResources;
+  readonly log: (line: string) => void;
+}
+
+/** A round stops for one of these; the round in flight is then not completed. */
+class Stop extends Error {
+  constructor(
+    readonly kind: Exclude<StopKind, 'completed'>,
+    reason: string,
+  ) {
+    super(reason);
+  }
+}
+
+/** One parent, one training batch, one critique and one edit. */
+interface Branch {
+  readonly parent: Candidate;
+  readonly tasks: number[];
+  readonly criticVariant: number;
+  readonly editorVariant: number;
+  readonly seed: number;
+}
+
+type EditOutcome = { template: string; critique: string; gradientScore: number } | { skipped: string };
+
+/** The run-time of one APO run: its store, data, generator, candidates and what it spent. */
+export class Search<T> {
+  private readonly candidates = new Map<string, Candidate>();
+  private readonly costs: (Cost & { round: number })[] = [];
+  private readonly critic: ChatModel;
+  private readonly editor: ChatModel;
+  private random: Random;
+  private trainBatches: Batches;
+  private valBatches: Batches;
+  private round = 0;
+  private beam: string[] = [];
+  private best = '';
+  private versions = 0;
+  /** Candidates of a round a resumed run is doing again: an edit may repeat them. */
+  private readonly abandoned = new Set<string>();
+  /** Rollouts and tokens spent so far, against the budget. */
+  private readonly spent = noCost();
+  private cost = noCost();
+  private modelCalls = 0;
+  private modelSince = 0;
+
+  private constructor(
+    private readonly settings: SearchSettings,
+    private readonly context: AlgorithmContext<T> & { source: QuerySource },
+    private readonly run: AlgorithmRun,
+    private readonly promptName: string,
+    private readonly seedResources: NamedResources,
+  ) {
+    const policy = {
+      retries: settings.retries,
+      backoffSeconds: settings.retryBackoffSeconds,
+      timeoutSeconds: settings.requestTimeoutSeconds,
+    };
+    const endpoint = { baseURL: settings.baseURL, apiKey: settings.apiKey };
+    this.critic = new ChatModel({ ...endpoint, model: settings.criticModel }, policy, (line) =>
+      this.log(`critic ${line}`),
+    );
+    this.editor = new ChatModel({ ...endpoint, model: settings.editorModel }, policy, (line) =>
+      this.log(`editor ${line}`),
+    );
+    this.random = new Random(streamSeed(settings.seed, 'search'));
+    this.trainBatches = new Batches(context.train.length, settings.seed, 'train');
+    this.valBatches = new Batches(context.val.length, settings.seed, 'val');
+  }
+
+  private get prompt(): PromptTemplateResource {
+    return this.seedResources[this.promptName] as PromptTemplateResource;
+  }
+
+  /** A new run, or the one to resume, with its seed resources checked. */
+  static async open<T>(settings: SearchSettings, context: AlgorithmContext<T>): Promise<Search<T>> {
+    const source = context.source;
+    if (!source)
+      throw new TypeError(
+        'APO reads rollout transcripts with SQL: run it with the Trainer (or give the context a `source`)',
+      );
+    if (context.train.length === 0) throw new TypeError('APO needs training tasks: its critiques read their runs');
+    if (context.val.length === 0) throw new TypeError('APO needs validation tasks: its candidates are scored on them');
+    if (!settings.resume && !settings.resumeRun) refuseSeedBudget(settings, context.val.length, 0);
+    const withSource = { ...context, source };
+    const resumeId = settings.resumeRun ?? (settings.resume ? await AlgorithmRun.latest(source, 'apo') : null);
+    if (settings.resume && !resumeId) throw new TypeError('there is no APO run in the store to resume');
+    if (resumeId) return Search.resume(settings, withSource, resumeId);
+    const resources = settings.resources ?? (await context.store.getLatestResources())?.resources;
+    if (!resources)
+      throw new TypeError(
+        'APO starts from a prompt_template resource: give resources (or --prompt), or publish them to the store first',
+      );
+    const promptName = promptResourceName(resources, settings.promptResource);
+    // What the run was asked to do, for whoever reads its rollout; the API key stays out.
+    const options = Object.fromEntries(
+      Object.entries(settings).filter(([key]) => !['apiKey', 'log', 'resources'].includes(key)),
+    );
+    const run = await AlgorithmRun.start(context.store, 'apo', {
+      algorithm: 'apo',
+      options,
+      resources,
+      prompt_resource: promptName,
+    });
+    return new Search(settings, withSource, run, promptName, resources);
+  }
+
+  private static async resume<T>(
+    settings: SearchSettings,
+    context: AlgorithmContext<T> & { source: QuerySource },
+    runId: string,
+  ): Promise<Search<T>> {
+    const previous = await context.store.getRolloutById(runId);
+    const input = previous?.input as { resources?: NamedResources; prompt_resource?: string } | undefined;
+    if (previous?.metadata?.agl_algorithm !== 'apo' || !input?.resources || !input.prompt_resource)
+      throw new TypeError(`${runId} is not an APO run in this store`);
+    const run = await AlgorithmRun.resume(context.store, runId);
+    const search = new Search(settings, context, run, input.prompt_resource, input.resources);
+    await search.restore();
+    if (!search.best) refuseSeedBudget(settings, context.val.length, search.spent.rollouts);
+    return search;
+  }
+
+  /** Picks up the candidates and the last completed round of the run being resumed. */
+  private async restore(): Promise<void> {
+    const recorded = await readRun(this.run);
+    for (const [version, candidate] of recorded.candidates) this.candidates.set(version, candidate);
+    this.versions = Math.max(0, ...[...this.candidates.keys()].map((v) => Number(v.slice(1)) + 1));
+    const spent = await allRows(
+      this.context.source,
+      `SELECT count(*)::INTEGER AS n FROM rollouts WHERE (metadata->>'agl_run') = '${this.run.runId}'`,
+    );
+    this.spent.rollouts = Number(spent[0]?.n ?? 0);
+    for (const { state, cost } of recorded.rounds) {
+      this.costs.push({ ...cost, round: state.round });
+      this.spent.criticTokens += cost.criticTokens;
+      this.spent.editorTokens += cost.editorTokens;
+    }
+    const last = recorded.rounds.at(-1)?.state;
+    for (const c of this.candidates.values()) if (c.round > (last?.round ?? -1)) this.abandoned.add(c.version);
+    if (!last)
+      return this.log(
+        `resuming ${this.run.runId} (session ${this.run.session}): no round was completed; starting over`,
+      );
+    if (last.trainSize !== this.context.train.length || last.valSize !== this.context.val.length) {
+      this.log(
+        `resuming ${this.run.runId}: the data changed size (train ${last.trainSize} -> ${this.context.train.length}, val ${last.valSize} -> ${this.context.val.length}); batches go on from the same positions`,
+      );
+    }
+    this.round = last.round;
+    this.beam = [...last.beam];
+    this.best = last.best;
+    this.random = new Random(last.random);
+    this.trainBatches = new Batches(this.context.train.length, this.settings.seed, 'train', last.train);
+    this.valBatches = new Batches(this.context.val.length, this.settings.seed, 'val', last.val);
+    this.log(
+      `resuming ${this.run.runId} (session ${this.run.session}) after round ${last.round}: best ${this.best} ${score(this.version(this.best).valScore)}`,
+    );
+  }
+
+  /** Runs the rounds still to run, then publishes the best prompt. */
+  async search(): Promise<APOResult> {
+    let stopped: StopKind = 'completed';
+    let stopReason = `${this.settings.rounds} round${this.settings.rounds === 1 ? '' : 's'} done`;
+    try {
+      if (!this.best) await this.scoreSeed();
+      while (this.round < this.settings.rounds) await this.nextRound();
+    } catch (error) {
+      // After a stop request the store may be going away under the search (a second Ctrl-C).
+      const stop =
+        error instanceof Stop
+          ? error
+          : this.context.signal.aborted
+            ? new Stop('interrupted', `stopped by a signal (${(error as Error).message})`)
+            : null;
+      if (!stop) {
+        await this.run.end('failed').catch(() => {});
+        throw error;
+      }
+      ({ kind: stopped, message: stopReason } = stop);
+      this.log(`stopping: ${stopReason}`);
+    }
+    return this.finish(stopped, stopReason);
+  }
+
+  /** Round 0: the seed prompt becomes v0, scored on the whole validation set. */
+  private async scoreSeed(): Promise<void> {
+    this.startCost();
+    const seed = await this.admit({
+      template: this.prompt.template,
+      parent: null,
+      critique: null,
+      gradientScore: null,
+      rejected: null,
+    });
+    this.log(`run ${this.run.runId}: seed ${seed.version} on all ${this.context.val.length} validation tasks`);
+    const [evaluation] = await this.evaluate([seed], [this.context.val], 'val');
+    seed.valScore = evaluation.score;
+    this.beam = [seed.version];
+    this.best = seed.version;
+    this.log(`seed ${seed.version} scores ${score(seed.valScore)}`);
+    await this.checkpoint();
+  }
+
+  private async nextRound(): Promise<void> {
+    this.round++;
+    this.startCost();
+    const branches = this.branches();
+    this.log(
+      `${this.label}: ${branches.length} critiques of ${new Set(branches.map((b) => b.parent.version)).size} parent(s) on training batches of ${this.settings.gradientBatchSize}`,
+    );
+    const runs = await this.evaluate(
+      branches.map((b) => b.parent),
+      branches.map((b) => b.tasks.map((i) => this.context.train[i])),
+      'train',
+    );
+    const shown = await transcripts(this.context.source, runs);
+    const edits = await mapLimit(branches, this.settings.concurrency, (branch, i) =>
+      this.critiqueAndEdit(branch, runs[i], shown[i]),
+    );
+    this.stopIfAsked();
+    const fresh: Candidate[] = [];
+    for (const [i, edit] of edits.entries()) {
+      const candidate = await this.candidateFrom(branches[i], edit);
+      if (candidate) fresh.push(candidate);
+    }
+    if (fresh.length === 0) this.log(`${this.label}: no new candidate; the beam stays as it was`);
+    else await this.selectBeam(fresh);
+    await this.scoreLeader();
+    await this.checkpoint();
+    if (this.settings.maxTokens !== undefined && this.tokens >= this.settings.maxTokens)
+      throw new Stop('budget', `the token budget (${this.settings.maxTokens}) is spent`);
+  }
+
+  /** Parents as Agent Lightning picks them: the beam in a random order, repeated up to beamWidth when it is smaller. */
+  private branches(): Branch[] {
+    const beam = this.beam.map((v) => this.version(v));
+    const order =
+      beam.length < this.settings.beamWidth
+        ? Array.from({ length: this.settings.beamWidth }, (_, i) => i % beam.length)
+        : this.random.sample(beam.length, this.settings.beamWidth);
+    return order.flatMap((index) =>
+      Array.from({ length: this.settings.branchFactor }, () => ({
+        parent: beam[index],
+        tasks: this.trainBatches.next(this.settings.gradientBatchSize),
+        criticVariant: this.random.below(CRITIC_VARIANTS),
+        editorVariant: this.random.below(EDITOR_VARIANTS),
+        seed: this.random.int(),
+      })),
+    );
+  }
+
+  /** The critique of a parent's runs and the editor's rewrite from it, or why the branch is skipped. */
+  private async critiqueAndEdit(branch: Branch, runs: Evaluation, shown: RunTranscript[]): Promise<EditOutcome> {
+    const options = { temperature: this.settings.temperature, seed: branch.seed, signal: this.context.signal };
+    const critique = await this.ask(
+      'critic',
+      criticMessages(branch.parent.template, shown, branch.criticVariant),
+      options,
+    );
+    if ('skipped' in critique) return critique;
+    if (!critique.text.trim()) return { skipped: 'the critic answered nothing' };
+    const edit = await this.ask(
+      'editor',
+      editorMessages(branch.parent.template, critique.text, branch.editorVariant),
+      options,
+    );
+    if ('skipped' in edit) return edit;
+    return { template: extractEdit(edit.text), critique: critique.text.trim(), gradientScore: runs.score };
+  }
+
+  private async ask(
+    role: 'critic' | 'editor',
+    messages: ChatMessage[],
+    options: { temperature: number; seed: number; signal: AbortSignal },
+  ): Promise<{ text: string } | { skipped: string }> {
+    if (this.context.signal.aborted) return { skipped: 'stopping' };
+    if (this.settings.maxTokens !== undefined && this.tokens >= this.settings.maxTokens)
+      return { skipped: `the token budget (${this.settings.maxTokens}) is spent` };
+    const model = role === 'critic' ? this.critic : this.editor;
+    this.modelStarted();
+    try {
+      const answer = await model.complete(messages, options);
+      const tokens = answer.usage.inputTokens + answer.usage.outputTokens;
+      const key = role === 'critic' ? 'criticTokens' : 'editorTokens';
+      this.cost[key] += tokens;
+      this.spent[key] += tokens;
+      return { text: answer.content };
+    } catch (error) {
+      if (error instanceof ChatError) return { skipped: `the ${role} failed: ${error.message}` };
+      throw error;
+    } finally {
+      this.modelEnded();
+    }
+  }
+
+  /** A new candidate from a branch's edit; null (the reason logged and recorded) when there is none. */
+  private async candidateFrom(branch: Branch, edit: EditOutcome): Promise<Candidate | null> {
+    const parent = branch.parent.version;
+    const reason = 'skipped' in edit ? edit.skipped : this.skipReason(branch.parent, edit.template);
+    if (reason !== null || 'skipped' in edit) {
+      this.log(`${this.label}: an edit of ${parent} skipped: ${reason}`);
+      await recordSkipped(this.run, this.round, parent, reason ?? '');
+      return null;
+    }
+    const problem = placeholderProblem(
+      placeholdersOf(this.prompt.template, this.prompt.engine),
+      edit.template,
+      this.prompt.engine,
+    );
+    const candidate = await this.admit({
+      template: edit.template,
+      parent,
+      critique: edit.critique,
+      gradientScore: edit.gradientScore,
+      rejected: problem,
+    });
+    this.log(
+      `${this.label}: ${candidate.version} from ${parent}${problem ? ` rejected: it ${problem}` : ''}: ${oneLine(edit.template)}`,
+    );
+    return problem ? null : candidate;
+  }
+
+  /** Why an edit is no candidate at all: empty, unchanged, or one the run has already made. */
+  private skipReason(parent: Candidate, template: string): string | null {
+    const text = template.trim();
+    if (!text) return 'the edit is empty';
+    if (text === parent.template.trim()) return 'the edit changed nothing';
+    const same = [...this.candidates.values()].find(
+      (c) => !this.abandoned.has(c.version) && c.template.trim() === text,
+    );
+    return same ? `the edit repeats ${same.version}` : null;
+  }
+
+  /** Records a candidate; one that is not rejected becomes a resources version. */
+  private async admit(
+    fields: Pick<Candidate, 'template' | 'parent' | 'critique' | 'gradientScore' | 'rejected'>,
+  ): Promise<Candidate> {
+    const resources = { ...this.seedResources, [this.promptName]: { ...this.prompt, template: fields.template } };
+    const resourcesId = fields.rejected ? null : (await this.context.store.addResources(resources)).resources_id;
+    const candidate: Candidate = {
+      ...fields,
+      version: `v${this.versions++}`,
+      resourcesId,
+      round: this.round,
+      batchScore: null,
+      valScore: null,
+    };
+    this.candidates.set(candidate.version, candidate);
+    await recordCandidate(this.run, candidate, this.promptName);
+    return candidate;
+  }
+
+  /** Scores the beam and the new candidates on one validation batch and keeps the best beamWidth. */
+  private async selectBeam(fresh: Candidate[]): Promise<void> {
+    const contenders = [...this.beam.map((v) => this.version(v)), ...fresh];
+    const tasks = this.valBatches.next(this.settings.valBatchSize).map((i) => this.context.val[i]);
+    this.log(`${this.label}: scoring ${contenders.length} prompts on ${tasks.length} validation tasks`);
+    // A batch as large as the validation set is the whole set: its scores are full scores too.
+    const whole = tasks.length === this.context.val.length;
+    const evaluations = await this.evaluate(
+      contenders,
+      contenders.map(() => tasks),
+      'val_batch',
+    );
+    for (const [i, c] of contenders.entries()) {
+      c.batchScore = evaluations[i].score;
+      if (whole) c.valScore = evaluations[i].score;
+    }
+    if (whole)
+      await recordScores(
+        this.run,
+        this.round,
+        'val',
+        contenders.map((c, i) => ({ version: c.version, score: evaluations[i].score, rollouts: 0, failed: 0 })),
+      );
+    // Sorting is stable: on a tie the beam's own prompts, then older candidates, stay ahead.
+    this.beam = [...contenders]
+      .sort((a, b) => (b.batchScore ?? 0) - (a.batchScore ?? 0))
+      .slice(0, this.settings.beamWidth)
+      .map((c) => c.version);
+    this.log(
+      `${this.label}: ${contenders.map((c) => `${c.version} ${score(c.batchScore)}`).join(' · ')} -> beam ${this.beam.join(', ')}`,
+    );
+  }
+
+  /** The beam's leader on the whole validation set (once per prompt); it may become the best. */
+  private async scoreLeader(): Promise<void> {
+    const leader = this.version(this.beam[0]);
+    if (leader.valScore === null) {
+      const [evaluation] = await this.evaluate([leader], [this.context.val], 'val');
+      leader.valScore = evaluation.score;
+    }
+    const best = this.version(this.best);
+    const better = leader.valScore > (best.valScore ?? Number.NEGATIVE_INFINITY);
+    if (better) this.best = leader.version;
+    this.log(
+      `${this.label}: leader ${leader.version} scores ${score(leader.valScore)} on all validation tasks; best ${this.best} ${score(this.version(this.best).valScore)}${better ? ' (new)' : ''}`,
+    );
+  }
+
+  /**
+   * Runs each candidate on its tasks (one batch of rollouts for all), records the scores and
+   * counts the cost. Stops before starting when the budget or a stop request says so.
+   */
+  private async evaluate(
+    candidates: readonly Candidate[],
+    tasks: readonly (readonly unknown[])[],
+    split: 'train' | 'val_batch' | 'val',
+  ): Promise<Evaluation[]> {
+    const count = tasks.reduce((n, t) => n + t.length, 0);
+    this.stopIfAsked();
+    if (this.settings.maxRollouts !== undefined && this.spent.rollouts + count > this.settings.maxRollouts) {
+      throw new Stop(
+        'budget',
+        `the rollout budget (${this.settings.maxRollouts}) does not cover the next ${count} rollouts (${this.spent.rollouts} spent)`,
+      );
+    }
+    const requests = candidates.map((c, i) => ({
+      resourcesId: resourcesIdOf(c),
+      tasks: tasks[i],
+      mode: (split === 'train' ? 'train' : 'val') as RolloutMode,
+      metadata: {
+        agl_run: this.run.runId,
+        agl_apo_version: c.version,
+        agl_apo_round: this.round,
+        agl_apo_split: split,
+      },
+    }));
+    const { evaluations, waitedSeconds } = await evaluate(
+      this.context.store,
+      this.context.source,
+      requests,
+      this.settings.rolloutTimeoutSeconds,
+    );
+    this.cost.rolloutSeconds += waitedSeconds;
+    this.cost.rollouts += count;
+    this.spent.rollouts += count;
+    const scores = evaluations.map((e, i) => ({
+      version: candidates[i].version,
+      score: e.score,
+      rollouts: e.rollouts.length,
+      failed: e.failed,
+    }));
+    await recordScores(this.run, this.round, split, scores);
+    return evaluations;
+  }
+
+  /** Saves the round's state (a resumed run starts from the last one) and its cost. */
+  private async checkpoint(): Promise<void> {
+    this.cost.seconds = (performance.now() - this.roundStarted) / 1000;
+    const state: SearchState = {
+      round: this.round,
+      beam: this.beam,
+      best: this.best,
+      random: this.random.state,
+      train: this.trainBatches.position,
+      val: this.valBatches.position,
+      trainSize: this.context.train.length,
+      valSize: this.context.val.length,
+    };
+    await recordRound(this.run, state, this.cost);
+    this.costs.push({ ...this.cost, round: this.round });
+    this.log(
+      `${this.round === 0 ? 'round 0 (seed)' : this.label} done in ${this.cost.seconds.toFixed(1)} s: ${this.cost.rollouts} rollouts, ${this.cost.criticTokens} critic and ${this.cost.editorTokens} editor tokens (waiting: rollouts ${this.cost.rolloutSeconds.toFixed(1)} s, critic/editor ${this.cost.modelSeconds.toFixed(1)} s)`,
+    );
+  }
+
+  /** Publishes the best prompt as the latest resources, writes it to `out`, and closes the run. */
+  private async finish(stopped: StopKind, stopReason: string): Promise<APOResult> {
+    if (!this.best) {
+      await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'failed').catch(() => {});
+      throw new Error(`APO stopped before its seed prompt was scored: ${stopReason}`);
+    }
+    const best = this.version(this.best);
+    // The most recent seed: a run resumed before its first round was done scored a new one.
+    const seed = [...this.candidates.values()].filter((c) => c.parent === null).at(-1) ?? best;
+    if (this.settings.out)
+      await writeFile(this.settings.out, best.template.endsWith('\n') ? best.template : `${best.template}\n`);
+    try {
+      await this.context.store.updateResources(resourcesIdOf(best), {
+        ...this.seedResources,
+        [this.promptName]: { ...this.prompt, template: best.template },
+      });
+      await recordBest(this.run, best, stopped);
+      await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'succeeded');
+      this.log(
+        `best ${best.version} ${score(best.valScore)} (seed ${score(seed.valScore)}), now the latest resources (${best.resourcesId})${this.settings.out ? `, written to ${this.settings.out}` : ''}`,
+      );
+    } catch (error) {
+      if (stopped !== 'interrupted') throw error;
+      this.log(`the best prompt (${best.version}) could not be published to the store: ${(error as Error).message}`);
+    }
+    const total = noCost();
+    for (const cost of this.costs) addCost(total, cost);
+    return {
+      runId: this.run.runId,
+      stopped,
+      stopReason,
+      rounds: this.costs.at(-1)?.round ?? 0,
+      seed,
+      best,
+      beam: this.beam,
+      candidates: [...this.candidates.values()],
+      cost: { rounds: this.costs, total },
+    };
+  }
+
+  /** A stop request ends the search between steps; the round in flight is not checkpointed. */
+  private stopIfAsked(): void {
+    if (this.context.signal.aborted)
+      throw new Stop('interrupted', 'stopped by a signal (Ctrl-C): the best prompt so far is kept');
+  }
+
+  private roundStarted = 0;
+
+  private startCost(): void {
+    this.cost = noCost();
+    this.roundStarted = performance.now();
+  }
+
+  /** Model time counts while at least one call is in flight, so that calls at once are not counted twice. */
+  private modelStarted(): void {
+    if (this.modelCalls++ === 0) this.modelSince = performance.now();
+  }
+
+  private modelEnded(): void {
+    if (--this.modelCalls === 0) this.cost.modelSeconds += (performance.now() - this.modelSince) / 1000;
+  }
+
+  private version(version: string): Candidate {
+    const candidate = this.candidates.get(version);
+    if (!candidate) throw new Error(`APO: no candidate ${version} in this run`);
+    return candidate;
+  }
+
+  private get tokens(): number {
+    return this.spent.criticTokens + this.spent.editorTokens;
+  }
+
+  private get label(): string {
+    return `round ${this.round}/${this.settings.rounds}`;
+  }
+
+  private log(line: string): void {
+    this.settings.log(`apo: ${line}`);
+  }
+}
+
+/** The name of the prompt_template resource to optimize: the one named, else the only one. */
+function promptResourceName(resources: NamedResources, wanted: string | undefined): string {
+  const templates = Object.entries(resources)
+    .filter(([, r]) => r.resource_type === 'prompt_template')
+    .map(([name]) => name);
+  if (wanted !== undefined) {
+    if (!templates.includes(wanted))
+      throw new TypeError(
+        `there is no prompt_template resource named "${wanted}" (there ${templates.length === 1 ? 'is' : 'are'}: ${templates.join(', ') || 'none'})`,
+      );
+    return wanted;
+  }
+  if (templates.length !== 1)
+    throw new TypeError(
+      `APO optimizes one prompt_template resource; ${templates.length ? `there are ${templates.length} (${templates.join(', ')}): name one with promptResource` : 'there is none'}`,
+    );
+  return templates[0];
+}
+
+/** The resources version of a candidate that is not rejected (only those are evaluated). */
+function resourcesIdOf(candidate: Candidate): string {
+  if (candidate.resourcesId === null)
+    throw new Error(`APO: ${candidate.version} was rejected and has no resources version`);
+  return candidate.resourcesId;
+}
+
+/** `fn` over `items`, at most `limit` at once; results in item order. */
+async function mapLimit<I, O>(
+  items: readonly I[],
+  limit: number,
+  fn: (item: I, index: number) => Promise<O>,
+): Promise<O[]> {
+  const results: O[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i], i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+const score = (value: number | null) => (value === null ? '-' : value.toFixed(3));
+
+function oneLine(text: string): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > 100 ? `${flat.slice(0, 99)}…` : flat;
+}
+
+/**
+ * Refuses a rollout budget that cannot score the seed prompt, before a rollout runs: the search
+ * would spend nothing and end with no prompt to give.
+ */
+function refuseSeedBudget(settings: SearchSettings, valSize: number, spent: number): void {
+  const needed = spent + valSize;
+  if (settings.maxRollouts === undefined || settings.maxRollouts >= needed) return;
+  const after = spent ? ` after the ${spent} the run has spent` : '';
+  const problem: OptionProblem = {
+    key: 'maxRollouts',
+    words: (option) =>
+      `${option.name} ${String(option.given)}${option.from === undefined ? '' : ` (from ${option.from})`} cannot score the seed prompt: that takes ${valSize} rollouts (one per validation task)${after}; raise ${option.name} to at least ${needed}`,
+  };
+  throw new OptionsError(undefined, [problem], { maxRollouts: settings.maxRollouts });
+}

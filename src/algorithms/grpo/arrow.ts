@@ -1,0 +1,171 @@
+import {
+  Field,
+  Float32,
+  Int32,
+  Int8,
+  List,
+  makeData,
+  RecordBatch,
+  Schema,
+  Struct,
+  Table,
+  tableToIPC,
+  Utf8,
+  vectorFromArray,
+  type Data,
+} from 'apache-arrow';
+import type { BatchRow } from './batch.js';
+import type { Estimator } from './options.js';
+
+/**
+ * A training batch as the trainer gets it: one Arrow IPC stream of the columns of
+ * docs/training.md (the hand-off contract), its identity in the schema's metadata. Token lists
+ * are built straight from typed arrays: a batch of 1,024 rows holds millions of tokens.
+ */
+
+export interface TrainingBatch {
+  readonly batchId: string;
+  readonly step: number;
+  /** The newest model version among the rows. */
+  readonly modelVersion: string;
+  readonly estimator: Estimator;
+  readonly aggregation: 'transition' | 'trajectory';
+  readonly rows: readonly BatchRow[];
+  /** Per row, in order; null with estimator none. */
+  readonly advantages: readonly (number | null)[];
+}
+
+/** The `agl.*` keys of the schema (and of Parquet's key-value metadata). */
+export function batchMetadata(batch: TrainingBatch): Record<string, string> {
+  return {
+    'agl.batch_id': batch.batchId,
+    'agl.step': String(batch.step),
+    'agl.model_version': batch.modelVersion,
+    'agl.estimator': batch.estimator,
+    'agl.aggregation': batch.aggregation,
+  };
+}
+
+/** The offsets of lists laid end to end, and their values' count. */
+function offsetsOf(lists: readonly (readonly number[])[]): Int32Array {
+  const offsets = new Int32Array(lists.length + 1);
+  for (let i = 0; i < lists.length; i++) offsets[i + 1] = offsets[i] + lists[i].length;
+  return offsets;
+}
+
+/** Lists laid end to end in one typed array. */
+function valuesOf<A extends Int32Array | Int8Array | Float32Array>(
+  lists: readonly (readonly number[])[],
+  offsets: Int32Array,
+  values: A,
+): A {
+  for (let i = 0; i < lists.length; i++) values.set(lists[i], offsets[i]);
+  return values;
+}
+
+/** A list column of numbers of `kind`, built from typed arrays. */
+function listData(kind: 'int32' | 'int8' | 'float32', lists: readonly (readonly number[])[]): Data {
+  const offsets = offsetsOf(lists);
+  const length = offsets[lists.length];
+  const child: Data<Int32 | Int8 | Float32> =
+    kind === 'int32'
+      ? makeData({ type: new Int32(), length, nullCount: 0, data: valuesOf(lists, offsets, new Int32Array(length)) })
+      : kind === 'int8'
+        ? makeData({ type: new Int8(), length, nullCount: 0, data: valuesOf(lists, offsets, new Int8Array(length)) })
+        : makeData({
+            type: new Float32(),
+            length,
+            nullCount: 0,
+            data: valuesOf(lists, offsets, new Float32Array(length)),
+          });
+  return makeData({
+    type: new List(new Field('item', child.type, true)),
+    length: lists.length,
+    nullCount: 0,
+    valueOffsets: offsets,
+    child,
+  });
+}
+
+/** The batch's rows as one Arrow record batch, its metadata in the schema. */
+export function batchRecords(batch: TrainingBatch): RecordBatch {
+  const { rows } = batch;
+  const text = (value: (row: BatchRow) => string) => vectorFromArray(rows.map(value), new Utf8()).data[0];
+  const columns: [string, Data, boolean][] = [
+    [
+      'batch_id',
+      vectorFromArray(
+        rows.map(() => batch.batchId),
+        new Utf8(),
+      ).data[0],
+      false,
+    ],
+    [
+      'step',
+      vectorFromArray(
+        rows.map(() => batch.step),
+        new Int32(),
+      ).data[0],
+      false,
+    ],
+    ['group_id', text((r) => r.groupId), false],
+    ['rollout_id', text((r) => r.rolloutId), false],
+    ['attempt_id', text((r) => r.attemptId), false],
+    ['model_version', text((r) => r.modelVersion), false],
+    [
+      'prompt_ids',
+      listData(
+        'int32',
+        rows.map((r) => r.promptIds),
+      ),
+      false,
+    ],
+    [
+      'response_ids',
+      listData(
+        'int32',
+        rows.map((r) => r.responseIds),
+      ),
+      false,
+    ],
+    [
+      'response_mask',
+      listData(
+        'int8',
+        rows.map((r) => r.responseMask),
+      ),
+      false,
+    ],
+    [
+      'response_logprobs',
+      listData(
+        'float32',
+        rows.map((r) => r.responseLogprobs),
+      ),
+      false,
+    ],
+    [
+      'reward',
+      vectorFromArray(
+        rows.map((r) => r.reward),
+        new Float32(),
+      ).data[0],
+      false,
+    ],
+    ['advantage', vectorFromArray(batch.advantages, new Float32()).data[0], true],
+  ];
+  const fields = columns.map(([name, data, nullable]) => new Field(name, data.type, nullable));
+  const schema = new Schema(fields, new Map(Object.entries(batchMetadata(batch))));
+  const data = makeData({
+    type: new Struct(fields),
+    length: rows.length,
+    nullCount: 0,
+    children: columns.map(([, column]) => column),
+  });
+  return new RecordBatch(schema, data);
+}
+
+/** The batch as an Arrow IPC stream: what GET /v1/agl/training/batches/next answers. */
+export function arrowStream(batch: TrainingBatch): Uint8Array {
+  return tableToIPC(new Table([batchRecords(batch)]), 'stream');
+}

@@ -1,0 +1,149 @@
+import { z } from 'zod';
+
+/**
+ * The one way algorithms check their options: a zod schema per algorithm, parsed here, and every
+ * problem worded the same way on one line, naming the option. The TypeScript API names options
+ * by their keys (beamWidth); `agl train` gives a `Speller` so that the same problems name the flag
+ * or the config file's key the user wrote (--beam-width, beam_width (from run.yaml)).
+ */
+
+/** How the user wrote an option: its name, the file that set it, and its value as given (a flag's text). */
+export interface Spelling {
+  readonly name: string;
+  readonly from?: string;
+  readonly given?: unknown;
+}
+
+/** The spelling of an option key; undefined: the key itself, with the value the parser got. */
+export type Speller = (key: string) => Spelling | undefined;
+
+/** One thing wrong with an option. */
+export interface OptionProblem {
+  /** The option's key; for a nested option, the key it is under (`path` goes on from it). */
+  readonly key: string;
+  readonly path?: readonly PropertyKey[];
+  /** Left out, with no default. */
+  readonly missing?: boolean;
+  /** The problem as words, the option named as the user wrote it. */
+  words(option: Spelling): string;
+}
+
+/** Options that cannot run, a TypeError as the API's other argument errors; `describe` words it for a speller. */
+export class OptionsError extends TypeError {
+  constructor(
+    readonly heading: string | undefined,
+    readonly problems: readonly OptionProblem[],
+    readonly values: Readonly<Record<string, unknown>>,
+  ) {
+    super('');
+    this.name = 'OptionsError';
+    this.message = this.describe();
+  }
+
+  /** One line: the heading, then each problem, separated by semicolons. */
+  describe(spell: Speller = () => undefined): string {
+    const lines = this.problems.map((problem) => problem.words(this.spelling(problem, spell)));
+    return `${this.heading === undefined ? '' : `${this.heading}: `}${lines.join('; ')}`;
+  }
+
+  private spelling(problem: OptionProblem, spell: Speller): Spelling {
+    const path = problem.path ?? [];
+    const spelled = spell(problem.key);
+    let given = spelled && 'given' in spelled ? spelled.given : this.values[problem.key];
+    for (const step of path) given = (given as Record<PropertyKey, unknown> | undefined)?.[step];
+    const name = [spelled?.name ?? problem.key, ...path.map(String)].join('.');
+    return { name, from: spelled?.from, given };
+  }
+}
+
+/** `name (from run.yaml)`: an option as the user wrote it, with the file that set it. */
+export const named = (option: Spelling) => `${option.name}${option.from === undefined ? '' : ` (from ${option.from})`}`;
+
+/** `input` checked by `schema`, defaults filled in; an OptionsError names every option that is wrong. */
+export function parseOptions<S extends z.ZodObject>(schema: S, input: unknown, what: string): z.output<S> {
+  const parsed = schema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const values = input !== null && typeof input === 'object' ? (input as Record<string, unknown>) : {};
+  throw new OptionsError(
+    `invalid ${what} options`,
+    parsed.error.issues.flatMap((issue) => problemsOf(schema, values, issue)),
+    values,
+  );
+}
+
+function problemsOf(schema: z.ZodObject, values: Record<string, unknown>, issue: z.core.$ZodIssue): OptionProblem[] {
+  if (issue.code === 'unrecognized_keys') {
+    return issue.keys.map((unknown) => {
+      const [key, ...path] = [...issue.path, unknown];
+      return { key: String(key), path, words: (option) => `unknown option ${named(option)}` };
+    });
+  }
+  const [key, ...path] = issue.path;
+  const field = path.length === 0 ? unwrap(schema.shape[String(key)] as z.ZodType | undefined) : undefined;
+  let value: unknown = values;
+  for (const step of issue.path) value = (value as Record<PropertyKey, unknown> | undefined)?.[step];
+  const missing = issue.code === 'invalid_type' && value === undefined;
+  const wrong = missing ? 'is missing' : `must be ${expectation(issue, field)}`;
+  return [
+    {
+      key: String(key),
+      path,
+      missing,
+      words: (option) => `${named(option)} ${wrong}${missing ? '' : ` (given ${JSON.stringify(option.given)})`}`,
+    },
+  ];
+}
+
+/** What a value must be, in words: an integer >= 1, one of jsonl|parquet, a URL ... */
+function expectation(issue: z.core.$ZodIssue, field: z.ZodType | undefined): string {
+  const kind = (field as { isInt?: boolean } | undefined)?.isInt ? 'an integer' : 'a number';
+  switch (issue.code) {
+    case 'invalid_type':
+      if (issue.expected === 'int') return 'an integer';
+      return issue.expected === 'number' ? kind : (TYPES[issue.expected] ?? `of type ${issue.expected}`);
+    case 'too_small':
+      if (issue.origin === 'string')
+        return Number(issue.minimum) <= 1 ? 'text that is not empty' : `at least ${issue.minimum} characters`;
+      if (issue.origin === 'number') return `${kind} ${issue.inclusive ? '>=' : '>'} ${issue.minimum}`;
+      return `at least ${issue.minimum} items`;
+    case 'too_big':
+      if (issue.origin === 'number') return `${kind} ${issue.inclusive ? '<=' : '<'} ${issue.maximum}`;
+      return `at most ${issue.maximum} ${issue.origin === 'string' ? 'characters' : 'items'}`;
+    case 'invalid_value':
+      return `one of ${issue.values.map(String).join('|')}`;
+    case 'invalid_format':
+      return issue.format === 'url' ? 'a URL' : `a ${issue.format}`;
+    default:
+      return issue.message;
+  }
+}
+
+const TYPES: Record<string, string> = {
+  string: 'text',
+  boolean: 'true or false',
+  object: 'an object of key: value',
+  record: 'an object of key: value',
+  array: 'a list',
+};
+
+/** The schema under .default() and .optional(). */
+function unwrap(field: z.ZodType | undefined): z.ZodType | undefined {
+  let inner = field;
+  while (inner && (inner.def.type === 'default' || inner.def.type === 'optional'))
+    inner = (inner.def as unknown as { innerType: z.ZodType }).innerType;
+  return inner;
+}
+
+/**
+ * The model an algorithm starts from when the store's latest resources do not say (SFT and
+ * GRPO): the `llm` resource's fields, as an option.
+ */
+export const START_MODEL = z.strictObject({
+  endpoint: z.url().describe('OpenAI-compatible base URL of the starting model, with its /v1'),
+  model: z.string().min(1).describe('the starting model name'),
+  apiKey: z.string().nullable().default(null).describe('API key sent to the endpoint (default none)'),
+  samplingParameters: z
+    .record(z.string(), z.unknown())
+    .default({})
+    .describe('request defaults the gateway adds to every call (temperature ...)'),
+});

@@ -1,0 +1,111 @@
+/**
+ * The records SFT and GRPO runs write, one span per iteration or step on the run's own rollout,
+ * declared once: each field's span attribute (semconv.ts) and each column of its SQL view
+ * (`sft_iterations`, `training_steps`) are made from these lists, in this order.
+ */
+
+/** The SQL type a view gives a field. */
+export type ColumnType = 'INTEGER' | 'BIGINT' | 'DOUBLE' | 'VARCHAR' | 'JSON';
+
+/** A field that is one number per item of `each`: columns `<field>_<item>`, attributes `<field>.<item>`. */
+export interface ColumnFamily {
+  readonly type: ColumnType;
+  readonly each: readonly string[];
+}
+
+/** A view column: its name, the span attribute it reads and its SQL type. */
+export type RecordColumn = readonly [name: string, attribute: string, type: ColumnType];
+
+export interface RunRecord<F extends string> {
+  /** The name of the record's span. */
+  readonly span: string;
+  /** Each field's attribute key; a family's is the prefix of its items' keys. */
+  readonly attributes: { readonly [K in F]: string };
+  readonly columns: readonly RecordColumn[];
+}
+
+/** iterationId -> iteration_id */
+const snake = (key: string) => key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+
+function runRecord<const F extends Record<string, ColumnType | ColumnFamily>>(
+  namespace: string,
+  span: string,
+  fields: F,
+): RunRecord<Extract<keyof F, string>> {
+  const attributes: Record<string, string> = {};
+  const columns: RecordColumn[] = [];
+  for (const [field, spec] of Object.entries(fields)) {
+    const name = snake(field);
+    if (typeof spec === 'string') {
+      attributes[field] = `${namespace}.${name}`;
+      columns.push([name, attributes[field], spec]);
+    } else {
+      attributes[field] = `${namespace}.${name}.`;
+      for (const item of spec.each) columns.push([`${name}_${item}`, `${attributes[field]}${item}`, spec.type]);
+    }
+  }
+  return { span, attributes: attributes as RunRecord<Extract<keyof F, string>>['attributes'], columns };
+}
+
+/** Why a rollout is left out of a GRPO batch (docs/training.md, "Data quality"). */
+export const GRPO_DROP_REASONS = ['failed', 'stale', 'no_token_ids', 'no_reward', 'no_calls', 'overlong'] as const;
+
+/** An SFT iteration: what it selected, exported, ran and published. */
+export const SFT_ITERATION = runRecord('agl.sft', 'agl.sft.iteration', {
+  iteration: 'INTEGER',
+  status: 'VARCHAR',
+  usedResourcesId: 'VARCHAR',
+  rollouts: 'INTEGER',
+  succeeded: 'INTEGER',
+  meanReward: 'DOUBLE',
+  valMeanReward: 'DOUBLE',
+  keptRollouts: 'INTEGER',
+  keptRolloutIds: 'JSON',
+  dataset: 'VARCHAR',
+  format: 'VARCHAR',
+  records: 'INTEGER',
+  duplicates: 'INTEGER',
+  skipped: 'INTEGER',
+  command: 'VARCHAR',
+  exitCode: 'INTEGER',
+  exitSignal: 'VARCHAR',
+  outputTail: 'VARCHAR',
+  log: 'VARCHAR',
+  resourcesId: 'VARCHAR',
+  model: 'VARCHAR',
+  endpoint: 'VARCHAR',
+  error: 'VARCHAR',
+});
+
+/** A GRPO training step: the batch, its data quality, its rewards and where the time went. */
+export const GRPO_STEP = runRecord('agl.grpo', 'agl.grpo.step', {
+  step: 'INTEGER',
+  status: 'VARCHAR',
+  batchId: 'VARCHAR',
+  modelVersion: 'VARCHAR',
+  resourcesId: 'VARCHAR',
+  nextModelVersion: 'VARCHAR',
+  nextResourcesId: 'VARCHAR',
+  rollouts: 'INTEGER',
+  keptRollouts: 'INTEGER',
+  groups: 'INTEGER',
+  topUps: 'INTEGER',
+  rows: 'INTEGER',
+  tokens: 'BIGINT',
+  trainedTokens: 'BIGINT',
+  rewardMean: 'DOUBLE',
+  rewardStd: 'DOUBLE',
+  rewardMin: 'DOUBLE',
+  rewardMax: 'DOUBLE',
+  singleSampleGroups: 'INTEGER',
+  zeroVarianceGroups: 'INTEGER',
+  dropped: { type: 'INTEGER', each: GRPO_DROP_REASONS },
+  truncated: 'INTEGER',
+  filledRewards: 'INTEGER',
+  rolloutSeconds: 'DOUBLE',
+  buildSeconds: 'DOUBLE',
+  trainerSeconds: 'DOUBLE',
+  /** The trainer's metrics, as JSON text. */
+  metrics: 'JSON',
+  error: 'VARCHAR',
+});
