@@ -92,12 +92,12 @@ const dashDash = argv.indexOf('--');
 const withoutDebug = argv.filter((arg, i) => arg !== '--debug' || (dashDash !== -1 && i > dashDash));
 main(withoutDebug).catch((error: unknown) => {
   const described = describeFailure(error);
-  // An error of no known kind is a bug or a surprise: say where its stack trace is.
-  const unknown =
-    !(error instanceof UsageError || error instanceof CommandError) && described === (error as Error)?.message;
-  console.error(
-    `agl: ${oneLine(described)}${unknown && !debug ? ' (--debug or AGL_DEBUG=1 prints the stack trace)' : ''}`,
-  );
+  const ours = error instanceof UsageError || error instanceof CommandError;
+  // An error of no known kind is a bug or a surprise: say where its stack trace is. Ours say it
+  // in one line, except where they quote a program's output (a failed SFT training command).
+  const unknown = !ours && described === (error as Error)?.message;
+  const hint = unknown && !debug ? ' (--debug or AGL_DEBUG=1 prints the stack trace)' : '';
+  console.error(`agl: ${ours ? described : oneLine(described)}${hint}`);
   if (debug) console.error((error as Error)?.stack ?? String(error));
   process.exit(error instanceof UsageError ? 2 : 1);
 });
