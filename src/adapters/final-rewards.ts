@@ -1,5 +1,5 @@
-import { readable, rewardsFrom } from '../store/derived.js';
-import { sqlText } from '../store/sql.js';
+import { readable, rewardsFrom } from '../sql/derived.js';
+import { sqlText } from '../sql/literals.js';
 import { allRows, type QuerySource } from './source.js';
 
 /**

@@ -6,7 +6,7 @@
  */
 import { jsonValue as json } from './json-column.js';
 import type { QuerySource } from './source.js';
-import { rolloutModeCondition } from '../store/sql.js';
+import { rolloutModeCondition } from '../sql/literals.js';
 
 export interface ChatRecord {
   messages: Record<string, unknown>[];

@@ -10,8 +10,8 @@ import {
   type CallSelection,
   type Credit,
   type RewardMatch,
-} from '../store/credited-calls.js';
-import { CREDITED_CALLS_READY_SQL } from '../store/derived.js';
+} from '../sql/credited-calls.js';
+import { CREDITED_CALLS_READY_SQL } from '../sql/derived.js';
 
 export type { Credit, RewardMatch };
 export type TripletOptions = CallSelection;

@@ -6,7 +6,7 @@ import { finished } from 'node:stream/promises';
 import { traceToMessages, type SkippedRecord } from '../adapters/messages.js';
 import { traceToTrajectories, type TrajectoryOptions, type TrajectoryRow } from '../adapters/trajectories.js';
 import type { Records } from '../adapters/arrow.js';
-import { isRolloutMode } from '../store/sql.js';
+import { isRolloutMode } from '../sql/literals.js';
 import {
   streamTriplets,
   tripletsQuery,
@@ -16,7 +16,7 @@ import {
 } from '../adapters/triplets.js';
 import { allRows } from '../adapters/source.js';
 import { jsonlToParquet, PARQUET_COLUMNS } from '../adapters/parquet.js';
-import { readable, UNREADABLE_SPANS_SQL } from '../store/derived.js';
+import { readable, UNREADABLE_SPANS_SQL } from '../sql/derived.js';
 import { progressLine } from './progress.js';
 import { choiceArg, CommandError, countArg, parseCommandArgs, UsageError } from './args.js';
 import { queryTarget, type QueryTarget } from './query-command.js';
@@ -123,7 +123,7 @@ export async function exportDataset(args: string[]): Promise<void> {
 const UNREADABLE = 'span whose stored attributes are not readable JSON';
 
 /**
- * The spans no view reads because their attributes cannot be parsed (derived.ts): they are in no
+ * The spans no view reads because their attributes cannot be parsed (src/sql/derived.ts): they are in no
  * record, so the summary names them. A file that an older agl wrote, opened read-only, has no
  * record of them yet: its spans are checked one by one.
  */

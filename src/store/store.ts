@@ -24,8 +24,8 @@ import {
   nextCommitSeqSql,
 } from './fleet-views.js';
 import { hasSpanFiles, type MoveHooks, SERVER_ID, type MoveSink, TableMover, type SpanMoveLag } from './span-files.js';
-import { WATERMARK } from './derived.js';
-import { sqlText } from './sql.js';
+import { WATERMARK } from '../sql/derived.js';
+import { sqlText } from '../sql/literals.js';
 
 /** WAL size above which the store checkpoints while idle. */
 const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
