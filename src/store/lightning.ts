@@ -1,5 +1,6 @@
 import {
   addSpansInOrder,
+  dequeueOne,
   type LightningStore,
   type ResourcesQuery,
   type RolloutQuery,
@@ -102,10 +103,8 @@ export class EmbeddedLightningStore implements LightningStore {
     return this.change((now, changes) => this.state.enqueue(requests, now, changes));
   }
 
-  async dequeueRollout(
-    options: { workerId?: string | null; waitSeconds?: number } = {},
-  ): Promise<AttemptedRollout | null> {
-    return (await this.dequeueManyRollouts({ ...options, limit: 1 }))[0] ?? null;
+  dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+    return dequeueOne(this, options);
   }
 
   async dequeueManyRollouts(

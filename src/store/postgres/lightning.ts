@@ -1,6 +1,7 @@
 import { NotFoundError } from '../../api/errors.js';
 import {
   addSpansInOrder,
+  dequeueOne,
   type LightningStore,
   type ResourcesQuery,
   type RolloutQuery,
@@ -141,10 +142,8 @@ export class PostgresLightningStore implements LightningStore {
     return this.change({ latestResources: true }, (state, now, changes) => state.enqueue(requests, now, changes));
   }
 
-  async dequeueRollout(
-    options: { workerId?: string | null; waitSeconds?: number } = {},
-  ): Promise<AttemptedRollout | null> {
-    return (await this.dequeueManyRollouts({ ...options, limit: 1 }))[0] ?? null;
+  dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+    return dequeueOne(this, options);
   }
 
   async dequeueManyRollouts(
