@@ -124,7 +124,7 @@ export const adapters: Benchmark = {
       }
       const spanCount = ROLLOUTS * 12;
       const storeSeconds = (performance.now() - storeStart) / 1000;
-      // What the server's deriver does while idle, done at once here (derived.ts).
+      // What the server's deriver does while idle, done at once here (src/sql/derived.ts).
       const deriveStart = performance.now();
       await store.deriveAll();
       const deriveSeconds = (performance.now() - deriveStart) / 1000;

@@ -4,7 +4,7 @@ import { arrowStream } from '../src/algorithms/grpo/arrow.js';
 import { buildRows, type BuildSettings, type StepRollout } from '../src/algorithms/grpo/batch.js';
 import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
-import { TOKEN_CALLS_SQL } from '../src/store/views.js';
+import { TOKEN_CALLS_SQL } from '../src/sql/views.js';
 import { newTempDir, removeDir } from '../test/helpers.js';
 import { benchSpan } from './adapters.js';
 import type { Benchmark, Figure } from './figures.js';

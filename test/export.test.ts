@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { tableFromIPC } from 'apache-arrow';
 import { invalidReason, type ChatRecord } from '../src/adapters/messages.js';
-import { CREDITED_CALLS_READY_SQL } from '../src/store/derived.js';
+import { CREDITED_CALLS_READY_SQL } from '../src/sql/derived.js';
 import { spanRows } from '../src/store/span-json.js';
 import { newTempDir, removeDir, runCli, startAgl, type InProcessAgl } from './helpers.js';
 import { runApp } from './instrumented-app.js';

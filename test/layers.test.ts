@@ -52,3 +52,14 @@ test('the light `agl` entry and `agl/client` load no DuckDB', async () => {
     );
   }
 });
+
+test('the SQL builders load only src/api and src/sql: the dashboard bundles them', async () => {
+  for (const entry of ['literals', 'derived', 'views', 'credited-calls']) {
+    const loaded = await modulesLoadedBy(new URL(`../src/sql/${entry}.js`, import.meta.url));
+    assert.deepEqual(
+      loaded.filter((u) => !/\/src\/(api|sql)\//.test(u)),
+      [],
+      entry,
+    );
+  }
+});

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { readFile } from 'node:fs/promises';
 import { spanRows } from '../src/store/span-json.js';
-import { derivedRowsWhere } from '../src/store/derived.js';
+import { derivedRowsWhere } from '../src/sql/derived.js';
 import { compactSpansDir } from '../src/store/span-files.js';
 import { call, otlpJsonRequest, reward } from './span-fixtures.js';
 import { post, queryRows, runCli, spawnServe, startAgl, tempDir, type InProcessAgl } from './helpers.js';

@@ -1,7 +1,7 @@
 /**
  * Final rewards, read one way: the last primary reward in span order (sequence id, which grows
  * across a rollout's attempts; then time and span id, so that ties have one answer), from the
- * rows of the `rewards` view (store/derived.ts reads reward spans). One query answers any number
+ * rows of the `rewards` view (sql/derived.ts reads reward spans). One query answers any number
  * of rollouts: for 100 rollouts of 12 spans in the embedded store, 8.5-26 ms, against 350-780 ms
  * reading their spans rollout by rollout through the LightningStore (13-68x; 1,000 rollouts
  * 35-230x).
@@ -10,8 +10,8 @@
  * - `rollout`: the rollout's last reward, whichever attempt gave it (Baseline, APO, the Trainer);
  * - `attempt`: each attempt's own (GRPO's rows, SFT's latest attempt, `minReward` of messages).
  */
-import { derivedRowsWhere } from '../store/derived.js';
-import { sqlText } from '../store/sql.js';
+import { derivedRowsWhere } from '../sql/derived.js';
+import { sqlText } from '../sql/literals.js';
 import { allRows, type QuerySource } from './source.js';
 
 export type RewardScope = 'rollout' | 'attempt';

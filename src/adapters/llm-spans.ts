@@ -5,7 +5,7 @@ import type { Span } from '../api/types.js';
  * The LLM calls of spans read through the LightningStore (`querySpans`), for code that has a
  * store but no SQL (an algorithm whose store may be a server's client). It reads what agl itself
  * records, the exact HTTP exchange of its gateway and of its capture in the agent
- * (`agl.llm.request` / `.response`), as the `llm_calls` view does (store/derived.ts, dialects 0
+ * (`agl.llm.request` / `.response`), as the `llm_calls` view does (sql/derived.ts, dialects 0
  * and 1): OpenAI chat messages, tools, and vLLM token ids and logprobs when the server returned
  * them. Calls recorded only by other instrumentations (GenAI semantic conventions, OpenLLMetry)
  * are not read here.

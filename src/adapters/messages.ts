@@ -8,7 +8,7 @@ import type { Adapter, SkippedRecord } from './adapter.js';
 import { minRewardCondition } from './final-rewards.js';
 import { jsonValue as json } from './json-column.js';
 import type { QuerySource } from './source.js';
-import { rolloutModeCondition } from '../store/sql.js';
+import { rolloutModeCondition } from '../sql/literals.js';
 
 export type { SkippedRecord };
 

@@ -1,5 +1,5 @@
 import { DuckDBInstance } from '@duckdb/node-api';
-import { sqlText } from '../store/sql.js';
+import { sqlText } from '../sql/literals.js';
 
 /** Parquet columns per record kind: nested values stay JSON, so that every record fits one schema; token ids are lists. */
 export const PARQUET_COLUMNS: Record<string, string> = {

@@ -15,9 +15,9 @@
  */
 import { collect, type Adapter, type AdapterReport } from './adapter.js';
 import type { QuerySource } from './source.js';
-import { attemptsCondition, CALL_ORDER, creditedCallsSql } from '../store/credited-calls.js';
-import { sqlRegex } from '../store/sql.js';
-import { TOKEN_CALLS_CTES } from '../store/views.js';
+import { attemptsCondition, CALL_ORDER, creditedCallsSql } from '../sql/credited-calls.js';
+import { sqlRegex } from '../sql/literals.js';
+import { TOKEN_CALLS_CTES } from '../sql/views.js';
 import type { TripletOptions } from './triplets.js';
 
 export interface TrajectoryOptions extends TripletOptions {

@@ -1,6 +1,6 @@
 /**
  * TraceToTriplet: one (prompt, response, reward) triplet per LLM call of a rollout attempt, in
- * call order (which calls, their agent and their reward: store/credited-calls.ts), each
+ * call order (which calls, their agent and their reward: sql/credited-calls.ts), each
  * attempt's triplets together. Attempts come in no fixed order.
  */
 import { collect, type Adapter } from './adapter.js';
@@ -11,8 +11,8 @@ import {
   type CallSelection,
   type Credit,
   type RewardMatch,
-} from '../store/credited-calls.js';
-import { CREDITED_CALLS_READY_SQL } from '../store/derived.js';
+} from '../sql/credited-calls.js';
+import { CREDITED_CALLS_READY_SQL } from '../sql/derived.js';
 
 export type { Credit, RewardMatch };
 export type TripletOptions = CallSelection;

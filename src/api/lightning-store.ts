@@ -30,9 +30,10 @@ export interface StoreStatistics {
 }
 
 /**
- * The hub algorithms and runners meet at (Agent Lightning's LightningStore). The embedded DuckDB
- * store implements it, and so does the HTTP client, so code runs unchanged against either.
- * Every change resolves once it is durable.
+ * The hub algorithms and runners meet at (Agent Lightning's LightningStore). Three implement it:
+ * the server's store with its state in the DuckDB file (store/lightning.ts), the one with its
+ * state in PostgreSQL (store/postgres/lightning.ts), and the HTTP client (client/store-client.ts),
+ * so code runs unchanged against any of them. Every change resolves once it is durable.
  */
 export interface LightningStore {
   enqueueRollout(request: RolloutRequest): Promise<Rollout>;
@@ -69,7 +70,17 @@ export interface LightningStore {
   statistics(): Promise<StoreStatistics>;
 }
 
-/** addManySpans as both stores do it: one span after another, the new ones answered. */
+// The rules every implementation shares, written once: each supplies the call they stand on.
+
+/** dequeueRollout: a dequeue of at most one rollout. */
+export async function dequeueOne(
+  store: Pick<LightningStore, 'dequeueManyRollouts'>,
+  options: { workerId?: string | null; waitSeconds?: number },
+): Promise<AttemptedRollout | null> {
+  return (await store.dequeueManyRollouts({ ...options, limit: 1 }))[0] ?? null;
+}
+
+/** addManySpans: one span after another, the new ones answered. */
 export async function addSpansInOrder(store: Pick<LightningStore, 'addSpan'>, spans: Span[]): Promise<Span[]> {
   const added: Span[] = [];
   for (const span of spans) {

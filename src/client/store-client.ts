@@ -1,5 +1,6 @@
 import {
   addSpansInOrder,
+  dequeueOne,
   type LightningStore,
   type ResourcesQuery,
   type RolloutQuery,
@@ -95,10 +96,8 @@ export class StoreClient implements LightningStore {
     return this.post('/queues/rollouts/enqueue', { rollouts: requests }, { retry: 'unsent' });
   }
 
-  async dequeueRollout(
-    options: { workerId?: string | null; waitSeconds?: number } = {},
-  ): Promise<AttemptedRollout | null> {
-    return (await this.dequeueManyRollouts({ ...options, limit: 1 }))[0] ?? null;
+  dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+    return dequeueOne(this, options);
   }
 
   async dequeueManyRollouts(

@@ -1,8 +1,9 @@
 import type { Column } from './columns.js';
 
 /**
- * The tables OTLP data lands in. Column order is the append order of `SpanRows` / `LogRows`;
- * the SQL names are the public contract of DESIGN.md ("SQL").
+ * The tables OTLP data lands in. Column order is the order of a batch's columns (the builders
+ * of batch.ts, the appenders) and of the tables; the SQL names are a public contract
+ * (docs/sql.md, `spans` and `logs`).
  */
 export const SPAN_COLUMNS = [
   { name: 'rollout_id', type: 'VARCHAR', js: true },

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { sqlText } from '../store/sql.js';
+import { sqlText } from '../sql/literals.js';
 
 /** Tasks given as an array, or as the path of a JSONL (one task per line), JSON (an array) or Parquet (one task per row) file. */
 export type Dataset<T> = readonly T[] | string;

@@ -7,11 +7,11 @@ import type { Adapter, AdapterReport, SkippedRecord } from '../adapters/adapter.
 import type { RecordKind, Records } from '../adapters/arrow.js';
 import { MESSAGES_ADAPTER, type MessagesOptions } from '../adapters/messages.js';
 import { TRAJECTORIES_ADAPTER, type TrajectoryOptions } from '../adapters/trajectories.js';
-import { isRolloutMode } from '../store/sql.js';
+import { isRolloutMode } from '../sql/literals.js';
 import { TRIPLETS_ADAPTER, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
 import { allRows } from '../adapters/source.js';
 import { jsonlToParquet, PARQUET_COLUMNS } from '../adapters/parquet.js';
-import { readable, UNREADABLE_SPANS_SQL } from '../store/derived.js';
+import { readable, UNREADABLE_SPANS_SQL } from '../sql/derived.js';
 import { progressLine } from './progress.js';
 import { ArgumentError, choiceArg, CommandError, countArg, parseCommandArgs, UsageError } from './args.js';
 import { queryTarget, type QueryTarget } from './query-command.js';
@@ -123,7 +123,7 @@ async function exportKind<K extends RecordKind>(
 const UNREADABLE = 'span whose stored attributes are not readable JSON';
 
 /**
- * The spans no view reads because their attributes cannot be parsed (derived.ts): they are in no
+ * The spans no view reads because their attributes cannot be parsed (src/sql/derived.ts): they are in no
  * record, so the summary names them. A file that an older agl wrote, opened read-only, has no
  * record of them yet: its spans are checked one by one.
  */

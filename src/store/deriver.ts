@@ -1,14 +1,14 @@
 /**
- * One round of the deriver (derived.ts says what it derives and why): the stored spans after the
- * watermark become rows of the derived tables, and the attempts they touch are credited again
- * (their calls' default triplet answer, credited-calls.ts) and written together at the end of
- * derived_calls. The round reads the round's spans and the touched attempts' rows only, so its
- * cost follows the round, not the store.
+ * One round of the deriver (src/sql/derived.ts says what it derives and why): the stored spans
+ * after the watermark become rows of the derived tables, and the attempts they touch are
+ * credited again (their calls' default triplet answer, src/sql/credited-calls.ts) and written
+ * together at the end of derived_calls. The round reads the round's spans and the touched
+ * attempts' rows only, so its cost follows the round, not the store.
  */
 import type { DuckDBConnection } from '@duckdb/node-api';
-import { creditedCallsSql, groupOf } from './credited-calls.js';
-import { agentsFrom, callsFrom, CREDIT_COLUMNS, readable, rewardsFrom, WATERMARK } from './derived.js';
-import { llmCallsOf } from './views.js';
+import { creditedCallsSql, groupOf } from '../sql/credited-calls.js';
+import { agentsFrom, callsFrom, CREDIT_COLUMNS, readable, rewardsFrom, WATERMARK } from '../sql/derived.js';
+import { llmCallsOf } from '../sql/views.js';
 
 /** The relations a round credits from: the touched attempts' calls, rewards and agent spans. */
 const ROUND_SOURCES = {

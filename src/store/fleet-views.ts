@@ -14,9 +14,9 @@
  */
 import { join } from 'node:path';
 import { LOG_COLUMNS, SPAN_COLUMNS } from '../otlp/span-columns.js';
-import { CALL_FIELDS } from './derived.js';
-import { sqlText } from './sql.js';
-import { READ_VIEWS_SQL } from './views.js';
+import { CALL_FIELDS } from '../sql/derived.js';
+import { sqlText } from '../sql/literals.js';
+import { READ_VIEWS_SQL } from '../sql/views.js';
 
 /** What a server with a span directory reads through: its views first, then the file's tables. */
 export const FLEET_SEARCH_PATH = 'fleet,main';
@@ -26,7 +26,7 @@ const listOf = (columns: readonly { name: string }[]) =>
   [...columns.map((column) => column.name), 'commit_seq'].join(', ');
 const SPAN_LIST = listOf(SPAN_COLUMNS);
 const LOG_LIST = listOf(LOG_COLUMNS);
-/** The span columns that derived rows repeat (derived.ts, CALL_COLUMNS). */
+/** The span columns that derived rows repeat (src/sql/derived.ts, CALL_COLUMNS). */
 const CALL_SPAN_LIST = 'rollout_id, attempt_id, trace_id, span_id, parent_id, name, sequence_id, start_time, end_time';
 
 /** Same span: the keys the derived tables share with `spans`. */

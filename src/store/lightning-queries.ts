@@ -1,7 +1,7 @@
 import type { PaginatedResult, Span, SpanQuery } from '../api/types.js';
 import { checkFilterLogic, paginate } from './paginate.js';
 import { SPAN_JSON_COLUMNS, spanFromRow } from './span-json.js';
-import { sqlText } from './sql.js';
+import { sqlText } from '../sql/literals.js';
 
 // What both LightningStores (the embedded one, the one over PostgreSQL) answer alike: the fields
 // each query may sort by, and span queries, which read the spans of this server's DuckDB file.

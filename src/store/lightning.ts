@@ -1,6 +1,6 @@
 import {
   addSpansInOrder,
-  type LightningStore,
+  dequeueOne,
   type ResourcesQuery,
   type RolloutQuery,
   type StoreStatistics,
@@ -23,7 +23,6 @@ import {
   type Worker,
 } from '../api/types.js';
 import { checkFilterLogic, matches, paginate } from './paginate.js';
-import type { ColumnarRows } from '../otlp/columns.js';
 import { NotFoundError, StoreUnavailableError } from '../api/errors.js';
 import { changedAnything, noChanges, type RolloutState, type Changes } from './rollout-state.js';
 import { spanRows } from './span-json.js';
@@ -31,14 +30,11 @@ import { ATTEMPT_FIELDS, querySpanPage, RESOURCES_FIELDS, ROLLOUT_FIELDS, WORKER
 import { StoreEvents, takeOrWait } from './events.js';
 import { historyRows } from './rollout-tables.js';
 import type { TableRows } from './writer.js';
+import type { LightningFile, ServerLightningStore } from './server-lightning.js';
 
-/** How the embedded LightningStore reaches the database (the DuckDBStore that owns it). */
-export interface LightningWriter {
-  write(writes: readonly TableRows[]): Promise<void>;
-  /** Stores span rows as OTLP ingest does: de-duplicated, sequenced, each one a heartbeat. */
-  writeSpans(rows: ColumnarRows): Promise<{ stored: number; duplicates: number }>;
-  querySpanRows(sql: string): Promise<Record<string, unknown>[]>;
-  spanCount(): Promise<number>;
+/** What the embedded LightningStore needs beside the file: the state kept in it. */
+export interface EmbeddedState {
+  /** The next span sequence id of a rollout: ingest's counters, which stored spans continue. */
   nextSequenceId(rolloutId: string): number;
   /**
    * Loads `state` again from the database once every write queued so far has settled (nothing
@@ -75,7 +71,7 @@ const WATCHDOG_INTERVAL_SECONDS = 0.1;
  * undo of the one change would not do, since later changes, applied while its write was in
  * flight, may have built on it and been committed. Changes and reads wait for the reload.
  */
-export class EmbeddedLightningStore implements LightningStore {
+export class EmbeddedLightningStore implements ServerLightningStore {
   private readonly events = new StoreEvents();
   private lastWatchdog = 0;
   private readonly startedAt = Date.now() / 1000;
@@ -88,7 +84,8 @@ export class EmbeddedLightningStore implements LightningStore {
 
   constructor(
     private readonly state: RolloutState,
-    private readonly writer: LightningWriter,
+    private readonly file: LightningFile,
+    private readonly kept: EmbeddedState,
   ) {
     state.onFinished = () => this.events.wake();
     state.onQueued = () => this.events.wake();
@@ -102,10 +99,8 @@ export class EmbeddedLightningStore implements LightningStore {
     return this.change((now, changes) => this.state.enqueue(requests, now, changes));
   }
 
-  async dequeueRollout(
-    options: { workerId?: string | null; waitSeconds?: number } = {},
-  ): Promise<AttemptedRollout | null> {
-    return (await this.dequeueManyRollouts({ ...options, limit: 1 }))[0] ?? null;
+  dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+    return dequeueOne(this, options);
   }
 
   async dequeueManyRollouts(
@@ -233,12 +228,12 @@ export class EmbeddedLightningStore implements LightningStore {
   }
 
   async getNextSpanSequenceId(rolloutId: string): Promise<number> {
-    return this.writer.nextSequenceId(rolloutId);
+    return this.kept.nextSequenceId(rolloutId);
   }
 
   async addSpan(span: Span): Promise<Span | null> {
     this.assertAttempt(span.rollout_id, span.attempt_id);
-    const { stored } = await this.writer.writeSpans(spanRows(span));
+    const { stored } = await this.file.writeSpans(spanRows(span));
     return stored === 1 ? span : null;
   }
 
@@ -251,7 +246,7 @@ export class EmbeddedLightningStore implements LightningStore {
     return querySpanPage(
       query,
       async (rolloutId) => this.state.latestAttempt(rolloutId)?.attempt_id ?? null,
-      (sql) => this.writer.querySpanRows(sql),
+      (sql) => this.file.querySpanRows(sql),
     );
   }
 
@@ -284,7 +279,7 @@ export class EmbeddedLightningStore implements LightningStore {
       name: 'DuckDBStore',
       total_rollouts: this.state.rollouts.size,
       total_attempts: attempts,
-      total_spans: await this.writer.spanCount(),
+      total_spans: await this.file.spanCount(),
       total_resources: this.state.resources.size,
       total_workers: this.state.workers.size,
       uptime: Date.now() / 1000 - this.startedAt,
@@ -326,7 +321,7 @@ export class EmbeddedLightningStore implements LightningStore {
           throw error;
         }
       },
-      (rows) => this.writer.write(rows),
+      (rows) => this.file.write(rows),
     );
     if ('refused' in outcome) throw outcome.refused;
     return outcome.value;
@@ -335,7 +330,7 @@ export class EmbeddedLightningStore implements LightningStore {
   private async watchdogIfDue(): Promise<void> {
     await this.apply(
       (now, changes) => this.runWatchdog(now, changes),
-      (rows) => (rows.length > 0 ? this.writer.write(rows) : Promise.resolve()),
+      (rows) => (rows.length > 0 ? this.file.write(rows) : Promise.resolve()),
     );
   }
 
@@ -366,7 +361,7 @@ export class EmbeddedLightningStore implements LightningStore {
 
   /** Loads the state from the database (when the store opens). */
   async load(): Promise<void> {
-    this.version = await this.writer.reloadState(this.state);
+    this.version = await this.kept.reloadState(this.state);
   }
 
   /** Waits for a reload in progress; tries again after one that failed (and throws if it fails again). */
@@ -379,7 +374,7 @@ export class EmbeddedLightningStore implements LightningStore {
 
   /** Loads the state from the database (once for all the failures that ask meanwhile). */
   private reload(): Promise<void> {
-    this.reloading ??= this.writer
+    this.reloading ??= this.kept
       .reloadState(this.state)
       .then(
         (version) => {

@@ -3,7 +3,7 @@ import { parseJsonExact } from '../otlp/exact-json.js';
 import { jsonTextTooDeep } from '../otlp/nesting.js';
 import { chunkRows } from './chunk-rows.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
-import { sqlText } from './sql.js';
+import { sqlText } from '../sql/literals.js';
 
 export interface QueryColumn {
   readonly name: string;

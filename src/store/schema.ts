@@ -1,9 +1,9 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { columnsDdl } from './appender.js';
-import { checkDerivedVersion, DERIVED_CREDITS_DDL, DERIVED_SKIPPED_DDL, DERIVED_TABLES_DDL } from './derived.js';
+import { DERIVED_CREDITS_DDL, DERIVED_SKIPPED_DDL, DERIVED_TABLES_DDL, DERIVED_VERSION } from '../sql/derived.js';
 import { ROLLOUT_TABLES_DDL, STATE_REPLICA_DDL } from './rollout-tables.js';
 import { LOG_COLUMNS, SPAN_COLUMNS } from '../otlp/span-columns.js';
-import { VIEWS_SQL } from './views.js';
+import { VIEWS_SQL } from '../sql/views.js';
 
 /**
  * Schema migrations, applied in order on open; the applied count is kept in agl_meta. Append
@@ -50,4 +50,14 @@ export async function migrate(connection: DuckDBConnection): Promise<void> {
   }
   await checkDerivedVersion(connection);
   await connection.run(VIEWS_SQL);
+}
+
+/** On a writable open: starts the derivation over when the file's rows were derived by other SQL. */
+async function checkDerivedVersion(connection: DuckDBConnection): Promise<void> {
+  const reader = await connection.runAndReadAll("SELECT value FROM agl_meta WHERE key = 'derived_version'");
+  if (reader.currentRowCount > 0 && String(reader.getRows()[0][0]) === DERIVED_VERSION) return;
+  await connection.run(`BEGIN TRANSACTION;
+    DELETE FROM derived_calls; DELETE FROM derived_rewards; DELETE FROM derived_agents; DELETE FROM derived_skipped;
+    INSERT OR REPLACE INTO agl_meta VALUES ('derived_through', '-1'), ('derived_version', '${DERIVED_VERSION}');
+    COMMIT;`);
 }

@@ -21,7 +21,7 @@ import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { MOVED_LOGS, MOVED_SPANS, type MovedTable } from './fleet-views.js';
-import { sqlText } from './sql.js';
+import { sqlText } from '../sql/literals.js';
 
 /** A server id as it may appear in a path. */
 export const SERVER_ID = /^[A-Za-z0-9._-]{1,64}$/;

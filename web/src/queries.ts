@@ -6,10 +6,10 @@
  * No DOM here: this module also runs in Node.
  */
 import type { RolloutMode, RolloutStatus } from '../../src/api/types.js';
-import { creditedCallsSql } from '../../src/store/credited-calls.js';
-import { derivedRowsWhere } from '../../src/store/derived.js';
-import { sqlText } from '../../src/store/sql.js';
-import { llmCallsOf } from '../../src/store/views.js';
+import { creditedCallsSql } from '../../src/sql/credited-calls.js';
+import { derivedRowsWhere } from '../../src/sql/derived.js';
+import { sqlText } from '../../src/sql/literals.js';
+import { llmCallsOf } from '../../src/sql/views.js';
 
 /** Rollout fields the store sorts by (GET /v1/agl/rollouts sort_by). */
 export const ROLLOUT_SORTS = ['start_time', 'end_time', 'status', 'mode', 'resources_id', 'rollout_id'] as const;

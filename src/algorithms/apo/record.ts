@@ -4,7 +4,7 @@ import type { BatchPosition } from '../shared/random.js';
 
 /**
  * How an APO run is kept in the store: spans of the run's own rollout (shared/algorithm-run.ts), read by
- * the `prompt_versions` view (src/store/views.ts, docs/sql.md) and by a resumed run. The names
+ * the `prompt_versions` view (src/sql/views.ts, docs/sql.md) and by a resumed run. The names
  * and attributes here are that view's input: change them together.
  */
 

@@ -1,7 +1,7 @@
 import { NotFoundError } from '../../api/errors.js';
 import {
   addSpansInOrder,
-  type LightningStore,
+  dequeueOne,
   type ResourcesQuery,
   type RolloutQuery,
   type StoreStatistics,
@@ -35,7 +35,7 @@ import {
 } from '../lightning-queries.js';
 import { checkFilterLogic, paginate } from '../paginate.js';
 import { spanRows } from '../span-json.js';
-import type { TableRows } from '../writer.js';
+import type { LightningFile, ServerLightningStore } from '../server-lightning.js';
 import { PgDatabase, type PostgresOptions } from './database.js';
 import {
   ATTEMPT_COLUMNS,
@@ -55,16 +55,6 @@ import type { LoadSpec } from './load.js';
 import { watchdogRound } from './watchdog.js';
 
 /** What the store needs of this server's DuckDB file: the spans, and the copy of the state. */
-export interface SpanFile {
-  /** Stores span rows as OTLP ingest does (de-duplicated, sequenced, heartbeats). */
-  writeSpans(rows: ColumnarRows): Promise<{ stored: number; duplicates: number }>;
-  querySpanRows(sql: string): Promise<Record<string, unknown>[]>;
-  spanCount(): Promise<number>;
-  /** Appends rows (the state copied from PostgreSQL). */
-  write(rows: TableRows[]): Promise<void>;
-  /** The horizon the file's copy of this database's state reached (0: none yet). */
-  replicaHorizon(instanceId: string): Promise<bigint>;
-}
 
 /** Watchdog rounds run at most this often before a call (and on a timer in the server). */
 const WATCHDOG_INTERVAL_MS = 100;
@@ -81,7 +71,7 @@ const WAIT_LOOK_MS = 50;
  * FOR UPDATE SKIP LOCKED, so no two runners get the same one. Long polls wake on NOTIFY from
  * any server. Spans stay in this server's DuckDB file.
  */
-export class PostgresLightningStore implements LightningStore {
+export class PostgresLightningStore implements ServerLightningStore {
   readonly backend = 'postgres';
   /** Rollouts joined the queue (dequeues wait for this), and rollouts finished (waitForRollouts). */
   private readonly queued = new StoreEvents();
@@ -96,7 +86,7 @@ export class PostgresLightningStore implements LightningStore {
 
   private constructor(
     private readonly db: PgDatabase,
-    private readonly file: SpanFile,
+    private readonly file: LightningFile,
     private readonly replica: StateReplica,
   ) {
     this.listener = new EventListener(db, { queued: this.queued, finished: this.finished });
@@ -104,14 +94,20 @@ export class PostgresLightningStore implements LightningStore {
     this.arrivals = new SpanArrivals(db, (signals) => this.signal(signals));
   }
 
-  /** Connects, creates or migrates the schema, and starts listening for other servers' events. */
-  static async open(url: string, file: SpanFile, options: PostgresOptions = {}): Promise<PostgresLightningStore> {
+  /**
+   * Connects, creates or migrates the schema, and starts listening for other servers' events.
+   * `replicaHorizon` answers how far the file's copy of this database's state reached (0: none yet).
+   */
+  static async open(
+    url: string,
+    file: LightningFile,
+    replicaHorizon: (instanceId: string) => Promise<bigint>,
+    options: PostgresOptions = {},
+  ): Promise<PostgresLightningStore> {
     const db = new PgDatabase(url, options);
     try {
       const instanceId = await migrate(db);
-      const replica = new StateReplica(db, instanceId, await file.replicaHorizon(instanceId), (rows) =>
-        file.write(rows),
-      );
+      const replica = new StateReplica(db, instanceId, await replicaHorizon(instanceId), (rows) => file.write(rows));
       const store = new PostgresLightningStore(db, file, replica);
       await store.listener.start();
       return store;
@@ -141,10 +137,8 @@ export class PostgresLightningStore implements LightningStore {
     return this.change({ latestResources: true }, (state, now, changes) => state.enqueue(requests, now, changes));
   }
 
-  async dequeueRollout(
-    options: { workerId?: string | null; waitSeconds?: number } = {},
-  ): Promise<AttemptedRollout | null> {
-    return (await this.dequeueManyRollouts({ ...options, limit: 1 }))[0] ?? null;
+  dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+    return dequeueOne(this, options);
   }
 
   async dequeueManyRollouts(

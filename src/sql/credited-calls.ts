@@ -1,9 +1,9 @@
 /**
  * The LLM calls of each attempt, in call order, with the agent each was made in and the reward
  * its credit gives it: the core of TraceToTriplet (adapters/triplets.ts) and TraceToTrajectory,
- * in one SQL query over `llm_calls`, `reward_rows`, `agent_spans` and `spans`. It lives in the
- * store because the deriver keeps its default answer per call (deriver.ts), so that an export
- * with the default options is a plain scan.
+ * in one SQL query over `llm_calls`, `reward_rows`, `agent_spans` and `spans`. The store's
+ * deriver keeps its default answer per call (src/store/deriver.ts), so that an export with the
+ * default options is a plain scan; the adapters and the dashboard run it with their options.
  *
  * - Group: a call's attempt (rollout and attempt id); spans without a rollout id group by trace,
  *   so data from any OTLP app becomes triplets too.
@@ -22,7 +22,7 @@
  *   `discounted` (the return sum(gamma^k * reward of the k-th call from this one)); whatever the
  *   credit, `reward_span_id` is the reward span matched to the call (the dashboard marks it).
  */
-import { rolloutModeCondition, sqlRegex, sqlText } from './sql.js';
+import { rolloutModeCondition, sqlRegex, sqlText } from './literals.js';
 
 export type RewardMatch = 'first_occurrence' | 'first_sibling';
 export type Credit = 'step' | 'final' | 'discounted';

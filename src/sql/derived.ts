@@ -5,14 +5,14 @@
  * minutes to seconds).
  *
  * Derivation stays off the ingest path: spans are committed as they come, and the store's
- * deriver (DuckDBStore, deriver.ts) derives the ones after the watermark `derived_through` (a
+ * deriver (src/store/deriver.ts) derives the ones after the watermark `derived_through` (a
  * `commit_seq` of `spans`, which only ever grows) into the `derived_*` tables while the server is idle. The
  * views `llm_call_rows`, `reward_rows` and `agent_spans` read those tables plus, derived on the
  * fly, the spans not derived yet: every read is complete, and fast once the deriver caught up.
- * When the SQL of this module, deriver.ts or credited-calls.ts changes what is derived,
- * DERIVED_VERSION goes up and the next writable open starts the derivation over.
+ * When the SQL of this module, the deriver or credited-calls.ts changes what is derived,
+ * DERIVED_VERSION goes up and the next writable open starts the derivation over
+ * (src/store/schema.ts).
  */
-import type { DuckDBConnection } from '@duckdb/node-api';
 
 export const DERIVED_VERSION = '5';
 
@@ -290,7 +290,7 @@ call_rows AS (${callRows('fresh_calls')})`;
 /**
  * The views over what is stored: the spans not derived yet (DuckDB skips the row groups before
  * the watermark), and whether the triplets of derived_calls are complete. The span directory
- * defines its own under the same names (fleet-views.ts), over every server's spans.
+ * defines its own under the same names (src/store/fleet-views.ts), over every server's spans.
  */
 export const STORED_VIEWS_SQL = `
 CREATE OR REPLACE VIEW underived_spans AS SELECT * FROM spans WHERE commit_seq > ${WATERMARK};
@@ -321,14 +321,4 @@ export function derivedRowsWhere(condition: string): { calls: string; rewards: s
     rewards: `SELECT * FROM derived_rewards WHERE ${condition} UNION ALL (${rewardsFrom(fresh(condition))})`,
     agents: `SELECT * FROM derived_agents WHERE ${traces} UNION ALL (${agentsFrom(fresh(traces))})`,
   };
-}
-
-/** On a writable open: starts the derivation over when the file's rows were derived by other SQL. */
-export async function checkDerivedVersion(connection: DuckDBConnection): Promise<void> {
-  const reader = await connection.runAndReadAll("SELECT value FROM agl_meta WHERE key = 'derived_version'");
-  if (reader.currentRowCount > 0 && String(reader.getRows()[0][0]) === DERIVED_VERSION) return;
-  await connection.run(`BEGIN TRANSACTION;
-    DELETE FROM derived_calls; DELETE FROM derived_rewards; DELETE FROM derived_agents; DELETE FROM derived_skipped;
-    INSERT OR REPLACE INTO agl_meta VALUES ('derived_through', '-1'), ('derived_version', '${DERIVED_VERSION}');
-    COMMIT;`);
 }

@@ -1,7 +1,8 @@
 /**
- * The SQL views `llm_calls` and `rewards` (DESIGN.md, "SQL") over the tables derived from spans
- * (derived.ts). Views hold no data, so they are re-created on every writable
- * open: a file always shows this agl's definitions.
+ * The SQL views users read (docs/sql.md): `llm_calls` and `rewards` over the tables derived
+ * from spans (derived.ts), and what the algorithms recorded (`sft_iterations`,
+ * `training_steps`, `prompt_versions`). Views hold no data, so they are re-created on every
+ * writable open: a file always shows this agl's definitions.
  *
  * `llm_calls` gives one row per LLM call in OpenAI chat format. Besides the derived rows
  * (dialects 1-3, see derived.ts) it reads GenAI log-record events (`gen_ai.user.message`,
@@ -155,7 +156,7 @@ ORDER BY c.rollout_id, c.sequence_id`;
 /**
  * The views users and adapters read, over `spans`, `logs`, the `derived_*` tables and
  * `underived_spans`: created in the file's schema over what it stores, and again in the span
- * directory's schema over every server's spans (fleet-views.ts).
+ * directory's schema over every server's spans (src/store/fleet-views.ts).
  */
 export const READ_VIEWS_SQL = `
 CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(

@@ -1,0 +1,267 @@
+import { stat } from 'node:fs/promises';
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { StoreUnavailableError } from '../api/errors.js';
+import { nextCommitSeqSql } from './fleet-views.js';
+import {
+  DEFAULT_MAX_QUEUED_BYTES,
+  DEFAULT_QUERY_TIMEOUT_MS,
+  DEFAULT_WRITE_MEMORY_BYTES,
+  type StoreOptions,
+} from './options.js';
+import { exportQuery, runQuery, streamQuery, type ExportFormat, type QueryResult } from './query.js';
+import { WriteBudget } from './write-budget.js';
+import { GroupCommitWriter, writeError, type TableRows } from './writer.js';
+
+/** WAL size above which an idle store checkpoints. */
+const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
+
+/**
+ * The DuckDB file: its instance, the writer's connection with group commit, the write budget,
+ * and reads on connections of their own. Writes that fail for the disk's or the file's sake
+ * are noted (the store's health); when DuckDB invalidated the instance (a checkpoint that
+ * could not write), the next write opens the file again first.
+ */
+export class DuckDBFile {
+  private writer: GroupCommitWriter;
+  /** What DuckDB may use while writes run (none for a read-only store). */
+  private budget: WriteBudget | undefined;
+  /** Why the last write failed for the disk's or the file's sake (null: the last write succeeded). */
+  private writeFailure: string | null = null;
+  /** DuckDB invalidated the database: the next write opens it again first (see `reopen`). */
+  private invalidated = false;
+  private reopening: Promise<void> | null = null;
+  private closing = false;
+  /** Set with a span directory: reads resolve names in its schema first (fleet-views.ts). */
+  searchPath: string | undefined;
+  /** Settles the work on other connections of the instance (the deriver's) before it is replaced. */
+  beforeReopen: () => Promise<void> = () => Promise.resolve();
+
+  private constructor(
+    readonly path: string,
+    private instance: DuckDBInstance,
+    private writerConnection: DuckDBConnection,
+    private readonly options: StoreOptions,
+  ) {
+    this.writer = this.newWriter();
+  }
+
+  static async open(options: StoreOptions): Promise<DuckDBFile> {
+    const instance = await DuckDBInstance.create(options.path, instanceSettings(options));
+    try {
+      return new DuckDBFile(options.path, instance, await instance.connect(), options);
+    } catch (error) {
+      instance.closeSync();
+      throw error;
+    }
+  }
+
+  private newWriter(): GroupCommitWriter {
+    return new GroupCommitWriter(this.writerConnection, {
+      maxQueuedBytes: this.options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES,
+      counters: { spans: { nextSql: nextCommitSeqSql('spans') }, logs: { nextSql: nextCommitSeqSql('logs') } },
+      withMoreMemory: (work) => this.read(work),
+      // A quarter of the budget: a COMMIT under the budget failed for memory from 70% of it.
+      commitWithMoreMemoryBytes:
+        this.options.commitWithMoreMemoryBytes ?? (this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES) / 4,
+    });
+  }
+
+  /** The writer's connection, for what runs before the first write (migrations, loading the hot state). */
+  get connection(): DuckDBConnection {
+    return this.writerConnection;
+  }
+
+  /** A connection of its own to the instance open now. */
+  connect(): Promise<DuckDBConnection> {
+    return this.instance.connect();
+  }
+
+  /** True while the write queue is full: new writes would get StoreBusyError. */
+  get busy(): boolean {
+    return this.writer.full;
+  }
+
+  /** Why writes fail for the disk's or the file's sake (null: they do not). */
+  get failure(): string | null {
+    return this.writeFailure;
+  }
+
+  /** From now on writes run under the write budget (write-budget.ts). */
+  async startWriteBudget(): Promise<void> {
+    this.budget = await WriteBudget.open(
+      await this.instance.connect(),
+      this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES,
+    );
+  }
+
+  /** Puts the write budget back once no write has come for a while (write-budget.ts). */
+  settleBudget(): void {
+    void this.budget?.settle();
+  }
+
+  /** Hands rows to the writer, under the write budget; resolves once they are committed. */
+  async write(writes: readonly TableRows[], bytes: number): Promise<void> {
+    await this.ensureOpen();
+    this.budget?.noteWrite();
+    try {
+      await this.writer.write(writes, bytes);
+      this.writeFailure = null;
+    } catch (error) {
+      if (error instanceof StoreUnavailableError) this.writeFailed(error.reason, error.invalidated);
+      throw error;
+    }
+  }
+
+  /** Runs `work` on the writer's connection between two group commits. */
+  between(work: (connection: DuckDBConnection) => Promise<void>): Promise<void> {
+    return this.writer.between(work);
+  }
+
+  /** Opens the database again when DuckDB invalidated it; StoreUnavailableError while it cannot. */
+  async ensureOpen(): Promise<void> {
+    if (!this.invalidated) return;
+    if (!this.closing) this.reopening ??= this.reopen().finally(() => (this.reopening = null));
+    await this.reopening;
+    if (this.invalidated)
+      throw new StoreUnavailableError(this.writeFailure ?? 'the database could not be opened again', true);
+  }
+
+  /** Notes why the disk or the file failed, once per failure spell; opens an invalidated database again. */
+  private writeFailed(reason: string, invalidated: boolean): void {
+    if (this.writeFailure === null)
+      console.error(`agl: the store cannot write (${reason}); writes get 503 until it can again`);
+    this.writeFailure = reason;
+    this.invalidated ||= invalidated;
+  }
+
+  /**
+   * Opens the database again after DuckDB invalidated it (a checkpoint that could not write): every
+   * statement of the old instance fails from then on. What was committed is in the file or its
+   * WAL, which the new instance replays; the state in memory (span keys, sequence ids, rollouts)
+   * holds exactly the committed writes, so it stays. Should the opening fail too (the disk still
+   * full), the next write tries again.
+   */
+  private async reopen(): Promise<void> {
+    // Waits for the writes in flight: they fail with the instance, each with its 503.
+    await this.writer.close();
+    await this.beforeReopen();
+    await this.budget?.close();
+    this.budget = undefined;
+    this.writerConnection.closeSync();
+    this.instance.closeSync();
+    try {
+      this.instance = await DuckDBInstance.create(this.path, instanceSettings(this.options));
+      this.writerConnection = await this.instance.connect();
+      await this.startWriteBudget();
+      this.writer = this.newWriter();
+      this.invalidated = false;
+      console.error('agl: the store opened its database again after a fatal write error');
+    } catch (error) {
+      this.writeFailure = `the database could not be opened again: ${(error as Error).message.split('\n')[0]}`;
+    }
+  }
+
+  /** Runs a read (or a checkpoint) with the write budget lifted (write-budget.ts). */
+  read<T>(work: () => Promise<T>): Promise<T> {
+    return this.budget ? this.budget.whileReading(work) : work();
+  }
+
+  /** A query, its rows as JSON values; `guard` refuses anything but one read of the store's tables (read-only-sql.ts). */
+  query(sql: string, guard: boolean): Promise<QueryResult> {
+    return this.read(() =>
+      runQuery(this.instance, sql, {
+        timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
+        maxRows: this.options.maxQueryRows ?? 100_000,
+        guard,
+        searchPath: this.searchPath,
+      }),
+    );
+  }
+
+  /** The rows of a query batch by batch, with no row or time limit. */
+  async *stream(sql: string, guard: boolean): AsyncGenerator<Record<string, unknown>[]> {
+    const endRead = await this.budget?.startRead();
+    try {
+      yield* streamQuery(this.instance, sql, { guard, searchPath: this.searchPath });
+    } finally {
+      endRead?.();
+    }
+  }
+
+  /** Writes a query's rows to a file (COPY); returns how many. */
+  export(
+    sql: string,
+    path: string,
+    format: ExportFormat,
+    options: { guard: boolean; onProgress?: (fraction: number) => void },
+  ): Promise<number> {
+    return this.read(() =>
+      exportQuery(this.instance, sql, path, format, {
+        timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
+        guard: options.guard,
+        searchPath: this.searchPath,
+        onProgress: options.onProgress,
+      }),
+    );
+  }
+
+  /** Writes the store's own SQL over this file's tables (not the span directory's) to Parquet, with no time limit. */
+  copyToParquet(sql: string, path: string): Promise<number> {
+    return this.read(() =>
+      exportQuery(this.instance, sql, path, 'parquet', { timeoutMs: Number.POSITIVE_INFINITY, guard: false }),
+    );
+  }
+
+  /**
+   * Checkpoints the WAL into the file when it holds more than IDLE_CHECKPOINT_BYTES (true: done).
+   * DuckDB refuses while another connection has a transaction open (a long query): tried again
+   * at the next idle moment.
+   */
+  async checkpointIfLarge(): Promise<boolean> {
+    const wal = await stat(`${this.path}.wal`).catch(() => null);
+    if (!wal || wal.size < IDLE_CHECKPOINT_BYTES) return false;
+    return this.writer
+      .between((connection) => this.read(() => connection.run('CHECKPOINT')).then(() => {}))
+      .then(
+        () => true,
+        (error) => {
+          const failed = writeError(error);
+          if (failed instanceof StoreUnavailableError) this.writeFailed(failed.reason, failed.invalidated);
+          return false;
+        },
+      );
+  }
+
+  /** Closes an instance that failed to open as a store (nothing was written through it). */
+  abandon(): void {
+    this.instance.closeSync();
+  }
+
+  /** Commits everything accepted, checkpoints the WAL into the file (when writable) and closes it. */
+  async close(): Promise<void> {
+    this.closing = true;
+    await this.reopening;
+    await this.writer.close();
+    if (!this.options.readOnly) {
+      await this.read(() => this.writerConnection.run('CHECKPOINT')).catch((error: unknown) => {
+        // Nothing is lost: the next open replays the WAL. But the user should know why it is large.
+        console.error(
+          `agl: the closing checkpoint failed, the WAL stays for the next open: ${(error as Error).message}`,
+        );
+      });
+    }
+    await this.budget?.close();
+    this.writerConnection.closeSync();
+    this.instance.closeSync();
+  }
+}
+
+function instanceSettings(options: StoreOptions): Record<string, string> {
+  // A checkpoint compresses what the WAL holds into the file and stalls the commits behind it:
+  // at DuckDB's default 16 MB, ingest spends most of its time there (64 MB: 42,500 small spans/s
+  // in process, 7,700 LLM-sized; no checkpoint: 60,500 and 15,200). So the store checkpoints
+  // while idle, and DuckDB's own threshold is the bound under sustained ingest.
+  return options.readOnly
+    ? { access_mode: 'READ_ONLY' }
+    : { checkpoint_threshold: options.checkpointThreshold ?? '1GB' };
+}

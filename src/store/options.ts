@@ -1,0 +1,64 @@
+/** The write budget when the options give none (write-budget.ts). */
+export const DEFAULT_WRITE_MEMORY_BYTES = 64 * 2 ** 20;
+/** Decoded bytes that may wait for a commit when the options give no maxQueuedBytes. */
+export const DEFAULT_MAX_QUEUED_BYTES = 64 * 2 ** 20;
+/** A query's time limit when the options give no queryTimeoutMs. */
+export const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
+/** How often spans move to the span directory when the options do not say (spansMoveEveryMs). */
+export const DEFAULT_SPANS_MOVE_EVERY_MS = 10_000;
+
+export interface StoreOptions {
+  /** The DuckDB file; created on first use. */
+  readonly path: string;
+  /** Decoded bytes that may wait for a commit before writes get StoreBusyError (default 64 MiB). */
+  readonly maxQueuedBytes?: number;
+  /** Time limit of one query (default 30 s; Infinity for none). */
+  readonly queryTimeoutMs?: number;
+  /** Rows one query may return as JSON (default 100,000); exports to files have no limit. */
+  readonly maxQueryRows?: number;
+  /**
+   * WAL size at which DuckDB checkpoints during writes (DuckDB setting; default 1GB). The store
+   * checkpoints by itself while idle (see `deriveWhenIdleMs`), so this is the bound under
+   * sustained ingest, and the most a restart after a crash replays.
+   */
+  readonly checkpointThreshold?: string;
+  /**
+   * How long no span may have been written before the store's idle work runs by itself: a
+   * checkpoint of a WAL over 16 MB, else the deriver (default 250 ms; Infinity: only
+   * `deriveAll()` derives, and DuckDB checkpoints at `checkpointThreshold`).
+   */
+  readonly deriveWhenIdleMs?: number;
+  /**
+   * Memory that committed rows not yet checkpointed may hold while writes run (default 64 MiB);
+   * more waits in DuckDB's temporary folder beside the file until the next checkpoint (see
+   * write-budget.ts). Reads run with DuckDB's default limit.
+   */
+  readonly writeMemoryBytes?: number;
+  /**
+   * Request bytes from which a group's COMMIT runs with DuckDB's default memory limit rather than
+   * under the write budget (default: a quarter of writeMemoryBytes; see the writer's option).
+   */
+  readonly commitWithMoreMemoryBytes?: number;
+  /** Open for queries only (another process may not hold the file for writing meanwhile). */
+  readonly readOnly?: boolean;
+  /**
+   * A PostgreSQL URL (postgres://user@host/db): the LightningStore's state (rollouts, attempts,
+   * resources, workers, the queue, the span sequence counters) lives there, shared by every
+   * server that names it (store/postgres/). Spans stay in this file, which keeps a copy of the
+   * state for SQL. Absent: the state lives in this file.
+   */
+  readonly state?: string;
+  /** Connections to PostgreSQL this server may hold (default 16). */
+  readonly stateConnections?: number;
+  /**
+   * A directory shared by servers: spans move there as Parquet files, and every read (the views
+   * of the schema `fleet`) sees every server's (span-files.ts, fleet-views.ts).
+   */
+  readonly spansDir?: string;
+  /** Reads the span directory without moving this file's spans there (agl query|export --spans-dir). */
+  readonly spansDirReadOnly?: boolean;
+  /** This server's name in the span directory (default: a random id kept in the file). */
+  readonly serverId?: string;
+  /** How often spans move to the span directory (default 10 s; Infinity: on `moveSpans()` and close only). */
+  readonly spansMoveEveryMs?: number;
+}
