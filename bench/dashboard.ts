@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
-import { finalRewardsSql, type RolloutFilters, rolloutsPath } from '../web/src/queries.js';
+import { rolloutRewardsSql, type RolloutFilters, rolloutsPath } from '../web/src/queries.js';
 import { fillDashboardStore } from './dashboard-data.js';
 import { type Benchmark, type Figure, percentile } from './figures.js';
 
@@ -93,7 +93,7 @@ async function loadPage(url: string, filters: RolloutFilters): Promise<number> {
     await fetch(`${url}/v1/agl/query`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ sql: finalRewardsSql(ids) }),
+      body: JSON.stringify({ sql: rolloutRewardsSql(ids) }),
     }),
   );
   return ids.length;

@@ -1,7 +1,8 @@
 // `agl/algorithms`: what improves an agent (Baseline, APO, SFT, GRPO), the Trainer that runs an algorithm
 // with a store, a server and runners in one process, and what `agl train` needs of an algorithm.
 export type { Algorithm, AlgorithmContext, RolloutOutcome } from './algorithms/algorithm.js';
-export { finalRewards, type RewardScope } from './adapters/final-rewards.js';
+export { finalRewards } from './adapters/final-rewards.js';
+export type { RewardScope } from './sql/final-rewards.js';
 export { Baseline, type BaselineResult } from './algorithms/baseline.js';
 export {
   APO,

@@ -5,7 +5,7 @@
  * here, and an invalid one is reported with the rollout and span that produced it, and skipped.
  */
 import type { Adapter, SkippedRecord } from './adapter.js';
-import { minRewardCondition } from './final-rewards.js';
+import { minRewardCondition } from '../sql/final-rewards.js';
 import { jsonValue as json } from './json-column.js';
 import type { QuerySource } from './source.js';
 import { rolloutModeCondition } from '../sql/literals.js';

@@ -8,6 +8,7 @@
 import type { RolloutMode, RolloutStatus } from '../../src/api/types.js';
 import { creditedCallsSql } from '../../src/sql/credited-calls.js';
 import { derivedRowsWhere } from '../../src/sql/derived.js';
+import { finalRewardsSql } from '../../src/sql/final-rewards.js';
 import { sqlText } from '../../src/sql/literals.js';
 import { llmCallsOf } from '../../src/sql/views.js';
 
@@ -40,17 +41,8 @@ export function rolloutsPath(filters: RolloutFilters): string {
   return `/v1/agl/rollouts?${query}`;
 }
 
-/**
- * The final reward of each of these rollouts (the last primary reward in span order, as
- * `finalRewards` reads it), from the derived rewards of their spans alone: the `rewards` view
- * would also derive every span the deriver has not reached yet, while a run writes.
- */
-export function finalRewardsSql(rolloutIds: readonly string[]): string {
-  const ids = rolloutIds.length > 0 ? rolloutIds.map(sqlText).join(', ') : 'NULL';
-  return `SELECT rollout_id, arg_max(value, sequence_id) AS reward
-FROM (${derivedRowsWhere(`rollout_id IN (${ids})`).rewards})
-WHERE is_primary AND value IS NOT NULL GROUP BY rollout_id`;
-}
+/** The final reward of each of these rollouts, by the rule every algorithm reads them with. */
+export const rolloutRewardsSql = (rolloutIds: readonly string[]): string => finalRewardsSql('rollout', rolloutIds);
 
 const attemptCondition = (rolloutId: string, attemptId: string) =>
   `rollout_id = ${sqlText(rolloutId)} AND attempt_id = ${sqlText(attemptId)}`;

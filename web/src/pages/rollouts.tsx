@@ -17,7 +17,7 @@ import { getJson, sql } from '../api.js';
 import { ErrorNote, Freshness, Status } from '../components/common.js';
 import { formatDuration, formatNumber, formatTime, oneLine } from '../format.js';
 import { useLoaded } from '../poll.js';
-import { finalRewardsSql, ROLLOUT_SORTS, rolloutsPath, type RolloutFilters, type RolloutSort } from '../queries.js';
+import { rolloutRewardsSql, ROLLOUT_SORTS, rolloutsPath, type RolloutFilters, type RolloutSort } from '../queries.js';
 import { Link, navigate, type Place, urlOf } from '../router.js';
 
 const PAGE_SIZE = 50;
@@ -36,7 +36,7 @@ export async function loadRollouts(
   const ids = page.items.map((r) => r.rollout_id);
   const rewards = new Map<string, number>();
   if (ids.length > 0) {
-    const { rows } = await sql<{ rollout_id: string; reward: number }>(finalRewardsSql(ids), signal);
+    const { rows } = await sql<{ rollout_id: string; reward: number }>(rolloutRewardsSql(ids), signal);
     for (const row of rows) rewards.set(row.rollout_id, row.reward);
   }
   return {
