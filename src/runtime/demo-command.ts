@@ -11,7 +11,7 @@ import {
   EXAMPLE_MODEL,
   startExampleModel,
 } from '../collector/example-model.js';
-import { loadAgent } from './runner-command.js';
+import { loadAgent } from '../runner/load-agent.js';
 import { Trainer } from './trainer.js';
 import type { LlmResource, PromptTemplateResource } from '../api/types.js';
 

@@ -6,6 +6,7 @@ import type { AlgorithmCommand } from '../algorithms/command.js';
 import { GRPO_COMMAND } from '../algorithms/grpo-command.js';
 import { SFT_COMMAND } from '../algorithms/sft-command.js';
 import type { LlmResource, NamedResources, PromptTemplateResource } from '../api/types.js';
+import { AgentModuleError } from '../runner/load-agent.js';
 import { CommandError, parseCommandArgs, UsageError } from './args.js';
 import { checkOptions, flagsOf, flagUsage, flagValue, readConfigFile, type Origins } from './train-config.js';
 import { Trainer } from './trainer.js';
@@ -102,6 +103,7 @@ export async function train(args: string[]): Promise<void> {
   try {
     result = await trainer.fit(common.agent, { train: common.train, val: common.val ?? [] });
   } catch (error) {
+    if (error instanceof AgentModuleError) throw new UsageError(error.message);
     // Datasets, resources and options the run found wanting, and the errors the algorithm
     // explains itself: their messages say what to change.
     const message = error instanceof TypeError ? error.message : command.explain?.(error);

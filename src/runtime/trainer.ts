@@ -7,13 +7,13 @@ import { recordTo } from '../instrumentation/telemetry.js';
 import type { LightningStore } from '../api/lightning-store.js';
 import { DuckDBStore } from '../store/store.js';
 import { FINISHED_ROLLOUT_STATUSES, type NamedResources, type Span } from '../api/types.js';
-import type { Agent } from './agent.js';
+import type { Agent } from '../runner/agent.js';
 import { finalRewards, type Algorithm } from '../algorithms/algorithm.js';
 import { Baseline, type BaselineResult } from '../algorithms/baseline.js';
 import { loadDataset, type Dataset } from './dataset.js';
 import { progressLine } from './progress.js';
-import { flushSpans, Runner } from './runner.js';
-import { loadAgent } from './runner-command.js';
+import { loadAgent } from '../runner/load-agent.js';
+import { flushSpans, Runner } from '../runner/runner.js';
 import { queryTarget } from './query-command.js';
 import type { QuerySource } from '../adapters/source.js';
 
