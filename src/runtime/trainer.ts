@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { QueryClient } from '../client/query-client.js';
 import { StoreClient } from '../client/store-client.js';
 import { startServer } from '../collector/server.js';
 import { recordTo } from '../instrumentation/telemetry.js';
@@ -14,7 +15,6 @@ import { loadDataset, type Dataset } from './dataset.js';
 import { progressLine } from './progress.js';
 import { loadAgent } from '../runner/load-agent.js';
 import { flushSpans, Runner } from '../runner/runner.js';
-import { queryTarget } from './query-command.js';
 import type { QuerySource } from '../adapters/source.js';
 
 export interface TrainerOptions<T, R> {
@@ -242,7 +242,8 @@ export class Trainer<T = unknown, R = unknown> {
     let closing: Promise<void> | undefined;
     return {
       store: new StoreClient(url),
-      source: await queryTarget({ url }),
+      // AGL_TOKEN as the server it started reads it.
+      source: new QueryClient(url, { token: process.env.AGL_TOKEN || undefined }),
       url,
       // Runners first (they finish or abandon their rollouts), then the server (it commits what it acknowledged).
       close: () =>
