@@ -1,5 +1,5 @@
-// `agl/algorithms`: what improves an agent (Baseline, APO, SFT, GRPO), the Trainer that runs an algorithm
-// with a store, a server and runners in one process, and what `agl train` needs of an algorithm.
+// `agl/algorithms`: what improves an agent (Baseline, APO, SFT, GRPO) and what `agl train` needs of
+// an algorithm. They run against any LightningStore; the Trainer that hosts one is `agl/trainer`.
 export { finalRewards, type Algorithm, type AlgorithmContext, type RolloutOutcome } from './algorithms/algorithm.js';
 export { Baseline, type BaselineResult } from './algorithms/baseline.js';
 export {
@@ -13,8 +13,6 @@ export {
   type Cost,
   type StopKind,
 } from './algorithms/apo.js';
-export { Trainer, type TrainerOptions } from './runtime/trainer.js';
-export { loadDataset, type Dataset } from './runtime/dataset.js';
 export { SFT, SftError, sftFromOptions, type SftExtras, type SftResult } from './algorithms/sft.js';
 export {
   sftOptionsSchema,

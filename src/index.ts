@@ -1,6 +1,6 @@
 // `agl`: what an agent imports. Light on purpose (no database, no server): recording itself is
 // started by `node --import agl/register`; the store's client is `agl/client`, the store
-// `agl/store`, the server `agl/server`, algorithms and the Trainer `agl/algorithms`.
+// `agl/store`, the server `agl/server`, algorithms `agl/algorithms`, the Trainer `agl/trainer`.
 export {
   emitAnnotation,
   emitException,

@@ -52,3 +52,18 @@ test('the light `agl` entry and `agl/client` load no DuckDB', async () => {
     );
   }
 });
+
+test('`agl/algorithms` loads no DuckDB, no store, no server and no OpenTelemetry SDK', async () => {
+  const loaded = await modulesLoadedBy(new URL('../src/algorithms.js', import.meta.url));
+  assert.deepEqual(native(loaded), []);
+  // Of src/store, only the SQL builders the dashboard may import too (biome.json's web/ rule).
+  const sqlBuilders = /\/src\/store\/(credited-calls|derived|sql|views)\.js$/;
+  assert.deepEqual(
+    loaded.filter((u) => (u.includes('/src/store/') && !sqlBuilders.test(u)) || u.includes('/src/collector/')),
+    [],
+  );
+  assert.deepEqual(
+    loaded.filter((u) => u.includes('/@opentelemetry/sdk-node/')),
+    [],
+  );
+});
