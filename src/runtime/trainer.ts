@@ -239,11 +239,12 @@ export class Trainer<T = unknown, R = unknown> {
         },
       ),
     );
+    // The server it started requires AGL_TOKEN when one is set, as its runners send it.
+    const token = process.env.AGL_TOKEN || undefined;
     let closing: Promise<void> | undefined;
     return {
-      store: new StoreClient(url),
-      // AGL_TOKEN as the server it started reads it.
-      source: new QueryClient(url, { token: process.env.AGL_TOKEN || undefined }),
+      store: new StoreClient(url, { token }),
+      source: new QueryClient(url, { token }),
       url,
       // Runners first (they finish or abandon their rollouts), then the server (it commits what it acknowledged).
       close: () =>
