@@ -1,5 +1,5 @@
-// `agl/algorithms`: what improves an agent (Baseline, APO, SFT, GRPO), the Trainer that runs an algorithm
-// with a store, a server and runners in one process, and what `agl train` needs of an algorithm.
+// `agl/algorithms`: what improves an agent (Baseline, APO, SFT, GRPO) and what `agl train` needs of
+// an algorithm. They run against any LightningStore; the Trainer that hosts one is `agl/trainer`.
 export type { Algorithm, AlgorithmContext, RolloutOutcome } from './algorithms/algorithm.js';
 export { finalRewards } from './adapters/final-rewards.js';
 export type { RewardScope } from './sql/final-rewards.js';
@@ -18,8 +18,6 @@ export {
   formatApoReport,
   wordDiff,
 } from './algorithms/apo/index.js';
-export { Trainer, type TrainerOptions } from './runtime/trainer.js';
-export { loadDataset, type Dataset } from './runtime/dataset.js';
 export {
   SFT,
   SftError,

@@ -1,6 +1,6 @@
 // `agl`: what an agent imports. Light on purpose (no database, no server): recording itself is
 // started by `node --import agl/register`; the store's client is `agl/client`, the store
-// `agl/store`, the server `agl/server`, algorithms and the Trainer `agl/algorithms`.
+// `agl/store`, the server `agl/server`, algorithms `agl/algorithms`, the Trainer `agl/trainer`.
 export {
   emitAnnotation,
   emitException,
@@ -12,8 +12,8 @@ export {
 } from './instrumentation/emitters.js';
 export { withRollout, currentRollout, type RolloutScope } from './instrumentation/rollout-context.js';
 export { findFinalReward, findRewardSpans, getRewardValue, getRewards } from './adapters/rewards.js';
-export { rollout, formatTemplate, type Agent, type RolloutContext } from './runtime/agent.js';
-export { Runner, type RunnerOptions, type RunnerHooks } from './runtime/runner.js';
+export { rollout, formatTemplate, type Agent, type RolloutContext } from './runner/agent.js';
+export { Runner, type RunnerOptions, type RunnerHooks } from './runner/runner.js';
 export type {
   LightningStore,
   RolloutQuery,

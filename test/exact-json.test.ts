@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { integerText, parseJsonExact } from '../src/otlp/exact-json.js';
+import { integerText, parseJsonExact } from '../src/api/exact-json.js';
 
 // OTLP/JSON and query results carry 64-bit integers: a number literal beyond 2^53 must come
 // back digit for digit, wherever it stands; long digit runs inside strings are plain text.

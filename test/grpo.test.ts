@@ -8,7 +8,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { GRPO, GrpoError } from '../src/algorithms/grpo/index.js';
 import type { GrpoOptionsInput } from '../src/algorithms/grpo/options.js';
 import { operation } from '../src/instrumentation/emitters.js';
-import { rollout } from '../src/runtime/agent.js';
+import { rollout } from '../src/runner/agent.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { fileRows, newTempDir, removeDir, until } from './helpers.js';
 import { startOpenAITestServer, testTokenIds, type OpenAITestServer } from './openai-server.js';

@@ -63,3 +63,16 @@ test('the SQL builders load only src/api and src/sql: the dashboard bundles them
     );
   }
 });
+
+test('`agl/algorithms` loads no DuckDB, no store, no server and no OpenTelemetry SDK', async () => {
+  const loaded = await modulesLoadedBy(new URL('../src/algorithms.js', import.meta.url));
+  assert.deepEqual(native(loaded), []);
+  assert.deepEqual(
+    loaded.filter((u) => u.includes('/src/store/') || u.includes('/src/collector/')),
+    [],
+  );
+  assert.deepEqual(
+    loaded.filter((u) => u.includes('/@opentelemetry/sdk-node/')),
+    [],
+  );
+});

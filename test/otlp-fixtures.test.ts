@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { parseJsonExact } from '../src/otlp/exact-json.js';
+import { parseJsonExact } from '../src/api/exact-json.js';
 import { FIXTURES, post, startAgl, newTempDir, removeDir, type InProcessAgl } from './helpers.js';
 
 // traces.pb and logs.pb were encoded by Google's protobuf (Python), independently of agl; the

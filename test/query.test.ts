@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { FIXTURES, post, runCli, startAgl, newTempDir, removeDir, until, type InProcessAgl } from './helpers.js';
-import type { QueryResult } from '../src/store/query.js';
+import type { QueryResult } from '../src/api/query.js';
 
 let dir: string;
 let agl: InProcessAgl;

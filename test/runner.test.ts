@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 import { startTelemetry } from '../src/instrumentation/telemetry.js';
-import { rollout } from '../src/runtime/agent.js';
-import { Runner } from '../src/runtime/runner.js';
+import { rollout } from '../src/runner/agent.js';
+import { Runner } from '../src/runner/runner.js';
 import { newTempDir, removeDir, startAgl, type InProcessAgl, queryRows, eventually, messagesIn } from './helpers.js';
 import { startOpenAITestServer, type OpenAITestServer } from './openai-server.js';
 

@@ -16,7 +16,7 @@ import {
   shellQuote,
   type PlaceholderValues,
 } from '../src/algorithms/sft/training-process.js';
-import { rollout } from '../src/runtime/agent.js';
+import { rollout } from '../src/runner/agent.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { fileRows, json, newTempDir, removeDir, until } from './helpers.js';

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
+import { QueryClient } from '../src/client/query-client.js';
 import { StoreClient } from '../src/client/store-client.js';
 
 // StoreClient retries requests the server did not answer, but a call that creates something
@@ -54,5 +55,30 @@ test('a lost answer is retried for reads, not for an enqueue; a refused connecti
     assert.equal((await enqueued).rollout_id, 'ro-later');
   } finally {
     await close(answering);
+  }
+});
+
+test('QueryClient follows the same rules: a lost answer to a query is sent again, a 503 waited for', async () => {
+  const seen: string[] = [];
+  const flaky = createServer((request, response) => {
+    seen.push(`${request.method} ${request.url}`);
+    request.resume();
+    request.on('end', () => {
+      if (seen.length === 1) request.socket.destroy();
+      else if (seen.length === 2) response.writeHead(503, { 'retry-after': '0' }).end('{"detail":"busy"}');
+      else
+        response
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end('{"columns":[{"name":"n","type":"BIGINT"}],"rows":[{"n":12345678901234567890}]}');
+    });
+  });
+  const port = await listen(flaky);
+  try {
+    const client = new QueryClient(`http://127.0.0.1:${port}`, { retryDelaysSeconds: [0.01, 0.01] });
+    const result = await client.query('SELECT 1');
+    assert.equal(JSON.stringify(result.rows), '[{"n":12345678901234567890}]', 'integers beyond 2^53 exact');
+    assert.deepEqual(seen, ['POST /v1/agl/query', 'POST /v1/agl/query', 'POST /v1/agl/query']);
+  } finally {
+    await close(flaky);
   }
 });

@@ -6,7 +6,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 import { Baseline } from '../src/algorithms/baseline.js';
-import { rollout } from '../src/runtime/agent.js';
+import { rollout } from '../src/runner/agent.js';
 import { loadDataset } from '../src/runtime/dataset.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { DuckDBStore } from '../src/store/store.js';

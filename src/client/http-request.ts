@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 
 export interface HttpAnswer {
@@ -25,5 +26,36 @@ export async function httpRequest(
   } catch (error) {
     if (signal.aborted) throw new Error(`no answer within ${timeoutMs / 1000} s`);
     throw error;
+  }
+}
+
+export interface HttpStreamAnswer {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  /** The body as it comes (undici's readable, with `text()`). */
+  readonly body: Readable & { text(): Promise<string> };
+}
+
+/**
+ * One request whose answer is read as it comes: `timeoutMs` bounds the wait for the answer to
+ * start, not its transfer, so that an export larger than memory goes straight to its file.
+ */
+export async function httpStream(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+  timeoutMs: number,
+): Promise<HttpStreamAnswer> {
+  const started = new AbortController();
+  const timer = setTimeout(() => started.abort(), timeoutMs);
+  try {
+    const answer = await request(url, { method: method as 'GET', headers, body, signal: started.signal, dispatcher });
+    return { status: answer.statusCode, headers: answer.headers, body: answer.body };
+  } catch (error) {
+    if (started.signal.aborted) throw new Error(`no answer within ${timeoutMs / 1000} s`);
+    throw error;
+  } finally {
+    clearTimeout(timer);
   }
 }

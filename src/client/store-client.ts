@@ -7,8 +7,8 @@ import {
   type StoreStatistics,
   type WorkerQuery,
 } from '../api/lightning-store.js';
-import { httpRequest, type HttpAnswer } from './http-request.js';
-import { InvalidQueryError, NotFoundError } from '../api/errors.js';
+import { httpRequest } from './http-request.js';
+import { RETRY_DELAYS_SECONDS, storeHeaders, storeRequest } from './store-request.js';
 import type {
   Attempt,
   AttemptedRollout,
@@ -35,39 +35,10 @@ export interface StoreClientOptions {
 }
 
 interface RequestOptions {
-  /** Retry after network errors: always (reads, updates that set a state), never, or only when the request was never sent ('unsent': calls that create something). */
+  /** Which failures are sent again (StoreCall in store-request.ts); default: all. */
   readonly retry?: boolean | 'unsent';
   readonly timeoutSeconds?: number;
 }
-
-/**
- * The store did not answer (refused, reset, timed out), or a proxy or the store itself said it
- * is unavailable for now (502, 503, 504): the same call may succeed later.
- */
-export class StoreUnreachableError extends Error {
-  constructor(
-    message: string,
-    readonly status?: number,
-    options?: ErrorOptions,
-  ) {
-    super(message, options);
-    this.name = 'StoreUnreachableError';
-  }
-}
-
-/** The store answered with an error that retrying will not fix (a 500, a 401, ...). */
-export class StoreAnswerError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-  ) {
-    super(message);
-    this.name = 'StoreAnswerError';
-  }
-}
-
-/** Answers that say the store (or the way to it) is away for now, not that the call is wrong. */
-const UNAVAILABLE_STATUSES = new Set([502, 503, 504]);
 
 /** The server's own cap on one long poll; longer waits are several requests. */
 const LONG_POLL_SECONDS = 60;
@@ -76,7 +47,7 @@ const LONG_POLL_SECONDS = 60;
  * The LightningStore of a remote `agl serve` (or any Agent Lightning v0.x store server), over
  * its REST API. Errors come back as the embedded store raises them: NotFoundError for unknown
  * ids, InvalidQueryError for requests the server refused as bad; StoreUnreachableError when
- * the store is away, StoreAnswerError for its other error answers.
+ * the store is away, StoreAnswerError for its other error answers (store-request.ts).
  */
 export class StoreClient implements LightningStore {
   private readonly base: string;
@@ -242,64 +213,28 @@ export class StoreClient implements LightningStore {
     body: unknown,
     { retry = true, timeoutSeconds = this.timeout }: RequestOptions,
   ): Promise<T> {
-    const delays = retry ? (this.options.retryDelaysSeconds ?? [1, 2, 5]) : [];
-    for (let attempt = 0; ; attempt++) {
-      let response: HttpAnswer;
-      try {
-        const headers: Record<string, string> = {
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-          ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
-        };
-        response = await httpRequest(
+    const text = body === undefined ? undefined : JSON.stringify(body);
+    const answer = await storeRequest({
+      base: this.base,
+      method,
+      path,
+      retry,
+      delaysSeconds: this.options.retryDelaysSeconds ?? RETRY_DELAYS_SECONDS,
+      send: () =>
+        httpRequest(
           `${this.base}${path}`,
           method,
-          headers,
-          body === undefined ? undefined : JSON.stringify(body),
+          storeHeaders(this.options.token, text !== undefined),
+          text,
           timeoutSeconds * 1000,
-        );
-      } catch (error) {
-        // The server did not answer (down, restarting): retry after a pause, then give up. A call
-        // that creates something is retried only when it never reached the server: an answer
-        // lost after the server acted would otherwise create it twice.
-        const unsent = (error as NodeJS.ErrnoException).code === 'ECONNREFUSED';
-        if (attempt >= delays.length || (retry === 'unsent' && !unsent)) {
-          throw new StoreUnreachableError(
-            `agl store at ${this.base} did not answer ${method} ${path}: ${(error as Error).message}`,
-            undefined,
-            { cause: error },
-          );
-        }
-        await new Promise((resolve) => setTimeout(resolve, delays[attempt] * 1000));
-        continue;
-      }
-      const text = response.body;
-      if (response.status >= 200 && response.status < 300) return (text === '' ? null : JSON.parse(text)) as T;
-      const detail = detailOf(text);
-      if (response.status === 404) throw new NotFoundError(detail);
-      if (response.status === 400) throw new InvalidQueryError(detail);
-      if ((response.status === 503 || response.status === 429) && attempt < delays.length) {
-        await new Promise((resolve) =>
-          setTimeout(resolve, Number(response.headers['retry-after'] ?? delays[attempt]) * 1000),
-        );
-        continue;
-      }
-      const message = `agl store answered ${response.status} to ${method} ${path}: ${detail}`;
-      if (UNAVAILABLE_STATUSES.has(response.status)) throw new StoreUnreachableError(message, response.status);
-      throw new StoreAnswerError(message, response.status);
-    }
+        ),
+      text: (error) => error.body,
+    });
+    return (answer.body === '' ? null : JSON.parse(answer.body)) as T;
   }
 }
 
 const enc = encodeURIComponent;
-
-function detailOf(text: string): string {
-  try {
-    const detail = (JSON.parse(text) as { detail?: unknown }).detail;
-    return typeof detail === 'string' ? detail : JSON.stringify(detail ?? text);
-  } catch {
-    return text;
-  }
-}
 
 function queryString(query: object): string {
   const params = new URLSearchParams();

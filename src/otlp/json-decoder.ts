@@ -1,4 +1,4 @@
-import { integerText, parseJsonExact } from './exact-json.js';
+import { integerText, parseJsonExact } from '../api/exact-json.js';
 import { MAX_NESTING_DEPTH, TooDeepError } from './nesting.js';
 import { replaceLoneSurrogates } from './well-formed.js';
 import {

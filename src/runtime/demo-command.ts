@@ -6,7 +6,7 @@ import type { APOResult } from '../algorithms/apo/index.js';
 import { wordDiff } from '../algorithms/apo/index.js';
 import { parseCommandArgs } from './args.js';
 import { EXAMPLE_CRITIC_MODEL, EXAMPLE_EDITOR_MODEL, EXAMPLE_MODEL, startExampleModel } from './example-model.js';
-import { loadAgent } from './runner-command.js';
+import { loadAgent } from '../runner/load-agent.js';
 import { Trainer } from './trainer.js';
 import type { LlmResource, PromptTemplateResource } from '../api/types.js';
 

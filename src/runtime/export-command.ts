@@ -10,11 +10,12 @@ import { TRAJECTORIES_ADAPTER, type TrajectoryOptions } from '../adapters/trajec
 import { isRolloutMode } from '../sql/literals.js';
 import { TRIPLETS_ADAPTER, type Credit, type RewardMatch, type TripletOptions } from '../adapters/triplets.js';
 import { allRows } from '../adapters/source.js';
+import type { QueryTarget } from '../client/query-client.js';
 import { jsonlToParquet, PARQUET_COLUMNS } from '../adapters/parquet.js';
 import { readable, UNREADABLE_SPANS_SQL } from '../sql/derived.js';
 import { progressLine } from './progress.js';
 import { ArgumentError, choiceArg, CommandError, countArg, parseCommandArgs, UsageError } from './args.js';
-import { queryTarget, type QueryTarget } from './query-command.js';
+import { queryTarget } from './query-command.js';
 
 export const EXPORT_USAGE = `agl export messages|triplets|trajectories --out FILE.jsonl|.parquet|.arrow [--db ./agl.duckdb | --url URL]
           [--spans-dir DIR] [--token T] [--strict] [--where "<SQL condition on rollout_id, attempt_id, trace_id, model ...

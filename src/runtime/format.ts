@@ -1,4 +1,4 @@
-import type { QueryResult } from '../store/query.js';
+import type { QueryResult } from '../api/query.js';
 
 export type OutputFormat = 'table' | 'csv' | 'json' | 'ndjson';
 

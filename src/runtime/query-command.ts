@@ -1,13 +1,11 @@
-import { createWriteStream, existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { extname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import type { QuerySource } from '../adapters/source.js';
-import { parseJsonExact } from '../otlp/exact-json.js';
-import type { ExportFormat, QueryResult } from '../store/query.js';
+import { InvalidQueryError, NotFoundError } from '../api/errors.js';
+import type { ExportFormat } from '../api/query.js';
+import { QueryClient, serverAnswers, type QueryTarget } from '../client/query-client.js';
+import { StoreAnswerError, StoreUnreachableError } from '../client/store-request.js';
 import { hasSpanFiles } from '../store/span-files.js';
 import { DuckDBStore } from '../store/store.js';
 import { ArgumentError, choiceArg, parseCommandArgs, UsageError } from './args.js';
@@ -27,14 +25,6 @@ const OUT_FORMATS: Record<string, ExportFormat> = {
   '.ndjson': 'ndjson',
   '.jsonl': 'ndjson',
 };
-
-/** Where a query runs: a server's HTTP endpoint or the file itself. */
-export interface QueryTarget extends QuerySource {
-  query(sql: string): Promise<QueryResult>;
-  /** Writes the rows of one read-only query to a file with DuckDB's COPY; returns how many. */
-  exportTo(sql: string, path: string, format: ExportFormat, onProgress?: (fraction: number) => void): Promise<number>;
-  close(): Promise<void>;
-}
 
 export async function query(args: string[]): Promise<void> {
   const { values, positionals } = parseCommandArgs(args, {
@@ -88,7 +78,7 @@ async function fileOrServerTarget(db: string, token: string | undefined): Promis
   const serverFile = serverFileOf(db);
   if (existsSync(serverFile)) {
     const { url } = JSON.parse(await readFile(serverFile, 'utf8')) as { url: string };
-    if (await isUp(url)) return httpTarget(url, token);
+    if (await serverAnswers(url)) return httpTarget(url, token);
   }
   if (!existsSync(db)) throw new UsageError(`no database at ${db}: start \`agl serve\` or pass --db FILE or --url URL`);
   let store: DuckDBStore;
@@ -146,68 +136,31 @@ async function spansDirTarget(dir: string): Promise<QueryTarget> {
   };
 }
 
-async function isUp(url: string): Promise<boolean> {
-  try {
-    const response = await fetch(new URL('/v1/agl/health', url), { signal: AbortSignal.timeout(2000) });
-    return response.ok || response.status === 401;
-  } catch {
-    return false;
-  }
+/** A server's query route, its errors said as the command line says them. */
+function httpTarget(url: string, token: string | undefined): QueryTarget {
+  const client = new QueryClient(url, { token });
+  const said = (error: unknown) => usageErrorOf(error, url);
+  return {
+    query: (sql) => client.query(sql).catch((error: unknown) => Promise.reject(said(error))),
+    stream: async function* (sql) {
+      try {
+        yield* client.stream(sql);
+      } catch (error) {
+        throw said(error);
+      }
+    },
+    exportTo: (sql, path, format) =>
+      client.exportTo(sql, path, format).catch((error: unknown) => Promise.reject(said(error))),
+    close: () => client.close(),
+  };
 }
 
-function httpTarget(base: string, token: string | undefined): QueryTarget {
-  const post = async (body: object): Promise<Response> => {
-    let response: Response;
-    try {
-      response = await fetch(new URL('/v1/agl/query', base), {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-        body: JSON.stringify(body),
-      });
-    } catch (error) {
-      throw new UsageError(
-        `cannot reach the agl server at ${base}: ${(error as Error).cause ?? (error as Error).message}`,
-      );
-    }
-    if (!response.ok) {
-      const text = await response.text();
-      let detail = text;
-      try {
-        detail = (JSON.parse(text) as { detail?: string }).detail ?? text;
-      } catch {}
-      throw new UsageError(`the query failed (${response.status}): ${detail}`);
-    }
-    return response;
-  };
-  return {
-    query: async (sql) => parseJsonExact(await (await post({ sql })).text()) as QueryResult,
-    // Rows as newline-delimited JSON that the server's COPY wrote: no row limit.
-    stream: async function* (sql) {
-      const body = (await post({ sql, format: 'ndjson' })).body;
-      if (!body) return;
-      let batch: Record<string, unknown>[] = [];
-      for await (const line of createInterface({ input: Readable.fromWeb(body), crlfDelay: Infinity })) {
-        if (line === '') continue;
-        batch.push(parseJsonExact(line) as Record<string, unknown>);
-        if (batch.length === 2048) {
-          yield batch;
-          batch = [];
-        }
-      }
-      if (batch.length > 0) yield batch;
-    },
-    exportTo: async (sql, path, format) => {
-      if (format !== 'json') {
-        const response = await post({ sql, format });
-        // Straight to the file: an export can be larger than this process's memory.
-        if (response.body) await pipeline(Readable.fromWeb(response.body), createWriteStream(path));
-        else await writeFile(path, '');
-        return Number(response.headers.get('x-agl-rows') ?? 0);
-      }
-      const result = parseJsonExact(await (await post({ sql })).text()) as QueryResult;
-      await writeFile(path, formatResult(result, 'json'));
-      return result.rows.length;
-    },
-    close: async () => {},
-  };
+function usageErrorOf(error: unknown, url: string): unknown {
+  if (error instanceof StoreUnreachableError && error.status === undefined)
+    return new UsageError(`cannot reach the agl server at ${url}: ${error.cause ?? error.message}`);
+  if (error instanceof InvalidQueryError) return new UsageError(`the query failed (400): ${error.message}`);
+  if (error instanceof NotFoundError) return new UsageError(`the query failed (404): ${error.message}`);
+  if (error instanceof StoreAnswerError || error instanceof StoreUnreachableError)
+    return new UsageError(`the query failed (${error.status}): ${error.detail}`);
+  return error;
 }

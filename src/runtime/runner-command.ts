@@ -1,12 +1,11 @@
 import { spawn } from 'node:child_process';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { StoreClient } from '../client/store-client.js';
 import { startTelemetry } from '../instrumentation/telemetry.js';
-import type { Agent } from './agent.js';
+import type { Agent } from '../runner/agent.js';
+import { execAgent } from '../runner/exec-agent.js';
+import { AgentModuleError, loadAgent } from '../runner/load-agent.js';
+import { Runner } from '../runner/runner.js';
 import { ArgumentError, choiceArg, countArg, parseCommandArgs, UsageError, urlArg } from './args.js';
-import { execAgent } from './exec-agent.js';
-import { Runner } from './runner.js';
 
 export const RUNNER_USAGE = `agl runner <agent-module> | --exec "<command>" [--store http://127.0.0.1:4318] [--token T]
           [--concurrency 1] [--workers 1] [--max-rollouts N] [--worker-id ID] [--on-stop finish|abandon]
@@ -19,12 +18,13 @@ export const RUNNER_USAGE = `agl runner <agent-module> | --exec "<command>" [--s
   backoff. Ctrl-C lets the running rollouts finish (--on-stop abandon: reports them failed at
   once, for the store to retry); a second one exits at once.`;
 
-export async function loadAgent(module: string): Promise<Agent> {
-  const loaded = (await import(pathToFileURL(resolve(module)).href)) as { default?: unknown; agent?: unknown };
-  const agent = (loaded.default ?? loaded.agent) as Agent | undefined;
-  if (typeof agent?.run !== 'function')
-    throw new UsageError(`${module} exports no agent: export default rollout(async (task, ctx) => ...)`);
-  return agent;
+/** The agent of a module named on the command line: a module with none is a usage error. */
+async function loadAgentArg(module: string): Promise<Agent> {
+  try {
+    return await loadAgent(module);
+  } catch (error) {
+    throw error instanceof AgentModuleError ? new UsageError(error.message) : error;
+  }
 }
 
 export async function runner(args: string[]): Promise<void> {
@@ -58,7 +58,8 @@ export async function runner(args: string[]): Promise<void> {
   process.env.AGL_ENDPOINT ??= storeUrl;
   if (token) process.env.AGL_TOKEN ??= token;
   startTelemetry();
-  const agent = values.exec !== undefined ? execAgent(values.exec, storeUrl, token) : await loadAgent(positionals[0]);
+  const agent =
+    values.exec !== undefined ? execAgent(values.exec, storeUrl, token) : await loadAgentArg(positionals[0]);
   const store = new StoreClient(storeUrl, { token });
   const onStop = choiceArg('--on-stop', values['on-stop'], ['finish', 'abandon'] as const, 'finish');
   const work = new Runner({

@@ -6,6 +6,7 @@ import type { AlgorithmCommand } from '../algorithms/shared/command.js';
 import { GRPO_COMMAND } from '../algorithms/grpo/index.js';
 import { SFT_COMMAND } from '../algorithms/sft/index.js';
 import type { LlmResource, NamedResources, PromptTemplateResource } from '../api/types.js';
+import { AgentModuleError } from '../runner/load-agent.js';
 import { CommandError, parseCommandArgs, UsageError } from './args.js';
 import { OptionsError } from '../algorithms/shared/options.js';
 import {
@@ -116,6 +117,7 @@ export async function train(args: string[]): Promise<void> {
   try {
     result = await trainer.fit(common.agent, { train: common.train, val: common.val ?? [] });
   } catch (error) {
+    if (error instanceof AgentModuleError) throw new UsageError(error.message);
     // Datasets, resources and options the run found wanting, and the errors the algorithm
     // explains itself: their messages say what to change.
     const explained = usage(error);

@@ -1,21 +1,21 @@
 import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { QueryClient } from '../client/query-client.js';
 import { StoreClient } from '../client/store-client.js';
 import { startServer } from '../collector/server.js';
 import { recordTo } from '../instrumentation/telemetry.js';
 import type { LightningStore } from '../api/lightning-store.js';
 import { DuckDBStore } from '../store/store.js';
 import { FINISHED_ROLLOUT_STATUSES, type NamedResources, type Span } from '../api/types.js';
-import type { Agent } from './agent.js';
+import type { Agent } from '../runner/agent.js';
 import type { Algorithm } from '../algorithms/algorithm.js';
 import { finalRewards } from '../adapters/final-rewards.js';
 import { Baseline, type BaselineResult } from '../algorithms/baseline.js';
 import { loadDataset, type Dataset } from './dataset.js';
 import { progressLine } from './progress.js';
-import { flushSpans, Runner } from './runner.js';
-import { loadAgent } from './runner-command.js';
-import { queryTarget } from './query-command.js';
+import { loadAgent } from '../runner/load-agent.js';
+import { flushSpans, Runner } from '../runner/runner.js';
 import type { QuerySource } from '../adapters/source.js';
 
 export interface TrainerOptions<T, R> {
@@ -239,10 +239,12 @@ export class Trainer<T = unknown, R = unknown> {
         },
       ),
     );
+    // The server it started requires AGL_TOKEN when one is set, as its runners send it.
+    const token = process.env.AGL_TOKEN || undefined;
     let closing: Promise<void> | undefined;
     return {
-      store: new StoreClient(url),
-      source: await queryTarget({ url }),
+      store: new StoreClient(url, { token }),
+      source: new QueryClient(url, { token }),
       url,
       // Runners first (they finish or abandon their rollouts), then the server (it commits what it acknowledged).
       close: () =>

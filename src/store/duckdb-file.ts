@@ -8,7 +8,8 @@ import {
   DEFAULT_WRITE_MEMORY_BYTES,
   type StoreOptions,
 } from './options.js';
-import { exportQuery, runQuery, streamQuery, type ExportFormat, type QueryResult } from './query.js';
+import type { ExportFormat, QueryResult } from '../api/query.js';
+import { exportQuery, runQuery, streamQuery } from './query.js';
 import { WriteBudget } from './write-budget.js';
 import { GroupCommitWriter, writeError, type TableRows } from './writer.js';
 

@@ -1,20 +1,10 @@
 import { DuckDBTypeId, type DuckDBConnection, type DuckDBInstance, type DuckDBResultReader } from '@duckdb/node-api';
-import { parseJsonExact } from '../otlp/exact-json.js';
+import { parseJsonExact } from '../api/exact-json.js';
+import type { ExportFormat, QueryResult } from '../api/query.js';
 import { jsonTextTooDeep } from '../otlp/nesting.js';
 import { chunkRows } from './chunk-rows.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
 import { sqlText } from '../sql/literals.js';
-
-export interface QueryColumn {
-  readonly name: string;
-  readonly type: string;
-}
-
-/** What `POST /v1/agl/query` answers and `agl query` prints. */
-export interface QueryResult {
-  readonly columns: QueryColumn[];
-  readonly rows: Record<string, unknown>[];
-}
 
 export interface QueryOptions {
   /** The query is interrupted after this long (QueryTimeoutError); Infinity for no limit. */
@@ -96,9 +86,6 @@ export async function* streamQuery(
     connection.closeSync();
   }
 }
-
-/** COPY's formats for exporting a query's result to a file. */
-export type ExportFormat = 'parquet' | 'csv' | 'json' | 'ndjson';
 
 const COPY_OPTIONS: Record<ExportFormat, string> = {
   // Dictionaries for columns of few distinct values only (model, agent, status): the text of

@@ -7,7 +7,7 @@ import { FLEET_SEARCH_PATH, fleetViewsSql } from './fleet-views.js';
 import { SpanIngest, type WriteResult } from './ingest.js';
 import { Maintenance } from './maintenance.js';
 import type { StoreOptions } from './options.js';
-import type { ExportFormat, QueryResult } from './query.js';
+import type { ExportFormat, QueryResult } from '../api/query.js';
 import { migrate } from './schema.js';
 import { SequenceIds } from './sequence-ids.js';
 import type { LightningFile, ServerLightningStore } from './server-lightning.js';

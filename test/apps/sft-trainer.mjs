@@ -1,7 +1,8 @@
 // An SFT run with the Trainer in-process, as a user's script: node sft-trainer.mjs DB OPTIONS_JSON TASKS_JSON
 import OpenAI from 'openai';
 import { rollout } from 'agl';
-import { SFT, Trainer } from 'agl/algorithms';
+import { SFT } from 'agl/algorithms';
+import { Trainer } from 'agl/trainer';
 
 const [db, options, tasks] = process.argv.slice(2);
 const agent = rollout(async (task, ctx) => {

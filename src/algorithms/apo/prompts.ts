@@ -125,7 +125,7 @@ function clipMiddle(text: string, chars: number): string {
 
 /**
  * The placeholders a template's engine fills, read the way the agent's `format` reads them
- * (src/runtime/agent.ts): `{name}` for f-string, `{{ name }}` for jinja; null for an engine
+ * (src/runner/agent.ts): `{name}` for f-string, `{{ name }}` for jinja; null for an engine
  * agl cannot read (poml), whose candidates are then not checked.
  */
 export function placeholdersOf(template: string, engine: PromptTemplateResource['engine']): Set<string> | null {

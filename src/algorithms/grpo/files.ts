@@ -1,6 +1,5 @@
 import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { jsonlToParquet, PARQUET_COLUMNS } from '../../adapters/parquet.js';
 import { trainingDoneBody } from '../../api/requests.js';
 import { problemOf } from '../../api/schema-fields.js';
 import type { TrainingDone } from '../../api/training.js';
@@ -99,6 +98,8 @@ async function writeParquet(batch: TrainingBatch, path: string, tmp: string): Pr
       advantage: batch.advantages[i],
     }),
   );
+  // DuckDB loads with the first batch written, not with `agl/algorithms`.
+  const { jsonlToParquet, PARQUET_COLUMNS } = await import('../../adapters/parquet.js');
   try {
     await writeFile(scratch, `${lines.join('\n')}\n`);
     await jsonlToParquet(scratch, tmp, PARQUET_COLUMNS.training_batch, batchMetadata(batch));

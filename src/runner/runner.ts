@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { gatewayBaseUrl } from '../client/gateway-url.js';
-import { StoreUnreachableError } from '../client/store-client.js';
+import { StoreUnreachableError } from '../client/store-request.js';
 import { emitException, emitReward } from '../instrumentation/emitters.js';
 import { finishAnsweredCalls, globalTracerProvider } from '../instrumentation/recording.js';
 import { withRollout } from '../instrumentation/rollout-context.js';
