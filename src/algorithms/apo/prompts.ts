@@ -5,7 +5,7 @@ import type { ChatMessage } from '../shared/chat-model.js';
  * What APO says to its critic and editor models, and how it reads their answers. The parts a
  * model must find are marked with tags (<template>, <run>, <critique>, <prompt>), which real
  * models follow well and which agl's offline example critic and editor parse
- * (src/collector/example-model.ts): change the tags in both places.
+ * (src/runtime/example-rules.ts): change the tags in both places.
  */
 
 /** One rollout as the critic sees it. */
