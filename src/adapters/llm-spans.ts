@@ -75,7 +75,7 @@ function logprobsOf(logprobs: unknown): number[] | null {
 }
 
 /** The call one span recorded, or null when it is no agl-recorded LLM call (or its bodies cannot be read). */
-export function llmCallOfSpan(span: Span): SpanLlmCall | null {
+function llmCallOfSpan(span: Span): SpanLlmCall | null {
   const api = span.attributes[ATTR.llmApi];
   if (api !== 'chat' && api !== 'text_completion' && api !== 'responses') return null;
   const request = jsonAttribute(span.attributes[ATTR.llmRequest]);

@@ -27,7 +27,7 @@ export interface MessagesOptions {
   readonly rolloutMode?: string;
 }
 
-export function messagesSql(options: MessagesOptions): string {
+function messagesSql(options: MessagesOptions): string {
   const conditions = ['input_messages IS NOT NULL', 'output_messages IS NOT NULL'];
   if (options.where) conditions.push(`(${options.where})`);
   if (options.minReward !== undefined) conditions.push(minRewardCondition(options.minReward));
@@ -43,7 +43,7 @@ export function messagesSql(options: MessagesOptions): string {
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
 
 /** A record as a row gives it, before `invalidReason` checked it. */
-export interface RecordCandidate {
+interface RecordCandidate {
   messages: unknown[];
   tools?: unknown[];
   parallel_tool_calls?: boolean;
@@ -140,7 +140,7 @@ export interface MessagesStats {
 }
 
 /** A record with the rollout of its call. */
-export interface RolloutChatRecord {
+interface RolloutChatRecord {
   readonly rolloutId: string | null;
   readonly record: ChatRecord;
 }

@@ -215,7 +215,7 @@ function checkOptions(options: TrajectoryOptions): void {
 }
 
 /** The length limits of rows. */
-export type RowLimits = Pick<TrajectoryOptions, 'maxPromptLength' | 'maxResponseLength'>;
+type RowLimits = Pick<TrajectoryOptions, 'maxPromptLength' | 'maxResponseLength'>;
 
 /** Whether a row is over a length limit. */
 export const isOverlong = (row: TrajectoryRow, limits: RowLimits): boolean =>

@@ -223,7 +223,7 @@ export const modelVersion = z
   .regex(/^[\x21-\x7e]{1,128}$/, { error: mustBe('1 to 128 printable ASCII characters without spaces') });
 
 /** The model a trainer made: it becomes the `llm` resource the next rollouts run with. */
-export const trainedModel = z.object({
+const trainedModel = z.object({
   endpoint: requiredText,
   model: requiredText,
   /** Default: the count of versions so far ("1" after the starting "0"). */

@@ -8,15 +8,15 @@
 export type ColumnType = 'INTEGER' | 'BIGINT' | 'DOUBLE' | 'VARCHAR' | 'JSON';
 
 /** A field that is one number per item of `each`: columns `<field>_<item>`, attributes `<field>.<item>`. */
-export interface ColumnFamily {
+interface ColumnFamily {
   readonly type: ColumnType;
   readonly each: readonly string[];
 }
 
 /** A view column: its name, the span attribute it reads and its SQL type. */
-export type RecordColumn = readonly [name: string, attribute: string, type: ColumnType];
+type RecordColumn = readonly [name: string, attribute: string, type: ColumnType];
 
-export interface RunRecord<F extends string> {
+interface RunRecord<F extends string> {
   /** The name of the record's span. */
   readonly span: string;
   /** Each field's attribute key; a family's is the prefix of its items' keys. */

@@ -104,6 +104,6 @@ export type AttemptUpdate = z.infer<typeof requests.attemptUpdate>;
 
 export type SpanContext = z.infer<typeof requests.spanContext>;
 /** A span as POST /spans takes it: sequence_id may be absent. */
-export type SpanBody = z.infer<typeof requests.spanBody>;
+type SpanBody = z.infer<typeof requests.spanBody>;
 /** A span as the REST API answers it, and as stores take it (Agent Lightning's Span model). */
 export type Span = Omit<SpanBody, 'sequence_id'> & { sequence_id: number };

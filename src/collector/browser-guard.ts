@@ -33,7 +33,7 @@ export function parseOrigin(value: string): string | undefined {
   return (url.protocol === 'http:' || url.protocol === 'https:') && bare ? url.origin : undefined;
 }
 
-export interface BrowserGuardOptions {
+interface BrowserGuardOptions {
   /** The address the server listens on: on a loopback one, only loopback Host names are answered. */
   readonly host: string;
   /** Origins whose pages may call the server (CORS), as "http://localhost:3000". */

@@ -24,7 +24,7 @@ import { ingestOtlp, REQUEST_MESSAGE } from './otlp-ingest.js';
 /** The port of OTLP/gRPC. */
 export const DEFAULT_GRPC_PORT = 4317;
 
-export interface GrpcReceiverOptions {
+interface GrpcReceiverOptions {
   /** The address to listen on; on a loopback one, only loopback names are answered, as over HTTP. */
   readonly host: string;
   /** 0 for any free port. */

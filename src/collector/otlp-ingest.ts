@@ -4,7 +4,7 @@ import type { Encoding } from '../otlp/responses.js';
 import type { DecodePool } from './decode-pool.js';
 
 /** What an export's answer says: the items rejected and why (OTLP's partial_success). */
-export interface IngestResult {
+interface IngestResult {
   readonly rejected: number;
   readonly message: string;
 }

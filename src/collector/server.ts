@@ -102,7 +102,7 @@ function compileRoutes(routes: Route[]): (path: string) => MatchedRoute[] {
 }
 
 /** The listeners of a server, bound before its store opens. */
-export interface BoundServer {
+interface BoundServer {
   readonly http: Server;
   readonly grpc: GrpcReceiver | undefined;
   /** Stops listening (for a start that failed after binding). */

@@ -31,7 +31,7 @@ export async function httpStream(
 }
 
 /** Receives an answer chunk by chunk, as undici hands it over. */
-export interface AnswerSink {
+interface AnswerSink {
   start(status: number, headers: AnswerHeaders): void;
   /** false: hold further chunks until the exchange's `resume()`. */
   data(chunk: Buffer): boolean;

@@ -17,7 +17,7 @@ export function parseRequest<S extends z.ZodType>(schema: S, value: unknown): z.
 }
 
 /** The first issue as a sentence: its field's path, then its problem ("rollouts[0].mode must be one of train, val, test, not "x""). */
-export function issueMessage(error: z.ZodError): string {
+function issueMessage(error: z.ZodError): string {
   const [issue] = error.issues;
   return `${clip(fieldPath(issue.path), 120)} ${issue.message}`;
 }

@@ -21,8 +21,8 @@ export interface RegisterConfig {
   readonly token?: string;
 }
 
-export const INSTRUMENTATIONS = ['fetch', 'http', 'langchain'] as const;
-export type Instrumentation = (typeof INSTRUMENTATIONS)[number];
+const INSTRUMENTATIONS = ['fetch', 'http', 'langchain'] as const;
+type Instrumentation = (typeof INSTRUMENTATIONS)[number];
 /** Other names users know these by (OpenTelemetry's package names). */
 const ALIASES: Record<string, Instrumentation> = { undici: 'fetch', openai: 'fetch', https: 'http' };
 

@@ -52,7 +52,7 @@ function attributeValue(value: unknown): AttributeValue {
  * Nested objects to dotted keys (`a.b`, list items as `a.0`); lists of one primitive type stay
  * one value; empty objects and lists give no key.
  */
-export function flattenAttributes(value: unknown, prefix = '', out: Attributes = {}): Attributes {
+function flattenAttributes(value: unknown, prefix = '', out: Attributes = {}): Attributes {
   if (Array.isArray(value)) {
     if (value.length === 0) return out;
     if (homogeneousPrimitives(value) && prefix !== '') out[prefix] = value as AttributeValue;

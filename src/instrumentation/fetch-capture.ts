@@ -28,7 +28,7 @@ import type { CallSpanStarter } from './call-span.js';
  * to an OpenAI-style path gives an LLM span holding both bodies (streams assembled); any other
  * call gives a plain HTTP client span. Both carry `traceparent` to the server.
  */
-export interface FetchCaptureOptions {
+interface FetchCaptureOptions {
   readonly tracer: Tracer;
   /** Keep request and response bodies (messages, outputs, token ids) on LLM spans. */
   readonly captureContent: boolean;

@@ -36,7 +36,7 @@ interface OpenRun {
   claims: number;
 }
 
-export interface LangChainCapture {
+interface LangChainCapture {
   /** The context of the chat-model run an LLM HTTP call belongs to, if one is open. */
   modelRunContext(): Context | undefined;
 }

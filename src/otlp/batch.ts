@@ -4,7 +4,7 @@ import type { Column, ColumnarRows } from './columns.js';
 import { LOG, LOG_COLUMNS, SPAN, SPAN_COLUMNS } from './span-columns.js';
 
 /** Rows being built for `spans` or `logs`: one builder per column, in the table's column order. */
-export interface RowsBuilder {
+interface RowsBuilder {
   length: number;
   /** The table's columns. */
   readonly table: readonly Column[];

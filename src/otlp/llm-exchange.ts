@@ -69,7 +69,7 @@ export function requestAttributes(api: LlmApi, body: unknown): Attributes {
   return attributes;
 }
 
-export function responseAttributes(response: unknown): Attributes {
+function responseAttributes(response: unknown): Attributes {
   const attributes: Attributes = {};
   const { id, model, choices, status, usage } = fieldsOf(response);
   if (typeof id === 'string') attributes['gen_ai.response.id'] = id;
@@ -122,7 +122,7 @@ export function answerOutcome(
 }
 
 /** The message of an error body (`{"error": {"message": ...}}`), else the text itself, cut short. */
-export function errorMessageOf(text: string): string {
+function errorMessageOf(text: string): string {
   try {
     const message = fieldsOf(fieldsOf(JSON.parse(text)).error).message;
     if (typeof message === 'string') return message;

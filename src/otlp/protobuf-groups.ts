@@ -28,7 +28,7 @@ export interface Group {
 }
 
 /** Reads the item (span, log record) that ends at `end` into the batch. */
-export type ItemReader = (r: ProtobufReader, end: number, group: Group) => void;
+type ItemReader = (r: ProtobufReader, end: number, group: Group) => void;
 
 /** What a decoder keeps between requests for the walk: its ValueWriter, and a buffer to write a resource's JSON into. */
 export interface WalkState {

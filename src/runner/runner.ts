@@ -10,7 +10,7 @@ import type { AttemptedRollout, NamedResources, Rollout, Span } from '../api/typ
 import { rolloutContext, type Agent } from './agent.js';
 
 /** How an attempt ended, as the runner reports it. */
-export interface AttemptOutcome {
+interface AttemptOutcome {
   status: 'succeeded' | 'failed' | 'timeout';
   reward: number | null;
   error?: unknown;

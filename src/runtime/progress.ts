@@ -2,7 +2,7 @@
  * One line of progress on stderr for long exports, redrawn in place; nothing when stderr is not a
  * terminal (logs and pipes get the closing summary only).
  */
-export interface Progress {
+interface Progress {
   /** The share done, from 0 to 1. */
   fraction(done: number): void;
   /** Records written so far. */

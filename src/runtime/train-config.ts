@@ -11,7 +11,7 @@ import { UsageError } from './args.js';
  * and beam_width are read too) and, for strings, numbers and booleans, the flags (--beam-width).
  */
 
-export type FlagType = 'string' | 'number' | 'boolean';
+type FlagType = 'string' | 'number' | 'boolean';
 
 export interface Flag {
   readonly key: string;
@@ -161,7 +161,7 @@ export function usageOf(error: OptionsError, origins: Origins, flags: readonly F
 }
 
 /** beamWidth -> beam-width, baseURL -> base-url. */
-export const kebab = (key: string) =>
+const kebab = (key: string) =>
   key
     .replace(/([a-z0-9])([A-Z])/g, '$1-$2')
     .replace(/([A-Z])([A-Z][a-z])/g, '$1-$2')

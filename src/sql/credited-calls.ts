@@ -73,7 +73,7 @@ const callKey = (t: string) => `(epoch_ns(${t}.end_time)::HUGEINT * 4294967296 +
 const rewardKey = (t: string) => `(epoch_ns(${t}.time)::HUGEINT * 4294967296 + 4294967295)`;
 
 /** The relations the credited calls are read from: by default the views over every stored span. */
-export interface CreditSources {
+interface CreditSources {
   /** Rows as `llm_calls` gives them. */
   readonly calls?: string;
   /** Rows as `reward_rows` gives them. */

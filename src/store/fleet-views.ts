@@ -33,7 +33,7 @@ const CALL_SPAN_LIST = 'rollout_id, attempt_id, trace_id, span_id, parent_id, na
 const sameSpan = (a: string, b: string) => `${a}.trace_id = ${b}.trace_id AND ${a}.span_id = ${b}.span_id`;
 
 /** The rows of one move: the spans of a commit_seq range, in commit order, with their derived parts. */
-export function movedRowsSql(first: number, through: number): string {
+function movedRowsSql(first: number, through: number): string {
   return `WITH moved AS (SELECT * FROM spans WHERE commit_seq BETWEEN ${first} AND ${through}),
 calls AS (
   SELECT trace_id, span_id, struct_pack(${CALL_FIELDS.join(', ')}) AS derived_call FROM derived_calls c

@@ -33,7 +33,7 @@ import type { TableRows } from './writer.js';
 import type { LightningFile, ServerLightningStore } from './server-lightning.js';
 
 /** What the embedded LightningStore needs beside the file: the state kept in it. */
-export interface EmbeddedState {
+interface EmbeddedState {
   /** The next span sequence id of a rollout: ingest's counters, which stored spans continue. */
   nextSequenceId(rolloutId: string): number;
   /**

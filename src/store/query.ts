@@ -6,7 +6,7 @@ import { chunkRows } from './chunk-rows.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
 import { sqlText } from '../sql/literals.js';
 
-export interface QueryOptions {
+interface QueryOptions {
   /** The query is interrupted after this long (QueryTimeoutError); Infinity for no limit. */
   readonly timeoutMs: number;
   /** More rows than this is an error that suggests LIMIT or an export to a file. */

@@ -57,7 +57,7 @@ export interface MoveHooks {
 const twoDigits = (n: number) => String(n).padStart(2, '0');
 
 /** The partition folder of a move made at `now`. */
-export function partitionOf(dir: string, serverId: string, now: Date): string {
+function partitionOf(dir: string, serverId: string, now: Date): string {
   const date = `${now.getUTCFullYear()}-${twoDigits(now.getUTCMonth() + 1)}-${twoDigits(now.getUTCDate())}`;
   return join(dir, `date=${date}`, `hour=${twoDigits(now.getUTCHours())}`, `server=${serverId}`);
 }
@@ -79,7 +79,7 @@ async function partitions(dir: string): Promise<{ path: string; server: string; 
 }
 
 /** The highest commit_seq of a table this server moved (-1: none); removes its leftover temporary files. */
-export async function reconcile(dir: string, serverId: string, { prefix }: MovedTable): Promise<number> {
+async function reconcile(dir: string, serverId: string, { prefix }: MovedTable): Promise<number> {
   const ranged = rangeFile(prefix);
   let last = -1;
   for (const partition of await partitions(dir)) {

@@ -25,7 +25,7 @@ export type { StateBackend } from './state-home.js';
 export type { WriteResult } from './ingest.js';
 
 /** What GET /v1/agl/health answers. */
-export type StoreHealth = (
+type StoreHealth = (
   | { status: 'ok'; backend: StateBackend }
   | { status: 'degraded'; backend: StateBackend; reason: string }
 ) & { spanMove?: SpanMoveLag };

@@ -58,7 +58,7 @@ const MAX_STAGED_ROWS = 100_000;
 /** Request bytes whose rows may be staged at once: a copy of them waits in the appenders' buffers. */
 const MAX_STAGED_BYTES = 32 * 2 ** 20;
 
-export interface GroupCommitWriterOptions {
+interface GroupCommitWriterOptions {
   /** Bytes (as the caller estimates them) that may wait for a commit before writes are refused. */
   readonly maxQueuedBytes: number;
   /**

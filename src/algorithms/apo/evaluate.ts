@@ -12,7 +12,7 @@ import type { RunTranscript } from './prompts.js';
  * rollout that failed, timed out or gave no reward counting 0.
  */
 
-export interface EvaluationRequest {
+interface EvaluationRequest {
   readonly resourcesId: string;
   readonly tasks: readonly unknown[];
   readonly mode: RolloutMode;

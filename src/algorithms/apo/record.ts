@@ -95,7 +95,7 @@ export function recordCandidate(run: AlgorithmRun, c: Candidate, promptResource:
 }
 
 /** What one evaluation gave one prompt. */
-export interface Score {
+interface Score {
   readonly version: string;
   readonly score: number;
   readonly rollouts: number;
@@ -144,7 +144,7 @@ export function recordBest(run: AlgorithmRun, best: Candidate, stopped: string):
 }
 
 /** What a run recorded so far: its candidates with their latest scores, and its completed rounds. */
-export interface RecordedRun {
+interface RecordedRun {
   readonly candidates: Map<string, Candidate>;
   readonly rounds: { state: SearchState; cost: Cost }[];
 }

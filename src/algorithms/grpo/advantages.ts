@@ -22,7 +22,7 @@ export interface AdvantageInput {
   readonly rolloutReward: number;
 }
 
-export interface AdvantageSettings {
+interface AdvantageSettings {
   readonly estimator: Estimator;
   readonly epsilon: number;
   /** One sample per rollout (its reward, shared by its rows) instead of one per row. */

@@ -88,7 +88,7 @@ function listData(kind: 'int32' | 'int8' | 'float32', lists: readonly (readonly 
 }
 
 /** The batch's rows as one Arrow record batch, its metadata in the schema. */
-export function batchRecords(batch: TrainingBatch): RecordBatch {
+function batchRecords(batch: TrainingBatch): RecordBatch {
   const { rows } = batch;
   const text = (value: (row: BatchRow) => string) => vectorFromArray(rows.map(value), new Utf8()).data[0];
   const columns: [string, Data, boolean][] = [

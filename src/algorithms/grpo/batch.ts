@@ -13,7 +13,7 @@ import type { GrpoOptions } from './options.js';
  */
 
 export const DROP_REASONS = GRPO_DROP_REASONS;
-export type DropReason = (typeof DROP_REASONS)[number];
+type DropReason = (typeof DROP_REASONS)[number];
 export type DropCounts = Record<DropReason, number>;
 
 /** A finished rollout of a step. */

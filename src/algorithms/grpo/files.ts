@@ -18,7 +18,7 @@ import type { ApplyDone, BatchHandoff } from './handoff.js';
 const POLL_MS = 200;
 
 /** `batch-000001-<id>`: the name of a batch's files, without extension. */
-export const batchFileName = (batch: Pick<TrainingBatch, 'step' | 'batchId'>) =>
+const batchFileName = (batch: Pick<TrainingBatch, 'step' | 'batchId'>) =>
   `batch-${String(batch.step).padStart(6, '0')}-${batch.batchId}`;
 
 export class BatchFiles implements BatchHandoff {

@@ -12,7 +12,7 @@ import type { GrpoOptions } from './options.js';
  */
 
 /** The field of the `llm` resource that names its model version. */
-export const MODEL_VERSION_FIELD = 'model_version';
+const MODEL_VERSION_FIELD = 'model_version';
 
 export interface ModelVersion {
   readonly version: string;

@@ -17,7 +17,7 @@ export interface Group<T> {
 }
 
 /** The metadata keys of a GRPO rollout (SQL: `metadata->>'agl.grpo.step'`). */
-export const ROLLOUT_METADATA = {
+const ROLLOUT_METADATA = {
   run: 'agl.grpo.run',
   step: 'agl.grpo.step',
   group: 'agl.grpo.group',
@@ -26,7 +26,7 @@ export const ROLLOUT_METADATA = {
   modelVersion: 'agl.grpo.model_version',
 } as const;
 
-export interface GroupRun {
+interface GroupRun {
   readonly runId: string;
   readonly step: number;
   readonly groupSize: number;

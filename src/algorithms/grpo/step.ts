@@ -16,7 +16,7 @@ import type { Batches } from '../shared/random.js';
  * tasks run (at most `maxTopUps` waves), rather than a thin batch; then the advantages.
  */
 
-export interface StepContext<T> {
+interface StepContext<T> {
   readonly step: number;
   readonly runId: string;
   readonly store: LightningStore;

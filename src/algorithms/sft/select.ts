@@ -18,15 +18,14 @@ export interface Sample {
   readonly calls: readonly SpanLlmCall[];
 }
 
-export interface SelectionRule {
+interface SelectionRule {
   readonly samplesPerTask: number;
   readonly topFraction: number;
   readonly threshold?: number;
 }
 
 /** How many of a task's samples its top fraction keeps: rounded up, at least one. */
-export const keptPerTask = (rule: SelectionRule) =>
-  Math.max(1, Math.ceil(rule.topFraction * rule.samplesPerTask - 1e-9));
+const keptPerTask = (rule: SelectionRule) => Math.max(1, Math.ceil(rule.topFraction * rule.samplesPerTask - 1e-9));
 
 /**
  * The samples kept, in the order given: per task, its best `keptPerTask` by reward (ties: the

@@ -44,7 +44,7 @@ export interface CommandOutcome {
   readonly stopped?: 'timeout' | 'signal';
 }
 
-export interface CommandOptions {
+interface CommandOptions {
   readonly env: Record<string, string>;
   /** Every line of its output goes here. */
   readonly logFile: string;
@@ -56,7 +56,7 @@ export interface CommandOptions {
   readonly onLine?: (line: string) => void;
 }
 
-export const TAIL_CHARS = 4000;
+const TAIL_CHARS = 4000;
 const MARKER = /^(AGL_MODEL_ENDPOINT|AGL_MODEL_NAME)=(.*)$/;
 /** After the command exited, how long its pipes may stay open (held by something it left running). */
 const DRAIN_MS = 1000;

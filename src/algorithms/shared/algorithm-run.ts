@@ -17,7 +17,7 @@ import type { Attempt, AttemptStatus, Span } from '../../api/types.js';
 export type RunAttribute = string | number | boolean | readonly string[] | null | undefined;
 
 /** When an event happened, if it took time (default: now), and whether it failed. */
-export interface EventSpan {
+interface EventSpan {
   /** Seconds since the epoch. */
   readonly startTime?: number;
   readonly endTime?: number;

@@ -12,7 +12,7 @@ export interface ChatMessage {
   readonly content: string;
 }
 
-export interface ChatUsage {
+interface ChatUsage {
   readonly inputTokens: number;
   readonly outputTokens: number;
 }

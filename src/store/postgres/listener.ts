@@ -4,7 +4,7 @@ import type { PgDatabase } from './database.js';
 
 /** The channel of queue and finish events between servers. */
 const EVENTS_CHANNEL = 'agl_events';
-export type EventKind = 'queued' | 'finished';
+type EventKind = 'queued' | 'finished';
 
 const RECONNECT_MS = 1000;
 
