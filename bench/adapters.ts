@@ -2,8 +2,8 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
-import { CLI, newTempDir, removeDir } from '../test/helpers.js';
-import { span } from '../test/span-fixtures.js';
+import { CLI, newTempDir, removeDir } from '../test/support/helpers.js';
+import { span } from '../test/support/span-fixtures.js';
 import type { Benchmark, Figure } from './figures.js';
 
 // 100,000 rollouts, as the issue asks (AGL_BENCH_ROLLOUTS for another count).

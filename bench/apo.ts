@@ -2,8 +2,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { APO, type APOResult } from '../src/algorithms/apo/index.js';
 import { Trainer } from '../src/runtime/trainer.js';
-import { newTempDir, removeDir } from '../test/helpers.js';
-import { startOpenAITestServer } from '../test/openai-server.js';
+import { newTempDir, removeDir } from '../test/support/helpers.js';
+import { startOpenAITestServer } from '../test/support/openai-server.js';
 import type { Benchmark, Figure } from './figures.js';
 
 const ROUNDS = Number(process.env.AGL_BENCH_APO_ROUNDS ?? 2);

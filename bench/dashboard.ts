@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
+import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
 import { rolloutRewardsSql, type RolloutFilters, rolloutsPath } from '../web/src/queries.js';
 import { fillDashboardStore } from './dashboard-data.js';
 import { type Benchmark, type Figure, percentile } from './figures.js';

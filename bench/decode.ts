@@ -7,8 +7,8 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { InMemoryLogRecordExporter, LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
 import type { ByteColumn, ColumnarRows, Int64Column } from '../src/otlp/columns.js';
 import { ProtobufDecoder } from '../src/otlp/protobuf-decoder.js';
-import { FIXTURES } from '../test/helpers.js';
-import { freshCopy, makeBatch } from '../test/otlp-batches.js';
+import { FIXTURES } from '../test/support/helpers.js';
+import { freshCopy, makeBatch } from '../test/support/otlp-batches.js';
 import { percentile, type Benchmark, type Figure } from './figures.js';
 import { ProtobufjsOtlp } from './protobufjs-otlp.js';
 

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { httpRequest } from '../src/client/http-request.js';
-import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
+import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
 import { percentile, type Benchmark, type Figure } from './figures.js';
 
 const LLM_SERVER = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'apps', 'llm-server.mjs');

@@ -5,7 +5,7 @@ import { buildRows, type BuildSettings, type StepRollout } from '../src/algorith
 import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { TOKEN_CALLS_SQL } from '../src/sql/views.js';
-import { newTempDir, removeDir } from '../test/helpers.js';
+import { newTempDir, removeDir } from '../test/support/helpers.js';
 import { benchSpan } from './adapters.js';
 import type { Benchmark, Figure } from './figures.js';
 

@@ -5,8 +5,8 @@ import { DecodePool } from '../src/collector/decode-pool.js';
 import { httpRequest } from '../src/client/http-request.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { status as grpcStatus } from '@grpc/grpc-js';
-import { freePort, newTempDir, removeDir, spawnServe } from '../test/helpers.js';
-import { freshCopy, makeBatch, type BatchTemplate } from '../test/otlp-batches.js';
+import { freePort, newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
+import { freshCopy, makeBatch, type BatchTemplate } from '../test/support/otlp-batches.js';
 import { percentile, type Benchmark, type Figure } from './figures.js';
 import { Http2GrpcSender } from './grpc-sender.js';
 

@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
-import { REGISTER } from '../test/instrumented-app.js';
-import { startOpenAITestServer } from '../test/openai-server.js';
+import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
+import { REGISTER } from '../test/support/instrumented-app.js';
+import { startOpenAITestServer } from '../test/support/openai-server.js';
 import { percentile, type Benchmark, type Figure } from './figures.js';
 
 const APPS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'apps');

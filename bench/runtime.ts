@@ -2,7 +2,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Baseline } from '../src/algorithms/baseline.js';
 import { Trainer } from '../src/runtime/trainer.js';
-import { newTempDir, removeDir } from '../test/helpers.js';
+import { newTempDir, removeDir } from '../test/support/helpers.js';
 import type { Benchmark, Figure } from './figures.js';
 import { startLlmServer } from './gateway.js';
 import { runRollouts } from './store.js';

@@ -1,10 +1,10 @@
 import { join } from 'node:path';
 import type { AttemptedRollout } from '../src/api/types.js';
 import { StoreClient } from '../src/client/store-client.js';
-import { makeBatch } from '../test/otlp-batches.js';
-import { newTempDir, removeDir, spawnServe, type SpawnedServe } from '../test/helpers.js';
-import type { PostgresCluster } from '../test/postgres.js';
-import { startProxy } from '../test/proxy.js';
+import { makeBatch } from '../test/support/otlp-batches.js';
+import { newTempDir, removeDir, spawnServe, type SpawnedServe } from '../test/support/helpers.js';
+import type { PostgresCluster } from '../test/support/postgres.js';
+import { startProxy } from '../test/support/proxy.js';
 import type { Figure } from './figures.js';
 import {
   BATCH,

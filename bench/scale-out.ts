@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
-import { startPostgres } from '../test/postgres.js';
+import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
+import { startPostgres } from '../test/support/postgres.js';
 import type { Benchmark, Figure } from './figures.js';
 import { scaleOutIngest } from './scale-out-ingest.js';
 import { driveRollouts, type RolloutRun } from './store.js';

@@ -2,7 +2,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
-import { newTempDir, removeDir } from '../test/helpers.js';
+import { newTempDir, removeDir } from '../test/support/helpers.js';
 import { rolloutSpans, timeCli } from './adapters.js';
 import { percentile, type Benchmark, type Figure } from './figures.js';
 

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { httpRequest } from '../src/client/http-request.js';
 import { StoreClient } from '../src/client/store-client.js';
-import { newTempDir, removeDir, spawnServe } from '../test/helpers.js';
+import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
 import type { Benchmark, Figure } from './figures.js';
 
 const ROLLOUTS = 2000;

@@ -12,8 +12,8 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { InMemoryLogRecordExporter, LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import fc from 'fast-check';
-import { FIXTURES } from '../helpers.js';
-import { serialized } from '../otlp-batches.js';
+import { FIXTURES } from '../support/helpers.js';
+import { serialized } from '../support/otlp-batches.js';
 import {
   anyValueArb,
   jsonBytes,

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { exportDataset } from '../../src/runtime/export-command.js';
-import { newTempDir, queryRows, removeDir, startAgl, type InProcessAgl } from '../helpers.js';
+import { newTempDir, queryRows, removeDir, startAgl, type InProcessAgl } from '../support/helpers.js';
 
 export interface FuzzRequest {
   readonly method: 'GET' | 'POST';

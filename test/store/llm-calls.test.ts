@@ -1,0 +1,268 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { ROOT_CONTEXT, SpanKind, trace, type Attributes } from '@opentelemetry/api';
+import { OTLPLogExporter } from '@opentelemetry/exporter-logs-otlp-proto';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
+import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { newTempDir, removeDir, startAgl, type InProcessAgl } from '../support/helpers.js';
+
+// Each instrumentation dialect, as its library writes it, sent through the real SDK and OTLP
+// exporters: `llm_calls` must read each into the same OpenAI-format row.
+
+let dir: string;
+let agl: InProcessAgl;
+let tracerProvider: TracerProvider;
+let loggerProvider: LoggerProvider;
+
+before(async () => {
+  dir = await newTempDir();
+  // No idle-time deriving: every read before the last test takes the on-the-fly path.
+  agl = await startAgl(`${dir}/dialects.duckdb`, { deriveWhenIdleMs: Infinity });
+  const resource = resourceFromAttributes({ 'service.name': 'dialects' });
+  tracerProvider = new TracerProvider({
+    resource,
+    spanProcessors: [new SimpleSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${agl.url}/v1/traces` }) })],
+  });
+  loggerProvider = new LoggerProvider({
+    resource,
+    processors: [new SimpleLogRecordProcessor({ exporter: new OTLPLogExporter({ url: `${agl.url}/v1/logs` }) })],
+  });
+  record();
+  await tracerProvider.forceFlush();
+  await loggerProvider.forceFlush();
+});
+after(async () => {
+  await tracerProvider.shutdown();
+  await loggerProvider.shutdown();
+  await agl.close();
+  await removeDir(dir);
+});
+
+const tracer = () => tracerProvider.getTracer('dialect-test');
+const spanWith = (name: string, attributes: Attributes, parent = ROOT_CONTEXT) => {
+  const span = tracer().startSpan(name, { kind: SpanKind.CLIENT, attributes }, parent);
+  return span;
+};
+
+/** One call in each dialect llm_calls reads. */
+function record(): void {
+  recordOpenLLMetry();
+  recordOpenInference();
+  recordGenAiSemconv();
+  recordGenAiEvents();
+  recordFrameworkOverCapture();
+}
+
+/** OpenLLMetry: flat gen_ai.prompt.N.* / gen_ai.completion.N.* attributes. */
+function recordOpenLLMetry(): void {
+  spanWith('openai.chat', {
+    'gen_ai.system': 'openai',
+    'gen_ai.request.model': 'gpt-ol',
+    'gen_ai.prompt.0.role': 'system',
+    'gen_ai.prompt.0.content': 'be brief',
+    'gen_ai.prompt.1.role': 'user',
+    'gen_ai.prompt.1.content': 'look it up',
+    'gen_ai.completion.0.role': 'assistant',
+    'gen_ai.completion.0.finish_reason': 'tool_calls',
+    'gen_ai.completion.0.tool_calls.0.id': 'c1',
+    'gen_ai.completion.0.tool_calls.0.name': 'lookup',
+    'gen_ai.completion.0.tool_calls.0.arguments': '{"q":1}',
+    'llm.request.functions.0.name': 'lookup',
+    'llm.request.functions.0.description': 'Looks up',
+    'llm.request.functions.0.parameters': '{"type":"object"}',
+    'gen_ai.usage.prompt_tokens': 11,
+    'gen_ai.usage.completion_tokens': 3,
+    'gen_ai.response.id': 'resp-openllmetry',
+  }).end();
+}
+
+/** OpenInference: llm.input_messages.N.message.* attributes. */
+function recordOpenInference(): void {
+  spanWith('ChatOpenAI', {
+    'openinference.span.kind': 'LLM',
+    'llm.model_name': 'gpt-oi',
+    'llm.provider': 'openai',
+    'llm.input_messages.0.message.role': 'user',
+    'llm.input_messages.0.message.content': 'hi',
+    'llm.input_messages.1.message.role': 'assistant',
+    'llm.input_messages.1.message.tool_calls.0.tool_call.id': 't9',
+    'llm.input_messages.1.message.tool_calls.0.tool_call.function.name': 'f',
+    'llm.input_messages.1.message.tool_calls.0.tool_call.function.arguments': '{}',
+    'llm.input_messages.2.message.role': 'tool',
+    'llm.input_messages.2.message.tool_call_id': 't9',
+    'llm.input_messages.2.message.content': 'done',
+    'llm.output_messages.0.message.role': 'assistant',
+    'llm.output_messages.0.message.content': 'hello',
+    'llm.token_count.prompt': 5,
+    'llm.token_count.completion': 1,
+    'llm.tools.0.tool.json_schema': '{"type":"function","function":{"name":"f"}}',
+  }).end();
+}
+
+/** The GenAI semantic conventions: messages as JSON in gen_ai.input.messages and gen_ai.output.messages. */
+function recordGenAiSemconv(): void {
+  spanWith('chat gpt-semconv', {
+    'gen_ai.provider.name': 'openai',
+    'gen_ai.request.model': 'gpt-semconv',
+    'gen_ai.system_instructions': JSON.stringify([{ type: 'text', content: 'be kind' }]),
+    'gen_ai.input.messages': JSON.stringify([
+      { role: 'user', parts: [{ type: 'text', content: 'add' }] },
+      { role: 'assistant', parts: [{ type: 'tool_call', id: 'k1', name: 'add', arguments: { a: 1 } }] },
+      { role: 'tool', parts: [{ type: 'tool_call_response', id: 'k1', response: '2' }] },
+    ]),
+    'gen_ai.output.messages': JSON.stringify([
+      { role: 'assistant', parts: [{ type: 'text', content: 'it is 2' }], finish_reason: 'stop' },
+    ]),
+    'gen_ai.usage.input_tokens': 7,
+    'gen_ai.usage.output_tokens': 4,
+  }).end();
+}
+
+/** @opentelemetry/instrumentation-openai: content in log-record events joined by span id. */
+function recordGenAiEvents(): void {
+  const span = spanWith('chat gpt-events', {
+    'gen_ai.system': 'openai',
+    'gen_ai.request.model': 'gpt-events',
+    'gen_ai.response.id': 'resp-events',
+  });
+  const ctx = trace.setSpan(ROOT_CONTEXT, span);
+  const logger = loggerProvider.getLogger('@opentelemetry/instrumentation-openai');
+  logger.emit({
+    eventName: 'gen_ai.system.message',
+    body: { content: 'sys' },
+    context: ctx,
+    attributes: { 'gen_ai.system': 'openai' },
+  });
+  logger.emit({ eventName: 'gen_ai.user.message', body: { content: 'q' }, context: ctx });
+  logger.emit({
+    eventName: 'gen_ai.choice',
+    body: { index: 0, finish_reason: 'stop', message: { content: 'a' } },
+    context: ctx,
+  });
+  span.end();
+}
+
+/** A framework's LLM span with agl's HTTP-level capture as its child: one call, one row. */
+function recordFrameworkOverCapture(): void {
+  const framework = spanWith('framework llm', {
+    'openinference.span.kind': 'LLM',
+    'llm.input_messages.0.message.role': 'user',
+    'llm.input_messages.0.message.content': 'twice?',
+  });
+  spanWith(
+    'chat m',
+    {
+      'agl.llm.api': 'chat',
+      'agl.llm.request': JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'twice?' }] }),
+      'agl.llm.response': JSON.stringify({
+        id: 'x1',
+        model: 'm',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'once' }, finish_reason: 'stop' }],
+      }),
+    },
+    trace.setSpan(ROOT_CONTEXT, framework),
+  ).end();
+  framework.end();
+}
+
+const call = async (model: string) => {
+  const { rows } = await agl.store.query(`SELECT * FROM llm_calls WHERE model = '${model}'`, { guard: false });
+  assert.equal(rows.length, 1, `one row for ${model}`);
+  const row = rows[0];
+  for (const key of ['input_messages', 'output_messages', 'tools']) {
+    const value = row[key];
+    if (typeof value === 'string') row[key] = JSON.parse(value);
+  }
+  return row;
+};
+
+test('OpenLLMetry gen_ai.prompt.N.* attributes', async () => {
+  const row = await call('gpt-ol');
+  assert.deepEqual(row.input_messages, [
+    { role: 'system', content: 'be brief' },
+    { role: 'user', content: 'look it up' },
+  ]);
+  assert.deepEqual(row.output_messages, [
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'c1', type: 'function', function: { name: 'lookup', arguments: '{"q":1}' } }],
+    },
+  ]);
+  assert.deepEqual(row.tools, [
+    { type: 'function', function: { name: 'lookup', description: 'Looks up', parameters: { type: 'object' } } },
+  ]);
+  assert.deepEqual(
+    [row.provider, row.input_tokens, row.output_tokens, row.finish_reason, row.response_id],
+    ['openai', 11, 3, 'tool_calls', 'resp-openllmetry'],
+  );
+});
+
+test('OpenInference llm.input_messages.N.message.* attributes', async () => {
+  const row = await call('gpt-oi');
+  assert.deepEqual(row.input_messages, [
+    { role: 'user', content: 'hi' },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 't9', type: 'function', function: { name: 'f', arguments: '{}' } }],
+    },
+    { role: 'tool', content: 'done', tool_call_id: 't9' },
+  ]);
+  assert.deepEqual(row.output_messages, [{ role: 'assistant', content: 'hello' }]);
+  assert.deepEqual(row.tools, [{ type: 'function', function: { name: 'f' } }]);
+  assert.deepEqual([row.provider, row.input_tokens, row.output_tokens], ['openai', 5, 1]);
+});
+
+test('OpenTelemetry GenAI gen_ai.input.messages (parts format)', async () => {
+  const row = await call('gpt-semconv');
+  assert.deepEqual(row.input_messages, [
+    { role: 'system', content: 'be kind' },
+    { role: 'user', content: 'add' },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'k1', type: 'function', function: { name: 'add', arguments: '{"a":1}' } }],
+    },
+    { role: 'tool', content: '2', tool_call_id: 'k1' },
+  ]);
+  assert.deepEqual(row.output_messages, [{ role: 'assistant', content: 'it is 2' }]);
+  assert.deepEqual([row.input_tokens, row.output_tokens, row.finish_reason], [7, 4, 'stop']);
+});
+
+test('GenAI log-record events joined to their span', async () => {
+  const row = await call('gpt-events');
+  assert.deepEqual(row.input_messages, [
+    { role: 'system', content: 'sys' },
+    { role: 'user', content: 'q' },
+  ]);
+  assert.deepEqual(row.output_messages, [{ role: 'assistant', content: 'a' }]);
+  assert.deepEqual([row.finish_reason, row.response_id], ['stop', 'resp-events']);
+});
+
+test('a call described by a framework span and by agl capture is one row, the exact one', async () => {
+  const { rows } = await agl.store.query(
+    `SELECT model, output_messages FROM llm_calls c JOIN spans s USING (span_id) WHERE s.name IN ('framework llm', 'chat m')`,
+    { guard: false },
+  );
+  assert.equal(rows.length, 1);
+  assert.equal(rows[0].model, 'm');
+});
+
+test('derivation (idle-time or deriveAll) changes no row of llm_calls or rewards, only where they come from', async () => {
+  const all = async () => (await agl.store.query('SELECT * FROM llm_calls ORDER BY span_id', { guard: false })).rows;
+  const rewards = async () => (await agl.store.query('SELECT * FROM rewards ORDER BY span_id', { guard: false })).rows;
+  const before = [await all(), await rewards()];
+  const { rows: none } = await agl.store.query('SELECT count(*)::INTEGER AS n FROM derived_calls', { guard: false });
+  assert.equal(none[0].n, 0, 'read on the fly so far');
+  await agl.store.deriveAll();
+  assert.equal(await agl.store.deriveAll(), 0, 'nothing left to derive');
+  const { rows } = await agl.store.query(
+    "SELECT (SELECT count(*) FROM derived_calls)::INTEGER AS calls, (SELECT value FROM agl_meta WHERE key = 'derived_through') AS through",
+    { guard: false },
+  );
+  assert.ok(Number(rows[0].calls) >= 4, 'the calls are derived');
+  assert.deepEqual([await all(), await rewards()], before);
+});
