@@ -4,9 +4,9 @@ export interface QueryColumn {
 }
 
 /** What `POST /v1/agl/query` answers and `agl query` prints. */
-export interface QueryResult {
+export interface QueryResult<Row = Record<string, unknown>> {
   readonly columns: QueryColumn[];
-  readonly rows: Record<string, unknown>[];
+  readonly rows: Row[];
 }
 
 /** COPY's formats for exporting a query's result to a file. */

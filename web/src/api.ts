@@ -2,6 +2,7 @@
  * The dashboard's only way to its data: agl's REST API and SQL endpoint, with the token the user
  * gave (kept in sessionStorage: for this tab only, gone when it closes, never in a URL or a cookie).
  */
+import type { QueryResult } from '../../src/api/query.js';
 import type { AttemptedRollout, Attempt, PaginatedResult, Rollout, Span, Worker } from '../../src/api/types.js';
 
 const TOKEN_KEY = 'agl.token';
@@ -53,15 +54,6 @@ async function request(method: 'GET' | 'POST', path: string, body?: unknown, sig
 
 export async function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
   return (await (await request('GET', path, undefined, signal)).json()) as T;
-}
-
-export interface QueryColumn {
-  readonly name: string;
-  readonly type: string;
-}
-export interface QueryResult<Row = Record<string, unknown>> {
-  readonly columns: QueryColumn[];
-  readonly rows: Row[];
 }
 
 /** One read-only SQL query (POST /v1/agl/query), rows as JSON objects. */

@@ -3,7 +3,8 @@
  * the whole result as CSV or Parquet, and saved examples. Ctrl+Enter (Cmd+Enter) runs it.
  */
 import { useState } from 'preact/hooks';
-import { type QueryResult, sql, sqlFile } from '../api.js';
+import type { QueryResult } from '../../../src/api/query.js';
+import { sql, sqlFile } from '../api.js';
 import { ErrorNote, ResultTable } from '../components/common.js';
 import { EXAMPLE_QUERIES } from '../queries.js';
 

@@ -5,7 +5,7 @@
  */
 import { ResultTable } from '../components/common.js';
 import { Chart } from '../components/chart.js';
-import type { QueryColumn } from '../api.js';
+import type { QueryColumn } from '../../../src/api/query.js';
 
 const NUMERIC =
   /^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|FLOAT|DOUBLE|REAL|DECIMAL)/i;

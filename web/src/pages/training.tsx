@@ -4,7 +4,8 @@
  * any. Each section is one or two SQL queries over the store's views.
  */
 import { useState } from 'preact/hooks';
-import { type QueryColumn, sql } from '../api.js';
+import type { QueryColumn } from '../../../src/api/query.js';
+import { sql } from '../api.js';
 import { Chart } from '../components/chart.js';
 import { ErrorNote, Freshness, ResultTable, Section } from '../components/common.js';
 import { formatNumber, formatTime } from '../format.js';
