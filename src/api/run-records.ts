@@ -1,7 +1,8 @@
 /**
- * The records SFT and GRPO runs write, one span per iteration or step on the run's own rollout,
- * declared once: each field's span attribute (semconv.ts) and each column of its SQL view
- * (`sft_iterations`, `training_steps`) are made from these lists, in this order.
+ * The records the algorithms' runs write on the run's own rollout, declared once. SFT and GRPO
+ * write one span per iteration or step: each field's span attribute (semconv.ts) and each column
+ * of its SQL view (`sft_iterations`, `training_steps`) are made from these lists, in this order.
+ * APO's spans and attributes are named here too (APO_RUN), for its record and its view.
  */
 
 /** The SQL type a view gives a field. */
@@ -109,3 +110,38 @@ export const GRPO_STEP = runRecord('agl.grpo', 'agl.grpo.step', {
   metrics: 'JSON',
   error: 'VARCHAR',
 });
+
+/**
+ * An APO run's spans and their attributes. Its record is not one row a span: the
+ * `prompt_versions` view joins candidates with the scores and rounds that name them, so the
+ * view's SQL is written out and takes these names from here, as the record does.
+ */
+export const APO_RUN = {
+  spans: {
+    candidate: 'agl.apo.candidate',
+    scores: 'agl.apo.scores',
+    skipped: 'agl.apo.skipped',
+    round: 'agl.apo.round',
+    best: 'agl.apo.best',
+  },
+  attributes: {
+    version: 'agl.apo.version',
+    resourcesId: 'agl.apo.resources_id',
+    promptResource: 'agl.apo.prompt_resource',
+    parent: 'agl.apo.parent',
+    round: 'agl.apo.round',
+    template: 'agl.apo.template',
+    critique: 'agl.apo.critique',
+    gradientScore: 'agl.apo.gradient_score',
+    status: 'agl.apo.status',
+    reason: 'agl.apo.reason',
+    split: 'agl.apo.split',
+    scores: 'agl.apo.scores',
+    best: 'agl.apo.best',
+    beam: 'agl.apo.beam',
+    state: 'agl.apo.state',
+    cost: 'agl.apo.cost',
+    score: 'agl.apo.score',
+    stopped: 'agl.apo.stopped',
+  },
+} as const;

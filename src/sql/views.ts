@@ -13,7 +13,7 @@
  *
  * DuckDB's `->>` binds looser than AND, OR and =: always parenthesize it in conditions.
  */
-import { GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
+import { APO_RUN, GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
 import { GRPO, SFT } from '../api/semconv.js';
 import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable, STORED_VIEWS_SQL } from './derived.js';
 
@@ -111,17 +111,18 @@ FROM spans WHERE name = '${GRPO.stepSpan}' AND ${readable()}`;
  * run records on its own rollout (src/algorithms/apo/record.ts; docs/sql.md): lineage, critique,
  * scores, and whether it is in the beam or the best as the run's latest round or end says.
  */
+const { spans: S, attributes: A } = APO_RUN;
 const PROMPT_VERSIONS_SQL = `CREATE OR REPLACE VIEW prompt_versions AS
 WITH apo AS (
   SELECT rollout_id, attempt_id, sequence_id, start_time, name, attributes AS a FROM spans
-  WHERE name IN ('agl.apo.candidate', 'agl.apo.scores', 'agl.apo.round', 'agl.apo.best') AND ${readable()}
+  WHERE name IN ('${S.candidate}', '${S.scores}', '${S.round}', '${S.best}') AND ${readable()}
 ),
 -- One span per evaluation holds every prompt's score, as a JSON list in a text attribute.
 score_rows AS (
-  SELECT s.rollout_id, s.sequence_id, s.a->>'agl.apo.split' AS split, e.value->>'version' AS version,
+  SELECT s.rollout_id, s.sequence_id, s.a->>'${A.split}' AS split, e.value->>'version' AS version,
     TRY_CAST(e.value->>'score' AS DOUBLE) AS score, TRY_CAST(e.value->>'rollouts' AS BIGINT) AS rollouts, TRY_CAST(e.value->>'failed' AS BIGINT) AS failed
-  FROM apo s, json_each(TRY_CAST(s.a->>'agl.apo.scores' AS JSON)) e
-  WHERE s.name = 'agl.apo.scores'
+  FROM apo s, json_each(TRY_CAST(s.a->>'${A.scores}' AS JSON)) e
+  WHERE s.name = '${S.scores}'
 ),
 scores AS (
   SELECT rollout_id, version,
@@ -132,25 +133,25 @@ scores AS (
 ),
 latest AS (
   SELECT rollout_id,
-    arg_max(CASE WHEN name = 'agl.apo.best' THEN a->>'agl.apo.version' ELSE a->>'agl.apo.best' END, sequence_id) AS best,
-    arg_max(a->>'agl.apo.beam', sequence_id) FILTER (WHERE name = 'agl.apo.round') AS beam
-  FROM apo WHERE name IN ('agl.apo.round', 'agl.apo.best') GROUP BY rollout_id
+    arg_max(CASE WHEN name = '${S.best}' THEN a->>'${A.version}' ELSE a->>'${A.best}' END, sequence_id) AS best,
+    arg_max(a->>'${A.beam}', sequence_id) FILTER (WHERE name = '${S.round}') AS beam
+  FROM apo WHERE name IN ('${S.round}', '${S.best}') GROUP BY rollout_id
 )
-SELECT c.rollout_id AS run_id, t.sequence_id AS session, c.a->>'agl.apo.version' AS version,
-  c.a->>'agl.apo.resources_id' AS resources_id, c.a->>'agl.apo.prompt_resource' AS prompt_resource,
-  c.a->>'agl.apo.parent' AS parent, TRY_CAST(c.a->>'agl.apo.round' AS INTEGER) AS round,
-  c.a->>'agl.apo.status' AS status, c.a->>'agl.apo.reason' AS reason,
-  c.a->>'agl.apo.template' AS template, c.a->>'agl.apo.critique' AS critique,
-  TRY_CAST(c.a->>'agl.apo.gradient_score' AS DOUBLE) AS gradient_score,
+SELECT c.rollout_id AS run_id, t.sequence_id AS session, c.a->>'${A.version}' AS version,
+  c.a->>'${A.resourcesId}' AS resources_id, c.a->>'${A.promptResource}' AS prompt_resource,
+  c.a->>'${A.parent}' AS parent, TRY_CAST(c.a->>'${A.round}' AS INTEGER) AS round,
+  c.a->>'${A.status}' AS status, c.a->>'${A.reason}' AS reason,
+  c.a->>'${A.template}' AS template, c.a->>'${A.critique}' AS critique,
+  TRY_CAST(c.a->>'${A.gradientScore}' AS DOUBLE) AS gradient_score,
   s.batch_score, s.val_score, coalesce(s.rollouts, 0) AS rollouts, coalesce(s.failed_rollouts, 0) AS failed_rollouts,
-  coalesce(list_contains(string_split(l.beam, ','), c.a->>'agl.apo.version'), false) AS in_beam,
-  coalesce(l.best = (c.a->>'agl.apo.version'), false) AS is_best,
+  coalesce(list_contains(string_split(l.beam, ','), c.a->>'${A.version}'), false) AS in_beam,
+  coalesce(l.best = (c.a->>'${A.version}'), false) AS is_best,
   c.start_time AS created
 FROM apo c
-LEFT JOIN scores s ON s.rollout_id = c.rollout_id AND s.version = (c.a->>'agl.apo.version')
+LEFT JOIN scores s ON s.rollout_id = c.rollout_id AND s.version = (c.a->>'${A.version}')
 LEFT JOIN latest l ON l.rollout_id = c.rollout_id
 LEFT JOIN attempts t ON t.rollout_id = c.rollout_id AND t.attempt_id = c.attempt_id
-WHERE c.name = 'agl.apo.candidate'
+WHERE c.name = '${S.candidate}'
 ORDER BY c.rollout_id, c.sequence_id`;
 
 /**

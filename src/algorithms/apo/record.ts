@@ -1,20 +1,15 @@
+import { APO_RUN } from '../../api/run-records.js';
 import type { Span } from '../../api/types.js';
 import type { AlgorithmRun } from '../shared/algorithm-run.js';
 import type { BatchPosition } from '../shared/random.js';
 
 /**
  * How an APO run is kept in the store: spans of the run's own rollout (shared/algorithm-run.ts), read by
- * the `prompt_versions` view (src/sql/views.ts, docs/sql.md) and by a resumed run. The names
- * and attributes here are that view's input: change them together.
+ * the `prompt_versions` view (src/sql/views.ts, docs/sql.md) and by a resumed run. Their names
+ * and attributes are declared once, in src/api/run-records.ts.
  */
 
-export const SPAN = {
-  candidate: 'agl.apo.candidate',
-  scores: 'agl.apo.scores',
-  skipped: 'agl.apo.skipped',
-  round: 'agl.apo.round',
-  best: 'agl.apo.best',
-} as const;
+const { spans: SPAN, attributes: A } = APO_RUN;
 
 /** A prompt the search made or started from. */
 export interface Candidate {
@@ -81,16 +76,16 @@ export interface SearchState {
 
 export function recordCandidate(run: AlgorithmRun, c: Candidate, promptResource: string): Promise<void> {
   return run.record(SPAN.candidate, {
-    'agl.apo.version': c.version,
-    'agl.apo.resources_id': c.resourcesId,
-    'agl.apo.prompt_resource': promptResource,
-    'agl.apo.parent': c.parent,
-    'agl.apo.round': c.round,
-    'agl.apo.template': c.template,
-    'agl.apo.critique': c.critique,
-    'agl.apo.gradient_score': c.gradientScore,
-    'agl.apo.status': c.parent === null ? 'seed' : c.rejected === null ? 'candidate' : 'rejected',
-    'agl.apo.reason': c.rejected,
+    [A.version]: c.version,
+    [A.resourcesId]: c.resourcesId,
+    [A.promptResource]: promptResource,
+    [A.parent]: c.parent,
+    [A.round]: c.round,
+    [A.template]: c.template,
+    [A.critique]: c.critique,
+    [A.gradientScore]: c.gradientScore,
+    [A.status]: c.parent === null ? 'seed' : c.rejected === null ? 'candidate' : 'rejected',
+    [A.reason]: c.rejected,
   });
 }
 
@@ -114,32 +109,32 @@ export function recordScores(
   scores: readonly Score[],
 ): Promise<void> {
   return run.record(SPAN.scores, {
-    'agl.apo.round': round,
-    'agl.apo.split': split,
-    'agl.apo.scores': JSON.stringify(scores),
+    [A.round]: round,
+    [A.split]: split,
+    [A.scores]: JSON.stringify(scores),
   });
 }
 
 export function recordSkipped(run: AlgorithmRun, round: number, parent: string, reason: string): Promise<void> {
-  return run.record(SPAN.skipped, { 'agl.apo.round': round, 'agl.apo.parent': parent, 'agl.apo.reason': reason });
+  return run.record(SPAN.skipped, { [A.round]: round, [A.parent]: parent, [A.reason]: reason });
 }
 
 export function recordRound(run: AlgorithmRun, state: SearchState, cost: Cost): Promise<void> {
   return run.record(SPAN.round, {
-    'agl.apo.round': state.round,
-    'agl.apo.best': state.best,
-    'agl.apo.beam': state.beam.join(','),
-    'agl.apo.state': JSON.stringify(state),
-    'agl.apo.cost': JSON.stringify(cost),
+    [A.round]: state.round,
+    [A.best]: state.best,
+    [A.beam]: state.beam.join(','),
+    [A.state]: JSON.stringify(state),
+    [A.cost]: JSON.stringify(cost),
   });
 }
 
 export function recordBest(run: AlgorithmRun, best: Candidate, stopped: string): Promise<void> {
   return run.record(SPAN.best, {
-    'agl.apo.version': best.version,
-    'agl.apo.resources_id': best.resourcesId,
-    'agl.apo.score': best.valScore,
-    'agl.apo.stopped': stopped,
+    [A.version]: best.version,
+    [A.resourcesId]: best.resourcesId,
+    [A.score]: best.valScore,
+    [A.stopped]: stopped,
   });
 }
 
@@ -153,31 +148,31 @@ export async function readRun(run: AlgorithmRun): Promise<RecordedRun> {
   const candidates = new Map<string, Candidate>();
   for (const span of await run.read(SPAN.candidate)) {
     const a = span.attributes;
-    const version = String(a['agl.apo.version']);
+    const version = String(a[A.version]);
     candidates.set(version, {
       version,
-      resourcesId: text(a['agl.apo.resources_id']),
-      template: text(a['agl.apo.template']) ?? '',
-      parent: text(a['agl.apo.parent']),
-      round: Number(a['agl.apo.round'] ?? 0),
-      critique: text(a['agl.apo.critique']),
-      gradientScore: number(a['agl.apo.gradient_score']),
-      rejected: text(a['agl.apo.reason']),
+      resourcesId: text(a[A.resourcesId]),
+      template: text(a[A.template]) ?? '',
+      parent: text(a[A.parent]),
+      round: Number(a[A.round] ?? 0),
+      critique: text(a[A.critique]),
+      gradientScore: number(a[A.gradientScore]),
+      rejected: text(a[A.reason]),
       batchScore: null,
       valScore: null,
     });
   }
   for (const span of await run.read(SPAN.scores)) applyScores(candidates, span);
   const rounds = (await run.read(SPAN.round)).map((span) => ({
-    state: JSON.parse(String(span.attributes['agl.apo.state'])) as SearchState,
-    cost: JSON.parse(String(span.attributes['agl.apo.cost'])) as Cost,
+    state: JSON.parse(String(span.attributes[A.state])) as SearchState,
+    cost: JSON.parse(String(span.attributes[A.cost])) as Cost,
   }));
   return { candidates, rounds };
 }
 
 function applyScores(candidates: Map<string, Candidate>, span: Span): void {
-  const split = span.attributes['agl.apo.split'];
-  for (const { version, score } of JSON.parse(String(span.attributes['agl.apo.scores'] ?? '[]')) as Score[]) {
+  const split = span.attributes[A.split];
+  for (const { version, score } of JSON.parse(String(span.attributes[A.scores] ?? '[]')) as Score[]) {
     const candidate = candidates.get(version);
     if (!candidate || number(score) === null) continue;
     if (split === 'val_batch') candidate.batchScore = score;
