@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { answerOutcome, requestAttributes, type LlmApi } from '../otlp/llm-exchange.js';
+import { answerOutcome, codecOf, requestAttributes, type LlmApi } from '../otlp/llm-exchange.js';
 import { ATTR } from '../api/semconv.js';
 import { spanRows, type SpanInput } from '../store/span-json.js';
 import type { BatchSink } from '../otlp/batch.js';
@@ -76,7 +76,7 @@ export class CallRecord {
   ) {
     this.attributes = {
       ...requestAttributes(api, sentBody),
-      'gen_ai.provider.name': url.hostname === 'api.openai.com' ? 'openai' : 'openai_compatible',
+      'gen_ai.provider.name': codecOf(api).provider(url.hostname),
       'server.address': url.hostname,
       'url.full': url.href,
       [ATTR.llmApi]: api,
@@ -99,7 +99,7 @@ export class CallRecord {
     this.endTime = Date.now() / 1000;
     if (this.status === undefined) return;
     this.attributes['http.response.status_code'] = this.status;
-    const { attributes, error } = answerOutcome(this.status, body, streamed, true);
+    const { attributes, error } = answerOutcome(this.api, this.status, body, streamed, true);
     Object.assign(this.attributes, attributes);
     if (error) this.fail(error.message, error.type);
   }
@@ -107,7 +107,7 @@ export class CallRecord {
   span(): SpanInput {
     if (this.error) this.attributes['error.type'] = this.error.type;
     const model = this.attributes['gen_ai.request.model'];
-    const operation = this.api === 'responses' ? 'chat' : this.api;
+    const operation = codecOf(this.api).operation;
     return {
       rollout_id: this.ids.rolloutId,
       attempt_id: this.ids.attemptId,

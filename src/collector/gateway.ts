@@ -1,8 +1,9 @@
 /**
- * The LLM gateway: an OpenAI-compatible endpoint that forwards each call to the real model
- * server and records it as an LLM span, for agents agl cannot instrument (any language, any
- * binary). The agent's `OPENAI_BASE_URL` points at
- * `/v1/gateway/rollouts/{rollout}/attempts/{attempt}/v1` (or `/v1/gateway/v1` with
+ * The LLM gateway: an OpenAI- and Anthropic-compatible endpoint that forwards each call to the
+ * real model server and records it as an LLM span, for agents agl cannot instrument (any
+ * language, any binary). The agent's `OPENAI_BASE_URL` points at
+ * `/v1/gateway/rollouts/{rollout}/attempts/{attempt}/v1`, its `ANTHROPIC_BASE_URL` at the same
+ * without `/v1` (or `/v1/gateway/v1` with
  * `x-rollout-id` / `x-attempt-id` headers, or none). Answers stream through chunk by chunk while
  * the span gets the assembled response, with the same attributes as agl's fetch capture, so
  * `llm_calls` reads both alike.
@@ -24,6 +25,10 @@ export interface GatewayOptions {
   readonly upstream?: string;
   /** API key sent to `upstream`; an `llm` resource brings its own. */
   readonly upstreamKey?: string;
+  /** Base URL of an Anthropic-compatible server (as `ANTHROPIC_BASE_URL`) for Messages calls whose rollout has no `llm` resource. */
+  readonly anthropicUpstream?: string;
+  /** API key (`x-api-key`) sent to `anthropicUpstream`. */
+  readonly anthropicUpstreamKey?: string;
   /** The longest an upstream exchange may take, streaming included. */
   readonly timeoutMs: number;
   /** Ask the upstream (vLLM) for token ids on completion calls. */
@@ -41,6 +46,7 @@ const APIS: [path: string, api: LlmApi][] = [
   ['chat/completions', 'chat'],
   ['completions', 'text_completion'],
   ['responses', 'responses'],
+  ['messages', 'messages'],
 ];
 
 interface Upstream {
@@ -50,7 +56,7 @@ interface Upstream {
   readonly sampling: Record<string, unknown>;
 }
 
-/** An error answered to the agent in OpenAI's error shape, so its client shows the message. */
+/** An error answered to the agent in its API's error shape, so its client shows the message. */
 class GatewayError extends Error {
   constructor(
     readonly status: number,
@@ -61,8 +67,12 @@ class GatewayError extends Error {
   }
 }
 
-function sendOpenAIError(response: ServerResponse, error: GatewayError): void {
-  const body = JSON.stringify({ error: { message: error.message, type: error.type, code: null } });
+function sendError(response: ServerResponse, error: GatewayError, api?: LlmApi): void {
+  const body = JSON.stringify(
+    api === 'messages'
+      ? { type: 'error', error: { type: error.type, message: error.message } }
+      : { error: { message: error.message, type: error.type, code: null } },
+  );
   response.writeHead(error.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   response.end(body);
 }
@@ -122,8 +132,16 @@ export function gateway(store: LightningStore, sink: BatchSink, options: Gateway
   return { routes, flush: () => spans.flush() };
 }
 
-/** Where a call goes: the rollout's `llm` resource (its current version), else `--upstream`. */
-async function upstreamFor(store: LightningStore, options: GatewayOptions, ids: Attribution): Promise<Upstream> {
+/**
+ * Where a call goes: the rollout's `llm` resource (its current version), else `--upstream`, or
+ * for Anthropic's Messages API `--anthropic-upstream`.
+ */
+async function upstreamFor(
+  store: LightningStore,
+  options: GatewayOptions,
+  ids: Attribution,
+  api?: LlmApi,
+): Promise<Upstream> {
   if (ids.rolloutId !== null) {
     const rollout = await store.getRolloutById(ids.rolloutId);
     if (!rollout) throw new GatewayError(404, `agl gateway: no rollout "${ids.rolloutId}"`, 'invalid_request_error');
@@ -151,6 +169,14 @@ async function upstreamFor(store: LightningStore, options: GatewayOptions, ids: 
         sampling: llm.sampling_parameters ?? {},
       };
   }
+  if (api === 'messages') {
+    if (options.anthropicUpstream)
+      return { base: anthropicBase(options.anthropicUpstream), apiKey: options.anthropicUpstreamKey, sampling: {} };
+    throw new GatewayError(
+      502,
+      'agl gateway: no upstream for this call: its rollout has no "llm" resource and agl serve has no --anthropic-upstream',
+    );
+  }
   if (options.upstream) return { base: options.upstream, apiKey: options.upstreamKey, sampling: {} };
   throw new GatewayError(
     502,
@@ -159,6 +185,40 @@ async function upstreamFor(store: LightningStore, options: GatewayOptions, ids: 
 }
 
 const upstreamUrl = (base: string, path: string) => `${base.replace(/\/+$/, '')}/${path}`;
+
+/** An Anthropic base URL is given as its SDK takes it, without the `/v1` its paths start with. */
+const anthropicBase = (base: string) => {
+  const trimmed = base.replace(/\/+$/, '');
+  return trimmed.endsWith('/v1') ? trimmed : `${trimmed}/v1`;
+};
+
+/** The headers of Anthropic's API an agent sends that go on as they are (its version and betas). */
+const ANTHROPIC_PASSED = ['anthropic-version', 'anthropic-beta'];
+
+/**
+ * Anthropic authenticates with `x-api-key`: the upstream's key, else (with --pass-agent-key) the
+ * agent's own, unless it is agl's token.
+ */
+function anthropicHeaders(
+  upstream: Upstream,
+  request: IncomingMessage,
+  options: GatewayOptions,
+): Record<string, string> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+  };
+  for (const name of ANTHROPIC_PASSED) {
+    const value = request.headers[name];
+    if (typeof value === 'string') headers[name] = value;
+  }
+  const agentKey = request.headers['x-api-key'];
+  const key =
+    upstream.apiKey ??
+    (options.passAgentKey && typeof agentKey === 'string' && agentKey !== options.serverToken ? agentKey : undefined);
+  if (key) headers['x-api-key'] = key;
+  return headers;
+}
 
 function upstreamHeaders(upstream: Upstream, agentAuthorization?: string): Record<string, string> {
   const authorization = upstream.apiKey ? `Bearer ${upstream.apiKey}` : agentAuthorization;
@@ -205,7 +265,7 @@ async function forwardModels(
     response.end();
   } catch (error) {
     if (response.headersSent) response.destroy();
-    else sendOpenAIError(response, asGatewayError(signal.reason ?? error, 'models'));
+    else sendError(response, asGatewayError(signal.reason ?? error, 'models'));
   }
 }
 
@@ -280,9 +340,9 @@ async function forwardCall(
     }
     if (body === null || typeof body !== 'object' || Array.isArray(body))
       throw new GatewayError(400, 'agl gateway: the body must be a JSON object', 'invalid_request_error');
-    upstream = await upstreamFor(store, options, ids);
+    upstream = await upstreamFor(store, options, ids, api);
   } catch (error) {
-    sendOpenAIError(response, asGatewayError(error, path));
+    sendError(response, asGatewayError(error, path), api);
     return;
   }
 
@@ -301,7 +361,9 @@ async function forwardCall(
     if (!response.writableFinished) abort.abort(new Error('the agent closed the connection'));
   });
   try {
-    await relay(url, upstreamHeaders(upstream, agentKey), sentBytes, abort.signal, response, record, path);
+    const headers =
+      api === 'messages' ? anthropicHeaders(upstream, request, options) : upstreamHeaders(upstream, agentKey);
+    await relay(url, headers, sentBytes, abort.signal, response, record, path);
   } finally {
     clearTimeout(timer);
     spans.add(record.span());
@@ -395,10 +457,10 @@ function relay(
       if (finished) return;
       finished = true;
       if (record.status === undefined) {
-        // No answer at all: the agent gets the reason in OpenAI's error shape.
+        // No answer at all: the agent gets the reason in its API's error shape.
         const error = asGatewayError(failure, path);
         record.fail(error.message, error.type);
-        sendOpenAIError(response, error);
+        sendError(response, error, record.api);
         record.finish(undefined, false);
         return resolve();
       }

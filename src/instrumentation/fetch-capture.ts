@@ -12,6 +12,7 @@ import {
 import { isTracingSuppressed } from '@opentelemetry/core';
 import {
   answerOutcome,
+  codecOf,
   llmApiOf,
   parsedUrl,
   requestAttributes,
@@ -242,7 +243,7 @@ export class FetchCapture {
   ): Promise<Response> {
     const { options } = this;
     const request = await outgoingRequest(api, options.returnTokenIds, input, init);
-    const operation = api === 'responses' ? 'chat' : api;
+    const operation = codecOf(api).operation;
     const parent = (api !== 'embeddings' ? options.llmParent?.() : undefined) ?? context.active();
     // The span starts bare: its attributes are set when it is finished, off the call's path.
     const span =
@@ -424,7 +425,7 @@ class LlmCall {
     this.ended = true;
     this.describeRequest();
     this.span.setAttribute('http.response.status_code', this.status);
-    finishLlmSpan(this.span, this.status, answer, streamed, failure, this.captureContent, endedAt);
+    finishLlmSpan(this.span, this.api, this.status, answer, streamed, failure, this.captureContent, endedAt);
   }
 
   /** Names the span by its model and adds the request's attributes. */
@@ -435,7 +436,7 @@ class LlmCall {
     if (typeof body?.model === 'string') span.updateName(`${this.operation} ${body.model}`);
     span.setAttributes({
       ...urlAttributes('POST', url),
-      'gen_ai.provider.name': url.hostname === 'api.openai.com' ? 'openai' : 'openai_compatible',
+      'gen_ai.provider.name': codecOf(api).provider(url.hostname),
       [ATTR.llmApi]: api,
       ...(this.captureContent && text !== undefined ? { [ATTR.llmRequest]: text } : {}),
       ...requestAttributes(api, body),
@@ -568,6 +569,7 @@ function restore(
 /** Finishes an LLM span from the response body: a JSON text, or a stream's assembled result. */
 function finishLlmSpan(
   span: Span,
+  api: LlmApi,
   status: number,
   body: string | unknown,
   streamed: boolean,
@@ -576,7 +578,7 @@ function finishLlmSpan(
   endedAt?: number,
 ): void {
   try {
-    const { attributes, error } = answerOutcome(status, body, streamed, captureContent);
+    const { attributes, error } = answerOutcome(api, status, body, streamed, captureContent);
     span.setAttributes(attributes);
     if (error) {
       span.setAttribute('error.type', error.type);

@@ -31,13 +31,14 @@ const mib = (bytes: number) => `${bytes / 2 ** 20}MiB`;
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}] [--grpc-port ${DEFAULT_GRPC_PORT}] [--db ./agl.duckdb] [--state postgres://...]
           [--max-body ${mib(DEFAULT_MAX_BODY_BYTES)}] [--max-queue ${mib(DEFAULT_MAX_QUEUED_BYTES)}] [--decode-threads N] [--checkpoint-threshold 1GiB]
           [--write-memory ${mib(DEFAULT_WRITE_MEMORY_BYTES)}] [--query-timeout ${DEFAULT_QUERY_TIMEOUT_MS / 1000}] [--token T] [--allow-origin URL]
-          [--upstream URL] [--upstream-key KEY] [--upstream-timeout ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000}] [--return-token-ids]
+          [--upstream URL] [--upstream-key KEY] [--anthropic-upstream URL] [--anthropic-upstream-key KEY]
+          [--upstream-timeout ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000}] [--return-token-ids]
           [--return-logprobs] [--pass-agent-key] [--spans-dir DIR] [--server-id ID]
           [--spans-move-every ${DEFAULT_SPANS_MOVE_EVERY_MS / 1000}] [--quiet]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs, and
   OTLP/gRPC on --grpc-port, 0 for none) and stores it in a DuckDB file; answers agl's API
-  under /v1/agl/ and records LLM calls made through its OpenAI-compatible gateway under
-  /v1/gateway/. Stops cleanly on Ctrl-C.
+  under /v1/agl/ and records LLM calls made through its OpenAI- and Anthropic-compatible
+  gateway under /v1/gateway/. Stops cleanly on Ctrl-C.
   --state (or AGL_STATE): a PostgreSQL URL; rollouts, attempts, resources, workers and the
   queue live there, shared by every agl serve that names it (several servers behind one load
   balancer); spans stay in each server's --db file. Without it, all of it lives in --db.
@@ -55,6 +56,9 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}
   CORS (repeat it or separate origins with commas); requests from other pages are refused.
   --upstream: the model server (base URL with its /v1) for gateway calls whose rollout has no
   "llm" resource; --upstream-key (or AGL_UPSTREAM_KEY) is its API key.
+  --anthropic-upstream: the same for Anthropic Messages calls (/v1/messages), a base URL as
+  ANTHROPIC_BASE_URL takes it; --anthropic-upstream-key (or AGL_ANTHROPIC_UPSTREAM_KEY) is
+  its x-api-key. The agent's anthropic-version and anthropic-beta headers go on as sent.
   --upstream-timeout: seconds an upstream call may take, streaming included.
   --return-token-ids, --return-logprobs: ask the upstream (vLLM) for token ids, and for the
   logprobs of the sampled tokens, on completion calls.
@@ -78,6 +82,8 @@ const OPTIONS = {
   'allow-origin': { type: 'string', multiple: true },
   upstream: { type: 'string' },
   'upstream-key': { type: 'string' },
+  'anthropic-upstream': { type: 'string' },
+  'anthropic-upstream-key': { type: 'string' },
   'upstream-timeout': { type: 'string' },
   'return-token-ids': { type: 'boolean', default: false },
   'return-logprobs': { type: 'boolean', default: false },
@@ -136,6 +142,8 @@ function serverOptionsOf(values: Values): ServerOptions {
     gateway: {
       upstream: urlArg('--upstream', values.upstream),
       upstreamKey: values['upstream-key'] ?? (process.env.AGL_UPSTREAM_KEY || undefined),
+      anthropicUpstream: urlArg('--anthropic-upstream', values['anthropic-upstream']),
+      anthropicUpstreamKey: values['anthropic-upstream-key'] ?? (process.env.AGL_ANTHROPIC_UPSTREAM_KEY || undefined),
       timeoutMs: upstreamTimeout === undefined ? undefined : 1000 * upstreamTimeout,
       returnTokenIds: values['return-token-ids'],
       returnLogprobs: values['return-logprobs'],

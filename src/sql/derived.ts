@@ -14,7 +14,7 @@
  * (src/store/schema.ts).
  */
 
-export const DERIVED_VERSION = '5';
+export const DERIVED_VERSION = '6';
 
 const FLAT_KEY = String.raw`^(gen_ai\.prompt|gen_ai\.completion|llm\.input_messages|llm\.output_messages|llm\.tools|llm\.request\.functions)\.(\d+)\.(?:message\.|tool\.)?(.+)$`;
 const FLAT_TOOL_CALL = String.raw`^tool_calls\.(\d+)\.(?:tool_call\.)?(?:function\.)?(name|arguments|id)$`;
@@ -98,7 +98,9 @@ const SPAN_COLUMNS = `rollout_id, attempt_id, trace_id, span_id, parent_id, name
 /**
  * LLM calls, one row per span, in OpenAI chat format (messages with role, content, tool_calls,
  * tool_call_id), by dialect:
- *   0, 1. agl's gateway and agl's capture in the agent: the exact HTTP exchange (`agl.llm.request` / `.response`);
+ *   0, 1. agl's gateway and agl's capture in the agent: the exact HTTP exchange (`agl.llm.request` / `.response`),
+ *      by its API (`agl.llm.api`: OpenAI chat, completions, Responses; Anthropic Messages through the
+ *      macros of anthropic-messages.ts);
  *   2. OpenTelemetry GenAI conventions with `gen_ai.input.messages` (parts format);
  *   3. flattened attributes: OpenLLMetry `gen_ai.prompt.N.*`, OpenInference `llm.input_messages.N.*`.
  * (4, GenAI log-record events, joins logs to spans and lives in the `llm_calls` view.)
@@ -110,11 +112,11 @@ WITH
 src AS MATERIALIZED (SELECT *, ${FIELDS} AS f FROM ${spans}),
 agl AS (
   SELECT *, f[16] AS api,
-    try(json_extract(f[17], ['messages', 'prompt', 'instructions', 'input', 'tools', 'model'])) AS q,
+    try(json_extract(f[17], ['messages', 'prompt', 'instructions', 'input', 'tools', 'model', 'system'])) AS q,
     try(json_extract(f[18], ['id', 'model', 'prompt_token_ids', '$.choices[0].prompt_token_ids', '$.provider_specific_fields.prompt_token_ids',
       '$.choices[0].token_ids', '$.choices[0].provider_specific_fields.token_ids', '$.choices[0].logprobs', 'usage', '$.choices[0].finish_reason',
-      'status', 'choices', 'output'])) AS r
-  FROM src WHERE f[16] IN ('chat', 'text_completion', 'responses')
+      'status', 'choices', 'output', 'content', 'stop_reason'])) AS r
+  FROM src WHERE f[16] IN ('chat', 'text_completion', 'responses', 'messages')
 ),
 agl_calls AS (
   SELECT ${SPAN_COLUMNS},
@@ -122,6 +124,7 @@ agl_calls AS (
     CASE WHEN q IS NULL THEN NULL
       WHEN api = 'chat' THEN q[1]
       WHEN api = 'text_completion' THEN json_array(json_object('role', 'user', 'content', q[2]))
+      WHEN api = 'messages' THEN agl_anthropic_input(q[7], q[1])
       ELSE to_json(list_concat(
         CASE WHEN (q[3]->>'$') IS NOT NULL THEN [json_object('role', 'system', 'content', q[3]->>'$')] ELSE [] END,
         CASE WHEN json_type(q[4]) = 'VARCHAR' THEN [json_object('role', 'user', 'content', q[4]->>'$')] ELSE try_cast(q[4] AS JSON[]) END))
@@ -129,19 +132,23 @@ agl_calls AS (
     CASE api
       WHEN 'chat' THEN to_json(try(json_extract(r[12], '$[*].message')))
       WHEN 'text_completion' THEN to_json(list_transform(try(json_extract_string(r[12], '$[*].text')), lambda t: json_object('role', 'assistant', 'content', t)))
+      WHEN 'messages' THEN CASE WHEN r[14] IS NOT NULL THEN to_json([agl_anthropic_assistant(agl_anthropic_blocks(r[14]))]) END
       ELSE r[13]
     END AS output_messages,
-    q[5] AS tools,
+    CASE WHEN api = 'messages' THEN agl_anthropic_tools(q[5]) ELSE q[5] END AS tools,
     TRY_CAST(coalesce(r[3], r[4], r[5]) AS INTEGER[]) AS prompt_token_ids,
     TRY_CAST(coalesce(r[6], r[7]) AS INTEGER[]) AS response_token_ids,
     CASE
       WHEN json_exists(r[8], '$.content') THEN TRY_CAST(try(json_extract(r[8], '$.content[*].logprob')) AS DOUBLE[])
       ELSE TRY_CAST(r[8]->'token_logprobs' AS DOUBLE[])
     END AS response_logprobs,
-    coalesce(TRY_CAST(coalesce(r[9]->>'prompt_tokens', r[9]->>'input_tokens') AS BIGINT), TRY_CAST(coalesce(f[8], f[9], f[10]) AS BIGINT)) AS input_tokens,
+    coalesce(TRY_CAST(coalesce(r[9]->>'prompt_tokens', r[9]->>'input_tokens') AS BIGINT)
+      + CASE WHEN api = 'messages' THEN coalesce(TRY_CAST(r[9]->>'cache_read_input_tokens' AS BIGINT), 0) + coalesce(TRY_CAST(r[9]->>'cache_creation_input_tokens' AS BIGINT), 0) ELSE 0 END,
+      TRY_CAST(coalesce(f[8], f[9], f[10]) AS BIGINT)) AS input_tokens,
     coalesce(TRY_CAST(coalesce(r[9]->>'completion_tokens', r[9]->>'output_tokens') AS BIGINT), TRY_CAST(coalesce(f[11], f[12], f[13]) AS BIGINT)) AS output_tokens,
     coalesce(r[1]->>'$', f[14]) AS response_id,
-    coalesce(r[10]->>'$', r[11]->>'$', try(f[15]->>0)) AS finish_reason,
+    CASE WHEN api = 'messages' THEN agl_anthropic_finish(coalesce(r[15]->>'$', try(f[15]->>0)))
+      ELSE coalesce(r[10]->>'$', r[11]->>'$', try(f[15]->>0)) END AS finish_reason,
     CASE WHEN f[26] = 'true' THEN 0 ELSE 1 END AS dialect
   FROM agl
 ),

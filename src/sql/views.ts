@@ -15,6 +15,7 @@
  */
 import { APO_RUN, GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
 import { GRPO, SFT } from '../api/semconv.js';
+import { ANTHROPIC_MACROS_SQL } from './anthropic-messages.js';
 import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable, STORED_VIEWS_SQL } from './derived.js';
 
 const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_time, end_time, provider, model,
@@ -170,6 +171,7 @@ CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(
       lambda p: json_object('id', p->>'id', 'type', 'function', 'function', json_object('name', p->>'name',
         'arguments', CASE WHEN json_type(p->'arguments') = 'VARCHAR' THEN p->>'arguments' ELSE CAST(p->'arguments' AS VARCHAR) END)))), '[]'::JSON),
     'tool_call_id', list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call_response')[1]->>'id'));
+${ANTHROPIC_MACROS_SQL}
 
 ${DERIVED_VIEWS_SQL}
 

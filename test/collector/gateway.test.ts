@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { gatewayBaseUrl, gatewayEnv } from '../../src/client/gateway-url.js';
 import {
@@ -19,6 +20,7 @@ import {
 } from '../support/helpers.js';
 import { runApp } from '../support/instrumented-app.js';
 import { startOpenAITestServer, testTokenIds, type OpenAITestServer } from '../support/openai-server.js';
+import { startAnthropicTestServer, type AnthropicTestServer } from '../support/anthropic-server.js';
 
 // The gateway between agents and a model server: what the agent gets, what the span holds.
 
@@ -26,20 +28,29 @@ let dir: string;
 let agl: InProcessAgl;
 let upstream: OpenAITestServer;
 let other: OpenAITestServer;
+let claude: AnthropicTestServer;
 
 before(async () => {
   dir = await newTempDir();
   upstream = await startOpenAITestServer({ fixedIds: true });
   other = await startOpenAITestServer({ fixedIds: true });
+  claude = await startAnthropicTestServer();
   agl = await startAgl(`${dir}/gateway.duckdb`, {
     maxBodyBytes: 64 * 1024,
-    gateway: { upstream: upstream.baseURL, timeoutMs: 1_000, returnTokenIds: true },
+    gateway: {
+      upstream: upstream.baseURL,
+      anthropicUpstream: claude.url,
+      anthropicUpstreamKey: 'upstream-anthropic-key',
+      timeoutMs: 1_000,
+      returnTokenIds: true,
+    },
   });
 });
 after(async () => {
   await agl.close();
   await upstream.close();
   await other.close();
+  await claude.close();
   await removeDir(dir);
 });
 
@@ -350,6 +361,62 @@ describe('faults', () => {
     assert.equal((await errorSpan(rolloutId)).type, 'upstream_error');
     const next = await startedRollout();
     assert.equal((await post(`${next.baseURL}/chat/completions`, { model: 'm', messages: [] })).status, 200);
+  });
+
+  test('the Anthropic SDK on /v1/messages: plain and streamed as from the upstream, its key and version sent', async () => {
+    const { rolloutId, baseURL } = await startedRollout();
+    const client = new Anthropic({
+      baseURL: baseURL.replace(/\/v1$/, ''),
+      apiKey: 'agent-key',
+      maxRetries: 0,
+      defaultHeaders: { 'anthropic-version': '2023-06-01' }, // the agent's, passed on
+    });
+    const question = { role: 'user' as const, content: 'Hello Claude' };
+    const plain = await client.messages.create({
+      model: 'claude-test',
+      max_tokens: 16,
+      system: 'Be brief.',
+      messages: [question],
+    });
+    const streamed = await client.messages
+      .stream({
+        model: 'claude-test',
+        max_tokens: 16,
+        messages: [question, { role: 'assistant', content: plain.content }, { role: 'user', content: 'again' }],
+      })
+      .finalMessage();
+    assert.equal(streamed.content[0].type === 'text' && streamed.content[0].text, 'Echo: again');
+    const sent = claude.requests.slice(-2);
+    assert.deepEqual(
+      sent.map((r) => [r.path, r.headers['x-api-key'], r.headers['anthropic-version']]),
+      [
+        ['/v1/messages', 'upstream-anthropic-key', '2023-06-01'],
+        ['/v1/messages', 'upstream-anthropic-key', '2023-06-01'],
+      ],
+    );
+    const [first, second] = await callsOf(rolloutId, 2);
+    assert.equal(first.provider, 'anthropic');
+    assert.deepEqual(json(first.input_messages), [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Hello Claude' },
+    ]);
+    assert.deepEqual(json(first.output_messages), [{ role: 'assistant', content: 'Echo: Hello Claude' }]);
+    assert.equal(first.response_id, plain.id);
+    assert.equal(second.response_id, streamed.id);
+    assert.deepEqual(json(second.output_messages), [{ role: 'assistant', content: 'Echo: again' }]);
+    assert.equal(second.finish_reason, 'stop');
+  });
+
+  test('a Messages call whose upstream is down: 502 in the shape of Anthropic errors', async () => {
+    const { rolloutId, baseURL } = await startedRollout({
+      llm: { resource_type: 'llm', endpoint: 'http://127.0.0.1:1/v1', model: 'x' },
+    });
+    const answer = await post(`${baseURL}/messages`, { model: 'm', max_tokens: 1, messages: [] });
+    assert.equal(answer.status, 502);
+    const body = (await answer.json()) as { type: string; error: { type: string; message: string } };
+    assert.equal(body.type, 'error');
+    assert.match(body.error.message, /could not be reached/);
+    assert.equal((await errorSpan(rolloutId)).type, 'upstream_error');
   });
 
   test('upstream too slow: 504, nothing hangs', async () => {

@@ -1,0 +1,144 @@
+/**
+ * Anthropic's Messages API (`POST /v1/messages`: `@anthropic-ai/sdk`, LangChain's ChatAnthropic,
+ * the Vercel AI SDK's provider, the Claude Agent SDK). Its stream is typed events
+ * (`message_start`, `content_block_start` / `_delta` / `_stop`, `message_delta`, `message_stop`)
+ * assembled into the Message a plain call answers: text, thinking and signatures concatenated,
+ * tool inputs parsed from their JSON deltas, stop reason and usage from the final delta.
+ */
+import type { Attributes } from '@opentelemetry/api';
+import { fieldsOf, isFields, type Fields } from './json-fields.js';
+import type { LlmCodec, StreamAccumulator } from './llm-codec.js';
+
+const REQUEST_PARAMETERS: [string, string][] = [
+  ['temperature', 'gen_ai.request.temperature'],
+  ['top_p', 'gen_ai.request.top_p'],
+  ['top_k', 'gen_ai.request.top_k'],
+  ['max_tokens', 'gen_ai.request.max_tokens'],
+];
+
+function requestAttributes(request: Fields): Attributes {
+  const attributes: Attributes = {};
+  if (typeof request.model === 'string') attributes['gen_ai.request.model'] = request.model;
+  for (const [field, key] of REQUEST_PARAMETERS) {
+    const value = request[field];
+    if (typeof value === 'number') attributes[key] = value;
+  }
+  if (Array.isArray(request.stop_sequences))
+    attributes['gen_ai.request.stop_sequences'] = request.stop_sequences.filter(
+      (s): s is string => typeof s === 'string',
+    );
+  return attributes;
+}
+
+const count = (value: unknown) => (typeof value === 'number' ? value : 0);
+
+/**
+ * Anthropic's `input_tokens` leaves out the tokens read from or written to the prompt cache; the
+ * GenAI conventions' `gen_ai.usage.input_tokens` counts every input token, as OpenAI's
+ * `prompt_tokens` does, so the three are added (and the cache's two kept apart as well).
+ */
+function responseAttributes(response: Fields): Attributes {
+  const attributes: Attributes = {};
+  const { id, model, stop_reason: stopReason, usage } = response;
+  if (typeof id === 'string') attributes['gen_ai.response.id'] = id;
+  if (typeof model === 'string') attributes['gen_ai.response.model'] = model;
+  if (typeof stopReason === 'string') attributes['gen_ai.response.finish_reasons'] = [stopReason];
+  const tokens = fieldsOf(usage);
+  const cacheRead = count(tokens.cache_read_input_tokens);
+  const cacheCreation = count(tokens.cache_creation_input_tokens);
+  if (typeof tokens.input_tokens === 'number')
+    attributes['gen_ai.usage.input_tokens'] = tokens.input_tokens + cacheRead + cacheCreation;
+  if (typeof tokens.output_tokens === 'number') attributes['gen_ai.usage.output_tokens'] = tokens.output_tokens;
+  if (cacheRead > 0) attributes['gen_ai.usage.cache_read.input_tokens'] = cacheRead;
+  if (cacheCreation > 0) attributes['gen_ai.usage.cache_creation.input_tokens'] = cacheCreation;
+  return attributes;
+}
+
+/** A content block being streamed, and the JSON text of its tool input so far. */
+interface OpenBlock {
+  block: Fields;
+  inputJson: string;
+}
+
+/** The fields of a content block's delta that are text to append to the block's own field. */
+const TEXT_DELTAS: Record<string, [delta: string, field: string]> = {
+  text_delta: ['text', 'text'],
+  thinking_delta: ['thinking', 'thinking'],
+  signature_delta: ['signature', 'signature'],
+};
+
+class MessagesAccumulator implements StreamAccumulator {
+  private message: Fields = {};
+  private readonly blocks = new Map<number, OpenBlock>();
+
+  add(event: Fields): void {
+    switch (event.type) {
+      case 'message_start':
+        this.message = { ...fieldsOf(event.message) };
+        break;
+      case 'content_block_start':
+        this.blocks.set(indexOf(event), { block: { ...fieldsOf(event.content_block) }, inputJson: '' });
+        break;
+      case 'content_block_delta':
+        this.addDelta(event);
+        break;
+      case 'content_block_stop':
+        this.closeBlock(indexOf(event));
+        break;
+      case 'message_delta': {
+        Object.assign(this.message, fieldsOf(event.delta));
+        if (isFields(event.usage))
+          this.message.usage = { ...fieldsOf(this.message.usage), ...withoutNulls(event.usage) };
+        break;
+      }
+    }
+  }
+
+  private addDelta(event: Fields): void {
+    const open = this.blocks.get(indexOf(event));
+    if (!open) return;
+    const delta = fieldsOf(event.delta);
+    const text = TEXT_DELTAS[String(delta.type)];
+    if (text) {
+      const piece = delta[text[0]];
+      if (typeof piece === 'string') open.block[text[1]] = `${open.block[text[1]] ?? ''}${piece}`;
+    } else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
+      open.inputJson += delta.partial_json;
+    } else if (delta.type === 'citations_delta' && delta.citation !== undefined) {
+      open.block.citations = [...(Array.isArray(open.block.citations) ? open.block.citations : []), delta.citation];
+    }
+  }
+
+  /** A tool input streamed as JSON text is parsed once whole; one cut short stays as text. */
+  private closeBlock(index: number): void {
+    const open = this.blocks.get(index);
+    if (!open || open.inputJson === '') return;
+    try {
+      open.block.input = JSON.parse(open.inputJson);
+    } catch {
+      open.block.input = open.inputJson;
+    }
+    open.inputJson = '';
+  }
+
+  result(): unknown {
+    for (const index of this.blocks.keys()) this.closeBlock(index);
+    const content = [...this.blocks.entries()].sort(([a], [b]) => a - b).map(([, open]) => open.block);
+    return { ...this.message, content };
+  }
+}
+
+const indexOf = (event: Fields) => (typeof event.index === 'number' ? event.index : 0);
+
+function withoutNulls(value: Fields): Fields {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== null && v !== undefined));
+}
+
+export const anthropicMessagesCodec: LlmCodec = {
+  api: 'messages',
+  operation: 'chat',
+  provider: () => 'anthropic',
+  requestAttributes,
+  responseAttributes,
+  streamAccumulator: () => new MessagesAccumulator(),
+};

@@ -1,0 +1,30 @@
+/**
+ * One LLM API dialect, as the fetch capture and the gateway see it: what its request says, what
+ * its answer says, and how its stream's events assemble into the answer a plain call gives. The
+ * normalization of each dialect into OpenAI chat messages is SQL (src/sql/derived.ts), keyed by
+ * the `agl.llm.api` the codec's span carries. A new API is a module implementing this and a line
+ * in llm-exchange.ts's table of paths.
+ */
+import type { Attributes } from '@opentelemetry/api';
+import type { Fields } from './json-fields.js';
+
+/** Collects one stream's events (each SSE `data:` parsed) into the answer's body. */
+export interface StreamAccumulator {
+  add(event: Fields): void;
+  result(): unknown;
+}
+
+export interface LlmCodec {
+  /** `agl.llm.api`, what SQL reads to pick the dialect's normalization. */
+  readonly api: string;
+  /** `gen_ai.operation.name`. */
+  readonly operation: string;
+  /** `gen_ai.provider.name` of a call to `host`. */
+  provider(host: string): string;
+  /** The request's model and sampling parameters. */
+  requestAttributes(request: Fields): Attributes;
+  /** The answer's id, model, finish reasons and usage. */
+  responseAttributes(response: Fields): Attributes;
+  /** A fresh accumulator for one streamed answer. */
+  streamAccumulator(): StreamAccumulator;
+}
