@@ -32,6 +32,11 @@ export interface PairedDifference extends Interval {
   /** Whether the 95% interval holds 0: no detectable difference at this sample size. */
   readonly includesZero: boolean;
   /**
+   * A difference both methods see: the interval excludes 0 and p < 0.05. The bootstrap is liberal
+   * when few tasks changed (4 of 12 all +1: interval [0.04, 0.63], exact p 0.125).
+   */
+  readonly detected: boolean;
+  /**
    * Tasks a paired comparison needs to detect a difference of this size (two-sided 5% level, 80%
    * power) given the spread seen here; null when the difference is 0 or nothing varies.
    */
@@ -189,12 +194,15 @@ export function pairedDifference(
     differences.length < 2
       ? 0
       : Math.sqrt(differences.reduce((s, d) => s + (d - center) ** 2, 0) / (differences.length - 1));
+  const includesZero = interval.low <= 0 && interval.high >= 0;
+  const pValue = signFlipPValue(differences, options.seed ?? 0);
   return {
     mean: center,
     ...interval,
     tasks: differences.length,
-    pValue: signFlipPValue(differences, options.seed ?? 0),
-    includesZero: interval.low <= 0 && interval.high >= 0,
+    pValue,
+    includesZero,
+    detected: !includesZero && pValue < 0.05,
     tasksNeeded: tasksNeeded(center, sd),
   };
 }
