@@ -63,5 +63,24 @@ export {
   type ChatMessage,
   type RetryPolicy,
 } from './algorithms/shared/chat-model.js';
+export {
+  Evaluation,
+  EVAL_OPTIONS,
+  parseEvalOptions,
+  type EvalOptionsInput,
+  type EvalResult,
+  type EvalSettings,
+  type EvalVariant,
+  type PairSummary,
+  type VariantSummary,
+  formatEvalReport,
+  bootstrapMean,
+  pairedDifference,
+  wilsonInterval,
+  type Interval,
+  type MeanEstimate,
+  type PairedDifference,
+  type TaskScores,
+} from './algorithms/eval/index.js';
 export type { AlgorithmCommand, CommandContext } from './algorithms/shared/command.js';
 export { OptionsError, type OptionProblem } from './algorithms/shared/options.js';

@@ -145,3 +145,48 @@ export const APO_RUN = {
     stopped: 'agl.apo.stopped',
   },
 } as const;
+
+/**
+ * One variant of an `agl eval` run (or of an algorithm's closing evaluation): its scores with
+ * their 95% intervals, and its paired difference against the run's first variant, the baseline.
+ */
+export const EVAL_VARIANT = runRecord('agl.eval', 'agl.eval.variant', {
+  variant: 'VARCHAR',
+  position: 'INTEGER',
+  resourcesId: 'VARCHAR',
+  tasks: 'INTEGER',
+  samples: 'INTEGER',
+  rollouts: 'INTEGER',
+  scored: 'INTEGER',
+  failed: 'INTEGER',
+  mean: 'DOUBLE',
+  meanLow: 'DOUBLE',
+  meanHigh: 'DOUBLE',
+  successRate: 'DOUBLE',
+  successLow: 'DOUBLE',
+  successHigh: 'DOUBLE',
+  tokensPerTask: 'DOUBLE',
+  secondsPerRollout: 'DOUBLE',
+  baseline: 'VARCHAR',
+  difference: 'DOUBLE',
+  differenceLow: 'DOUBLE',
+  differenceHigh: 'DOUBLE',
+  pValue: 'DOUBLE',
+  tasksNeeded: 'INTEGER',
+  seed: 'INTEGER',
+});
+
+/** One task of one variant of an evaluation: its samples' mean score and what they cost. */
+export const EVAL_TASK = runRecord('agl.eval', 'agl.eval.task', {
+  variant: 'VARCHAR',
+  task: 'INTEGER',
+  input: 'JSON',
+  rollouts: 'INTEGER',
+  scored: 'INTEGER',
+  failed: 'INTEGER',
+  mean: 'DOUBLE',
+  baselineMean: 'DOUBLE',
+  tokens: 'BIGINT',
+  seconds: 'DOUBLE',
+  rolloutIds: 'JSON',
+});

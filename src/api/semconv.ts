@@ -1,4 +1,4 @@
-import { GRPO_DROP_REASONS, GRPO_STEP, SFT_ITERATION } from './run-records.js';
+import { EVAL_TASK, EVAL_VARIANT, GRPO_DROP_REASONS, GRPO_STEP, SFT_ITERATION } from './run-records.js';
 
 /**
  * Span names and attribute keys agl writes. The `agentlightning.*` ones are Agent Lightning's
@@ -55,5 +55,16 @@ const { dropped, ...stepAttributes } = GRPO_STEP.attributes;
  * went (run-records.ts). `droppedPrefix` is followed by one of GRPO_DROP_REASONS.
  */
 export const GRPO = { stepSpan: GRPO_STEP.span, ...stepAttributes, droppedPrefix: dropped } as const;
+
+/**
+ * The spans an evaluation records on its run's own rollout (the `evaluations` and
+ * `evaluation_tasks` views read them): one per variant, one per variant and task.
+ */
+export const EVAL = {
+  variantSpan: EVAL_VARIANT.span,
+  taskSpan: EVAL_TASK.span,
+  variant: EVAL_VARIANT.attributes,
+  task: EVAL_TASK.attributes,
+} as const;
 
 export { GRPO_DROP_REASONS };

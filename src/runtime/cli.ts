@@ -32,6 +32,10 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
     const m = await import('./train-command.js');
     return { run: m.train, usage: m.TRAIN_USAGE };
   },
+  eval: async () => {
+    const m = await import('./eval-command.js');
+    return { run: m.evaluate, usage: m.EVAL_USAGE };
+  },
   compact: async () => {
     const m = await import('./compact-command.js');
     return { run: m.compact, usage: m.COMPACT_USAGE };
@@ -42,7 +46,7 @@ COMMANDS.store = COMMANDS.serve;
 
 async function usage(): Promise<string> {
   const commands = await Promise.all(
-    ['demo', 'serve', 'query', 'export', 'runner', 'train', 'compact'].map((name) => COMMANDS[name]()),
+    ['demo', 'serve', 'query', 'export', 'runner', 'train', 'eval', 'compact'].map((name) => COMMANDS[name]()),
   );
   return `agl: turn what AI agents do into training data\n\n${commands.map((c) => c.usage).join('\n\n')}\n`;
 }

@@ -13,8 +13,8 @@
  *
  * DuckDB's `->>` binds looser than AND, OR and =: always parenthesize it in conditions.
  */
-import { APO_RUN, GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
-import { GRPO, SFT } from '../api/semconv.js';
+import { APO_RUN, EVAL_TASK, EVAL_VARIANT, GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
+import { EVAL, GRPO, SFT } from '../api/semconv.js';
 import { ANTHROPIC_MACROS_SQL } from './anthropic-messages.js';
 import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable, STORED_VIEWS_SQL } from './derived.js';
 
@@ -107,6 +107,28 @@ SELECT rollout_id AS run_id, ${GRPO_COLUMNS.map(([name, key, type]) => `TRY_CAST
   start_time, end_time
 FROM spans WHERE name = '${GRPO.stepSpan}' AND ${readable()}`;
 
+/** A run record's columns as SQL select items: JSON ones as JSON, the rest cast to their type. */
+const recordColumns = (columns: typeof EVAL_VARIANT.columns) =>
+  columns
+    .map(([name, key, type]) =>
+      type === 'JSON'
+        ? `TRY_CAST(attributes->>'${key}' AS JSON) AS ${name}`
+        : `TRY_CAST(attributes->>'${key}' AS ${type}) AS ${name}`,
+    )
+    .join(',\n  ');
+
+/** One row per run and variant of an evaluation (algorithms/eval/record.ts). */
+const EVALUATIONS_SQL = `CREATE OR REPLACE VIEW evaluations AS
+SELECT rollout_id AS run_id, ${recordColumns(EVAL_VARIANT.columns)},
+  start_time AS created
+FROM spans WHERE name = '${EVAL.variantSpan}' AND ${readable()}`;
+
+/** One row per run, variant and task of an evaluation. */
+const EVALUATION_TASKS_SQL = `CREATE OR REPLACE VIEW evaluation_tasks AS
+SELECT rollout_id AS run_id, ${recordColumns(EVAL_TASK.columns)},
+  mean - baseline_mean AS change
+FROM spans WHERE name = '${EVAL.taskSpan}' AND ${readable()}`;
+
 /**
  * `prompt_versions`: one row per prompt an APO run made or started from, read from the spans the
  * run records on its own rollout (src/algorithms/apo/record.ts; docs/sql.md): lineage, critique,
@@ -185,6 +207,10 @@ ${SFT_ITERATIONS_SQL};
 ${TRAINING_STEPS_SQL};
 
 ${PROMPT_VERSIONS_SQL};
+
+${EVALUATIONS_SQL};
+
+${EVALUATION_TASKS_SQL};
 `;
 
 export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}`;
