@@ -4,3 +4,4 @@ export { StoreClient, type StoreClientOptions } from './client/store-client.js';
 export { StoreAnswerError, StoreUnreachableError } from './client/store-request.js';
 export { QueryClient, type QueryClientOptions, type QueryTarget } from './client/query-client.js';
 export { gatewayBaseUrl, gatewayEnv } from './client/gateway-url.js';
+export type { FeedbackReceipt, FeedbackRequest } from './api/feedback.js';

@@ -16,12 +16,24 @@ export const AGL = {
   rewardOperation: 'agentlightning.reward',
 } as const;
 
+/** Who gave a reward: the `source` column of the `rewards` view. */
+export const REWARD_SOURCES = ['agent', 'feedback', 'judge'] as const;
+export type RewardSource = (typeof REWARD_SOURCES)[number];
+
 export const ATTR = {
   rolloutId: 'agentlightning.rollout_id',
   attemptId: 'agentlightning.attempt_id',
   /** A span's place in its attempt, when the sender numbered it (Agent Lightning's clients do). */
   sequenceId: 'agentlightning.span_sequence_id',
   reward: 'agentlightning.reward',
+  /** Text beside a reward span's numbers: the agent's explanation, a user's comment, a judge's reason. */
+  rewardFeedback: 'agl.reward.feedback',
+  /** Who gave a reward span: `agent` (emitted in its trace, the default), `feedback` (POST /v1/agl/feedback) or `judge`. */
+  rewardSource: 'agl.reward.source',
+  /** The client-given id of a feedback (its span id is derived from it: one span per id). */
+  feedbackId: 'agl.feedback.id',
+  /** The span a feedback names (the call it is credited to). */
+  feedbackTarget: 'agl.feedback.target_span_id',
   link: 'agentlightning.link',
   tag: 'agentlightning.tag',
   messageBody: 'agentlightning.message.body',

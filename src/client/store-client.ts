@@ -7,6 +7,7 @@ import {
   type StoreStatistics,
   type WorkerQuery,
 } from '../api/lightning-store.js';
+import type { FeedbackReceipt, FeedbackRequest } from '../api/feedback.js';
 import { httpRequest } from './http-request.js';
 import { RETRY_DELAYS_SECONDS, storeHeaders, storeRequest } from './store-request.js';
 import type {
@@ -186,6 +187,14 @@ export class StoreClient implements LightningStore {
 
   statistics(): Promise<StoreStatistics> {
     return this.get('/statistics');
+  }
+
+  /**
+   * Gives a stored call, trace or rollout a reward after the fact (POST /v1/agl/feedback). Sent
+   * again on failure only with a `feedback_id`, which makes a repeat harmless.
+   */
+  sendFeedback(feedback: FeedbackRequest): Promise<FeedbackReceipt> {
+    return this.post('/feedback', feedback, { retry: feedback.feedback_id ? true : 'unsent' });
   }
 
   private get timeout(): number {

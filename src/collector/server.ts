@@ -10,6 +10,7 @@ import { browserGuard } from './browser-guard.js';
 import { bearerCheck, HttpError, isJsonOrEmpty, sendJson, type Route } from './http.js';
 import { GrpcReceiver } from './grpc-server.js';
 import { handleOtlp, handleOtlpMetrics } from './otlp-routes.js';
+import { feedbackRoute } from './feedback-route.js';
 import { handleQuery } from './query-route.js';
 import { DASHBOARD_DIR, staticFiles } from './static-files.js';
 import { storeRoutes } from './store-routes.js';
@@ -194,6 +195,7 @@ export async function startServer(
     { method: 'GET', path: '/v1/agl/health', handle: async (_req, res) => sendJson(res, 200, store.health) },
     { method: 'POST', path: '/v1/agl/query', handle: (req, res) => handleQuery(req, res, store) },
     ...storeRoutes(store.lightning),
+    feedbackRoute(store, store.lightning),
     ...(options.training ? trainingRoutes(options.training) : []),
     ...llmGateway.routes,
   ];

@@ -84,6 +84,8 @@ export function emitAnnotation(annotation: Record<string, unknown>): void {
 export interface RewardOptions {
   /** With several named rewards: the one that is the primary reward (it goes first). */
   readonly primaryKey?: string;
+  /** Why the reward is what it is, kept as text beside it (the `rewards` view's `feedback`; APO's critic reads it). */
+  readonly feedback?: string;
   /** More attributes for the reward span (links, tags). */
   readonly attributes?: Record<string, unknown>;
 }
@@ -123,9 +125,12 @@ export function emitReward(reward: number | Record<string, number>, options: Rew
   }
   if (options.attributes !== undefined && !isPlainObject(options.attributes))
     throw new TypeError('emitReward: options.attributes must be a plain object');
+  if (options.feedback !== undefined && typeof options.feedback !== 'string')
+    throw new TypeError(`emitReward: options.feedback must be a string, got ${typeof options.feedback}`);
   instantSpan(AGL.annotation, {
     ...flattenAttributes(dimensions, ATTR.reward),
     ...flattenAttributes(options.attributes ?? {}),
+    ...(options.feedback === undefined ? {} : { [ATTR.rewardFeedback]: options.feedback }),
   });
 }
 

@@ -14,7 +14,9 @@
  * (src/store/schema.ts).
  */
 
-export const DERIVED_VERSION = '6';
+import { ATTR } from '../api/semconv.js';
+
+export const DERIVED_VERSION = '7';
 
 const FLAT_KEY = String.raw`^(gen_ai\.prompt|gen_ai\.completion|llm\.input_messages|llm\.output_messages|llm\.tools|llm\.request\.functions)\.(\d+)\.(?:message\.|tool\.)?(.+)$`;
 const FLAT_TOOL_CALL = String.raw`^tool_calls\.(\d+)\.(?:tool_call\.)?(?:function\.)?(name|arguments|id)$`;
@@ -60,6 +62,15 @@ ALTER TABLE derived_calls ADD COLUMN agent_name VARCHAR;
 ALTER TABLE derived_calls ADD COLUMN reward DOUBLE;
 ALTER TABLE derived_calls ADD COLUMN in_triplets BOOLEAN DEFAULT false;`;
 export const CREDIT_COLUMNS = 'agent_name, reward, in_triplets';
+
+/** A reward's text (agent explanation, feedback comment, judge reason) and who gave it (REWARD_SOURCES). */
+export const DERIVED_REWARD_TEXT_DDL = `
+ALTER TABLE derived_rewards ADD COLUMN feedback VARCHAR;
+ALTER TABLE derived_rewards ADD COLUMN source VARCHAR;`;
+
+/** The feedback and source columns of a reward span `t` (its attributes). */
+export const rewardTextOf = (t: string) =>
+  `${t}.attributes->>'${ATTR.rewardFeedback}' AS feedback, coalesce(${t}.attributes->>'${ATTR.rewardSource}', 'agent') AS source`;
 
 /** The GenAI summary attributes every dialect reads, in one parse of the attributes (list `f`). */
 const SPAN_FIELD_KEYS = [
@@ -227,19 +238,24 @@ flat_calls AS (
 )
 SELECT * FROM agl_calls UNION ALL SELECT * FROM semconv_calls UNION ALL SELECT * FROM flat_calls`;
 
-/** Agent Lightning's reward spans: `agentlightning.reward.<i>.name/.value`, and v0.2's one reward per span. */
+/**
+ * Agent Lightning's reward spans: `agentlightning.reward.<i>.name/.value`, and v0.2's one reward
+ * per span; each with the span's feedback text and source (one per span, on each of its rewards).
+ */
 export const rewardsFrom = (spans: string) => `
 SELECT any_value(s.rollout_id), any_value(s.attempt_id), s.trace_id, s.span_id, any_value(s.parent_id), any_value(s.sequence_id), any_value(s.start_time),
-  max(e.value->>'$') FILTER (WHERE r.field = 'name'), TRY_CAST(max(e.value->>'$') FILTER (WHERE r.field = 'value') AS DOUBLE), r.i = 0
-FROM (SELECT * FROM ${spans} WHERE (attributes->>'agentlightning.reward.0.value') IS NOT NULL) s, json_each(s.attributes) AS e,
+  max(e.value->>'$') FILTER (WHERE r.field = 'name'), TRY_CAST(max(e.value->>'$') FILTER (WHERE r.field = 'value') AS DOUBLE), r.i = 0,
+  any_value(s.feedback), any_value(s.source)
+FROM (SELECT *, ${rewardTextOf('r')} FROM ${spans} r WHERE (attributes->>'agentlightning.reward.0.value') IS NOT NULL) s, json_each(s.attributes) AS e,
   (SELECT regexp_extract(e.key, '^agentlightning\\.reward\\.(\\d+)\\.(name|value)$', ['i', 'field']) AS x) t,
   (SELECT TRY_CAST(nullif(t.x['i'], '') AS INTEGER) AS i, t.x['field'] AS field) r
 WHERE r.i IS NOT NULL
 GROUP BY s.trace_id, s.span_id, r.i
 HAVING count(*) FILTER (WHERE r.field = 'value') > 0
 UNION ALL
-SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_time, 'primary', TRY_CAST(attributes->>'reward' AS DOUBLE), true
-FROM ${spans} WHERE name = 'agentlightning.reward' AND (attributes->>'reward') IS NOT NULL`;
+SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_time, 'primary', TRY_CAST(attributes->>'reward' AS DOUBLE), true,
+  ${rewardTextOf('r')}
+FROM ${spans} r WHERE name = 'agentlightning.reward' AND (attributes->>'reward') IS NOT NULL`;
 
 /** The agent a span names, in order of preference (one parse of the attributes). */
 export const agentsFrom = (spans: string) => `

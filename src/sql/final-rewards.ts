@@ -8,12 +8,20 @@
  *
  * Callers differ on whose reward they mean, and say it with `per`:
  * - `rollout`: the rollout's last reward, whichever attempt gave it (Baseline, APO, the Trainer);
- * - `attempt`: each attempt's own (GRPO's rows, SFT's latest attempt, `minReward` of messages).
+ * - `attempt`: each attempt's own (GRPO's rows, SFT's latest attempt, `minReward` of messages);
+ * - `trace`: each trace's own, of the spans with no rollout (an app that only exports OTLP, its
+ *   rewards given by POST /v1/agl/feedback): the group triplet credit gives such calls too.
  */
 import { derivedRowsWhere } from './derived.js';
 import { sqlText } from './literals.js';
 
-export type RewardScope = 'rollout' | 'attempt';
+export type RewardScope = 'rollout' | 'attempt' | 'trace';
+
+const KEYS: Record<RewardScope, string> = {
+  rollout: 'rollout_id',
+  attempt: 'rollout_id, attempt_id',
+  trace: 'trace_id',
+};
 
 /**
  * The query of the final rewards, a row per rollout (`rollout_id, reward`) or per attempt
@@ -26,17 +34,20 @@ export function finalRewardsSql(per: RewardScope, rolloutIds?: readonly string[]
     rolloutIds === undefined
       ? 'rewards'
       : `(${derivedRowsWhere(`rollout_id IN (${rolloutIds.length ? rolloutIds.map(sqlText).join(', ') : 'NULL'})`).rewards})`;
-  const keys = per === 'rollout' ? 'rollout_id' : 'rollout_id, attempt_id';
+  const keys = KEYS[per];
   return `SELECT ${keys}, arg_max(value, (sequence_id, time, span_id)) AS reward FROM ${rows}
-    WHERE is_primary AND value IS NOT NULL AND rollout_id IS NOT NULL GROUP BY ${keys}`;
+    WHERE is_primary AND value IS NOT NULL AND rollout_id IS ${per === 'trace' ? '' : 'NOT '}NULL GROUP BY ${keys}`;
 }
 
 /**
  * An `llm_calls` condition: the final reward of the call's attempt is at least `minReward`
- * (a call with no attempt id: the final reward of its rollout's spans without one).
+ * (a call with no attempt id: the final reward of its rollout's spans without one; a call with
+ * no rollout: the final reward of its trace).
  */
 export function minRewardCondition(minReward: number): string {
   if (!Number.isFinite(minReward)) throw new TypeError('minReward must be a finite number');
-  return `EXISTS (SELECT 1 FROM (${finalRewardsSql('attempt')}) f WHERE f.rollout_id = llm_calls.rollout_id
-    AND f.attempt_id IS NOT DISTINCT FROM llm_calls.attempt_id AND f.reward >= ${minReward})`;
+  return `(EXISTS (SELECT 1 FROM (${finalRewardsSql('attempt')}) f WHERE f.rollout_id = llm_calls.rollout_id
+    AND f.attempt_id IS NOT DISTINCT FROM llm_calls.attempt_id AND f.reward >= ${minReward})
+    OR (llm_calls.rollout_id IS NULL AND EXISTS (SELECT 1 FROM (${finalRewardsSql('trace')}) f
+      WHERE f.trace_id = llm_calls.trace_id AND f.reward >= ${minReward})))`;
 }

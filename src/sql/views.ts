@@ -200,7 +200,7 @@ ${DERIVED_VIEWS_SQL}
 CREATE OR REPLACE VIEW llm_calls AS WITH ${CALL_ROWS_CTES} SELECT * FROM (${llmCallsOf('call_rows')});
 
 CREATE OR REPLACE VIEW rewards AS
-SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value, is_primary FROM reward_rows;
+SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value, is_primary, feedback, source FROM reward_rows;
 
 ${SFT_ITERATIONS_SQL};
 

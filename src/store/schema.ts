@@ -1,6 +1,12 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { columnsDdl } from './appender.js';
-import { DERIVED_CREDITS_DDL, DERIVED_SKIPPED_DDL, DERIVED_TABLES_DDL, DERIVED_VERSION } from '../sql/derived.js';
+import {
+  DERIVED_CREDITS_DDL,
+  DERIVED_REWARD_TEXT_DDL,
+  DERIVED_SKIPPED_DDL,
+  DERIVED_TABLES_DDL,
+  DERIVED_VERSION,
+} from '../sql/derived.js';
 import { ROLLOUT_TABLES_DDL, STATE_REPLICA_DDL } from './rollout-tables.js';
 import { LOG_COLUMNS, SPAN_COLUMNS } from '../otlp/span-columns.js';
 import { VIEWS_SQL } from '../sql/views.js';
@@ -24,6 +30,7 @@ const MIGRATIONS: readonly string[] = [
   // The same for log records, which the span directory moves too.
   `ALTER TABLE logs ADD COLUMN commit_seq BIGINT;
    UPDATE logs SET commit_seq = rowid;`,
+  DERIVED_REWARD_TEXT_DDL,
 ];
 
 const SCHEMA_VERSION = MIGRATIONS.length;

@@ -13,6 +13,8 @@ export type SpanInput = Omit<Span, 'rollout_id' | 'attempt_id' | 'sequence_id'> 
   /** null: the next of the rollout's sequence, given when it is stored. */
   sequence_id: number | null;
   kind?: string;
+  /** Exact start and end in nanoseconds, over the times in float seconds (kept to the microsecond). */
+  nanos?: { readonly start: bigint; readonly end: bigint };
 };
 
 export function spanRows(...spans: SpanInput[]): ColumnarRows {
@@ -29,8 +31,8 @@ export function spanRows(...spans: SpanInput[]): ColumnarRows {
     c[SPAN.parent_id].push(span.parent_id);
     c[SPAN.name].push(span.name);
     c[SPAN.kind].push(typeof span.kind === 'string' ? span.kind : 'INTERNAL');
-    c[SPAN.start_time].push(nanos(span.start_time));
-    c[SPAN.end_time].push(nanos(span.end_time));
+    c[SPAN.start_time].push(span.nanos?.start ?? nanos(span.start_time));
+    c[SPAN.end_time].push(span.nanos?.end ?? nanos(span.end_time));
     c[SPAN.status_code].push(span.status.status_code);
     c[SPAN.status_message].push(span.status.description);
     c[SPAN.attributes].push(JSON.stringify(span.attributes));

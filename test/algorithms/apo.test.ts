@@ -169,6 +169,16 @@ test('APO gives the same search with the same seed', async (t) => {
   assert.equal(criticInputs(first).length, 8);
 });
 
+test("APO's critic prompt contains the agents' feedback texts", async (t) => {
+  const dir = await tempDir(t);
+  const models = await startModels(t);
+  await runApo(models, join(dir, 'feedback.duckdb'), { rounds: 1 });
+  const [critic] = models.server.requests.filter((r) => r.body.model === 'critic-model');
+  const prompt = String(critic.body.messages?.at(-1)?.content);
+  assert.match(prompt, /<feedback>expected a\d+<\/feedback>/);
+  assert.match(prompt, /<feedback>right<\/feedback>/);
+});
+
 test('APO stops cleanly when its rollout budget would be passed, and when its token budget is spent', async (t) => {
   const dir = await tempDir(t);
   const models = await startModels(t);

@@ -1,7 +1,7 @@
 // The agent of the APO tests: asks the rollout's model with its prompt template filled in;
-// reward 1 when the answer is the task's.
+// reward 1 when the answer is the task's, with a feedback text that says why.
 import OpenAI from 'openai';
-import { rollout } from 'agl';
+import { emitReward, rollout } from 'agl';
 
 export default rollout(async (task, ctx) => {
   const client = new OpenAI({ baseURL: ctx.llm.baseURL, apiKey: ctx.llm.apiKey, maxRetries: 0 });
@@ -9,5 +9,6 @@ export default rollout(async (task, ctx) => {
     model: ctx.llm.model,
     messages: [{ role: 'user', content: ctx.promptTemplate.format({ question: task.question }) }],
   });
-  return reply.choices[0].message.content === task.answer ? 1 : 0;
+  const said = reply.choices[0].message.content;
+  emitReward(said === task.answer ? 1 : 0, { feedback: said === task.answer ? 'right' : `expected ${task.answer}` });
 });

@@ -23,6 +23,15 @@ class BatchAlreadyDoneError(BatchRequestError):
     """The batch was acknowledged already (HTTP 409, or its done file exists)."""
 
 
+class FeedbackError(Exception):
+    """agl refused a feedback (404: an unknown target, 400: a bad field) or could not be reached (``status`` None)."""
+
+    def __init__(self, status: int | None, message: str) -> None:
+        super().__init__(f"{status}: {message}" if status is not None else message)
+        self.status = status
+        self.message = message
+
+
 def error_for_status(status: int | None, message: str) -> BatchRequestError:
     """The most specific error class for an HTTP status."""
     if status == 404:

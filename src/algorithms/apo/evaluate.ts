@@ -1,6 +1,6 @@
 import { finalRewards } from '../../adapters/final-rewards.js';
 import { traceToRolloutMessages } from '../../adapters/messages.js';
-import type { QuerySource } from '../../adapters/source.js';
+import { allRows, type QuerySource } from '../../adapters/source.js';
 import type { LightningStore } from '../../api/lightning-store.js';
 import type { Rollout, RolloutMode } from '../../api/types.js';
 import { waitUntilFinished } from '../algorithm.js';
@@ -77,8 +77,8 @@ export async function evaluate(
 const quote = (id: string) => `'${id.replaceAll("'", "''")}'`;
 
 /**
- * The critic's view of each evaluation's rollouts: task, status, reward and each LLM call's
- * messages (TraceToMessages), read in one query for all of them.
+ * The critic's view of each evaluation's rollouts: task, status, reward, each LLM call's
+ * messages (TraceToMessages) and the feedback texts of its rewards, read in one query each for all of them.
  */
 export async function transcripts(source: QuerySource, evaluations: readonly Evaluation[]): Promise<RunTranscript[][]> {
   const ids = evaluations.flatMap((e) => e.rollouts.map((r) => quote(r.rollout_id)));
@@ -90,12 +90,22 @@ export async function transcripts(source: QuerySource, evaluations: readonly Eva
       if (rolloutId !== null) calls.set(rolloutId, [...(calls.get(rolloutId) ?? []), record.messages]);
     }
   }
+  const feedback = new Map<string, string[]>();
+  if (ids.length) {
+    const rows = await allRows(
+      source,
+      `SELECT rollout_id, list(feedback ORDER BY sequence_id, time, span_id) AS texts FROM rewards
+       WHERE rollout_id IN (${ids.join(', ')}) AND is_primary AND feedback IS NOT NULL GROUP BY rollout_id`,
+    );
+    for (const row of rows) feedback.set(String(row.rollout_id), (row.texts as string[]).map(String));
+  }
   return evaluations.map((e) =>
     e.rollouts.map((rollout, i) => ({
       status: rollout.status,
       reward: e.rewards[i],
       task: rollout.input,
       calls: calls.get(rollout.rollout_id) ?? [],
+      feedback: feedback.get(rollout.rollout_id) ?? [],
     })),
   );
 }

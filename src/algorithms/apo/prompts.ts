@@ -15,6 +15,8 @@ export interface RunTranscript {
   readonly task: unknown;
   /** Each LLM call of the rollout, in order: its input messages and the answer (TraceToMessages records). */
   readonly calls: readonly (readonly Record<string, unknown>[])[];
+  /** The texts given with its rewards, in order: the agent's explanations, users' comments, judges' reasons. */
+  readonly feedback: readonly string[];
 }
 
 /** Characters of one run the critic is shown at most: long runs keep their start and end. */
@@ -23,7 +25,7 @@ const RUN_CHARS = 6000;
 const MESSAGE_CHARS = 2000;
 
 const CRITIC_SYSTEM = `You review a prompt template. An AI agent fills its placeholders for each task and sends the result to a language model; each run then earns a reward (higher is better).
-You get the template and some runs made with it: the task, the conversation, the reward.
+You get the template and some runs made with it: the task, the conversation, the reward and what was said about it (feedback).
 Find what in the template makes runs fail or earn less, and say how to change the template to fix it.
 Answer with a short bullet list. Each bullet names one problem you saw in the runs (cite the run) and one concrete change to the template that would fix it (wording, output format, constraints, order, a definition).
 Do not rewrite the whole template; another model will apply your critique.`;
@@ -88,6 +90,7 @@ function renderRun(run: RunTranscript, index: number): string {
     [
       `<task>${clip(JSON.stringify(run.task) ?? 'null', MESSAGE_CHARS)}</task>`,
       ...(calls.length ? calls : ['(no LLM call was recorded)']),
+      ...run.feedback.map((text) => `<feedback>${clip(text, MESSAGE_CHARS)}</feedback>`),
     ].join('\n'),
     RUN_CHARS,
   );

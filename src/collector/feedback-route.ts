@@ -1,0 +1,194 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { NotFoundError } from '../api/errors.js';
+import { type Feedback, feedbackBody, type FeedbackReceipt } from '../api/feedback.js';
+import type { LightningStore } from '../api/lightning-store.js';
+import { AGL, ATTR } from '../api/semconv.js';
+import { derivedRowsWhere } from '../sql/derived.js';
+import { sqlText } from '../sql/literals.js';
+import { spanRows } from '../store/span-json.js';
+import type { DuckDBStore } from '../store/store.js';
+import type { Route } from './http.js';
+import { create } from './rest-route.js';
+
+type FeedbackStore = Pick<DuckDBStore, 'query' | 'writeSpans'>;
+
+/** Where a feedback goes: the span it is credited to, its trace, rollout and place in time. */
+interface Target {
+  readonly trace_id: string;
+  readonly span_id: string | null;
+  readonly parent_id: string | null;
+  readonly rollout_id: string | null;
+  readonly attempt_id: string | null;
+  /** The target's end in nanoseconds: the feedback is dated there, so credit gives it to that call. */
+  readonly end_ns: bigint;
+}
+
+const TARGET_COLUMNS = 'trace_id, span_id, parent_id, rollout_id, attempt_id, epoch_ns(end_time) AS end_ns';
+
+/**
+ * POST /v1/agl/feedback (api/feedback.ts): resolves the target to a stored span and writes an
+ * `agentlightning.annotation` span beside it, through the same writer as every span: a sibling of
+ * the target (same parent, same trace and rollout) dated at the target's end, so that the
+ * `rewards` view, triplet credit and the final-reward filters give it to the call it names. Its
+ * span id is derived from `feedback_id`, so the same feedback sent twice is stored once.
+ */
+export function feedbackRoute(store: FeedbackStore, lightning: LightningStore): Route {
+  return create('/feedback', feedbackBody, async (feedback) => {
+    const feedbackId = feedback.feedback_id ?? randomUUID();
+    const spanId = createHash('sha256').update(feedbackId).digest('hex').slice(0, 16);
+    const stored = await storedReceipt(store, feedbackId, spanId);
+    if (stored) return stored;
+    const target = await resolveTarget(store, lightning, feedback, feedbackId);
+    const { stored: written } = await store.writeSpans(spanRows(feedbackSpan(feedback, feedbackId, spanId, target)), 0);
+    return {
+      feedback_id: feedbackId,
+      trace_id: target.trace_id,
+      span_id: spanId,
+      target_span_id: target.span_id,
+      rollout_id: target.rollout_id,
+      attempt_id: target.attempt_id,
+      stored: written === 1,
+    } satisfies FeedbackReceipt;
+  });
+}
+
+async function rows(store: FeedbackStore, sql: string): Promise<Record<string, unknown>[]> {
+  return (await store.query(sql, { guard: false })).rows;
+}
+
+async function storedReceipt(
+  store: FeedbackStore,
+  feedbackId: string,
+  spanId: string,
+): Promise<FeedbackReceipt | null> {
+  const [row] = await rows(
+    store,
+    `SELECT trace_id, rollout_id, attempt_id, attributes->>'${ATTR.feedbackTarget}' AS target FROM spans
+     WHERE span_id = '${spanId}' AND name = '${AGL.annotation}' AND (attributes->>'${ATTR.feedbackId}') = ${sqlText(feedbackId)} LIMIT 1`,
+  );
+  if (!row) return null;
+  return {
+    feedback_id: feedbackId,
+    trace_id: String(row.trace_id),
+    span_id: spanId,
+    target_span_id: (row.target as string | null) ?? null,
+    rollout_id: (row.rollout_id as string | null) ?? null,
+    attempt_id: (row.attempt_id as string | null) ?? null,
+    stored: false,
+  };
+}
+
+const targetOf = (row: Record<string, unknown>): Target => ({
+  trace_id: String(row.trace_id),
+  span_id: String(row.span_id),
+  parent_id: (row.parent_id as string | null) ?? null,
+  rollout_id: (row.rollout_id as string | null) ?? null,
+  attempt_id: (row.attempt_id as string | null) ?? null,
+  end_ns: row.end_ns === null || row.end_ns === undefined ? nowNs() : BigInt(String(row.end_ns)),
+});
+
+const nowNs = () => BigInt(Date.now()) * 1_000_000n;
+
+/** The last call among the spans that match `condition`, else the last span to end; undefined when none matches. */
+async function lastOf(store: FeedbackStore, condition: string): Promise<Target | undefined> {
+  const order = 'ORDER BY end_time DESC NULLS LAST, sequence_id DESC NULLS LAST, span_id DESC LIMIT 1';
+  const [call] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM (${derivedRowsWhere(condition).calls}) ${order}`);
+  if (call) return targetOf(call);
+  const [span] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM spans WHERE ${condition} ${order}`);
+  return span ? targetOf(span) : undefined;
+}
+
+async function resolveTarget(
+  store: FeedbackStore,
+  lightning: LightningStore,
+  feedback: Feedback,
+  feedbackId: string,
+): Promise<Target> {
+  if (feedback.trace_id !== undefined && feedback.span_id !== undefined) {
+    const [span] = await rows(
+      store,
+      `SELECT ${TARGET_COLUMNS} FROM spans WHERE trace_id = '${feedback.trace_id}' AND span_id = '${feedback.span_id}' LIMIT 1`,
+    );
+    if (!span) throw new NotFoundError(`no span ${feedback.span_id} in trace ${feedback.trace_id}`);
+    return targetOf(span);
+  }
+  if (feedback.trace_id !== undefined) {
+    const found = await lastOf(store, `trace_id = '${feedback.trace_id}'`);
+    if (!found) throw new NotFoundError(`no trace ${feedback.trace_id}`);
+    return found;
+  }
+  if (feedback.response_id !== undefined) {
+    // The gateway's row (dialect 0) first: the call llm_calls keeps when an agent's capture describes it too.
+    const [call] = await rows(
+      store,
+      `SELECT ${TARGET_COLUMNS} FROM llm_call_rows WHERE response_id = ${sqlText(feedback.response_id)} ORDER BY dialect LIMIT 1`,
+    );
+    if (!call) throw new NotFoundError(`no LLM call with response_id ${JSON.stringify(feedback.response_id)}`);
+    return targetOf(call);
+  }
+  return rolloutTarget(store, lightning, feedback.rollout_id as string, feedback.attempt_id, feedbackId);
+}
+
+/** A rollout's attempt (its latest when none is named): its last call; a rollout with no span yet gets a trace of its own. */
+async function rolloutTarget(
+  store: FeedbackStore,
+  lightning: LightningStore,
+  rolloutId: string,
+  attemptId: string | undefined,
+  feedbackId: string,
+): Promise<Target> {
+  if (!(await lightning.getRolloutById(rolloutId))) throw new NotFoundError(`no rollout ${rolloutId}`);
+  const attempt =
+    attemptId === undefined
+      ? await lightning.getLatestAttempt(rolloutId)
+      : (await lightning.queryAttempts(rolloutId)).items.find((candidate) => candidate.attempt_id === attemptId);
+  if (!attempt)
+    throw new NotFoundError(
+      attemptId === undefined
+        ? `rollout ${rolloutId} has no attempt`
+        : `rollout ${rolloutId} has no attempt ${attemptId}`,
+    );
+  const found = await lastOf(
+    store,
+    `rollout_id = ${sqlText(rolloutId)} AND attempt_id = ${sqlText(attempt.attempt_id)}`,
+  );
+  return (
+    found ?? {
+      trace_id: createHash('sha256').update(`trace:${feedbackId}`).digest('hex').slice(0, 32),
+      span_id: null,
+      parent_id: null,
+      rollout_id: rolloutId,
+      attempt_id: attempt.attempt_id,
+      end_ns: nowNs(),
+    }
+  );
+}
+
+function feedbackSpan(feedback: Feedback, feedbackId: string, spanId: string, target: Target) {
+  return {
+    rollout_id: target.rollout_id,
+    attempt_id: target.attempt_id,
+    sequence_id: null,
+    trace_id: target.trace_id,
+    span_id: spanId,
+    parent_id: target.parent_id,
+    name: AGL.annotation,
+    status: { status_code: 'OK' as const, description: null },
+    attributes: {
+      [`${ATTR.reward}.0.name`]: feedback.name,
+      [`${ATTR.reward}.0.value`]: feedback.value,
+      [ATTR.rewardSource]: 'feedback',
+      [ATTR.feedbackId]: feedbackId,
+      ...(target.span_id === null ? {} : { [ATTR.feedbackTarget]: target.span_id }),
+      ...(feedback.comment === undefined ? {} : { [ATTR.rewardFeedback]: feedback.comment }),
+    },
+    events: [],
+    links: [],
+    start_time: null,
+    end_time: null,
+    nanos: { start: target.end_ns, end: target.end_ns },
+    context: null,
+    parent: null,
+    resource: { attributes: { 'service.name': 'agl-feedback' }, schema_url: '' },
+  };
+}
