@@ -4,7 +4,7 @@ import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { CLI, newTempDir, removeDir } from '../test/support/helpers.js';
 import { span } from '../test/support/span-fixtures.js';
-import type { Benchmark, Figure } from './figures.js';
+import { sized, type Benchmark, type Figure, type Size } from './figures.js';
 
 // 100,000 rollouts, as the issue asks (AGL_BENCH_ROLLOUTS for another count).
 const ROLLOUTS = Number(process.env.AGL_BENCH_ROLLOUTS ?? 100_000);
@@ -111,18 +111,19 @@ export function timeCli(args: string[]): Promise<number> {
 export const adapters: Benchmark = {
   name: 'adapters',
   description: `dataset export of ${ROLLOUTS} rollouts x 12 spans to Parquet`,
-  async run(): Promise<Figure[]> {
+  async run(size: Size): Promise<Figure[]> {
+    const rollouts = sized(size, ROLLOUTS, 200);
     const dir = await newTempDir();
     const db = join(dir, 'adapters-bench.duckdb');
     try {
       const store = await DuckDBStore.open({ path: db });
       const storeStart = performance.now();
-      for (let r = 0; r < ROLLOUTS; r += BATCH) {
+      for (let r = 0; r < rollouts; r += BATCH) {
         const spans: SpanInput[] = [];
-        for (let i = r; i < Math.min(ROLLOUTS, r + BATCH); i++) spans.push(...rolloutSpans(i));
+        for (let i = r; i < Math.min(rollouts, r + BATCH); i++) spans.push(...rolloutSpans(i));
         await store.writeSpans(spanRows(...spans), 0);
       }
-      const spanCount = ROLLOUTS * 12;
+      const spanCount = rollouts * 12;
       const storeSeconds = (performance.now() - storeStart) / 1000;
       // What the server's deriver does while idle, done at once here (src/sql/derived.ts).
       const deriveStart = performance.now();

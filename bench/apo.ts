@@ -4,7 +4,7 @@ import { APO, type APOResult } from '../src/algorithms/apo/index.js';
 import { Trainer } from '../src/runtime/trainer.js';
 import { newTempDir, removeDir } from '../test/support/helpers.js';
 import { startOpenAITestServer } from '../test/support/openai-server.js';
-import type { Benchmark, Figure } from './figures.js';
+import { sized, type Benchmark, type Figure, type Size } from './figures.js';
 
 const ROUNDS = Number(process.env.AGL_BENCH_APO_ROUNDS ?? 2);
 const AGENT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'apps', 'trivial-agent.mjs');
@@ -19,7 +19,12 @@ const AGENT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench',
 export const apo: Benchmark = {
   name: 'apo',
   description: `APO, ${ROUNDS} rounds of beam 4 x branch 4 with instant models: its own time per candidate`,
-  async run(): Promise<Figure[]> {
+  async run(size: Size): Promise<Figure[]> {
+    const shape = sized(
+      size,
+      { rounds: ROUNDS, beamWidth: 4, branchFactor: 4 },
+      { rounds: 1, beamWidth: 2, branchFactor: 2 },
+    );
     let edits = 0;
     const models = await startOpenAITestServer({
       chat: (body) => {
@@ -32,12 +37,17 @@ export const apo: Benchmark = {
     });
     const dir = await newTempDir();
     try {
-      const result = await search(models.baseURL, join(dir, 'apo.duckdb'));
+      const result = await search(models.baseURL, join(dir, 'apo.duckdb'), shape);
       const candidates = result.candidates.filter((c) => c.parent !== null && c.rejected === null).length;
       const { seconds, rolloutSeconds, modelSeconds, rollouts } = result.cost.total;
       const own = seconds - rolloutSeconds - modelSeconds;
       return [
-        { name: 'apo.candidates', value: candidates, unit: 'candidates', target: `>= ${16 * ROUNDS}` },
+        {
+          name: 'apo.candidates',
+          value: candidates,
+          unit: 'candidates',
+          target: `>= ${shape.beamWidth * shape.branchFactor * shape.rounds}`,
+        },
         { name: 'apo.rollouts', value: rollouts, unit: 'rollouts', target: '' },
         { name: 'apo.own_ms_per_candidate', value: Math.round((1000 * own) / candidates), unit: 'ms', target: '' },
         {
@@ -55,7 +65,13 @@ export const apo: Benchmark = {
   },
 };
 
-function search(baseURL: string, db: string): Promise<APOResult> {
+interface SearchShape {
+  readonly rounds: number;
+  readonly beamWidth: number;
+  readonly branchFactor: number;
+}
+
+function search(baseURL: string, db: string, shape: SearchShape): Promise<APOResult> {
   const llm = {
     resource_type: 'llm' as const,
     endpoint: baseURL,
@@ -70,9 +86,7 @@ function search(baseURL: string, db: string): Promise<APOResult> {
   };
   const algorithm = new APO({
     resources: { llm, prompt },
-    beamWidth: 4,
-    branchFactor: 4,
-    rounds: ROUNDS,
+    ...shape,
     gradientBatchSize: 2,
     valBatchSize: 8,
     criticModel: 'critic',

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
 import { rolloutRewardsSql, type RolloutFilters, rolloutsPath } from '../web/src/queries.js';
 import { fillDashboardStore } from './dashboard-data.js';
-import { type Benchmark, type Figure, percentile } from './figures.js';
+import { type Benchmark, type Figure, percentile, sized, type Size } from './figures.js';
 
 const ROLLOUTS = Number(process.env.AGL_BENCH_DASHBOARD_ROLLOUTS ?? 100_000);
 const SPANS_PER_ROLLOUT = 50;
@@ -27,18 +27,20 @@ const CASES: [string, RolloutFilters][] = [
 export const dashboard: Benchmark = {
   name: 'dashboard',
   description: `the rollouts page's requests on ${ROLLOUTS.toLocaleString()} rollouts and ${(ROLLOUTS * SPANS_PER_ROLLOUT).toLocaleString()} spans`,
-  async run(): Promise<Figure[]> {
+  async run(size: Size): Promise<Figure[]> {
+    // The smoke run's store still has a 100th page, and the fewest spans of a rollout: a root, its calls, a reward.
+    const [rollouts, spansPerRollout, rounds] = sized(size, [ROLLOUTS, SPANS_PER_ROLLOUT, ROUNDS], [5_000, 12, 2]);
     const dir = await newTempDir();
     try {
       const db = join(dir, 'dashboard.duckdb');
       let start = performance.now();
-      await fillDashboardStore(db, { rollouts: ROLLOUTS, spansPerRollout: SPANS_PER_ROLLOUT, callsPerRollout: 10 });
+      await fillDashboardStore(db, { rollouts, spansPerRollout, callsPerRollout: 10 });
       console.error(`  filled in ${((performance.now() - start) / 1000).toFixed(1)} s`);
       start = performance.now();
       const serve = await spawnServe(['--quiet', '--db', db]);
       console.error(`  agl serve opened it in ${((performance.now() - start) / 1000).toFixed(1)} s`);
       try {
-        return await timeCases(serve.url);
+        return await timeCases(serve.url, rounds);
       } finally {
         serve.child.kill('SIGTERM');
         await serve.exited;
@@ -49,15 +51,15 @@ export const dashboard: Benchmark = {
   },
 };
 
-async function timeCases(url: string): Promise<Figure[]> {
+async function timeCases(url: string, rounds: number): Promise<Figure[]> {
   const figures: Figure[] = [];
   const all: number[] = [];
   // A server just opened still settles (its JIT, the GC after loading the state): the page in use is what counts.
-  for (let i = 0; i < 20; i++) await loadPage(url, FIRST_PAGE);
+  for (let i = 0; i < Math.min(20, rounds); i++) await loadPage(url, FIRST_PAGE);
   for (const [name, filters] of CASES) {
     await loadPage(url, filters); // warm: the first read of a query's data
     const times: number[] = [];
-    for (let i = 0; i < ROUNDS; i++) {
+    for (let i = 0; i < rounds; i++) {
       const start = performance.now();
       const rows = await loadPage(url, filters);
       times.push(performance.now() - start);

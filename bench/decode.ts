@@ -9,7 +9,7 @@ import type { ByteColumn, ColumnarRows, Int64Column } from '../src/otlp/columns.
 import { ProtobufDecoder } from '../src/otlp/protobuf-decoder.js';
 import { FIXTURES } from '../test/support/helpers.js';
 import { freshCopy, makeBatch } from '../test/support/otlp-batches.js';
-import { percentile, type Benchmark, type Figure } from './figures.js';
+import { percentile, sized, type Benchmark, type Figure, type Size } from './figures.js';
 import { ProtobufjsOtlp } from './protobufjs-otlp.js';
 
 const BATCH = 512;
@@ -83,7 +83,7 @@ interface Decoder {
 export const decode: Benchmark = {
   name: 'decode',
   description: `OTLP protobuf decoding, hand-written vs protobufjs, ${BATCH}-item requests, MB per CPU second`,
-  async run(): Promise<Figure[]> {
+  async run(size: Size): Promise<Figure[]> {
     const ours = new ProtobufDecoder();
     const library = new ProtobufjsOtlp();
     const sameRows = (signal: 'traces' | 'logs', body: Buffer, what: string) => {
@@ -120,7 +120,7 @@ export const decode: Benchmark = {
           mbPerSecond: [],
         },
       ];
-      measure(decoders, bodies, shape.requests);
+      measure(decoders, bodies, sized(size, shape.requests, 1), sized(size, ROUNDS, 1));
       const [handWritten, decodeOnly, toRows] = decoders.map((d) => median(d.mbPerSecond));
       const prefix = `decode.${shape.key}`;
       figures.push(
@@ -147,13 +147,13 @@ export const decode: Benchmark = {
 };
 
 /**
- * Warms each decoder up, then ROUNDS rounds of `requests` bodies each, decoders in turn (order
+ * Warms each decoder up, then `rounds` rounds of `requests` bodies each, decoders in turn (order
  * alternating). Time is the process's CPU time (GC threads included), not the wall clock: on a
  * machine whose cores other work shares, a round's wall time is mostly waiting for a core.
  */
-function measure(decoders: Decoder[], bodies: Buffer[], requests: number): void {
+function measure(decoders: Decoder[], bodies: Buffer[], requests: number, rounds: number): void {
   for (const d of decoders) for (let i = 0; i < 3 * requests; i++) d.decode(bodies[i % bodies.length]);
-  for (let round = 0; round < ROUNDS; round++) {
+  for (let round = 0; round < rounds; round++) {
     for (const d of round % 2 === 0 ? decoders : [...decoders].reverse()) {
       let bytes = 0;
       const start = process.cpuUsage();

@@ -7,10 +7,20 @@ export interface Figure {
   readonly target: string;
 }
 
+/**
+ * How large a run is: `full` measures; `smoke` runs every benchmark's code on tiny data, so that
+ * a change that breaks a benchmark fails `npm test` (its figures measure nothing).
+ */
+export type Size = 'full' | 'smoke';
+
+/** The full run's value, or the smoke run's. */
+export const sized = <T>(size: Size, full: T, smoke: T): T => (size === 'smoke' ? smoke : full);
+
 export interface Benchmark {
   readonly name: string;
+  /** What it measures, at full size. */
   readonly description: string;
-  run(): Promise<Figure[]>;
+  run(size: Size): Promise<Figure[]>;
 }
 
 export function meets(figure: Figure): boolean {

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { httpRequest } from '../src/client/http-request.js';
 import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
-import { percentile, type Benchmark, type Figure } from './figures.js';
+import { percentile, sized, type Benchmark, type Figure, type Size } from './figures.js';
 
 const LLM_SERVER = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'apps', 'llm-server.mjs');
 const SEQUENTIAL = 1000;
@@ -13,9 +13,10 @@ const THROUGHPUT_SECONDS = 5;
 
 export async function startLlmServer(): Promise<{ baseURL: string; stop: () => void }> {
   const child = spawn(process.execPath, [LLM_SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const baseURL = await new Promise<string>((resolve) =>
-    child.stdout.once('data', (chunk: Buffer) => resolve(chunk.toString().trim())),
-  );
+  const baseURL = await new Promise<string>((resolve, reject) => {
+    child.stdout.once('data', (chunk: Buffer) => resolve(chunk.toString().trim()));
+    child.once('exit', (code) => reject(new Error(`the bench's LLM server exited with ${code} before it listened`)));
+  });
   return { baseURL, stop: () => child.kill('SIGTERM') };
 }
 
@@ -42,11 +43,11 @@ async function timeCalls(baseURL: string, count: number): Promise<number[]> {
   return times;
 }
 
-/** Calls per second that CLIENTS concurrent clients get from `baseURL`. */
-async function throughput(baseURL: string): Promise<number> {
+/** Calls per second that CLIENTS concurrent clients get from `baseURL` in `seconds`. */
+async function throughput(baseURL: string, seconds: number): Promise<number> {
   let calls = 0;
   const started = performance.now();
-  const until = started + THROUGHPUT_SECONDS * 1000;
+  const until = started + seconds * 1000;
   await Promise.all(
     Array.from({ length: CLIENTS }, async () => {
       while (performance.now() < until) {
@@ -71,22 +72,27 @@ const stats = (times: number[]) => {
 export const gateway: Benchmark = {
   name: 'gateway',
   description: `LLM gateway overhead (${ROUNDS} x ${SEQUENTIAL} calls each way) and throughput (${CLIENTS} clients, ${THROUGHPUT_SECONDS} s)`,
-  async run(): Promise<Figure[]> {
+  async run(size: Size): Promise<Figure[]> {
+    const [warmUp, sequential, rounds, seconds] = sized(
+      size,
+      [200, SEQUENTIAL, ROUNDS, THROUGHPUT_SECONDS],
+      [20, 20, 1, 0.5],
+    );
     const dir = await newTempDir();
     const llm = await startLlmServer();
     const serve = await spawnServe(['--quiet', '--db', join(dir, 'gateway-bench.duckdb'), '--upstream', llm.baseURL]);
     const through = `${serve.url}/v1/gateway/v1`;
     try {
-      await timeCalls(llm.baseURL, 200);
-      await timeCalls(through, 200);
+      await timeCalls(llm.baseURL, warmUp);
+      await timeCalls(through, warmUp);
       const direct: number[] = [];
       const gatewayed: number[] = [];
-      for (let round = 0; round < ROUNDS; round++) {
-        direct.push(...(await timeCalls(llm.baseURL, SEQUENTIAL)));
-        gatewayed.push(...(await timeCalls(through, SEQUENTIAL)));
+      for (let round = 0; round < rounds; round++) {
+        direct.push(...(await timeCalls(llm.baseURL, sequential)));
+        gatewayed.push(...(await timeCalls(through, sequential)));
       }
-      const directRate = await throughput(llm.baseURL);
-      const rate = await throughput(through);
+      const directRate = await throughput(llm.baseURL, seconds);
+      const rate = await throughput(through, seconds);
       const base = stats(direct);
       const viaGateway = stats(gatewayed);
       return [

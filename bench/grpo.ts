@@ -7,7 +7,7 @@ import { DuckDBStore } from '../src/store/store.js';
 import { TOKEN_CALLS_SQL } from '../src/sql/views.js';
 import { newTempDir, removeDir } from '../test/support/helpers.js';
 import { benchSpan } from './adapters.js';
-import type { Benchmark, Figure } from './figures.js';
+import { sized, type Benchmark, type Figure, type Size } from './figures.js';
 
 // One GRPO batch: 1,024 rollouts (128 groups of 8), each 8 turns of an agent whose next prompt
 // is its conversation so far plus a tool result, so that each merges into one trajectory row of
@@ -80,14 +80,15 @@ const SETTINGS: BuildSettings = {
   oldestVersionIndex: 0,
 };
 
-const STEP_ROLLOUTS: StepRollout[] = Array.from({ length: ROLLOUTS }, (_, r) => ({
-  rolloutId: `ro-${r}`,
-  attemptId: `at-${r}`,
-  status: 'succeeded',
-  groupId: `g-${Math.floor(r / GROUP)}`,
-  modelVersion: '0',
-  versionIndex: 0,
-}));
+const stepRollouts = (count: number): StepRollout[] =>
+  Array.from({ length: count }, (_, r) => ({
+    rolloutId: `ro-${r}`,
+    attemptId: `at-${r}`,
+    status: 'succeeded',
+    groupId: `g-${Math.floor(r / GROUP)}`,
+    modelVersion: '0',
+    versionIndex: 0,
+  }));
 
 /** Wall and CPU seconds (the process's, DuckDB's threads included) of `work`. */
 async function timed<T>(work: () => Promise<T>): Promise<{ wall: number; cpu: number; value: T }> {
@@ -99,9 +100,12 @@ async function timed<T>(work: () => Promise<T>): Promise<{ wall: number; cpu: nu
 }
 
 /** What GRPO does between the rollouts and the hand-off: rows, checks, advantages, the Arrow stream. */
-async function buildBatch(store: DuckDBStore): Promise<{ rows: number; tokens: number; bytes: number }> {
+async function buildBatch(
+  store: DuckDBStore,
+  rollouts: readonly StepRollout[],
+): Promise<{ rows: number; tokens: number; bytes: number }> {
   const source = { stream: (sql: string) => store.streamQuery(sql, { guard: false }) };
-  const built = await buildRows(source, STEP_ROLLOUTS, SETTINGS);
+  const built = await buildRows(source, rollouts, SETTINGS);
   const advantages = computeAdvantages(built.rows, { estimator: 'grpo', epsilon: 1e-6, rolloutLevel: false });
   const body = arrowStream({
     batchId: 'batch-bench',
@@ -117,15 +121,15 @@ async function buildBatch(store: DuckDBStore): Promise<{ rows: number; tokens: n
 }
 
 /** DuckDB reading the same calls' token columns into JS, as the batch builder gets them. */
-async function readCalls(store: DuckDBStore): Promise<number> {
-  const ids = STEP_ROLLOUTS.map((r) => `'${r.rolloutId}'`).join(', ');
+async function readCalls(store: DuckDBStore, rollouts: readonly StepRollout[]): Promise<number> {
+  const ids = rollouts.map((r) => `'${r.rolloutId}'`).join(', ');
   let calls = 0;
   for await (const batch of store.streamQuery(
     `SELECT rollout_id, attempt_id, prompt_token_ids, response_token_ids, response_logprobs FROM ${TOKEN_CALLS_SQL} c WHERE rollout_id IN (${ids})`,
     { guard: false },
   ))
     calls += batch.length;
-  if (calls !== ROLLOUTS * TURNS) throw new Error(`read ${calls} calls, not ${ROLLOUTS * TURNS}`);
+  if (calls !== rollouts.length * TURNS) throw new Error(`read ${calls} calls, not ${rollouts.length * TURNS}`);
   return calls;
 }
 
@@ -142,20 +146,21 @@ async function fastest<T>(n: number, work: () => Promise<T>): Promise<{ wall: nu
 export const grpo: Benchmark = {
   name: 'grpo',
   description: `one GRPO batch: ${ROLLOUTS} trajectory rows (${TURNS} turns, ~2,000 tokens each) from the store to Arrow IPC`,
-  async run(): Promise<Figure[]> {
+  async run(size: Size): Promise<Figure[]> {
+    const [rollouts, runs] = sized(size, [stepRollouts(ROLLOUTS), 5], [stepRollouts(2 * GROUP), 1]);
     const dir = await newTempDir();
     try {
       // The deriver is left to this benchmark: first the batch of spans nothing parsed yet.
       const store = await DuckDBStore.open({ path: join(dir, 'grpo-bench.duckdb'), deriveWhenIdleMs: Infinity });
-      for (let r = 0; r < ROLLOUTS; r += 64) {
+      for (let r = 0; r < rollouts.length; r += 64) {
         const spans: SpanInput[] = [];
-        for (let i = r; i < r + 64; i++) spans.push(...rolloutSpans(i));
+        for (let i = r; i < Math.min(rollouts.length, r + 64); i++) spans.push(...rolloutSpans(i));
         await store.writeSpans(spanRows(...spans), 0);
       }
-      const fresh = await timed(() => buildBatch(store));
+      const fresh = await timed(() => buildBatch(store, rollouts));
       const derive = await timed(() => store.deriveAll());
-      const build = await fastest(5, () => buildBatch(store));
-      const read = await fastest(5, () => readCalls(store));
+      const build = await fastest(runs, () => buildBatch(store, rollouts));
+      const read = await fastest(runs, () => readCalls(store, rollouts));
       await store.close();
       const { rows, tokens, bytes } = build.value;
       console.error(

@@ -7,7 +7,7 @@ import { DuckDBStore } from '../src/store/store.js';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { freePort, newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
 import { freshCopy, makeBatch, type BatchTemplate } from '../test/support/otlp-batches.js';
-import { percentile, type Benchmark, type Figure } from './figures.js';
+import { percentile, sized, type Benchmark, type Figure, type Size } from './figures.js';
 import { Http2GrpcSender } from './grpc-sender.js';
 
 export const BATCH = 512;
@@ -234,12 +234,14 @@ async function httpVersusGrpc(template: BatchTemplate, spansEach: number, serial
 export const ingest: Benchmark = {
   name: 'ingest',
   description: `OTLP/HTTP ingest into agl serve, and OTLP/gRPC against it: ${BATCH}-span protobuf batches, ${SENDERS} concurrent senders`,
-  async run(): Promise<Figure[]> {
+  async run(size: Size): Promise<Figure[]> {
     const figures: Figure[] = [];
-    for (const shape of SHAPES) {
+    // The smoke run: small spans only (the other shape takes the same paths with larger values).
+    for (const shape of sized(size, SHAPES, SHAPES.slice(0, 1))) {
       const template = await makeBatch(BATCH, { rolloutId: undefined, promptBytes: shape.promptBytes });
-      const ceiling = await inProcessCeiling(template, Math.min(shape.totalSpans, 300_000), 1);
-      const http = await overHttp(template, shape.totalSpans, 1_000_000);
+      const totalSpans = sized(size, shape.totalSpans, 2 * BATCH);
+      const ceiling = await inProcessCeiling(template, Math.min(totalSpans, 300_000), 1);
+      const http = await overHttp(template, totalSpans, 1_000_000);
       const prefix = `ingest.${shape.key}`;
       figures.push(
         {
@@ -260,7 +262,7 @@ export const ingest: Benchmark = {
         { name: `${prefix}.cold_burst_max_latency`, value: round(http.coldMax, 1), unit: 'ms', target: '' },
         { name: `${prefix}.retried_requests`, value: http.retries, unit: 'requests', target: '' },
       );
-      const ab = await httpVersusGrpc(template, shape.totalSpans / 2, 3_000_000);
+      const ab = await httpVersusGrpc(template, totalSpans / 2, 3_000_000);
       figures.push(
         {
           name: `${prefix}.grpc_spans_per_s`,

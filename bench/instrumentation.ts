@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
 import { REGISTER } from '../test/support/instrumented-app.js';
 import { startOpenAITestServer } from '../test/support/openai-server.js';
-import { percentile, type Benchmark, type Figure } from './figures.js';
+import { percentile, sized, type Benchmark, type Figure, type Size } from './figures.js';
 
 const APPS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'apps');
 const APP = join(APPS, 'llm-calls.mjs');
@@ -19,7 +19,7 @@ interface AppTimes {
   readonly heapGrowthMb: number;
 }
 
-function runApp(env: Record<string, string>, register: boolean, calls = CALLS): Promise<AppTimes> {
+function runApp(env: Record<string, string>, register: boolean, calls: number): Promise<AppTimes> {
   const args = ['--expose-gc', ...(register ? ['--import', REGISTER] : []), APP];
   const child = spawn(process.execPath, args, {
     env: { ...process.env, ...env, CALLS: String(calls) },
@@ -70,26 +70,31 @@ function standardError(values: number[]): number {
 export const instrumentation: Benchmark = {
   name: 'instrumentation',
   description: `added latency per LLM call under agl/register (${ROUNDS} x ${CALLS} calls each way)`,
-  async run(): Promise<Figure[]> {
+  async run(size: Size): Promise<Figure[]> {
+    const [rounds, calls, downCalls] = sized(size, [ROUNDS, CALLS, 10_000], [1, 50, 200]);
     const dir = await newTempDir();
     const llm = await startOpenAITestServer();
     const serve = await spawnServe(['--quiet', '--db', join(dir, 'instrumentation-bench.duckdb')]);
     try {
-      const env = { OPENAI_BASE_URL: llm.baseURL, AGL_ENDPOINT: serve.url };
+      const env: Record<string, string> = {
+        OPENAI_BASE_URL: llm.baseURL,
+        AGL_ENDPOINT: serve.url,
+        ...sized<Record<string, string>>(size, {}, { WARMUP: '20', BLOCKS: '1' }),
+      };
       // Alternate the two runs so that drift on the machine hits both alike.
       const plain: number[] = [];
       const recorded: number[] = [];
       const roundDifferences: number[] = [];
-      for (let round = 0; round < ROUNDS; round++) {
-        const { times: plainTimes } = await runApp(env, false);
-        const { times: recordedTimes } = await runApp(env, true);
+      for (let round = 0; round < rounds; round++) {
+        const { times: plainTimes } = await runApp(env, false, calls);
+        const { times: recordedTimes } = await runApp(env, true, calls);
         plain.push(...plainTimes);
         recorded.push(...recordedTimes);
         roundDifferences.push(stats(recordedTimes).median - stats(plainTimes).median);
       }
       const sameProcess = await runSameProcess(env);
-      const downPlain = await runApp(env, false, 10_000);
-      const down = await runApp({ ...env, AGL_ENDPOINT: 'http://127.0.0.1:9' }, true, 10_000);
+      const downPlain = await runApp(env, false, downCalls);
+      const down = await runApp({ ...env, AGL_ENDPOINT: 'http://127.0.0.1:9' }, true, downCalls);
       const base = stats(plain);
       const withAgl = stats(recorded);
       return [

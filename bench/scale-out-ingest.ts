@@ -5,7 +5,7 @@ import { makeBatch } from '../test/support/otlp-batches.js';
 import { newTempDir, removeDir, spawnServe, type SpawnedServe } from '../test/support/helpers.js';
 import type { PostgresCluster } from '../test/support/postgres.js';
 import { startProxy } from '../test/support/proxy.js';
-import type { Figure } from './figures.js';
+import { sized, type Figure, type Size } from './figures.js';
 import {
   BATCH,
   copiesOf,
@@ -158,8 +158,8 @@ async function ingestInto(
  * `cluster`. (Not all three in turns: a server left idle checkpoints, which the next turn to it
  * would wait for.)
  */
-async function measure(workload: Workload, cluster: PostgresCluster): Promise<Figure[]> {
-  const batches = Math.ceil(workload.spans / BATCH);
+async function measure(workload: Workload, cluster: PostgresCluster, size: Size): Promise<Figure[]> {
+  const batches = sized(size, Math.ceil(workload.spans / BATCH), 1);
   const one = await ingestInto(1, null, batches, async ({ servers, proxyUrl }) => {
     const bodies = await bodiesOf(workload, proxyUrl);
     return [sendersTo(servers[0].url, bodies), sendersTo(proxyUrl, bodies)];
@@ -181,8 +181,9 @@ async function measure(workload: Workload, cluster: PostgresCluster): Promise<Fi
 }
 
 /** The ingest part of the scale-out benchmark: each workload through (a), (b) and (c). */
-export async function scaleOutIngest(cluster: PostgresCluster): Promise<Figure[]> {
+export async function scaleOutIngest(cluster: PostgresCluster, size: Size): Promise<Figure[]> {
   const out: Figure[] = [];
-  for (const workload of WORKLOADS) out.push(...(await measure(workload, cluster)));
+  for (const workload of sized(size, WORKLOADS, WORKLOADS.slice(0, 1)))
+    out.push(...(await measure(workload, cluster, size)));
   return out;
 }

@@ -2,13 +2,18 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
 import { startPostgres } from '../test/support/postgres.js';
-import type { Benchmark, Figure } from './figures.js';
+import { sized, type Benchmark, type Figure, type Size } from './figures.js';
 import { scaleOutIngest } from './scale-out-ingest.js';
 import { driveRollouts, type RolloutRun } from './store.js';
 
 const ROLLOUTS = 1000;
 const RUNNERS = 32;
 const SERVERS = [1, 2, 4];
+/** Bare cycles, and with the turns of spans of the store benchmark. */
+const WORKLOADS: readonly (readonly [string, number])[] = [
+  ['cycles', 0],
+  ['with_spans', 6],
+];
 
 /** CPU seconds of a process (Linux /proc), and of its children that ended (`reaped`). */
 function cpuOf(pid: number): { own: number; reaped: number; parent: number } {
@@ -44,7 +49,12 @@ interface Measured extends RolloutRun {
  * `agl serve` processes on one state (a PostgreSQL URL, or none: each its own file), and the
  * store benchmark's loop against them, with the CPU the servers and PostgreSQL spent on it.
  */
-async function measure(count: number, postgres: { url: string; pid: number } | null, turns: number): Promise<Measured> {
+async function measure(
+  count: number,
+  postgres: { url: string; pid: number } | null,
+  turns: number,
+  rollouts: number,
+): Promise<Measured> {
   const dir = await newTempDir();
   const servers: Awaited<ReturnType<typeof spawnServe>>[] = [];
   try {
@@ -65,13 +75,13 @@ async function measure(count: number, postgres: { url: string; pid: number } | n
     const run = await driveRollouts(
       servers.map((s) => s.url),
       RUNNERS,
-      { rollouts: ROLLOUTS, turns },
+      { rollouts, turns },
     );
     const after = cpu();
     return {
       ...run,
-      serversCpuMs: ((after.servers - before.servers) * 1000) / ROLLOUTS,
-      postgresCpuMs: ((after.postgres - before.postgres) * 1000) / ROLLOUTS,
+      serversCpuMs: ((after.servers - before.servers) * 1000) / rollouts,
+      postgresCpuMs: ((after.postgres - before.postgres) * 1000) / rollouts,
     };
   } finally {
     for (const server of servers) server.child.kill('SIGTERM');
@@ -110,21 +120,27 @@ function figures(name: string, run: Measured, withPostgres: boolean): Figure[] {
 export const scaleOut: Benchmark = {
   name: 'scale-out',
   description: `${ROLLOUTS} rollouts, ${RUNNERS} runners: one server with its state in DuckDB, then ${SERVERS.join(', ')} servers on one PostgreSQL; OTLP ingest through nginx, 2 servers on PostgreSQL against 1 in DuckDB`,
-  async run(): Promise<Figure[]> {
+  async run(size: Size): Promise<Figure[]> {
+    const rollouts = sized(size, ROLLOUTS, 32);
     const cluster = await startPostgres({ durable: true });
     const out: Figure[] = [];
     try {
-      for (const [workload, turns] of [
-        ['cycles', 0],
-        ['with_spans', 6],
-      ] as const) {
-        out.push(...figures(`scale_out.${workload}.duckdb_1`, await measure(1, null, turns), false));
-        for (const count of SERVERS) {
+      // The smoke run: one workload, one fleet of more than one server (a server's start is seconds).
+      const workloads = sized(size, WORKLOADS, WORKLOADS.slice(1));
+      for (const [workload, turns] of workloads) {
+        out.push(...figures(`scale_out.${workload}.duckdb_1`, await measure(1, null, turns, rollouts), false));
+        for (const count of sized(size, SERVERS, [2])) {
           const postgres = { url: await cluster.createDatabase(), pid: cluster.pid };
-          out.push(...figures(`scale_out.${workload}.postgres_${count}`, await measure(count, postgres, turns), true));
+          out.push(
+            ...figures(
+              `scale_out.${workload}.postgres_${count}`,
+              await measure(count, postgres, turns, rollouts),
+              true,
+            ),
+          );
         }
       }
-      out.push(...(await scaleOutIngest(cluster)));
+      out.push(...(await scaleOutIngest(cluster, size)));
     } finally {
       await cluster.stop();
     }

@@ -4,7 +4,7 @@ import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { newTempDir, removeDir } from '../test/support/helpers.js';
 import { rolloutSpans, timeCli } from './adapters.js';
-import { percentile, type Benchmark, type Figure } from './figures.js';
+import { percentile, sized, type Benchmark, type Figure, type Size } from './figures.js';
 
 // 20,000 rollouts of 12 spans (AGL_BENCH_SPANS_DIR_ROLLOUTS for another count).
 const ROLLOUTS = Number(process.env.AGL_BENCH_SPANS_DIR_ROLLOUTS ?? 20_000);
@@ -12,18 +12,18 @@ const BATCH = 500;
 const TURNS = 7;
 
 /** Both stores get the same spans. */
-async function fill(stores: DuckDBStore[]): Promise<void> {
-  for (let r = 0; r < ROLLOUTS; r += BATCH) {
+async function fill(stores: DuckDBStore[], rollouts: number): Promise<void> {
+  for (let r = 0; r < rollouts; r += BATCH) {
     const spans: SpanInput[] = [];
-    for (let i = r; i < Math.min(ROLLOUTS, r + BATCH); i++) spans.push(...rolloutSpans(i));
+    for (let i = r; i < Math.min(rollouts, r + BATCH); i++) spans.push(...rolloutSpans(i));
     for (const store of stores) await store.writeSpans(spanRows(...spans), 0);
   }
 }
 
-/** The median time of a query, in ms, over TURNS runs after one to warm up. */
-async function medianMs(store: DuckDBStore, sql: string): Promise<number> {
+/** The median time of a query, in ms, over `turns` runs after one to warm up. */
+async function medianMs(store: DuckDBStore, sql: string, turns: number): Promise<number> {
   const times: number[] = [];
-  for (let turn = 0; turn <= TURNS; turn++) {
+  for (let turn = 0; turn <= turns; turn++) {
     const start = performance.now();
     await store.query(sql, { guard: false });
     if (turn > 0) times.push(performance.now() - start);
@@ -58,7 +58,9 @@ const QUERIES: [string, string][] = [
 export const spansDir: Benchmark = {
   name: 'spans-dir',
   description: `span directory: ${ROLLOUTS} rollouts x 12 spans moved, read and exported`,
-  async run(): Promise<Figure[]> {
+  async run(size: Size): Promise<Figure[]> {
+    // The queries read rollout ro-777: the smoke run's rollouts include it.
+    const rollouts = sized(size, ROLLOUTS, 800);
     const dir = await newTempDir();
     const spans = join(dir, 'spans');
     const figures: Figure[] = [];
@@ -72,8 +74,8 @@ export const spansDir: Benchmark = {
       const options = { deriveWhenIdleMs: Number.POSITIVE_INFINITY, spansMoveEveryMs: Number.POSITIVE_INFINITY };
       const one = await DuckDBStore.open({ path: join(dir, 'one.duckdb'), ...options });
       const moving = await DuckDBStore.open({ path: join(dir, 'moving.duckdb'), spansDir: spans, ...options });
-      await fill([one, moving]);
-      const count = ROLLOUTS * 12;
+      await fill([one, moving], rollouts);
+      const count = rollouts * 12;
       let start = performance.now();
       await one.deriveAll();
       const deriveSeconds = (performance.now() - start) / 1000;
@@ -91,7 +93,8 @@ export const spansDir: Benchmark = {
         ratio('move / derive time', moveSeconds / deriveSeconds),
       );
       for (const [name, sql] of QUERIES) {
-        const [single, fleet] = [await medianMs(one, sql), await medianMs(moving, sql)];
+        const turns = sized(size, TURNS, 1);
+        const [single, fleet] = [await medianMs(one, sql, turns), await medianMs(moving, sql, turns)];
         figures.push(
           { name: `${name}: one file`, value: Number(single.toFixed(1)), unit: 'ms', target: '' },
           { name: `${name}: span directory`, value: Number(fleet.toFixed(1)), unit: 'ms', target: '' },

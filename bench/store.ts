@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { httpRequest } from '../src/client/http-request.js';
 import { StoreClient } from '../src/client/store-client.js';
 import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
-import type { Benchmark, Figure } from './figures.js';
+import { sized, type Benchmark, type Figure, type Size } from './figures.js';
 
 const ROLLOUTS = 2000;
 const TURNS = 6;
@@ -46,11 +46,11 @@ export interface RolloutRun {
  * for them; N runners dequeue, send TURNS turns of 2 spans through OTLP, and mark the attempt
  * succeeded. Every rollout must finish exactly once, with one attempt and all its spans.
  */
-export async function runRollouts(runners: number): Promise<RolloutRun> {
+export async function runRollouts(runners: number, rollouts = ROLLOUTS): Promise<RolloutRun> {
   const dir = await newTempDir();
   const serve = await spawnServe(['--quiet', '--db', join(dir, 'store-bench.duckdb')]);
   try {
-    return await driveRollouts([serve.url], runners);
+    return await driveRollouts([serve.url], runners, { rollouts });
   } finally {
     serve.child.kill('SIGTERM');
     await serve.exited;
@@ -120,10 +120,11 @@ export async function driveRollouts(
 export const store: Benchmark = {
   name: 'store',
   description: `LightningStore: ${ROLLOUTS} rollouts, each dequeue + ${TURNS} turns of 2 OTLP spans + update, with 32 and 256 runners`,
-  async run(): Promise<Figure[]> {
+  async run(size: Size): Promise<Figure[]> {
     const figures: Figure[] = [];
-    for (const runners of [32, 256]) {
-      const result = await runRollouts(runners);
+    const rollouts = sized(size, ROLLOUTS, 64);
+    for (const runners of sized(size, [32, 256], [32])) {
+      const result = await runRollouts(runners, rollouts);
       figures.push(
         {
           name: `store.runners_${runners}.rollouts_per_s`,
@@ -142,7 +143,7 @@ export const store: Benchmark = {
           name: `store.runners_${runners}.spans_stored`,
           value: result.spans,
           unit: 'spans',
-          target: `>= ${ROLLOUTS * TURNS * 2}`,
+          target: `>= ${rollouts * TURNS * 2}`,
         },
       );
     }

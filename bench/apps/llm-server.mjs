@@ -1,5 +1,5 @@
 // The OpenAI-compatible test server in a process of its own, for benchmarks: prints its base URL.
-import { startOpenAITestServer } from '../../dist/test/openai-server.js';
+import { startOpenAITestServer } from '../../dist/test/support/openai-server.js';
 
 const server = await startOpenAITestServer();
 console.log(server.baseURL);

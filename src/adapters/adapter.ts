@@ -25,6 +25,12 @@ export interface AdapterReport {
  */
 export interface Adapted<R, S> {
   readonly sql?: string;
+  /**
+   * `parquet`: `sql`'s rows are the records only as Parquet columns (a field a record lacks is
+   * NULL there; JSON Lines would get `null` where the record has no key), so other formats are
+   * written from `batches`.
+   */
+  readonly sqlFor?: 'parquet';
   readonly batches: AsyncIterable<R[]>;
   readonly stats: S;
 }

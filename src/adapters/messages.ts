@@ -8,7 +8,7 @@ import type { Adapter, SkippedRecord } from './adapter.js';
 import { minRewardCondition } from '../sql/final-rewards.js';
 import { jsonValue as json } from './json-column.js';
 import type { QuerySource } from './source.js';
-import { rolloutModeCondition } from '../sql/literals.js';
+import { rolloutModeCondition, sqlText } from '../sql/literals.js';
 
 export type { SkippedRecord };
 
@@ -27,7 +27,8 @@ export interface MessagesOptions {
   readonly rolloutMode?: string;
 }
 
-function messagesSql(options: MessagesOptions): string {
+/** The llm_calls rows a messages export reads, with the options' conditions. */
+function callsWhere(options: MessagesOptions): string {
   const conditions = ['input_messages IS NOT NULL', 'output_messages IS NOT NULL'];
   if (options.where) conditions.push(`(${options.where})`);
   if (options.minReward !== undefined) conditions.push(minRewardCondition(options.minReward));
@@ -35,9 +36,67 @@ function messagesSql(options: MessagesOptions): string {
     conditions.push(
       `rollout_id IN (SELECT rollout_id FROM rollouts WHERE ${rolloutModeCondition('mode', options.rolloutMode)})`,
     );
-  return `SELECT rollout_id, attempt_id, span_id, input_messages, output_messages, tools
-    FROM llm_calls WHERE ${conditions.join(' AND ')}
-    ORDER BY rollout_id NULLS LAST, attempt_id, sequence_id, start_time, span_id`;
+  return conditions.join(' AND ');
+}
+
+const CALL_ORDER = 'ORDER BY rollout_id NULLS LAST, attempt_id, sequence_id, start_time, span_id';
+
+function messagesSql(options: MessagesOptions): string {
+  return `SELECT rollout_id, attempt_id, trace_id, span_id, input_messages, output_messages, tools
+    FROM llm_calls WHERE ${callsWhere(options)} ${CALL_ORDER}`;
+}
+
+/** chatRecordOf in SQL: the input messages, then the first output message (a list of JSON values). */
+const MESSAGE_LIST = `list_concat(
+    CASE WHEN json_type(input_messages) = 'ARRAY' THEN json_extract(input_messages, '$[*]') ELSE []::JSON[] END,
+    CASE WHEN json_type(output_messages) = 'ARRAY' AND json_array_length(output_messages) > 0
+      THEN [json_extract(output_messages, '$[0]')] ELSE []::JSON[] END)`;
+const HAS_TOOLS = `(json_type(tools) = 'ARRAY' AND json_array_length(tools) > 0)`;
+
+/**
+ * Rows whose record invalidReason surely finds valid (plain text messages of the four roles
+ * without tool calls, the last the assistant's, tools each with a function name): the common
+ * case, decided in SQL. The others are read into JS and checked there.
+ */
+const SURELY_VALID = `(json_type(output_messages) = 'ARRAY' AND json_array_length(output_messages) > 0
+    AND json_extract_string(output_messages, '$[0].role') = 'assistant'
+    AND list_bool_and(list_transform(${MESSAGE_LIST}, lambda m: coalesce(json_type(m) = 'OBJECT'
+      AND json_extract_string(m, '$.role') IN ('system', 'developer', 'user', 'assistant') AND json_type(m, '$.content') = 'VARCHAR'
+      AND json_type(m, '$.tool_calls') IS NULL, false)))
+    AND (NOT coalesce(${HAS_TOOLS}, false) OR list_bool_and(list_transform(json_extract(tools, '$[*]'),
+      lambda t: coalesce(json_type(t, '$.function.name') = 'VARCHAR', false)))))`;
+
+/**
+ * The records as Parquet holds them (a record without tools: NULL in tools and
+ * parallel_tool_calls), in call order, but for the calls `invalid` names (trace/span).
+ */
+function recordsSql(options: MessagesOptions, invalid: readonly string[]): string {
+  const excluded =
+    invalid.length === 0 ? '' : ` AND trace_id || '/' || span_id NOT IN (${invalid.map(sqlText).join(', ')})`;
+  return `SELECT to_json(${MESSAGE_LIST}) AS messages,
+      CASE WHEN ${HAS_TOOLS} THEN tools END AS tools,
+      CASE WHEN ${HAS_TOOLS} THEN list_bool_or(list_transform(${MESSAGE_LIST}, lambda m: coalesce(
+        json_type(m, '$.tool_calls') = 'ARRAY' AND json_array_length(m, '$.tool_calls') > 1, false))) END AS parallel_tool_calls
+    FROM llm_calls WHERE ${callsWhere(options)}${excluded} ${CALL_ORDER}`;
+}
+
+/** The calls whose record SQL cannot vouch for, checked by invalidReason; the invalid ones go to `skipped`. */
+async function invalidCalls(
+  source: QuerySource,
+  options: MessagesOptions,
+  skipped: SkippedRecord[],
+): Promise<string[]> {
+  const sql = `SELECT rollout_id, attempt_id, trace_id, span_id, input_messages, output_messages, tools
+    FROM llm_calls WHERE ${callsWhere(options)} AND NOT coalesce(${SURELY_VALID}, false) ${CALL_ORDER}`;
+  const invalid: string[] = [];
+  for await (const rows of source.stream(sql))
+    for (const row of rows) {
+      const reason = reasonOf(row);
+      if (reason === null) continue;
+      invalid.push(`${row.trace_id}/${row.span_id}`);
+      skipped.push({ rollout_id: (row.rollout_id as string | null) ?? null, span_id: String(row.span_id), reason });
+    }
+  return invalid;
 }
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
@@ -145,6 +204,15 @@ interface RolloutChatRecord {
   readonly record: ChatRecord;
 }
 
+/** Why the record of one `llm_calls` row is not valid, or null. */
+function reasonOf(row: Record<string, unknown>): string | null {
+  try {
+    return invalidReason(recordOf(row));
+  } catch (error) {
+    return `unreadable: ${(error as Error).message}`;
+  }
+}
+
 /** The valid records of each batch of calls, with their rollouts; the others go to `skipped`. */
 async function* recordBatches(
   source: QuerySource,
@@ -155,31 +223,29 @@ async function* recordBatches(
     const records: RolloutChatRecord[] = [];
     for (const row of rows) {
       const rolloutId = (row.rollout_id as string | null) ?? null;
-      let record: RecordCandidate = { messages: [] };
-      let reason: string | null;
-      try {
-        record = recordOf(row);
-        reason = invalidReason(record);
-      } catch (error) {
-        reason = `unreadable: ${(error as Error).message}`;
-      }
+      const reason = reasonOf(row);
       // what invalidReason found valid
-      if (reason === null) records.push({ rolloutId, record: record as ChatRecord });
+      if (reason === null) records.push({ rolloutId, record: recordOf(row) as ChatRecord });
       else skipped.push({ rollout_id: rolloutId, span_id: String(row.span_id), reason });
     }
     yield records;
   }
 }
 
-/** TraceToMessages as an adapter: the valid records, in rollout and call order. */
+/**
+ * TraceToMessages as an adapter: the valid records, in rollout and call order. Its `sql` gives
+ * them as Parquet columns once the calls SQL cannot vouch for are checked here (the read does
+ * that first, so that `stats` are complete at once); `batches` check every record in JS, for
+ * JSON Lines (no key for a record without tools) and Arrow.
+ */
 export const MESSAGES_ADAPTER: Adapter<MessagesOptions, ChatRecord, MessagesStats> = {
   async read(source, options = {}) {
-    const sql = messagesSql(options);
     const stats: MessagesStats = { skipped: [] };
+    const sql = recordsSql(options, await invalidCalls(source, options, stats.skipped));
     async function* batches() {
-      for await (const batch of recordBatches(source, sql, stats.skipped)) yield batch.map((r) => r.record);
+      for await (const batch of recordBatches(source, messagesSql(options), [])) yield batch.map((r) => r.record);
     }
-    return { batches: batches(), stats };
+    return { sql, sqlFor: 'parquet', batches: batches(), stats };
   },
   report: ({ skipped }) => ({ skipped, notes: [] }),
 };
@@ -190,13 +256,7 @@ export async function* traceToMessages(
   options: MessagesOptions = {},
   skipped: SkippedRecord[] = [],
 ): AsyncGenerator<ChatRecord> {
-  const { batches, stats } = await MESSAGES_ADAPTER.read(source, options);
-  let reported = 0;
-  for await (const batch of batches) {
-    skipped.push(...stats.skipped.slice(reported));
-    reported = stats.skipped.length;
-    yield* batch;
-  }
+  for await (const batch of recordBatches(source, messagesSql(options), skipped)) for (const r of batch) yield r.record;
 }
 
 /** traceToMessages with the rollout of each record: one query for the calls of many rollouts. */

@@ -112,12 +112,12 @@ async function exportKind<K extends RecordKind>(
   progress: ReturnType<typeof progressLine>,
 ): Promise<{ count: number; report: AdapterReport }> {
   const adapter: Adapter<Options[K], Records[K], unknown> = ADAPTERS[kind];
-  const { sql, batches, stats } = await adapter.read(target, options);
+  const { sql, sqlFor, batches, stats } = await adapter.read(target, options);
   // Records that SQL gives whole are written by DuckDB itself: no row passes through JS.
-  const count =
-    sql !== undefined && type !== '.arrow'
-      ? await target.exportTo(sql, out, type === '.parquet' ? 'parquet' : 'ndjson', progress.fraction)
-      : await writeRecords(kind, batches, out, type, progress.count);
+  const bySql = sql !== undefined && (type === '.parquet' || (type !== '.arrow' && sqlFor === undefined));
+  const count = bySql
+    ? await target.exportTo(sql, out, type === '.parquet' ? 'parquet' : 'ndjson', progress.fraction)
+    : await writeRecords(kind, batches, out, type, progress.count);
   return { count, report: adapter.report(stats) };
 }
 
