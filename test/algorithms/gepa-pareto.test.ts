@@ -19,10 +19,13 @@ const POOL = [
 ];
 
 test('the Pareto frontier keeps the candidates best on some task, weighted by how many, and drops dominated ones', () => {
-  assert.deepEqual([...paretoFrontier(POOL)], [
-    ['v1', 3],
-    ['v2', 2],
-  ]);
+  assert.deepEqual(
+    [...paretoFrontier(POOL)],
+    [
+      ['v1', 3],
+      ['v2', 2],
+    ],
+  );
   // Best on the same tasks as v1 but with a lower mean: dominated, v1 stays.
   const tie = [...POOL, entry('v4', ['v0'], 'P#', 'S', [1, 1, 0, 0.5])];
   assert.deepEqual([...paretoFrontier(tie).keys()], ['v1', 'v2']);

@@ -19,7 +19,7 @@ export default rollout(async (task, ctx) => {
   };
   const planned = await ask('planner', { question: `What is ${task.a} + ${task.b}?` });
   const step = lastNumber(planned);
-  const said = (await ask('solver', { step, then: `* ${task.c}` })).trim();
+  const said = (await ask('solver', { step, rest: `* ${task.c}` })).trim();
   const problems = [];
   if (step !== task.a + task.b)
     problems.push(`planner: ${task.a} + ${task.b} was answered ${step}; it is ${task.a + task.b}: double-check it`);

@@ -21,7 +21,7 @@ export function plannerSolverTasks(count: number, offset = 0): PlannerSolverTask
 }
 
 export const PLANNER_SEED = 'Work out the first step. {question}';
-export const SOLVER_SEED = 'Now finish it: {step} {then}';
+export const SOLVER_SEED = 'Now finish it: {step} {rest}';
 
 export function plannerSolverResources(endpoint: string, model: string): NamedResources {
   return {

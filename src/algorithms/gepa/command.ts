@@ -6,7 +6,8 @@ import type { AlgorithmCommand } from '../shared/command.js';
 
 /** `agl train gepa`: GEPA's options, made into the algorithm, and its report. */
 export const GEPA_COMMAND: AlgorithmCommand<GEPAResult> = {
-  summary: 'reflective prompt evolution: a Pareto frontier of candidates over every prompt template, mutated from feedback',
+  summary:
+    'reflective prompt evolution: a Pareto frontier of candidates over every prompt template, mutated from feedback',
   options: GEPA_OPTIONS,
   paths: ['out'],
   fileOnly: ['apiKey'],

@@ -20,7 +20,11 @@ export const GEPA_OPTIONS = z.strictObject({
     .min(1)
     .default(8)
     .describe('the search ends after this many proposals in a row leave the Pareto frontier as it was'),
-  reflectionModel: z.string().min(1).default('gpt-4.1-mini').describe('the model that reflects on runs and rewrites a prompt'),
+  reflectionModel: z
+    .string()
+    .min(1)
+    .default('gpt-4.1-mini')
+    .describe('the model that reflects on runs and rewrites a prompt'),
   baseURL: z
     .url({ protocol: /^https?$/ })
     .optional()
@@ -41,7 +45,11 @@ export const GEPA_OPTIONS = z.strictObject({
   requestTimeoutSeconds: z.number().positive().default(120).describe('one reflection call'),
   retries: z.int().min(0).default(3).describe('retries of a failed reflection call, with backoff'),
   retryBackoffSeconds: z.number().min(0).default(1).describe('the first wait before a retry; it doubles'),
-  out: z.string().min(1).optional().describe('file the best prompts are written to, as JSON (resource name -> template)'),
+  out: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('file the best prompts are written to, as JSON (resource name -> template)'),
   resume: z.boolean().default(false).describe('continue the latest GEPA run in the store'),
   resumeRun: z.string().min(1).optional().describe('continue this GEPA run (its rollout id)'),
 });

@@ -50,7 +50,13 @@ export interface GepaCost {
   modelSeconds: number;
 }
 
-export const noCost = (): GepaCost => ({ rollouts: 0, reflectionTokens: 0, seconds: 0, rolloutSeconds: 0, modelSeconds: 0 });
+export const noCost = (): GepaCost => ({
+  rollouts: 0,
+  reflectionTokens: 0,
+  seconds: 0,
+  rolloutSeconds: 0,
+  modelSeconds: 0,
+});
 
 export function addCost(total: GepaCost, part: GepaCost): void {
   for (const key of Object.keys(total) as (keyof GepaCost)[]) total[key] += part[key];

@@ -47,7 +47,10 @@ export function blamedComponent(components: readonly string[], runs: readonly Ru
     name,
     count: runs
       .filter((run) => (run.reward ?? 0) < 1)
-      .reduce((n, run) => n + run.feedback.flatMap((text) => text.split('\n')).filter((line) => line.includes(name)).length, 0),
+      .reduce(
+        (n, run) => n + run.feedback.flatMap((text) => text.split('\n')).filter((line) => line.includes(name)).length,
+        0,
+      ),
   }));
   const top = counts.reduce((best, c) => (c.count > best.count ? c : best), { name: '', count: 0 });
   return top.count > 0 ? top.name : null;

@@ -100,7 +100,11 @@ export class GepaSearch<T> {
   ) {
     this.reflector = new ChatModel(
       { baseURL: settings.baseURL, apiKey: settings.apiKey, model: settings.reflectionModel },
-      { retries: settings.retries, backoffSeconds: settings.retryBackoffSeconds, timeoutSeconds: settings.requestTimeoutSeconds },
+      {
+        retries: settings.retries,
+        backoffSeconds: settings.retryBackoffSeconds,
+        timeoutSeconds: settings.requestTimeoutSeconds,
+      },
       (line) => this.log(`reflection ${line}`),
     );
     this.random = new Random(streamSeed(settings.seed, 'gepa'));
@@ -112,7 +116,9 @@ export class GepaSearch<T> {
   static async open<T>(settings: GepaSearchSettings, context: AlgorithmContext<T>): Promise<GepaSearch<T>> {
     const source = context.source;
     if (!source)
-      throw new TypeError('GEPA reads rollout transcripts with SQL: run it with the Trainer (or give the context a `source`)');
+      throw new TypeError(
+        'GEPA reads rollout transcripts with SQL: run it with the Trainer (or give the context a `source`)',
+      );
     if (context.train.length === 0) throw new TypeError('GEPA needs training tasks: its reflections read their runs');
     if (context.val.length === 0) throw new TypeError('GEPA needs validation tasks: its Pareto frontier is over them');
     const withSource = { ...context, source };
@@ -177,7 +183,9 @@ export class GepaSearch<T> {
     this.random = new Random(last.random);
     this.trainBatches = new Batches(this.context.train.length, this.settings.seed, 'train', last.train);
     this.valBatches = new Batches(this.context.val.length, this.settings.seed, 'val', last.val);
-    this.log(`resuming ${this.run.runId} (session ${this.run.session}) after iteration ${last.iteration}: best ${this.bestVersion()}`);
+    this.log(
+      `resuming ${this.run.runId} (session ${this.run.session}) after iteration ${last.iteration}: best ${this.bestVersion()}`,
+    );
   }
 
   /** Runs the iterations still to run, then publishes the best candidate. */
@@ -214,8 +222,15 @@ export class GepaSearch<T> {
   private async scoreSeed(): Promise<void> {
     this.startCost();
     const templates = Object.fromEntries(this.components.map((name) => [name, this.prompt(name).template]));
-    const seed = await this.admit({ kind: 'seed', components: [], parents: [], templates, reflection: null }, null, null, null);
-    this.log(`run ${this.run.runId}: seed ${seed.version} (${this.components.join(', ')}) on all ${this.context.val.length} validation tasks`);
+    const seed = await this.admit(
+      { kind: 'seed', components: [], parents: [], templates, reflection: null },
+      null,
+      null,
+      null,
+    );
+    this.log(
+      `run ${this.run.runId}: seed ${seed.version} (${this.components.join(', ')}) on all ${this.context.val.length} validation tasks`,
+    );
     await this.join(seed);
     await this.checkpoint();
   }
@@ -430,7 +445,12 @@ export class GepaSearch<T> {
         resourcesId: c.resourcesId as string,
         tasks: tasks[i],
         mode: (split === 'val' ? 'val' : 'train') as RolloutMode,
-        metadata: { agl_run: this.run.runId, agl_gepa_version: c.version, agl_gepa_iteration: this.iteration, agl_gepa_split: split },
+        metadata: {
+          agl_run: this.run.runId,
+          agl_gepa_version: c.version,
+          agl_gepa_iteration: this.iteration,
+          agl_gepa_split: split,
+        },
       })),
       this.settings.rolloutTimeoutSeconds,
     );
@@ -486,7 +506,9 @@ export class GepaSearch<T> {
       await this.context.store.updateResources(best.resourcesId as string, this.resourcesOf(best.templates));
       await recordBest(this.run, best, stopped);
       await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'succeeded');
-      this.log(`best ${best.version} ${score(valScoreOf(best))} (seed ${score(valScoreOf(seed))}), now the latest resources (${best.resourcesId})`);
+      this.log(
+        `best ${best.version} ${score(valScoreOf(best))} (seed ${score(valScoreOf(seed))}), now the latest resources (${best.resourcesId})`,
+      );
     } catch (error) {
       if (stopped !== 'interrupted') throw error;
       this.log(`the best candidate (${best.version}) could not be published to the store: ${(error as Error).message}`);
