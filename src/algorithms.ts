@@ -1,4 +1,4 @@
-// `agl/algorithms`: what improves an agent (Baseline, APO, SFT, GRPO) and what `agl train` needs of
+// `agl/algorithms`: what improves an agent (Baseline, APO, GEPA, SFT, GRPO) and what `agl train` needs of
 // an algorithm. They run against any LightningStore; the Trainer that hosts one is `agl/trainer`.
 export type { Algorithm, AlgorithmContext, RolloutOutcome } from './algorithms/algorithm.js';
 export { finalRewards } from './adapters/final-rewards.js';
@@ -18,6 +18,21 @@ export {
   formatApoReport,
   wordDiff,
 } from './algorithms/apo/index.js';
+export {
+  GEPA,
+  GEPA_OPTIONS,
+  parseGepaOptions,
+  type GEPAExtras,
+  type GEPAOptionsInput,
+  type GEPAResult,
+  type GEPASettings,
+  type GepaCandidate,
+  type GepaCost,
+  type GepaStopKind,
+  paretoFrontier,
+  planMerge,
+  formatGepaReport,
+} from './algorithms/gepa/index.js';
 export {
   SFT,
   SftError,

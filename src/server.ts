@@ -6,4 +6,5 @@ export {
   EXAMPLE_MODEL,
   EXAMPLE_CRITIC_MODEL,
   EXAMPLE_EDITOR_MODEL,
+  EXAMPLE_REFLECTOR_MODEL,
 } from './runtime/example-model.js';

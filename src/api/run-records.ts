@@ -2,7 +2,7 @@
  * The records the algorithms' runs write on the run's own rollout, declared once. SFT and GRPO
  * write one span per iteration or step: each field's span attribute (semconv.ts) and each column
  * of its SQL view (`sft_iterations`, `training_steps`) are made from these lists, in this order.
- * APO's spans and attributes are named here too (APO_RUN), for its record and its view.
+ * APO's and GEPA's spans and attributes are named here too (APO_RUN, GEPA_RUN), for their records and view.
  */
 
 /** The SQL type a view gives a field. */
@@ -143,6 +143,45 @@ export const APO_RUN = {
     cost: 'agl.apo.cost',
     score: 'agl.apo.score',
     stopped: 'agl.apo.stopped',
+  },
+} as const;
+
+/**
+ * A GEPA run's spans and their attributes, read by its record, a resumed run and the
+ * `prompt_versions` view (which shows APO's and GEPA's candidates alike).
+ */
+export const GEPA_RUN = {
+  spans: {
+    candidate: 'agl.gepa.candidate',
+    scores: 'agl.gepa.scores',
+    skipped: 'agl.gepa.skipped',
+    iteration: 'agl.gepa.iteration',
+    best: 'agl.gepa.best',
+  },
+  attributes: {
+    version: 'agl.gepa.version',
+    resourcesId: 'agl.gepa.resources_id',
+    /** How it was made: seed, mutation or merge. */
+    kind: 'agl.gepa.kind',
+    /** The components it changed against its (first) parent, comma-separated. */
+    component: 'agl.gepa.component',
+    parents: 'agl.gepa.parents',
+    iteration: 'agl.gepa.iteration',
+    /** Every component's template, as a JSON object. */
+    templates: 'agl.gepa.templates',
+    reflection: 'agl.gepa.reflection',
+    parentBatchScore: 'agl.gepa.parent_batch_score',
+    batchScore: 'agl.gepa.batch_score',
+    status: 'agl.gepa.status',
+    reason: 'agl.gepa.reason',
+    split: 'agl.gepa.split',
+    scores: 'agl.gepa.scores',
+    best: 'agl.gepa.best',
+    frontier: 'agl.gepa.frontier',
+    state: 'agl.gepa.state',
+    cost: 'agl.gepa.cost',
+    score: 'agl.gepa.score',
+    stopped: 'agl.gepa.stopped',
   },
 } as const;
 

@@ -5,7 +5,8 @@
  * critic names what went wrong in the runs it is shown; the editor applies the critique.
  *
  * The critic and editor read APO's prompts by their tags (<template>, <run>, <critique>; see
- * src/algorithms/apo/prompts.ts) and answer the way APO reads answers (<prompt>).
+ * src/algorithms/apo/prompts.ts) and answer the way APO reads answers (<prompt>); the reflector
+ * reads GEPA's (<component>, <template>, <feedback>; src/algorithms/gepa/reflection.ts).
  */
 
 const WORDS: Record<string, string> = { '+': 'plus', '-': 'minus', '*': 'times' };
@@ -90,4 +91,22 @@ export function edit(prompt: string, seed: number): string {
   const placeholders = template.match(/\{\{\s*[\w.]+\s*\}\}|\{[\w.]+\}/g) ?? [];
   const revised = seed % 2 === 0 ? `${wanted.join(' ')} ${template}` : `${wanted.join(' ')} ${placeholders.join(' ')}`;
   return `<prompt>${revised.trim()}</prompt>`;
+}
+
+/**
+ * GEPA's reflection model: reads the feedback texts of the runs it is shown, keeps those that
+ * name the component it is asked to improve (a real model would judge which feedback concerns
+ * that prompt), and adds the instructions they ask for in front of the template.
+ */
+export function reflect(prompt: string): string {
+  const component = /<component name="([^"]*)">/.exec(prompt)?.[1] ?? '';
+  const template = /<template>\n([\s\S]*?)\n<\/template>/.exec(prompt)?.[1] ?? '';
+  const feedback = [...prompt.matchAll(/<feedback>([\s\S]*?)<\/feedback>/g)]
+    .flatMap((m) => m[1].split('\n'))
+    .filter((line) => line.startsWith(`${component}:`))
+    .join('\n');
+  const wanted = FIXES.filter((fix) => fix.asks.test(feedback) && !template.includes(fix.instruction)).map(
+    (fix) => fix.instruction,
+  );
+  return `<prompt>${[...wanted, template].join(' ').trim()}</prompt>`;
 }

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { z } from 'zod';
 import { APO_COMMAND } from '../algorithms/apo/index.js';
 import type { AlgorithmCommand } from '../algorithms/shared/command.js';
+import { GEPA_COMMAND } from '../algorithms/gepa/index.js';
 import { GRPO_COMMAND } from '../algorithms/grpo/index.js';
 import { SFT_COMMAND } from '../algorithms/sft/index.js';
 import type { LlmResource, NamedResources, PromptTemplateResource } from '../api/types.js';
@@ -24,6 +25,7 @@ import { Trainer } from './trainer.js';
 /** The algorithms `agl train` runs: a new one is one more entry (src/algorithms/shared/command.ts). */
 const ALGORITHMS: Record<string, AlgorithmCommand> = {
   apo: APO_COMMAND,
+  gepa: GEPA_COMMAND,
   sft: SFT_COMMAND,
   grpo: GRPO_COMMAND,
 };

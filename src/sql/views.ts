@@ -13,7 +13,7 @@
  *
  * DuckDB's `->>` binds looser than AND, OR and =: always parenthesize it in conditions.
  */
-import { APO_RUN, EVAL_TASK, EVAL_VARIANT, GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
+import { APO_RUN, EVAL_TASK, GEPA_RUN, EVAL_VARIANT, GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
 import { EVAL, GRPO, SFT } from '../api/semconv.js';
 import { ANTHROPIC_MACROS_SQL } from './anthropic-messages.js';
 import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable, STORED_VIEWS_SQL } from './derived.js';
@@ -130,11 +130,14 @@ SELECT rollout_id AS run_id, ${recordColumns(EVAL_TASK.columns)},
 FROM spans WHERE name = '${EVAL.taskSpan}' AND ${readable()}`;
 
 /**
- * `prompt_versions`: one row per prompt an APO run made or started from, read from the spans the
- * run records on its own rollout (src/algorithms/apo/record.ts; docs/sql.md): lineage, critique,
- * scores, and whether it is in the beam or the best as the run's latest round or end says.
+ * `prompt_versions`: one row per prompt an APO run, or per candidate a GEPA run, made or started
+ * from, read from the spans the run records on its own rollout (src/algorithms/apo/record.ts,
+ * gepa/record.ts; docs/sql.md): lineage, critique, scores, whether it is in the beam (GEPA: the
+ * Pareto frontier) or the best as the run's latest round or end says, and which component
+ * (prompt_template resource) it changed.
  */
 const { spans: S, attributes: A } = APO_RUN;
+const { spans: G, attributes: GA } = GEPA_RUN;
 const PROMPT_VERSIONS_SQL = `CREATE OR REPLACE VIEW prompt_versions AS
 WITH apo AS (
   SELECT rollout_id, attempt_id, sequence_id, start_time, name, attributes AS a FROM spans
@@ -159,7 +162,25 @@ latest AS (
     arg_max(CASE WHEN name = '${S.best}' THEN a->>'${A.version}' ELSE a->>'${A.best}' END, sequence_id) AS best,
     arg_max(a->>'${A.beam}', sequence_id) FILTER (WHERE name = '${S.round}') AS beam
   FROM apo WHERE name IN ('${S.round}', '${S.best}') GROUP BY rollout_id
+),
+gepa AS (
+  SELECT rollout_id, attempt_id, sequence_id, start_time, name, attributes AS a FROM spans
+  WHERE name IN ('${G.candidate}', '${G.scores}', '${G.iteration}', '${G.best}') AND ${readable()}
+),
+gepa_scores AS (
+  SELECT s.rollout_id, e.value->>'version' AS version,
+    arg_max(TRY_CAST(e.value->>'score' AS DOUBLE), s.sequence_id) FILTER (WHERE s.a->>'${GA.split}' = 'val') AS val_score,
+    sum(TRY_CAST(e.value->>'rollouts' AS BIGINT)) AS rollouts, sum(TRY_CAST(e.value->>'failed' AS BIGINT)) AS failed_rollouts
+  FROM gepa s, json_each(TRY_CAST(s.a->>'${GA.scores}' AS JSON)) e
+  WHERE s.name = '${G.scores}' GROUP BY ALL
+),
+gepa_latest AS (
+  SELECT rollout_id,
+    arg_max(CASE WHEN name = '${G.best}' THEN a->>'${GA.version}' ELSE a->>'${GA.best}' END, sequence_id) AS best,
+    arg_max(a->>'${GA.frontier}', sequence_id) FILTER (WHERE name = '${G.iteration}') AS frontier
+  FROM gepa WHERE name IN ('${G.iteration}', '${G.best}') GROUP BY rollout_id
 )
+SELECT * EXCLUDE (seq) FROM (
 SELECT c.rollout_id AS run_id, t.sequence_id AS session, c.a->>'${A.version}' AS version,
   c.a->>'${A.resourcesId}' AS resources_id, c.a->>'${A.promptResource}' AS prompt_resource,
   c.a->>'${A.parent}' AS parent, TRY_CAST(c.a->>'${A.round}' AS INTEGER) AS round,
@@ -169,13 +190,30 @@ SELECT c.rollout_id AS run_id, t.sequence_id AS session, c.a->>'${A.version}' AS
   s.batch_score, s.val_score, coalesce(s.rollouts, 0) AS rollouts, coalesce(s.failed_rollouts, 0) AS failed_rollouts,
   coalesce(list_contains(string_split(l.beam, ','), c.a->>'${A.version}'), false) AS in_beam,
   coalesce(l.best = (c.a->>'${A.version}'), false) AS is_best,
-  c.start_time AS created
+  c.start_time AS created, 'apo' AS algorithm, c.a->>'${A.promptResource}' AS component,
+  json_object(c.a->>'${A.promptResource}', c.a->>'${A.template}') AS templates, c.sequence_id AS seq
 FROM apo c
 LEFT JOIN scores s ON s.rollout_id = c.rollout_id AND s.version = (c.a->>'${A.version}')
 LEFT JOIN latest l ON l.rollout_id = c.rollout_id
 LEFT JOIN attempts t ON t.rollout_id = c.rollout_id AND t.attempt_id = c.attempt_id
 WHERE c.name = '${S.candidate}'
-ORDER BY c.rollout_id, c.sequence_id`;
+UNION ALL
+SELECT c.rollout_id, t.sequence_id, c.a->>'${GA.version}', c.a->>'${GA.resourcesId}', nullif(c.a->>'${GA.component}', ''),
+  nullif(split_part(c.a->>'${GA.parents}', ',', 1), ''), TRY_CAST(c.a->>'${GA.iteration}' AS INTEGER),
+  c.a->>'${GA.status}', c.a->>'${GA.reason}',
+  -- The template it changed (the first, for a merge that changed several); the seed's first one.
+  TRY_CAST(c.a->>'${GA.templates}' AS JSON)->>coalesce(nullif(split_part(c.a->>'${GA.component}', ',', 1), ''), json_keys(TRY_CAST(c.a->>'${GA.templates}' AS JSON))[1]),
+  c.a->>'${GA.reflection}', TRY_CAST(c.a->>'${GA.parentBatchScore}' AS DOUBLE), TRY_CAST(c.a->>'${GA.batchScore}' AS DOUBLE),
+  s.val_score, coalesce(s.rollouts, 0), coalesce(s.failed_rollouts, 0),
+  coalesce(list_contains(string_split(l.frontier, ','), c.a->>'${GA.version}'), false),
+  coalesce(l.best = (c.a->>'${GA.version}'), false),
+  c.start_time, 'gepa', nullif(c.a->>'${GA.component}', ''), TRY_CAST(c.a->>'${GA.templates}' AS JSON), c.sequence_id
+FROM gepa c
+LEFT JOIN gepa_scores s ON s.rollout_id = c.rollout_id AND s.version = (c.a->>'${GA.version}')
+LEFT JOIN gepa_latest l ON l.rollout_id = c.rollout_id
+LEFT JOIN attempts t ON t.rollout_id = c.rollout_id AND t.attempt_id = c.attempt_id
+WHERE c.name = '${G.candidate}'
+) ORDER BY run_id, seq`;
 
 /**
  * The views users and adapters read, over `spans`, `logs`, the `derived_*` tables and

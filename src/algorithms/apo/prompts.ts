@@ -81,7 +81,8 @@ export function extractEdit(answer: string): string {
   return (fenced ? fenced[1] : answer).trim();
 }
 
-function renderRun(run: RunTranscript, index: number): string {
+/** One run as a model reading it is shown it (also GEPA's reflection, src/algorithms/gepa/reflection.ts). */
+export function renderRun(run: RunTranscript, index: number): string {
   const reward = run.reward === null ? 'none' : String(run.reward);
   const calls = run.calls.map(
     (messages, i) => `<call index="${i + 1}">\n${messages.map(renderMessage).join('\n')}\n</call>`,
