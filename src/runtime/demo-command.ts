@@ -4,6 +4,7 @@ import { DuckDBStore } from '../store/store.js';
 import { APO } from '../algorithms/apo/index.js';
 import type { APOResult } from '../algorithms/apo/index.js';
 import { wordDiff } from '../algorithms/apo/index.js';
+import { formatDifference } from '../algorithms/eval/index.js';
 import { parseCommandArgs } from './args.js';
 import { EXAMPLE_CRITIC_MODEL, EXAMPLE_EDITOR_MODEL, EXAMPLE_MODEL, startExampleModel } from './example-model.js';
 import { loadAgent } from '../runner/load-agent.js';
@@ -148,9 +149,15 @@ function apoReport(result: APOResult, db: string, dbArg: string): string {
     result.best.version === result.seed.version
       ? '(none: the first prompt stayed the best)'
       : wordDiff(result.seed.template, result.best.template);
+  const improvement = result.improvement
+    ? formatDifference('first', 'optimized', result.improvement, 'validation tasks (paired, 95% interval)').join(
+        '\n                 ',
+      )
+    : '-';
   return `
 baseline score   ${result.seed.valScore?.toFixed(2) ?? '-'}  (first prompt, all validation tasks)
 optimized score  ${result.best.valScore?.toFixed(2) ?? '-'}  (${result.best.version}, ${result.candidates.length} prompt versions tried)
+improvement      ${improvement}
 best prompt      ${JSON.stringify(result.best.template)}
 changes          ${changes}
 search cost      ${total.rollouts} rollouts, ${total.criticTokens} critic and ${total.editorTokens} editor tokens, ${total.seconds.toFixed(1)} s

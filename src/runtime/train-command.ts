@@ -20,6 +20,8 @@ import {
   type Origins,
   usageOf,
 } from './train-config.js';
+import { loadDataset } from './dataset.js';
+import { EvaluatedAfter, type EvaluatedRun, formatEvaluatedRun } from './train-eval.js';
 import { Trainer } from './trainer.js';
 
 /** The algorithms `agl train` runs: a new one is one more entry (src/algorithms/shared/command.ts). */
@@ -100,12 +102,22 @@ export async function train(args: string[]): Promise<void> {
   const usage = (error: unknown) =>
     error instanceof OptionsError ? usageOf(error, origins, flags, `train ${name}`) : undefined;
   const resources = await startResources(common);
+  const log = (line: string) => console.error(line);
   let instance: ReturnType<AlgorithmCommand['create']>;
   try {
-    instance = command.create(algorithm, { resources, log: (line) => console.error(line) });
+    instance = command.create(algorithm, { resources, log });
   } catch (error) {
     throw usage(error) ?? (error instanceof TypeError ? new UsageError(error.message) : error);
   }
+  const evalTasks = await evaluationTasks(algorithm.eval);
+  if (evalTasks && command.models)
+    instance = new EvaluatedAfter(
+      instance,
+      evalTasks,
+      command.models,
+      algorithm.rolloutTimeoutSeconds as number | undefined,
+      log,
+    );
   const trainer = new Trainer({
     algorithm: instance,
     nRunners: common.runners,
@@ -127,7 +139,26 @@ export async function train(args: string[]): Promise<void> {
     const message = error instanceof TypeError ? error.message : command.explain?.(error);
     throw message === undefined ? error : new CommandError(message);
   }
-  process.stdout.write(command.report(result));
+  process.stdout.write(
+    instance instanceof EvaluatedAfter
+      ? formatEvaluatedRun(result as EvaluatedRun<unknown>, (trained) => command.report(trained))
+      : command.report(result),
+  );
+}
+
+/** The tasks of `--eval FILE`, read before training starts so that a bad file costs no run. */
+async function evaluationTasks(file: unknown): Promise<unknown[] | undefined> {
+  if (file === undefined) return undefined;
+  try {
+    const tasks = await loadDataset(String(file));
+    if (tasks.length === 0) throw new TypeError(`${String(file)} holds no tasks`);
+    return tasks;
+  } catch (error) {
+    // The dataset's own messages start with the file's path.
+    const message =
+      (error as NodeJS.ErrnoException).code === 'ENOENT' ? `${String(file)}: no such file` : (error as Error).message;
+    throw new UsageError(`--eval ${message}`);
+  }
 }
 
 /**

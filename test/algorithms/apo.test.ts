@@ -108,6 +108,11 @@ test('APO finds the prompt that helps, rejects the one without its placeholder, 
   assert.equal(result.seed.valScore, 0.5);
   assert.equal(result.best.template, 'Be CAREFUL. Answer: {question}');
   assert.equal(result.best.valScore, 1);
+  // Paired on the 8 validation tasks: the 4 odd ones gained 1; 4 changed tasks cannot reach p < 0.05.
+  assert.equal(result.improvement?.mean, 0.5);
+  assert.equal(result.improvement?.tasks, 8);
+  assert.equal(result.improvement?.pValue, 0.125);
+  assert.ok((result.improvement?.low ?? 0) > 0 && (result.improvement?.high ?? 1) < 1);
   assert.equal(await readFile(out, 'utf8'), 'Be CAREFUL. Answer: {question}\n');
 
   const versions = await fileRows(
@@ -298,6 +303,10 @@ out: best.txt
   assert.match(run.stdout, /APO run ro-\w+: 1 round completed; stopped: 1 round done/);
   assert.match(run.stdout, /seed score {2}0\.500/);
   assert.match(run.stdout, /best score {2}1\.000 {2}\(v1\)/);
+  assert.match(
+    run.stdout,
+    /best - seed: \+0\.500 \[\+0\.\d+, \+0\.\d+\] over 8 validation tasks, p = 0\.125\n {2}not established/,
+  );
   assert.match(run.stdout, /\{\+Be CAREFUL\.\+\} Answer: \{question\}/);
   assert.match(run.stderr, /apo: round 1\/1: leader v1 scores 1\.000/);
   assert.equal(await readFile(join(dir, 'best.txt'), 'utf8'), `${EDITS[0]}\n`);
@@ -478,4 +487,5 @@ test('agl train apo: Ctrl-C keeps the best prompt so far; --resume finishes the 
   assert.equal(resumed.code, 0, resumed.stderr);
   assert.match(resumed.stdout, /2 rounds completed; stopped: 2 rounds done/);
   assert.match(resumed.stdout, /best score {2}1\.000/);
+  assert.match(resumed.stdout, /best - seed: \+0\.500 .* over 8 validation tasks/, "the seed's rewards read back");
 });

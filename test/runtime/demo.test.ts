@@ -21,6 +21,10 @@ test('agl demo runs the whole loop offline, APO improves the prompt, and the fil
   assert.match(result.stdout, /optimized score\s+1\.00/);
   assert.match(
     result.stdout,
+    /improvement\s+optimized - first: \+1\.000 \[\+1\.000, \+1\.000\] over 10 validation tasks \(paired, 95% interval\), p = 0\.002\n\s+optimized is better/,
+  );
+  assert.match(
+    result.stdout,
     /best prompt\s+"Work carefully and double-check your arithmetic\. Answer with the number only\. \{question\}"/,
   );
   assert.match(result.stdout, /prompt_versions/);

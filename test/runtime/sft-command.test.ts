@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileRows, newTempDir, removeDir, runCli } from '../support/helpers.js';
+import { EXAMPLE_MODEL, startExampleModel } from '../../src/runtime/example-model.js';
+import { fileRows, newTempDir, removeDir, ROOT, runCli } from '../support/helpers.js';
 import { APPS } from '../support/instrumented-app.js';
 import { startOpenAITestServer, type OpenAITestServer } from '../support/openai-server.js';
 
@@ -218,4 +219,77 @@ test('agl train sft: a bad option, no starting model and a failing command each 
   );
   assert.match(failing.stderr, /\nout of memory\n/);
   assert.doesNotMatch(failing.stderr, /\n {4}at /, 'no stack trace');
+});
+
+test('agl train sft --eval: the first and the last model on the tasks of a file, stored as an eval run', async (t) => {
+  // The offline EXAMPLE model plays both: it answers by rules whatever the model's name, so
+  // training changed nothing and the paired difference must say so.
+  const example = await startExampleModel();
+  t.after(() => example.close());
+  const questions: [string, number][] = [
+    ['12 + 30', 42],
+    ['7 * 6', 42],
+    ['100 - 58', 42],
+    ['9 * 9', 81],
+  ];
+  const tasks = questions.map(([q, answer]) => JSON.stringify({ question: `What is ${q}?`, answer }));
+  await writeFile(join(dir, 'arithmetic.jsonl'), tasks.slice(0, 2).join('\n'));
+  await writeFile(join(dir, 'eval.jsonl'), tasks.join('\n'));
+  const db = join(dir, 'eval.duckdb');
+  const args = [
+    '--agent',
+    join(ROOT, 'examples', 'demo', 'agent.mjs'),
+    '--train',
+    'arithmetic.jsonl',
+    '--db',
+    db,
+    '--prompt',
+    'Answer with the number only. {question}',
+    '--llm-model',
+    EXAMPLE_MODEL,
+    '--llm-endpoint',
+    example.baseURL,
+    '--train-cmd',
+    TRAIN_CMD,
+    '--iterations',
+    '1',
+    '--samples-per-task',
+    '1',
+    '--out-dir',
+    'evaluated',
+    '--quiet',
+  ];
+  const run = await sft([...args, '--eval', 'eval.jsonl'], { TUNED_URL: example.baseURL });
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stdout, /^SFT run ro-\w+: 1 iteration trained\n/);
+  assert.match(run.stdout, /\nEvaluation ro-\w+: 2 variants, 4 tasks x 1 sample, seed 0\n/);
+  // Unasked to be careful, the example model slips on one of the four, before and after.
+  assert.match(run.stdout, /\nfirst +0\.750 +\[[-\d.]+, [\d.]+\] +75% .*\nlast +0\.750 +\[[-\d.]+, [\d.]+\] +75% /);
+  assert.match(
+    run.stdout,
+    /last - first: \+0\.000 \[\+0\.000, \+0\.000\] over 4 tasks, p = 1\.000\n {2}no detectable difference/,
+  );
+
+  const variants = await fileRows(
+    db,
+    `SELECT e.variant, e.tasks, e.difference, r.resources->'llm'->>'model' AS model
+     FROM evaluations e JOIN resources r USING (resources_id) ORDER BY e.position`,
+  );
+  assert.deepEqual(variants, [
+    { variant: 'first', tasks: 4, difference: null, model: EXAMPLE_MODEL },
+    { variant: 'last', tasks: 4, difference: 0, model: 'tuned-1' },
+  ]);
+  const calls = await fileRows(
+    db,
+    `SELECT model, count(*)::INTEGER AS n FROM llm_calls JOIN rollouts USING (rollout_id)
+     WHERE rollouts.mode = 'test' GROUP BY model ORDER BY model`,
+  );
+  assert.deepEqual(calls, [
+    { model: EXAMPLE_MODEL, n: 4 },
+    { model: 'tuned-1', n: 4 },
+  ]);
+
+  const missing = await sft([...args, '--eval', 'missing.jsonl']);
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /^agl: --eval .*missing\.jsonl: no such file\n/);
 });

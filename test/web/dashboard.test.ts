@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
-import { copyFile, mkdir, readFile, stat } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { startServer } from '../../src/collector/server.js';
 import { DASHBOARD_DIR } from '../../src/collector/static-files.js';
+import { EXAMPLE_MODEL, startExampleModel } from '../../src/runtime/example-model.js';
 import { DuckDBStore } from '../../src/store/store.js';
 import {
   type InProcessAgl,
@@ -24,6 +25,11 @@ import { notInstalled } from '../support/system-packages.js';
 // that a real run filled: `agl demo`, the Trainer with APO. Each page is saved as a screenshot
 // under test-output/dashboard (AGL_TEST_OUTPUT to change it).
 
+const EVAL_TASKS = [
+  { question: 'What is 12 + 30?', answer: 42 },
+  { question: 'What is 7 * 6?', answer: 42 },
+  { question: 'What is 9 * 9?', answer: 81 },
+];
 const OUT = process.env.AGL_TEST_OUTPUT ?? join(ROOT, 'test-output', 'dashboard');
 const CHROMIUM = process.env.AGL_CHROMIUM ?? '/usr/bin/chromium';
 const TOKEN = 'dashboard-e2e-token';
@@ -47,6 +53,32 @@ before(async () => {
   delete env.OPENAI_API_KEY; // the offline example models, whatever the machine has
   const demo = await runCli(['demo', '--db', db], { env });
   assert.equal(demo.code, 0, demo.stderr);
+  // An evaluation of the demo's first prompt against a better one, for the Evaluations page.
+  const model = await startExampleModel();
+  await writeFile(join(dir, 'tasks.jsonl'), EVAL_TASKS.map((t) => JSON.stringify(t)).join('\n'));
+  const evaluation = await runCli([
+    'eval',
+    '--agent',
+    join(ROOT, 'examples', 'demo', 'agent.mjs'),
+    '--tasks',
+    join(dir, 'tasks.jsonl'),
+    '--db',
+    db,
+    '--llm-model',
+    EXAMPLE_MODEL,
+    '--llm-endpoint',
+    model.baseURL,
+    '--name',
+    'plain',
+    '--prompt',
+    '{question}',
+    '--name',
+    'strict',
+    '--prompt',
+    'Work carefully and double-check your arithmetic. Answer with the number only. {question}',
+  ]);
+  await model.close();
+  assert.equal(evaluation.code, 0, evaluation.stderr);
   // A copy for the server with a token (one process owns a file).
   await copyFile(db, join(dir, 'token.duckdb'));
   agl = await startAgl(db);
@@ -278,6 +310,27 @@ test('a tool-using rollout shows every role, the tool call with its JSON argumen
   const marks = await page.locator('button.wf-row.llm .reward-mark').allTextContents();
   assert.deepEqual(marks, ['◆ 0.25', '◆ 1']);
   await shot(page, 'rollout-tools', true);
+});
+
+test('the evaluations page shows the variants with interval bars, the paired difference and the tasks by change', async (t) => {
+  const { page } = await openPage(t);
+  await page.goto(`${agl.url}/evaluations`);
+  const variants = page.locator('section[aria-labelledby="variants"] tbody tr');
+  await variants.first().waitFor();
+  assert.deepEqual(
+    (await variants.allTextContents()).map((row) => row.replace(/\s+/g, ' ').trim()),
+    ['plain0[0, 0]0%0/3', 'strict1[1, 1]100%0/3'],
+  );
+  assert.equal(await page.locator('section[aria-labelledby="variants"] .interval-bar').count(), 2);
+  const pair = page.locator('section[aria-labelledby="differences"] tbody tr');
+  assert.match((await pair.textContent()) ?? '', /strict − plain1\[1, 1\]0\.25not established/);
+  const tasks = page.locator('section[aria-labelledby="tasks"] tbody tr');
+  assert.equal(await tasks.count(), 3);
+  assert.match((await tasks.first().textContent()) ?? '', /strict01\+1/);
+  await shot(page, 'evaluations', true);
+  await tasks.first().locator('.rollout-links a').last().click();
+  await page.waitForURL(/\/rollouts\/ro-/);
+  assert.match(page.url(), /\/rollouts\/ro-\w+/);
 });
 
 test('the training page draws the reward curves and the APO search tree with a diff', async (t) => {

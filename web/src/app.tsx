@@ -2,6 +2,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { storedToken, storeToken, whenUnauthorized } from './api.js';
 import { Login } from './login.js';
+import { EvaluationsPage } from './pages/evaluations.js';
 import { RolloutPage } from './pages/rollout.js';
 import { RolloutsPage } from './pages/rollouts.js';
 import { RunnersPage } from './pages/runners.js';
@@ -13,11 +14,17 @@ import { applyTheme, setTheme, useTheme } from './theme.js';
 const NAV = [
   { href: '/', label: 'Rollouts', matches: (path: string) => path === '/' || path.startsWith('/rollouts') },
   { href: '/training', label: 'Training', matches: (path: string) => path === '/training' },
+  { href: '/evaluations', label: 'Evaluations', matches: (path: string) => path === '/evaluations' },
   { href: '/runners', label: 'Runners', matches: (path: string) => path === '/runners' },
   { href: '/sql', label: 'SQL', matches: (path: string) => path === '/sql' },
 ];
 
-const TITLES: Record<string, string> = { '/training': 'Training', '/runners': 'Runners', '/sql': 'SQL' };
+const TITLES: Record<string, string> = {
+  '/training': 'Training',
+  '/evaluations': 'Evaluations',
+  '/runners': 'Runners',
+  '/sql': 'SQL',
+};
 
 export function App() {
   const place = usePlace();
@@ -83,6 +90,7 @@ function Page({ place }: { place: Place }) {
   const rollout = /^\/rollouts\/([^/]+)\/?$/.exec(place.path);
   if (rollout) return <RolloutPage id={decodeURIComponent(rollout[1])} place={place} />;
   if (place.path === '/training') return <TrainingPage />;
+  if (place.path === '/evaluations') return <EvaluationsPage place={place} />;
   if (place.path === '/runners') return <RunnersPage />;
   if (place.path === '/sql') return <SqlPage />;
   if (place.path === '/' || place.path === '/rollouts') return <RolloutsPage place={place} />;

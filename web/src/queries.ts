@@ -163,3 +163,13 @@ GROUP BY r.resources_id ORDER BY min(r.start_time)`,
     sql: `SELECT version, parent, round, status, batch_score, val_score, is_best, template FROM prompt_versions ORDER BY created`,
   },
 ];
+
+/** Each evaluation run's variants (the `evaluations` view), newest run first. */
+export const EVALUATIONS_SQL = `SELECT run_id, variant, position, resources_id, tasks, samples, rollouts, failed, mean, mean_low, mean_high,
+  success_rate, baseline, difference, difference_low, difference_high, p_value, tasks_needed, epoch_ns(created) / 1e9 AS created
+FROM evaluations ORDER BY max(created) OVER (PARTITION BY run_id) DESC, run_id, position LIMIT 1000`;
+
+/** One run's tasks per variant against the baseline, the largest change first. */
+export const evaluationTasksSql = (runId: string) =>
+  `SELECT variant, task, input::VARCHAR AS input, mean, baseline_mean, change, failed, rollout_ids::VARCHAR AS rollout_ids
+FROM evaluation_tasks WHERE run_id = ${sqlText(runId)} ORDER BY abs(change) DESC NULLS LAST, task, variant`;

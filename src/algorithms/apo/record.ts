@@ -30,6 +30,8 @@ export interface Candidate {
   batchScore: number | null;
   /** The score on the whole validation set, when it was evaluated on it. */
   valScore: number | null;
+  /** Its reward on each validation task (in their order) when it was scored on all of them; null for no reward. */
+  valRewards: readonly (number | null)[] | null;
 }
 
 /** What the search costs, for one round or all of them. */
@@ -95,6 +97,8 @@ interface Score {
   readonly score: number;
   readonly rollouts: number;
   readonly failed: number;
+  /** On the whole validation set (split val): each task's reward, in task order, for paired comparisons. */
+  readonly rewards?: readonly (number | null)[];
 }
 
 /**
@@ -160,6 +164,7 @@ export async function readRun(run: AlgorithmRun): Promise<RecordedRun> {
       rejected: text(a[A.reason]),
       batchScore: null,
       valScore: null,
+      valRewards: null,
     });
   }
   for (const span of await run.read(SPAN.scores)) applyScores(candidates, span);
@@ -172,11 +177,15 @@ export async function readRun(run: AlgorithmRun): Promise<RecordedRun> {
 
 function applyScores(candidates: Map<string, Candidate>, span: Span): void {
   const split = span.attributes[A.split];
-  for (const { version, score } of JSON.parse(String(span.attributes[A.scores] ?? '[]')) as Score[]) {
+  for (const { version, score, rewards } of JSON.parse(String(span.attributes[A.scores] ?? '[]')) as Score[]) {
     const candidate = candidates.get(version);
     if (!candidate || number(score) === null) continue;
     if (split === 'val_batch') candidate.batchScore = score;
-    if (split === 'val') candidate.valScore = score;
+    if (split === 'val') {
+      candidate.valScore = score;
+      // Runs recorded before per-task rewards were kept have none: no paired comparison then.
+      candidate.valRewards = Array.isArray(rewards) ? rewards.map(number) : null;
+    }
   }
 }
 

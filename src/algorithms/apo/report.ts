@@ -1,10 +1,11 @@
 import type { APOResult } from './search.js';
 import type { Candidate, Cost } from './record.js';
 import { formatScore, textTable } from '../shared/report-text.js';
+import { formatDifference } from '../eval/index.js';
 
 /**
- * The end of an APO run as text: the versions with their scores, the best prompt with its diff
- * against the seed, and what the search cost.
+ * The end of an APO run as text: the versions with their scores, the best prompt against the
+ * seed (paired difference on the validation tasks, and the word diff), and what the search cost.
  */
 export function formatApoReport(result: APOResult): string {
   const lines = [
@@ -17,6 +18,7 @@ export function formatApoReport(result: APOResult): string {
     '',
     `seed score  ${formatScore(result.seed.valScore)}  (${result.seed.version}, all validation tasks)`,
     `best score  ${formatScore(result.best.valScore)}  (${result.best.version})`,
+    ...(result.improvement ? formatDifference('seed', 'best', result.improvement, 'validation tasks') : []),
     '',
     'best prompt:',
     indent(result.best.template),

@@ -32,6 +32,7 @@ import {
 import { ChatError, ChatModel, type ChatMessage } from '../shared/chat-model.js';
 import { OptionsError, type OptionProblem } from '../shared/options.js';
 import { Batches, Random, streamSeed } from '../shared/random.js';
+import { type PairedDifference, pairedDifference } from '../eval/index.js';
 
 /** How a search ended: all its rounds ran, a budget was spent, or it was asked to stop. */
 export type StopKind = 'completed' | 'budget' | 'interrupted';
@@ -47,6 +48,11 @@ export interface APOResult {
   readonly seed: Candidate;
   /** The best prompt: the highest score on the whole validation set. */
   readonly best: Candidate;
+  /**
+   * best - seed on the validation tasks, paired by task (a rollout without a reward scores 0, as
+   * in the scores), with its 95% interval and p-value; null when either lacks per-task rewards.
+   */
+  readonly improvement: PairedDifference | null;
   readonly beam: readonly string[];
   /** Every candidate of the run, seed first, in the order they were made. */
   readonly candidates: readonly Candidate[];
@@ -254,6 +260,7 @@ export class Search<T> {
     this.log(`run ${this.run.runId}: seed ${seed.version} on all ${this.context.val.length} validation tasks`);
     const [evaluation] = await this.evaluate([seed], [this.context.val], 'val');
     seed.valScore = evaluation.score;
+    seed.valRewards = evaluation.rewards;
     this.beam = [seed.version];
     this.best = seed.version;
     this.log(`seed ${seed.version} scores ${score(seed.valScore)}`);
@@ -403,6 +410,7 @@ export class Search<T> {
       round: this.round,
       batchScore: null,
       valScore: null,
+      valRewards: null,
     };
     this.candidates.set(candidate.version, candidate);
     await recordCandidate(this.run, candidate, this.promptName);
@@ -412,7 +420,8 @@ export class Search<T> {
   /** Scores the beam and the new candidates on one validation batch and keeps the best beamWidth. */
   private async selectBeam(fresh: Candidate[]): Promise<void> {
     const contenders = [...this.beam.map((v) => this.version(v)), ...fresh];
-    const tasks = this.valBatches.next(this.settings.valBatchSize).map((i) => this.context.val[i]);
+    const batch = this.valBatches.next(this.settings.valBatchSize);
+    const tasks = batch.map((i) => this.context.val[i]);
     this.log(`${this.label}: scoring ${contenders.length} prompts on ${tasks.length} validation tasks`);
     // A batch as large as the validation set is the whole set: its scores are full scores too.
     const whole = tasks.length === this.context.val.length;
@@ -423,14 +432,26 @@ export class Search<T> {
     );
     for (const [i, c] of contenders.entries()) {
       c.batchScore = evaluations[i].score;
-      if (whole) c.valScore = evaluations[i].score;
+      if (whole) {
+        c.valScore = evaluations[i].score;
+        // The batch is the validation set shuffled: its rewards go back into task order.
+        const rewards = new Array<number | null>(batch.length);
+        for (const [at, task] of batch.entries()) rewards[task] = evaluations[i].rewards[at];
+        c.valRewards = rewards;
+      }
     }
     if (whole)
       await recordScores(
         this.run,
         this.round,
         'val',
-        contenders.map((c, i) => ({ version: c.version, score: evaluations[i].score, rollouts: 0, failed: 0 })),
+        contenders.map((c) => ({
+          version: c.version,
+          score: c.valScore ?? 0,
+          rollouts: 0,
+          failed: 0,
+          rewards: c.valRewards ?? [],
+        })),
       );
     // Sorting is stable: on a tie the beam's own prompts, then older candidates, stay ahead.
     this.beam = [...contenders]
@@ -448,6 +469,7 @@ export class Search<T> {
     if (leader.valScore === null) {
       const [evaluation] = await this.evaluate([leader], [this.context.val], 'val');
       leader.valScore = evaluation.score;
+      leader.valRewards = evaluation.rewards;
     }
     const best = this.version(this.best);
     const better = leader.valScore > (best.valScore ?? Number.NEGATIVE_INFINITY);
@@ -499,6 +521,7 @@ export class Search<T> {
       score: e.score,
       rollouts: e.rollouts.length,
       failed: e.failed,
+      ...(split === 'val' ? { rewards: e.rewards } : {}),
     }));
     await recordScores(this.run, this.round, split, scores);
     return evaluations;
@@ -558,10 +581,20 @@ export class Search<T> {
       rounds: this.costs.at(-1)?.round ?? 0,
       seed,
       best,
+      improvement: this.improvement(seed, best),
       beam: this.beam,
       candidates: [...this.candidates.values()],
       cost: { rounds: this.costs, total },
     };
+  }
+
+  /** best - seed paired by validation task, a task without a reward scoring 0 as in the scores. */
+  private improvement(seed: Candidate, best: Candidate): PairedDifference | null {
+    const [after, before] = [best.valRewards, seed.valRewards];
+    // A resumed run whose validation set changed size scored the two on different tasks.
+    if (!after || !before || after.length !== before.length) return null;
+    const scores = (rewards: readonly (number | null)[]) => rewards.map((r) => r ?? 0);
+    return pairedDifference(scores(after), scores(before), { seed: streamSeed(this.settings.seed, 'improvement') });
   }
 
   /** A stop request ends the search between steps; the round in flight is not checkpointed. */

@@ -9,7 +9,7 @@ export {
   type EvalVariant,
 } from './options.js';
 export type { EvalResult, PairSummary, TaskChange, TaskSummary, VariantSummary } from './summary.js';
-export { formatEvalReport } from './report.js';
+export { formatDifference, formatEvalReport } from './report.js';
 export {
   bootstrapMean,
   pairedDifference,

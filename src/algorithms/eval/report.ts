@@ -1,5 +1,5 @@
 import { textTable } from '../shared/report-text.js';
-import type { Interval } from './statistics.js';
+import type { Interval, PairedDifference } from './statistics.js';
 import type { EvalResult, PairSummary, VariantSummary } from './summary.js';
 
 /**
@@ -51,10 +51,25 @@ function variantRow(v: VariantSummary): string[] {
 
 function pairLines(pair: PairSummary, format: 'text' | 'md'): string[] {
   const d = pair.difference;
-  const head = `${pair.b} - ${pair.a}`;
-  if (!d) return [`${head}: no task that both scored`];
+  if (!d) return [`${pair.b} - ${pair.a}: no task that both scored`];
+  const lines = formatDifference(pair.a, pair.b, d);
+  if (pair.changed.length) {
+    lines.push(`  tasks that changed most:`);
+    for (const t of pair.changed)
+      lines.push(
+        `  ${format === 'md' ? '- ' : '  '}task ${t.task}: ${fixed(t.a)} -> ${fixed(t.b)} (${signed(t.change)}) ${clip(JSON.stringify(t.input), 60)}`,
+      );
+  }
+  return lines;
+}
+
+/**
+ * `d`, the paired difference b - a, as a line and a verdict said plainly (no detectable
+ * difference, not established, or which is better); other algorithms' reports use it too.
+ */
+export function formatDifference(a: string, b: string, d: PairedDifference, tasks = 'tasks'): string[] {
   const lines = [
-    `${head}: ${signed(d.mean)} ${range(d, signed)} over ${d.tasks} tasks, p ${d.pValue < 0.001 ? '< 0.001' : `= ${d.pValue.toFixed(3)}`}`,
+    `${b} - ${a}: ${signed(d.mean)} ${range(d, signed)} over ${d.tasks} ${tasks}, p ${d.pValue < 0.001 ? '< 0.001' : `= ${d.pValue.toFixed(3)}`}`,
   ];
   const needed =
     d.tasksNeeded === null ? '' : `; about ${d.tasksNeeded} tasks would detect a difference of ${signed(d.mean)}`;
@@ -63,14 +78,7 @@ function pairLines(pair: PairSummary, format: 'text' | 'md'): string[] {
     lines.push(
       `  not established: the interval excludes 0 but the paired test does not (too few tasks changed)${needed}`,
     );
-  else lines.push(`  ${d.mean > 0 ? pair.b : pair.a} is better: the interval excludes 0 and p < 0.05`);
-  if (pair.changed.length) {
-    lines.push(`  tasks that changed most:`);
-    for (const t of pair.changed)
-      lines.push(
-        `  ${format === 'md' ? '- ' : '  '}task ${t.task}: ${fixed(t.a)} -> ${fixed(t.b)} (${signed(t.change)}) ${clip(JSON.stringify(t.input), 60)}`,
-      );
-  }
+  else lines.push(`  ${d.mean > 0 ? b : a} is better: the interval excludes 0 and p < 0.05`);
   return lines;
 }
 

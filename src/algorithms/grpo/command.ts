@@ -12,11 +12,12 @@ import { formatGrpoReport } from './report.js';
 export const GRPO_COMMAND: AlgorithmCommand<GrpoResult> = {
   summary: 'group-relative policy optimization: token-level batches with advantages for your trainer (HTTP or files)',
   options: GRPO_OPTIONS,
-  paths: ['batchesDir'],
+  paths: ['batchesDir', 'eval'],
   // No secret is a scalar option: the starting model's apiKey is inside `llm`, a config file key only.
   fileOnly: [],
   create: (options, context) =>
     new GRPO({ ...(options as GrpoOptionsInput), resources: context.resources, log: context.log }),
+  models: (result) => ({ first: result.firstResourcesId, last: result.resourcesId }),
   report: formatGrpoReport,
   explain: (error) => (error instanceof GrpoError ? error.message : undefined),
 };

@@ -31,6 +31,8 @@ export interface GrpoResult {
   readonly runId: string;
   /** Every step as recorded, in step order. */
   readonly steps: StepRecord[];
+  /** The resources version of the model the run started from. */
+  readonly firstResourcesId: string;
   /** The last model version, and where it is served. */
   readonly modelVersion: string;
   readonly resourcesId: string;
@@ -99,8 +101,10 @@ export class GRPO<T = unknown> implements Algorithm<T, GrpoResult> {
     this.session = { models, published: new Map() };
     this.announce(context.serverUrl);
     const steps: StepRecord[] = [];
+    const firstResourcesId = models.current.resourcesId;
     const result = (stopped: boolean): GrpoResult => ({
       runId: run.runId,
+      firstResourcesId,
       steps: steps.sort((a, b) => a.step - b.step),
       modelVersion: models.current.version,
       resourcesId: models.current.resourcesId,

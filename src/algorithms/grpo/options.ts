@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { modelVersion } from '../../api/requests.js';
-import { parseOptions, START_MODEL } from '../shared/options.js';
+import { EVAL_TASKS, parseOptions, START_MODEL } from '../shared/options.js';
 
 /**
  * The options of the GRPO algorithm, as TypeScript, a config file or a command line gives them:
@@ -87,6 +87,7 @@ export const GRPO_OPTIONS = z
       .optional()
       .describe('hand batches over as Parquet files in this folder, instead of over HTTP'),
     seed: z.number().int().default(0).describe('seed of the order tasks are taken in'),
+    eval: EVAL_TASKS,
     llm: START_MODEL.optional().describe(
       "the starting model (default: the `llm` resource of the store's latest resources)",
     ),

@@ -11,12 +11,16 @@ import { formatSftReport } from './report.js';
 export const SFT_COMMAND: AlgorithmCommand<SftResult> = {
   summary: "rejection-sampling fine-tuning: your training command on the agent's best transcripts, each iteration",
   options: SFT_OPTIONS,
-  paths: ['outDir'],
+  paths: ['outDir', 'eval'],
   // No secret is a scalar option: the starting model's apiKey is inside `llm`, a config file key only.
   fileOnly: [],
   // The options were checked with this schema (defaults filled in); SFT checks them once more.
   create: (options, context) =>
     new SFT({ ...(options as SftOptionsInput), resources: context.resources, log: context.log }),
+  models: (result) => ({
+    first: result.iterations[0]?.usedResourcesId ?? result.resourcesId,
+    last: result.resourcesId,
+  }),
   report: formatSftReport,
   explain: (error) => (error instanceof SftError ? error.message : undefined),
 };

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOptions, START_MODEL } from '../shared/options.js';
+import { EVAL_TASKS, parseOptions, START_MODEL } from '../shared/options.js';
 
 /**
  * The options of the SFT algorithm, as TypeScript, a config file or a command line gives them:
@@ -44,6 +44,7 @@ export const SFT_OPTIONS = z
       .min(1)
       .default('sft')
       .describe('where iteration-N/ folders (dataset, training log, {output}) go'),
+    eval: EVAL_TASKS,
     llm: START_MODEL.optional().describe(
       "the starting model (default: the `llm` resource of the store's latest resources)",
     ),

@@ -17,6 +17,11 @@ export interface AlgorithmCommand<R = unknown> {
   /** Options that are no flags, only config file keys (secrets such as API keys). */
   readonly fileOnly: readonly string[];
   create(options: Record<string, unknown>, context: CommandContext): Algorithm<unknown, R>;
+  /**
+   * The resources versions of the first and the last model a run trained (SFT, GRPO): with its
+   * `eval` option, `agl train` evaluates the two on that task file after the run.
+   */
+  models?(result: R): { readonly first: string; readonly last: string };
   /** The result as text for the terminal (stdout). */
   report(result: R): string;
   /**

@@ -147,3 +147,15 @@ export const START_MODEL = z.strictObject({
     .default({})
     .describe('request defaults the gateway adds to every call (temperature ...)'),
 });
+
+/**
+ * `agl train sft|grpo --eval FILE`: after training, the first and the last model run the tasks of
+ * FILE and are compared as `agl eval` compares variants (src/runtime/train-eval.ts).
+ */
+export const EVAL_TASKS = z
+  .string()
+  .min(1)
+  .optional()
+  .describe(
+    'tasks (.jsonl, .json, .parquet) to evaluate the first and the last model on when training ends, stored and reported as agl eval does (agl train)',
+  );
