@@ -4,7 +4,7 @@ import { jsonValue } from '../../adapters/json-column.js';
 import { allRows, type QuerySource } from '../../adapters/source.js';
 import type { LightningStore } from '../../api/lightning-store.js';
 import { AGL, ATTR, JUDGE } from '../../api/semconv.js';
-import type { Span } from '../../api/types.js';
+import type { Rollout, Span } from '../../api/types.js';
 import { derivedRowsWhere } from '../../sql/derived.js';
 import { sqlText } from '../../sql/literals.js';
 import { llmCallsOf } from '../../sql/views.js';
@@ -64,23 +64,24 @@ export class RolloutJudge {
   }
 
   /** Scores the unrewarded attempts of each group relative to each other (GRPO's groups). */
-  scoreGroups(groups: readonly (readonly JudgedAttempt[])[], signal: AbortSignal): Promise<JudgeTally> {
-    return this.score(groups, signal);
+  scoreGroups(groups: readonly (readonly JudgedAttempt[])[], signal?: AbortSignal): Promise<JudgeTally> {
+    return this.score(groups, signal, false);
   }
 
-  /** Scores each unrewarded attempt alone. */
-  scoreEach(attempts: readonly JudgedAttempt[], signal: AbortSignal): Promise<JudgeTally> {
-    return this.score(
-      attempts.map((a) => [a]),
-      signal,
-      true,
-    );
+  /** Scores the latest attempt of each succeeded rollout that brought no reward, each alone (SFT, APO). */
+  async scoreLatest(rollouts: readonly Rollout[], signal?: AbortSignal): Promise<JudgeTally> {
+    const attempts: JudgedAttempt[][] = [];
+    for (const rollout of rollouts.filter((r) => r.status === 'succeeded')) {
+      const attempt = await this.store.getLatestAttempt(rollout.rollout_id);
+      if (attempt) attempts.push([{ rolloutId: rollout.rollout_id, attemptId: attempt.attempt_id }]);
+    }
+    return this.score(attempts, signal, true);
   }
 
   private async score(
     groups: readonly (readonly JudgedAttempt[])[],
-    signal: AbortSignal,
-    alone = false,
+    signal: AbortSignal | undefined,
+    alone: boolean,
   ): Promise<JudgeTally> {
     const all = groups.flat();
     const rewarded = await finalRewards(
@@ -94,7 +95,7 @@ export class RolloutJudge {
     await Promise.all(
       groups.map(async (group) => {
         const judged = group.filter((a) => !rewarded.has(a.attemptId) && reads.has(a.attemptId));
-        if (judged.length === 0 || signal.aborted) return;
+        if (judged.length === 0 || signal?.aborted) return;
         const verdicts = await this.call(judged, reads, alone, signal);
         if (!verdicts) return;
         for (const [i, attempt] of judged.entries())
@@ -110,7 +111,7 @@ export class RolloutJudge {
     attempts: readonly JudgedAttempt[],
     reads: ReadonlyMap<string, Read>,
     alone: boolean,
-    signal: AbortSignal,
+    signal: AbortSignal | undefined,
   ): Promise<Verdict[] | undefined> {
     const transcripts = attempts.map((a) => (reads.get(a.attemptId) as Read).transcript);
     const startTime = Date.now() / 1000;
