@@ -99,3 +99,12 @@ export {
 } from './algorithms/eval/index.js';
 export type { AlgorithmCommand, CommandContext } from './algorithms/shared/command.js';
 export { OptionsError, type OptionProblem } from './algorithms/shared/options.js';
+// The LLM judge itself (`judge`, `judgeGroup`) is in the light `agl` entry; here, what an
+// algorithm of its own needs to judge its rollouts as GRPO, SFT and APO do.
+export { RolloutJudge, type JudgedAttempt, type JudgeTally } from './algorithms/judge/rollouts.js';
+export {
+  JUDGE_OPTIONS,
+  checkJudgeOptions,
+  judgeSettingsOf,
+  type JudgeOptions,
+} from './algorithms/judge/options.js';

@@ -10,6 +10,16 @@ export {
   operation,
   type RewardOptions,
 } from './instrumentation/emitters.js';
+export {
+  judge,
+  judgeGroup,
+  JudgeError,
+  type JudgeCall,
+  type JudgeSettings,
+  type Transcript,
+  type TranscriptMessage,
+  type Verdict,
+} from './algorithms/judge/judge.js';
 export { withRollout, currentRollout, type RolloutScope } from './instrumentation/rollout-context.js';
 export { findFinalReward, findRewardSpans, getRewardValue, getRewards } from './adapters/rewards.js';
 export { rollout, formatTemplate, type Agent, type RolloutContext } from './runner/agent.js';

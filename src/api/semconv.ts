@@ -54,6 +54,24 @@ export const ATTR = {
 } as const;
 
 /**
+ * The span an algorithm records on its run's own rollout for each LLM judge call (judge
+ * options of GRPO, SFT, APO): the judge's model, the rollouts it scored, what it was asked and
+ * answered, and its tokens. No `gen_ai.*` attributes: a judge call is never an `llm_calls` row,
+ * so never training data.
+ */
+export const JUDGE = {
+  callSpan: 'agl.judge.call',
+  model: 'agl.judge.model',
+  rolloutIds: 'agl.judge.rollout_ids',
+  scores: 'agl.judge.scores',
+  prompt: 'agl.judge.prompt',
+  answer: 'agl.judge.answer',
+  inputTokens: 'agl.judge.input_tokens',
+  outputTokens: 'agl.judge.output_tokens',
+  tries: 'agl.judge.tries',
+} as const;
+
+/**
  * The span the SFT algorithm records per iteration, on its run's own rollout (the `sft_iterations`
  * view reads it): what the iteration selected, exported, ran and published (run-records.ts).
  */

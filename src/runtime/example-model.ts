@@ -1,12 +1,13 @@
 /**
  * The offline EXAMPLE model server of `agl demo` and the examples: an OpenAI-compatible chat
- * endpoint on 127.0.0.1 that is not a language model. Three models answer by rules
+ * endpoint on 127.0.0.1 that is not a language model. Four models answer by rules
  * (example-rules.ts): EXAMPLE_MODEL answers "What is A + B?" (or -, *), in the format and with
  * the care its prompt asks for; EXAMPLE_CRITIC_MODEL and EXAMPLE_EDITOR_MODEL play APO's critic
- * and editor, EXAMPLE_REFLECTOR_MODEL GEPA's reflection model. It exists so that the demo runs with no network and no key; point
- * OPENAI_BASE_URL at a real model to use one instead.
+ * and editor, EXAMPLE_REFLECTOR_MODEL GEPA's reflection model; EXAMPLE_JUDGE_MODEL is an LLM
+ * judge that scores right answers higher. It exists so that the demo runs with no network and
+ * no key; point OPENAI_BASE_URL at a real model to use one instead.
  */
-import { answerQuestion, critique, edit, reflect } from './example-rules.js';
+import { answerQuestion, critique, edit, judgeTranscripts, reflect } from './example-rules.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -14,6 +15,7 @@ export const EXAMPLE_MODEL = 'agl-example-model-offline';
 export const EXAMPLE_CRITIC_MODEL = 'agl-example-critic-offline';
 export const EXAMPLE_EDITOR_MODEL = 'agl-example-editor-offline';
 export const EXAMPLE_REFLECTOR_MODEL = 'agl-example-reflector-offline';
+export const EXAMPLE_JUDGE_MODEL = 'agl-example-judge-offline';
 
 /** The answer of the model a request names; any other name gets the arithmetic model. */
 function reply(body: ChatRequest): string {
@@ -21,6 +23,7 @@ function reply(body: ChatRequest): string {
   if (body.model === EXAMPLE_CRITIC_MODEL) return critique(last);
   if (body.model === EXAMPLE_EDITOR_MODEL) return edit(last, Number(body.seed ?? 0));
   if (body.model === EXAMPLE_REFLECTOR_MODEL) return reflect(last);
+  if (body.model === EXAMPLE_JUDGE_MODEL) return judgeTranscripts(last);
   return answerQuestion(last);
 }
 

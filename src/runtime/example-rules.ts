@@ -110,3 +110,32 @@ export function reflect(prompt: string): string {
   );
   return `<prompt>${[...wanted, template].join(' ').trim()}</prompt>`;
 }
+
+/**
+ * The judge: reads the transcripts of a judge prompt (src/algorithms/judge/judge.ts) and scores
+ * each answer to "What is A + B?": the right number alone 1, the right number in a sentence 0.7,
+ * a wrong number 0.2, no number 0. One transcript gets `{"score", "reason"}`; several (a group)
+ * get `{"scores": [...]}`, as the judge prompt asks.
+ */
+export function judgeTranscripts(prompt: string): string {
+  const transcripts = [...prompt.matchAll(/<transcript(?: index="(\d+)")?>\n([\s\S]*?)\n<\/transcript>/g)];
+  const verdicts = transcripts.map(([, index, body]) => ({ transcript: Number(index ?? 1), ...scoreAnswer(body) }));
+  if (transcripts.length === 1 && transcripts[0][1] === undefined) {
+    const { score, reason } = verdicts[0];
+    return JSON.stringify({ score, reason });
+  }
+  return JSON.stringify({ scores: verdicts });
+}
+
+function scoreAnswer(transcript: string): { score: number; reason: string } {
+  const question = ARITHMETIC.exec(/\[user\] (.*)/.exec(transcript)?.[1] ?? '');
+  const said = ([...transcript.matchAll(/\[assistant\] (.*)/g)].at(-1)?.[1] ?? '').trim();
+  if (!question) return { score: 0, reason: 'no arithmetic question in the transcript' };
+  const right = compute(Number(question[1]), question[2], Number(question[3]));
+  const number = /-?\d+(?!.*\d)/.exec(said)?.[0];
+  if (number === undefined) return { score: 0, reason: `no number in the answer to ${question[0]}` };
+  if (Number(number) !== right) return { score: 0.2, reason: `${question[0]} is ${right}, not ${number}` };
+  return /^-?\d+$/.test(said)
+    ? { score: 1, reason: `${question[0]} = ${right}, the number alone` }
+    : { score: 0.7, reason: `${question[0]} = ${right} is right, but said in a sentence` };
+}

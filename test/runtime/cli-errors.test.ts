@@ -63,6 +63,22 @@ function cases(dir: string, closedPort: number): Case[] {
       code: 1,
       says: /^agl: cannot find the module .*missing\.mjs$/,
     },
+    {
+      args: [
+        'train',
+        'grpo',
+        '--agent',
+        'a.mjs',
+        '--train',
+        tasks,
+        '--judge',
+        'rubric.md',
+        '--db',
+        join(dir, 'g.duckdb'),
+      ],
+      code: 2,
+      says: /^agl: judge needs judgeModel \(--judge-model\): the model that scores by the rubric$/,
+    },
     { args: ['compact'], code: 2, says: /^agl: --spans-dir DIR is required/ },
     {
       args: ['compact', '--spans-dir', join(dir, 'nowhere')],

@@ -255,9 +255,10 @@ async function recordToolRollout(url: string): Promise<string> {
       usage: { prompt_tokens: 4, completion_tokens: tokens.length },
     }),
   });
-  const reward = (value: number) => ({
+  const reward = (value: number, text: object = {}) => ({
     'agentlightning.reward.0.name': 'primary',
     'agentlightning.reward.0.value': value,
+    ...text,
   });
   await span(1, 'agent.run', 0, 3, { 'agent.name': 'calculator' }, null);
   await span(
@@ -267,7 +268,7 @@ async function recordToolRollout(url: string): Promise<string> {
     0.9,
     chat([system, user], { role: 'assistant', content: null, tool_calls: [toolCall] }, 'tool_calls', [7, 8, 9]),
   );
-  await span(3, 'agentlightning.annotation', 0.95, 0.95, reward(0.25));
+  await span(3, 'agentlightning.annotation', 0.95, 0.95, reward(0.25, { 'agl.reward.feedback': 'picked the tool' }));
   await span(4, 'tool.multiply', 1.0, 1.1, { 'tool.name': 'multiply' });
   const answer = { role: 'tool', tool_call_id: 'call_1', content: '391' };
   await span(
@@ -282,7 +283,13 @@ async function recordToolRollout(url: string): Promise<string> {
       [11, 12],
     ),
   );
-  await span(6, 'agentlightning.annotation', 2.0, 2.0, reward(1));
+  await span(
+    6,
+    'agentlightning.annotation',
+    2.0,
+    2.0,
+    reward(1, { 'agl.reward.source': 'judge', 'agl.reward.feedback': '17 * 23 = 391, right' }),
+  );
   await post(`/rollouts/${rollout_id}/attempts/latest`, { status: 'succeeded' });
   return rollout_id;
 }
@@ -309,6 +316,16 @@ test('a tool-using rollout shows every role, the tool call with its JSON argumen
   // Two rewards, each on the call that ended last before it (TraceToTriplet's matching).
   const marks = await page.locator('button.wf-row.llm .reward-mark').allTextContents();
   assert.deepEqual(marks, ['◆ 0.25', '◆ 1']);
+  // Each reward with who gave it and its comment or reason.
+  const rewards = await page
+    .locator('table.rewards tbody tr')
+    .evaluateAll((rows) =>
+      rows.map((row) => [...row.querySelectorAll('td')].slice(1, 4).map((cell) => cell.textContent)),
+    );
+  assert.deepEqual(rewards, [
+    ['0.25', 'agent', 'picked the tool'],
+    ['1', 'judge', '17 * 23 = 391, right'],
+  ]);
   await shot(page, 'rollout-tools', true);
 });
 

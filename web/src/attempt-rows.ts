@@ -32,4 +32,8 @@ export interface RewardRow {
   readonly is_primary: boolean;
   /** Epoch seconds. */
   readonly time: number;
+  /** Who gave it: agent, feedback or judge. */
+  readonly source: string;
+  /** The agent's explanation, the feedback's comment or the judge's reason. */
+  readonly feedback: string | null;
 }

@@ -76,9 +76,9 @@ FROM attempt_calls c LEFT JOIN credited k USING (trace_id, span_id)
 ORDER BY c.sequence_id NULLS LAST, c.start_time, c.span_id`;
 }
 
-/** One attempt's rewards (every reward of every reward span), in time order. */
+/** One attempt's rewards (every reward of every reward span), in time order, with who gave each and its text. */
 export function attemptRewardsSql(rolloutId: string, attemptId: string): string {
-  return `SELECT span_id, name, value, is_primary, epoch_ns(time) / 1e9 AS time
+  return `SELECT span_id, name, value, is_primary, epoch_ns(time) / 1e9 AS time, source, feedback
 FROM (${derivedRowsWhere(attemptCondition(rolloutId, attemptId)).rewards}) ORDER BY time, sequence_id, name`;
 }
 

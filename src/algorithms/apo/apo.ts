@@ -1,6 +1,7 @@
 import type { NamedResources } from '../../api/types.js';
 import type { Algorithm, AlgorithmContext } from '../algorithm.js';
 import { type APOOptionsInput, parseApoOptions } from './options.js';
+import { checkJudgeOptions } from '../judge/options.js';
 import { Search, type APOResult, type SearchSettings } from './search.js';
 
 /** What APO takes besides its options (which a config file can hold too). */
@@ -30,6 +31,7 @@ export class APO<T = unknown> implements Algorithm<T, APOResult> {
   constructor(options: APOOptionsInput & APOExtras = {}) {
     const { resources, log, ...rest } = options;
     this.settings = { ...parseApoOptions(rest), resources, log: log ?? ((line) => console.error(line)) };
+    checkJudgeOptions(this.settings);
   }
 
   async run(context: AlgorithmContext<T>): Promise<APOResult> {

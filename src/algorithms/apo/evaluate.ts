@@ -4,6 +4,7 @@ import { allRows, type QuerySource } from '../../adapters/source.js';
 import type { LightningStore } from '../../api/lightning-store.js';
 import type { Rollout, RolloutMode } from '../../api/types.js';
 import { waitUntilFinished } from '../algorithm.js';
+import type { RolloutJudge } from '../judge/rollouts.js';
 import type { RunTranscript } from './prompts.js';
 
 /**
@@ -31,13 +32,15 @@ export interface Evaluation {
 
 /**
  * Runs every request's tasks and waits for all of them; answers in request order, with the
- * seconds spent waiting for the rollouts (the rest is the algorithm's own work).
+ * seconds spent waiting for the rollouts (the rest is the algorithm's own work). With a `judge`,
+ * the succeeded rollouts that brought no reward are judged, each alone, before they are scored.
  */
 export async function evaluate(
   store: LightningStore,
   source: QuerySource,
   requests: readonly EvaluationRequest[],
   timeoutSeconds: number,
+  judge?: RolloutJudge,
 ): Promise<{ evaluations: Evaluation[]; waitedSeconds: number }> {
   const queued = await store.enqueueManyRollouts(
     requests.flatMap((request) =>
@@ -58,6 +61,7 @@ export async function evaluate(
     queued.map((r) => r.rollout_id),
   );
   const waitedSeconds = (performance.now() - waitStarted) / 1000;
+  if (judge) await judge.scoreLatest([...finished.values()]);
   const rewards = await finalRewards(source, [...finished.keys()], 'rollout');
   let next = 0;
   const evaluations = requests.map((request) => {

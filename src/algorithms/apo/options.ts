@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { JUDGE_OPTIONS } from '../judge/options.js';
 import { parseOptions } from '../shared/options.js';
 
 /**
@@ -46,6 +47,7 @@ export const APO_OPTIONS = z.strictObject({
   out: z.string().min(1).optional().describe('file the best prompt is written to'),
   resume: z.boolean().default(false).describe('continue the latest APO run in the store'),
   resumeRun: z.string().min(1).optional().describe('continue this APO run (its rollout id)'),
+  ...JUDGE_OPTIONS,
 });
 
 /** The options as given (anything with a default may be left out). */

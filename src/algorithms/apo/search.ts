@@ -4,6 +4,9 @@ import { allRows } from '../../adapters/source.js';
 import type { NamedResources, PromptTemplateResource, RolloutMode } from '../../api/types.js';
 import type { AlgorithmContext } from '../algorithm.js';
 import { AlgorithmRun } from '../shared/algorithm-run.js';
+import type { JudgeSettings } from '../judge/judge.js';
+import { judgeSettingsOf } from '../judge/options.js';
+import { RolloutJudge } from '../judge/rollouts.js';
 import { evaluate, transcripts, type Evaluation } from './evaluate.js';
 import type { APOSettings } from './options.js';
 import {
@@ -93,6 +96,8 @@ export class Search<T> {
   private readonly costs: (Cost & { round: number })[] = [];
   private readonly critic: ChatModel;
   private readonly editor: ChatModel;
+  /** Scores the rollouts that bring no reward, with judge options. */
+  private readonly judge?: RolloutJudge;
   private random: Random;
   private trainBatches: Batches;
   private valBatches: Batches;
@@ -114,6 +119,7 @@ export class Search<T> {
     private readonly run: AlgorithmRun,
     private readonly promptName: string,
     private readonly seedResources: NamedResources,
+    judgeSettings: JudgeSettings | undefined,
   ) {
     const policy = {
       retries: settings.retries,
@@ -127,6 +133,8 @@ export class Search<T> {
     this.editor = new ChatModel({ ...endpoint, model: settings.editorModel }, policy, (line) =>
       this.log(`editor ${line}`),
     );
+    if (judgeSettings)
+      this.judge = new RolloutJudge(judgeSettings, context.store, context.source, run, (line) => this.log(line));
     this.random = new Random(streamSeed(settings.seed, 'search'));
     this.trainBatches = new Batches(context.train.length, settings.seed, 'train');
     this.valBatches = new Batches(context.val.length, settings.seed, 'val');
@@ -147,9 +155,10 @@ export class Search<T> {
     if (context.val.length === 0) throw new TypeError('APO needs validation tasks: its candidates are scored on them');
     if (!settings.resume && !settings.resumeRun) refuseSeedBudget(settings, context.val.length, 0);
     const withSource = { ...context, source };
+    const judgeSettings = await judgeSettingsOf(settings);
     const resumeId = settings.resumeRun ?? (settings.resume ? await AlgorithmRun.latest(source, 'apo') : null);
     if (settings.resume && !resumeId) throw new TypeError('there is no APO run in the store to resume');
-    if (resumeId) return Search.resume(settings, withSource, resumeId);
+    if (resumeId) return Search.resume(settings, withSource, resumeId, judgeSettings);
     const resources = settings.resources ?? (await context.store.getLatestResources())?.resources;
     if (!resources)
       throw new TypeError(
@@ -158,7 +167,7 @@ export class Search<T> {
     const promptName = promptResourceName(resources, settings.promptResource);
     // What the run was asked to do, for whoever reads its rollout; the API key stays out.
     const options = Object.fromEntries(
-      Object.entries(settings).filter(([key]) => !['apiKey', 'log', 'resources'].includes(key)),
+      Object.entries(settings).filter(([key]) => !['apiKey', 'judgeApiKey', 'log', 'resources'].includes(key)),
     );
     const run = await AlgorithmRun.start(context.store, 'apo', {
       algorithm: 'apo',
@@ -166,20 +175,21 @@ export class Search<T> {
       resources,
       prompt_resource: promptName,
     });
-    return new Search(settings, withSource, run, promptName, resources);
+    return new Search(settings, withSource, run, promptName, resources, judgeSettings);
   }
 
   private static async resume<T>(
     settings: SearchSettings,
     context: AlgorithmContext<T> & { source: QuerySource },
     runId: string,
+    judgeSettings: JudgeSettings | undefined,
   ): Promise<Search<T>> {
     const previous = await context.store.getRolloutById(runId);
     const input = previous?.input as { resources?: NamedResources; prompt_resource?: string } | undefined;
     if (previous?.metadata?.agl_algorithm !== 'apo' || !input?.resources || !input.prompt_resource)
       throw new TypeError(`${runId} is not an APO run in this store`);
     const run = await AlgorithmRun.resume(context.store, runId);
-    const search = new Search(settings, context, run, input.prompt_resource, input.resources);
+    const search = new Search(settings, context, run, input.prompt_resource, input.resources, judgeSettings);
     await search.restore();
     if (!search.best) refuseSeedBudget(settings, context.val.length, search.spent.rollouts);
     return search;
@@ -512,6 +522,7 @@ export class Search<T> {
       this.context.source,
       requests,
       this.settings.rolloutTimeoutSeconds,
+      this.judge,
     );
     this.cost.rolloutSeconds += waitedSeconds;
     this.cost.rollouts += count;
@@ -625,8 +636,9 @@ export class Search<T> {
     return candidate;
   }
 
+  /** Tokens against the budget: the critic's, the editor's and, this session, the judge's. */
   private get tokens(): number {
-    return this.spent.criticTokens + this.spent.editorTokens;
+    return this.spent.criticTokens + this.spent.editorTokens + (this.judge?.tokens ?? 0);
   }
 
   private get label(): string {

@@ -1,3 +1,4 @@
+import { JUDGE_FILE_ONLY, JUDGE_PATHS } from '../judge/options.js';
 import type { AlgorithmCommand } from '../shared/command.js';
 import { GRPO, GrpoError, type GrpoResult } from './grpo.js';
 import { type GrpoOptionsInput, GRPO_OPTIONS } from './options.js';
@@ -12,9 +13,9 @@ import { formatGrpoReport } from './report.js';
 export const GRPO_COMMAND: AlgorithmCommand<GrpoResult> = {
   summary: 'group-relative policy optimization: token-level batches with advantages for your trainer (HTTP or files)',
   options: GRPO_OPTIONS,
-  paths: ['batchesDir', 'eval'],
-  // No secret is a scalar option: the starting model's apiKey is inside `llm`, a config file key only.
-  fileOnly: [],
+  paths: ['batchesDir', 'eval', ...JUDGE_PATHS],
+  // The starting model's apiKey is inside `llm`, a config file key only.
+  fileOnly: [...JUDGE_FILE_ONLY],
   create: (options, context) =>
     new GRPO({ ...(options as GrpoOptionsInput), resources: context.resources, log: context.log }),
   models: (result) => ({ first: result.firstResourcesId, last: result.resourcesId }),

@@ -4,6 +4,8 @@ import type { TrainingDone, TrainingDoneAnswer } from '../../api/training.js';
 import type { NamedResources } from '../../api/types.js';
 import type { Algorithm, AlgorithmContext } from '../algorithm.js';
 import { AlgorithmRun } from '../shared/algorithm-run.js';
+import { checkJudgeOptions, judgeSettingsOf } from '../judge/options.js';
+import { RolloutJudge } from '../judge/rollouts.js';
 import type { TrainingBatch } from './arrow.js';
 import { BatchFiles } from './files.js';
 import type { BatchHandoff } from './handoff.js';
@@ -80,6 +82,7 @@ export class GRPO<T = unknown> implements Algorithm<T, GrpoResult> {
   constructor(options: GrpoOptionsInput & GrpoExtras) {
     const { resources, log, ...rest } = options;
     this.options = parseGrpoOptions(rest);
+    checkJudgeOptions(this.options);
     this.resources = resources;
     this.log = log ?? ((line) => console.error(line));
     const apply = (batch: TrainingBatch, done: TrainingDone) => this.applyDone(batch, done);
@@ -96,8 +99,10 @@ export class GRPO<T = unknown> implements Algorithm<T, GrpoResult> {
     if (!source) throw new TypeError('GRPO reads the rollouts with SQL: run it with the Trainer, or give a `source`');
     if (train.length === 0) throw new TypeError('GRPO needs training tasks');
     if (this.session) throw new TypeError('this GRPO instance is running already');
+    const judgeSettings = await judgeSettingsOf(this.options);
     const models = await ModelVersions.start(store, this.options, this.resources);
     const run = await AlgorithmRun.start(store, 'grpo', this.describedOptions(), models.current.resourcesId);
+    const judge = judgeSettings && new RolloutJudge(judgeSettings, store, source, run, (line) => this.say(line));
     this.session = { models, published: new Map() };
     this.announce(context.serverUrl);
     const steps: StepRecord[] = [];
@@ -113,7 +118,7 @@ export class GRPO<T = unknown> implements Algorithm<T, GrpoResult> {
       stopped,
     });
     try {
-      await this.steps({ ...context, source }, run, models, steps);
+      await this.steps({ ...context, source }, run, models, steps, judge);
       const stopped = context.signal.aborted;
       await run.end(stopped ? 'cancelled' : 'succeeded');
       return result(stopped);
@@ -136,6 +141,7 @@ export class GRPO<T = unknown> implements Algorithm<T, GrpoResult> {
     run: AlgorithmRun,
     models: ModelVersions,
     steps: StepRecord[],
+    judge: RolloutJudge | undefined,
   ): Promise<void> {
     const { maxStaleness } = this.options;
     const pending = new Set<Promise<void>>();
@@ -158,6 +164,7 @@ export class GRPO<T = unknown> implements Algorithm<T, GrpoResult> {
           runId: run.runId,
           tasks,
           models,
+          judge,
           options: this.options,
           log: (line) => this.say(line),
           // A batch is trained after those with the trainer now, each (usually) a version on.
@@ -234,10 +241,13 @@ export class GRPO<T = unknown> implements Algorithm<T, GrpoResult> {
       this.say(`the trainer pulls batches from ${serverUrl}/v1/agl/training/batches/next (docs/training.md)`);
   }
 
-  /** The options as the run's rollout records them: the API key left out. */
+  /** The options as the run's rollout records them: the API keys left out. */
   private describedOptions(): Record<string, unknown> {
-    const { llm, ...rest } = this.options;
-    return llm ? { ...rest, llm: { ...llm, apiKey: llm.apiKey === null ? null : '(set)' } } : rest;
+    const { llm, judgeApiKey, ...rest } = this.options;
+    const judgeKey = judgeApiKey === undefined ? {} : { judgeApiKey: '(set)' };
+    return llm
+      ? { ...rest, ...judgeKey, llm: { ...llm, apiKey: llm.apiKey === null ? null : '(set)' } }
+      : { ...rest, ...judgeKey };
   }
 
   private say(text: string): void {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { modelVersion } from '../../api/requests.js';
+import { JUDGE_OPTIONS } from '../judge/options.js';
 import { EVAL_TASKS, parseOptions, START_MODEL } from '../shared/options.js';
 
 /**
@@ -97,6 +98,7 @@ export const GRPO_OPTIONS = z
       .optional()
       .describe('each rollout times out after this (default: no limit)'),
     quiet: z.boolean().default(false).describe('no progress lines on stderr'),
+    ...JUDGE_OPTIONS,
   })
   .describe('GRPO: group-relative policy optimization, batches handed to an external trainer');
 

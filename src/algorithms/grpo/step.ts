@@ -3,11 +3,20 @@ import type { QuerySource } from '../../adapters/source.js';
 import type { LightningStore } from '../../api/lightning-store.js';
 import { computeAdvantages } from './advantages.js';
 import type { TrainingBatch } from './arrow.js';
-import { buildRows, mergeBuilt, noDrops, usableGroups, type BuiltRows, type DropCounts } from './batch.js';
+import {
+  buildRows,
+  mergeBuilt,
+  noDrops,
+  usableGroups,
+  type BuiltRows,
+  type DropCounts,
+  type StepRollout,
+} from './batch.js';
 import type { ModelVersions } from './models.js';
 import type { GrpoOptions } from './options.js';
 import type { StepRecord } from './record.js';
 import { runGroups, type Group } from './rollouts.js';
+import type { JudgedAttempt, RolloutJudge } from '../judge/rollouts.js';
 import type { Batches } from '../shared/random.js';
 
 /**
@@ -24,6 +33,8 @@ interface StepContext<T> {
   readonly train: readonly T[];
   readonly tasks: Batches;
   readonly models: ModelVersions;
+  /** Scores the groups' rollouts that bring no reward, when the run has a judge. */
+  readonly judge?: RolloutJudge;
   readonly options: GrpoOptions;
   readonly signal: AbortSignal;
   /** Rows of model versions before this index are stale (read when a wave's rows are built). */
@@ -111,6 +122,7 @@ async function runWaves<T>(context: StepContext<T>, minGroups: number) {
     waves.rollouts += wave.length;
     if (context.signal.aborted) return waves;
     started = performance.now();
+    if (context.judge) await judgeWave(context.judge, wave, context);
     const settings = { ...options, oldestVersionIndex: context.oldestVersionIndex() };
     waves.built = mergeBuilt(waves.built, await buildRows(context.source, wave, settings));
     waves.buildSeconds += seconds(started);
@@ -122,6 +134,22 @@ async function runWaves<T>(context: StepContext<T>, minGroups: number) {
       `step ${step}: ${usable} of ${minGroups} groups usable (${dropSummary(waves.built)}); running ${wanted} more task(s)`,
     );
   }
+}
+
+/** Scores the wave's succeeded rollouts that brought no reward, group by group; those it cannot score stay unscored (no_reward). */
+async function judgeWave<T>(judge: RolloutJudge, wave: readonly StepRollout[], context: StepContext<T>) {
+  const groups = new Map<string, JudgedAttempt[]>();
+  for (const r of wave) {
+    if (r.status !== 'succeeded' || r.attemptId === null) continue;
+    const group = groups.get(r.groupId) ?? [];
+    group.push({ rolloutId: r.rolloutId, attemptId: r.attemptId });
+    groups.set(r.groupId, group);
+  }
+  const { scored, unscored } = await judge.scoreGroups([...groups.values()], context.signal);
+  if (scored + unscored > 0)
+    context.log(
+      `step ${context.step}: the judge scored ${scored} rollout(s)${unscored ? `, left ${unscored} unscored` : ''} (${judge.tokens} judge tokens so far)`,
+    );
 }
 
 /** The batch of the kept rows, with their advantages, and the group counts of the estimator. */

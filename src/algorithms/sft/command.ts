@@ -1,3 +1,4 @@
+import { JUDGE_FILE_ONLY, JUDGE_PATHS } from '../judge/options.js';
 import type { AlgorithmCommand } from '../shared/command.js';
 import { SFT, SftError, type SftResult } from './sft.js';
 import { type SftOptionsInput, SFT_OPTIONS } from './options.js';
@@ -11,9 +12,9 @@ import { formatSftReport } from './report.js';
 export const SFT_COMMAND: AlgorithmCommand<SftResult> = {
   summary: "rejection-sampling fine-tuning: your training command on the agent's best transcripts, each iteration",
   options: SFT_OPTIONS,
-  paths: ['outDir', 'eval'],
-  // No secret is a scalar option: the starting model's apiKey is inside `llm`, a config file key only.
-  fileOnly: [],
+  paths: ['outDir', 'eval', ...JUDGE_PATHS],
+  // The starting model's apiKey is inside `llm`, a config file key only.
+  fileOnly: [...JUDGE_FILE_ONLY],
   // The options were checked with this schema (defaults filled in); SFT checks them once more.
   create: (options, context) =>
     new SFT({ ...(options as SftOptionsInput), resources: context.resources, log: context.log }),

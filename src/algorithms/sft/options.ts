@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { JUDGE_OPTIONS } from '../judge/options.js';
 import { EVAL_TASKS, parseOptions, START_MODEL } from '../shared/options.js';
 
 /**
@@ -81,6 +82,7 @@ export const SFT_OPTIONS = z
       .boolean()
       .default(false)
       .describe("do not echo the training command's output and progress lines to stderr"),
+    ...JUDGE_OPTIONS,
   })
   .describe('SFT: rejection-sampling fine-tuning');
 

@@ -4,6 +4,7 @@ import type { QuerySource } from '../../adapters/source.js';
 import type { LightningStore } from '../../api/lightning-store.js';
 import type { Rollout, RolloutMode, RolloutRequest, RolloutStatus } from '../../api/types.js';
 import { waitUntilFinished } from '../algorithm.js';
+import type { RolloutJudge } from '../judge/rollouts.js';
 
 /** A finished rollout, with what its latest attempt recorded. */
 export interface RolloutRecord {
@@ -17,16 +18,19 @@ export interface RolloutRecord {
 
 /**
  * Enqueues `requests` and waits until every rollout finished or `signal` stops the wait; answers
- * the finished ones, in the order of the requests.
+ * the finished ones, in the order of the requests. With a `judge`, the succeeded ones that
+ * brought no reward are judged first, each alone.
  */
 export async function runRollouts(
   store: LightningStore,
   source: QuerySource,
   requests: RolloutRequest[],
   signal: AbortSignal,
+  judge?: RolloutJudge,
 ): Promise<RolloutRecord[]> {
   const ids = requests.length ? (await store.enqueueManyRollouts(requests)).map((r) => r.rollout_id) : [];
   const done = await waitUntilFinished(store, ids, signal);
+  if (judge) await judge.scoreLatest([...done.values()], signal);
   const rewards = await finalRewards(source, [...done.keys()], 'attempt');
   const records: RolloutRecord[] = [];
   for (const id of ids) {

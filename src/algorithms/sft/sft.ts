@@ -4,6 +4,8 @@ import type { LightningStore } from '../../api/lightning-store.js';
 import type { LlmResource, NamedResources, ResourcesUpdate } from '../../api/types.js';
 import { type Algorithm, type AlgorithmContext, meanReward } from '../algorithm.js';
 import { AlgorithmRun } from '../shared/algorithm-run.js';
+import { checkJudgeOptions, judgeSettingsOf } from '../judge/options.js';
+import { RolloutJudge } from '../judge/rollouts.js';
 import { formatScore } from '../shared/report-text.js';
 import { parseSftOptions, type SftOptions, type SftOptionsInput } from './options.js';
 import { recordIteration, type IterationRecord } from './record.js';
@@ -88,11 +90,14 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
   readonly options: SftOptions;
   private readonly resources?: NamedResources;
   private readonly log: (line: string) => void;
+  /** Scores the rollouts that bring no reward, while a run with judge options runs. */
+  private judge?: RolloutJudge;
 
   /** Takes the options as given (defaults may be left out) and checks them: a TypeError names what is wrong. */
   constructor(options: SftOptionsInput & SftExtras) {
     const { resources, log, ...rest } = options;
     this.options = parseSftOptions(rest);
+    checkJudgeOptions(this.options);
     this.resources = resources;
     this.log = log ?? ((line) => console.error(line));
   }
@@ -101,7 +106,10 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
     const outDir = resolve(this.options.outDir);
     await this.checkOutDir(outDir);
     let current = await this.startingResources(store);
+    const judgeSettings = await judgeSettingsOf(this.options);
     const run = await AlgorithmRun.start(store, 'sft', this.describedOptions(), current.id);
+    if (judgeSettings && source)
+      this.judge = new RolloutJudge(judgeSettings, store, source, run, (line) => this.say(line));
     const iterations: IterationRecord[] = [];
     const result = (stopped: boolean, finalValMeanReward: number | null = null): SftResult => ({
       runId: run.runId,
@@ -149,6 +157,8 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
     } catch (error) {
       await run.end('failed').catch(() => {});
       throw error;
+    } finally {
+      this.judge = undefined;
     }
   }
 
@@ -269,7 +279,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
     ];
     if (!source)
       throw new TypeError('SFT reads rewards with SQL: run it with the Trainer (or give the context a `source`)');
-    const finished = await runRollouts(store, source, requests, signal);
+    const finished = await runRollouts(store, source, requests, signal, this.judge);
     return {
       samples: finished
         .filter((r) => r.mode === 'train')
@@ -382,8 +392,11 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
 
   /** The options as the run's rollout records them: the API key left out. */
   private describedOptions(): Record<string, unknown> {
-    const { llm, ...rest } = this.options;
-    return llm ? { ...rest, llm: { ...llm, apiKey: llm.apiKey === null ? null : '(set)' } } : rest;
+    const { llm, judgeApiKey, ...rest } = this.options;
+    const judgeKey = judgeApiKey === undefined ? {} : { judgeApiKey: '(set)' };
+    return llm
+      ? { ...rest, ...judgeKey, llm: { ...llm, apiKey: llm.apiKey === null ? null : '(set)' } }
+      : { ...rest, ...judgeKey };
   }
 
   private say(text: string): void {

@@ -1,6 +1,7 @@
 /**
  * One rollout: its fields and attempts; for the chosen attempt (?attempt=, else the latest) the
- * waterfall of its spans with rewards marked, its LLM calls as chat, each span's JSON on demand.
+ * waterfall of its spans with rewards marked, its rewards with who gave them and why, its LLM
+ * calls as chat, each span's JSON on demand.
  * Polled live while the rollout is not finished.
  */
 import { useState } from 'preact/hooks';
@@ -13,6 +14,7 @@ import { attemptCallsSql, attemptRewardsSql } from '../queries.js';
 import { Link, type Place, urlOf } from '../router.js';
 import type { CallRow, RewardRow } from '../attempt-rows.js';
 import { Calls } from './chat.js';
+import { Rewards } from './rewards.js';
 import { Waterfall } from './waterfall.js';
 
 /** Spans an attempt's waterfall shows at most (the REST API pages them). */
@@ -160,6 +162,7 @@ function AttemptView({ rollout, attempt }: { rollout: Rollout; attempt: Attempt 
       {data ? (
         <>
           <Waterfall spans={data.spans} total={data.spanTotal} calls={data.calls} rewards={data.rewards} />
+          <Rewards rewards={data.rewards} />
           <Calls calls={data.calls} rewards={data.rewards} />
         </>
       ) : loaded.loading ? (
