@@ -40,7 +40,7 @@ function cases(dir: string, closedPort: number): Case[] {
     { args: ['runner'], code: 2, says: /^agl: give an agent module or --exec "<command>", one of them/ },
     { args: ['runner', '--agent', 'a.mjs'], code: 2, says: /^agl: unknown option --agent \(agl runner --help/ },
     { args: ['runner', join(dir, 'missing.mjs')], code: 1, says: /^agl: cannot find the module .*missing\.mjs$/ },
-    { args: ['train'], code: 2, says: /^agl: name the algorithm: agl train apo\|sft\|grpo/ },
+    { args: ['train'], code: 2, says: /^agl: name the algorithm: agl train apo\|gepa\|sft\|grpo/ },
     { args: ['train', 'ppo'], code: 2, says: /^agl: unknown algorithm "ppo"/ },
     {
       args: ['train', 'apo', '--agent', 'a.mjs', '--train', join(dir, 'missing.jsonl'), '--db', join(dir, 't.duckdb')],
