@@ -5,6 +5,7 @@ import { decode } from './decode.js';
 import { ingest } from './ingest.js';
 import { adapters } from './adapters.js';
 import { apo } from './apo.js';
+import { promptOptimizers } from './prompt-optimizers.js';
 import { dashboard } from './dashboard.js';
 import { gateway } from './gateway.js';
 import { grpo } from './grpo.js';
@@ -26,6 +27,7 @@ const BENCHMARKS: Benchmark[] = [
   adapters,
   runtime,
   apo,
+  promptOptimizers,
   grpo,
   dashboard,
 ];

@@ -131,6 +131,8 @@ export const APO_RUN = {
     parent: 'agl.apo.parent',
     round: 'agl.apo.round',
     template: 'agl.apo.template',
+    /** Every component's template, as a JSON object. */
+    templates: 'agl.apo.templates',
     critique: 'agl.apo.critique',
     gradientScore: 'agl.apo.gradient_score',
     status: 'agl.apo.status',

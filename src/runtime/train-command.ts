@@ -179,7 +179,10 @@ async function trainOptions(
   const parsed = parseCommandArgs(args, {
     config: { type: 'string' },
     ...Object.fromEntries(
-      flags.map((f) => [f.flag, { type: f.type === 'boolean' ? ('boolean' as const) : ('string' as const) }]),
+      flags.map((f) => [
+        f.flag,
+        { type: f.type === 'boolean' ? ('boolean' as const) : ('string' as const), multiple: f.type === 'strings' },
+      ]),
     ),
   });
   if (parsed.positionals.length)
@@ -199,7 +202,7 @@ async function trainOptions(
     }
   }
   for (const flag of flags) {
-    const given = (parsed.values as Record<string, string | boolean | undefined>)[flag.flag];
+    const given = (parsed.values as Record<string, string | boolean | string[] | undefined>)[flag.flag];
     if (given === undefined) continue;
     values[flag.key] = flagValue(flag, given);
     origins.set(flag.key, { name: `--${flag.flag}`, given });

@@ -11,7 +11,8 @@ import { UsageError } from './args.js';
  * and beam_width are read too) and, for strings, numbers and booleans, the flags (--beam-width).
  */
 
-type FlagType = 'string' | 'number' | 'boolean';
+/** `strings`: a list of texts, the flag given once per item. */
+type FlagType = 'string' | 'number' | 'boolean' | 'strings';
 
 export interface Flag {
   readonly key: string;
@@ -39,8 +40,9 @@ export function flagsOf(schema: z.ZodObject, paths: readonly string[] = [], file
       inner = def.innerType;
     }
     const choices = enumChoices(inner);
-    const type = choices ? 'string' : inner.def.type;
-    if ((type !== 'string' && type !== 'number' && type !== 'boolean') || fileOnly.includes(key)) continue;
+    const type = choices ? 'string' : isStringList(inner) ? 'strings' : inner.def.type;
+    if ((type !== 'string' && type !== 'number' && type !== 'boolean' && type !== 'strings') || fileOnly.includes(key))
+      continue;
     const format = (inner.def as unknown as { format?: string }).format;
     const value = choices?.join('|') ?? valueName(key, type, format, paths);
     flags.push({ key, flag: kebab(key), type, value, description: field.description ?? '', defaultValue });
@@ -55,6 +57,10 @@ function valueName(key: string, type: FlagType, format: string | undefined, path
   return format === 'url' ? 'URL' : 'TEXT';
 }
 
+function isStringList(schema: z.ZodType): boolean {
+  return schema.def.type === 'array' && (schema.def as unknown as { element: z.ZodType }).element.def.type === 'string';
+}
+
 /** The values of a z.enum of strings (a flag takes them as text), or undefined for any other type. */
 function enumChoices(schema: z.ZodType): string[] | undefined {
   if (schema.def.type !== 'enum') return undefined;
@@ -64,7 +70,9 @@ function enumChoices(schema: z.ZodType): string[] | undefined {
 
 /** Usage lines for flags: `--beam-width N  what it is (default 4)`. */
 export function flagUsage(flags: readonly Flag[]): string {
-  const names = flags.map((f) => `--${f.flag}${f.type === 'boolean' ? '' : ` ${f.value}`}`);
+  const names = flags.map(
+    (f) => `--${f.flag}${f.type === 'boolean' ? '' : ` ${f.value}`}${f.type === 'strings' ? ' (repeatable)' : ''}`,
+  );
   const width = Math.max(...names.map((n) => n.length));
   return flags
     .map((f, i) => {
@@ -75,7 +83,7 @@ export function flagUsage(flags: readonly Flag[]): string {
 }
 
 /** A flag's text as its key's value: numbers as numbers (zod then names a bad one). */
-export function flagValue(flag: Flag, value: string | boolean): unknown {
+export function flagValue(flag: Flag, value: string | boolean | string[]): unknown {
   if (flag.type !== 'number' || typeof value !== 'string') return value;
   const n = Number(value);
   return value.trim() === '' || Number.isNaN(n) ? value : n;

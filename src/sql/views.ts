@@ -191,7 +191,8 @@ SELECT c.rollout_id AS run_id, t.sequence_id AS session, c.a->>'${A.version}' AS
   coalesce(list_contains(string_split(l.beam, ','), c.a->>'${A.version}'), false) AS in_beam,
   coalesce(l.best = (c.a->>'${A.version}'), false) AS is_best,
   c.start_time AS created, 'apo' AS algorithm, c.a->>'${A.promptResource}' AS component,
-  json_object(c.a->>'${A.promptResource}', c.a->>'${A.template}') AS templates, c.sequence_id AS seq
+  coalesce(TRY_CAST(c.a->>'${A.templates}' AS JSON), json_object(c.a->>'${A.promptResource}', c.a->>'${A.template}')) AS templates,
+  c.sequence_id AS seq
 FROM apo c
 LEFT JOIN scores s ON s.rollout_id = c.rollout_id AND s.version = (c.a->>'${A.version}')
 LEFT JOIN latest l ON l.rollout_id = c.rollout_id

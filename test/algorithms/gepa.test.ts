@@ -18,7 +18,7 @@ const AGENT = join(APPS, 'planner-solver-agent.mjs');
 const TRAIN = plannerSolverTasks(6, 0);
 const VAL = plannerSolverTasks(6, 100);
 const OPTIONS: GEPAOptionsInput = {
-  iterations: 8,
+  iterations: 5,
   minibatchSize: 3,
   reflectionModel: EXAMPLE_REFLECTOR_MODEL,
   apiKey: 'test',
@@ -116,7 +116,7 @@ test('GEPA stops within its rollout budget, survives a failed reflection, never 
     assert.match(c.templates.planner, /\{question\}/);
   }
 
-  const resumed = await runGepa(server.baseURL, db, { ...options, resume: true, iterations: 10 });
+  const resumed = await runGepa(server.baseURL, db, { ...options, resume: true, iterations: first.iterations + 2 });
   assert.equal(resumed.runId, first.runId);
   assert.ok(resumed.iterations > first.iterations);
   assert.deepEqual(

@@ -40,10 +40,12 @@ export const APO_OPTIONS = z.strictObject({
   retries: z.int().min(0).default(3).describe('retries of a failed critic or editor call, with backoff'),
   retryBackoffSeconds: z.number().min(0).default(1).describe('the first wait before a retry; it doubles'),
   promptResource: z
-    .string()
+    .array(z.string().min(1))
     .min(1)
     .optional()
-    .describe('name of the prompt_template resource to optimize (default: the only one)'),
+    .describe(
+      'the prompt_template resources to optimize, one edit changing one of them in turn (default: the only one)',
+    ),
   out: z.string().min(1).optional().describe('file the best prompt is written to'),
   resume: z.boolean().default(false).describe('continue the latest APO run in the store'),
   resumeRun: z.string().min(1).optional().describe('continue this APO run (its rollout id)'),

@@ -52,26 +52,38 @@ const EDITOR_STYLE = [
 export const CRITIC_VARIANTS = CRITIC_FOCUS.length;
 export const EDITOR_VARIANTS = EDITOR_STYLE.length;
 
-export function criticMessages(template: string, runs: readonly RunTranscript[], variant: number): ChatMessage[] {
+/**
+ * `component`: the template's resource name, when the agent fills several; the critic and editor
+ * then know which of the prompts in the runs the template is.
+ */
+export function criticMessages(
+  template: string,
+  runs: readonly RunTranscript[],
+  variant: number,
+  component?: string,
+): ChatMessage[] {
   const shown = runs.map((run, i) => renderRun(run, i + 1)).join('\n\n');
   return [
     { role: 'system', content: CRITIC_SYSTEM },
     {
       role: 'user',
-      content: `<template>\n${template}\n</template>\n\n${shown}\n\n${CRITIC_FOCUS[variant % CRITIC_FOCUS.length]}`,
+      content: `${naming(component)}<template>\n${template}\n</template>\n\n${shown}\n\n${CRITIC_FOCUS[variant % CRITIC_FOCUS.length]}`,
     },
   ];
 }
 
-export function editorMessages(template: string, critique: string, variant: number): ChatMessage[] {
+export function editorMessages(template: string, critique: string, variant: number, component?: string): ChatMessage[] {
   return [
     { role: 'system', content: EDITOR_SYSTEM },
     {
       role: 'user',
-      content: `<template>\n${template}\n</template>\n\n<critique>\n${critique}\n</critique>\n\n${EDITOR_STYLE[variant % EDITOR_STYLE.length]}`,
+      content: `${naming(component)}<template>\n${template}\n</template>\n\n<critique>\n${critique}\n</critique>\n\n${EDITOR_STYLE[variant % EDITOR_STYLE.length]}`,
     },
   ];
 }
+
+const naming = (component: string | undefined) =>
+  component === undefined ? '' : `The agent fills several templates; this one is "${component}".\n\n`;
 
 /** The revised template in an editor's answer: between <prompt> tags, else in a code fence, else the whole answer. */
 export function extractEdit(answer: string): string {

@@ -17,7 +17,12 @@ export interface Candidate {
   readonly version: string;
   /** Its resources version in the store; null for a rejected candidate, which never becomes one. */
   readonly resourcesId: string | null;
+  /** The prompt_template resource its edit changed; null for the seed. */
+  readonly component: string | null;
+  /** The template of that component (the seed's: of the first component). */
   readonly template: string;
+  /** Every component's template: resource name -> template. */
+  readonly templates: Readonly<Record<string, string>>;
   readonly parent: string | null;
   readonly round: number;
   /** The critique it was edited from; null for the seed. */
@@ -69,6 +74,8 @@ export interface SearchState {
   readonly best: string;
   /** The state of the search's generator (parents, prompt variants, request seeds). */
   readonly random: number;
+  /** Edits made so far (the round robin over components); absent in runs of one prompt recorded before it. */
+  readonly edits?: number;
   readonly train: BatchPosition;
   readonly val: BatchPosition;
   /** The data sizes the positions refer to. */
@@ -76,6 +83,7 @@ export interface SearchState {
   readonly valSize: number;
 }
 
+/** `promptResource`: the component the candidate changed; for the seed, every component, comma-separated. */
 export function recordCandidate(run: AlgorithmRun, c: Candidate, promptResource: string): Promise<void> {
   return run.record(SPAN.candidate, {
     [A.version]: c.version,
@@ -84,6 +92,7 @@ export function recordCandidate(run: AlgorithmRun, c: Candidate, promptResource:
     [A.parent]: c.parent,
     [A.round]: c.round,
     [A.template]: c.template,
+    [A.templates]: JSON.stringify(c.templates),
     [A.critique]: c.critique,
     [A.gradientScore]: c.gradientScore,
     [A.status]: c.parent === null ? 'seed' : c.rejected === null ? 'candidate' : 'rejected',
@@ -153,11 +162,17 @@ export async function readRun(run: AlgorithmRun): Promise<RecordedRun> {
   for (const span of await run.read(SPAN.candidate)) {
     const a = span.attributes;
     const version = String(a[A.version]);
+    const parent = text(a[A.parent]);
+    const template = text(a[A.template]) ?? '';
+    const component = String(a[A.promptResource]);
     candidates.set(version, {
       version,
       resourcesId: text(a[A.resourcesId]),
-      template: text(a[A.template]) ?? '',
-      parent: text(a[A.parent]),
+      component: parent === null ? null : component,
+      template,
+      // Runs recorded before several prompts kept the one template only.
+      templates: a[A.templates] ? JSON.parse(String(a[A.templates])) : { [component]: template },
+      parent,
       round: Number(a[A.round] ?? 0),
       critique: text(a[A.critique]),
       gradientScore: number(a[A.gradientScore]),

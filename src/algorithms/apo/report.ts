@@ -20,12 +20,7 @@ export function formatApoReport(result: APOResult): string {
     `best score  ${formatScore(result.best.valScore)}  (${result.best.version})`,
     ...(result.improvement ? formatDifference('seed', 'best', result.improvement, 'validation tasks') : []),
     '',
-    'best prompt:',
-    indent(result.best.template),
-    '',
-    result.best.version === result.seed.version
-      ? 'the best prompt is the seed: no change'
-      : `changes against the seed ([-removed-] {+added+}):\n${indent(wordDiff(result.seed.template, result.best.template))}`,
+    ...bestPrompts(result),
     '',
     'cost:',
     textTable(
@@ -34,6 +29,28 @@ export function formatApoReport(result: APOResult): string {
     ),
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/** The best prompt and its diff against the seed; with several components, each one's. */
+function bestPrompts(result: APOResult): string[] {
+  const { seed, best, components } = result;
+  if (components.length === 1)
+    return [
+      'best prompt:',
+      indent(best.template),
+      '',
+      best.version === seed.version
+        ? 'the best prompt is the seed: no change'
+        : `changes against the seed ([-removed-] {+added+}):\n${indent(wordDiff(seed.template, best.template))}`,
+    ];
+  return components.flatMap((name) => {
+    const [before, after] = [seed.templates[name], best.templates[name]];
+    return [
+      `best ${name} prompt:`,
+      indent(after),
+      before === after ? '  (as the seed)' : `changes against the seed:\n${indent(wordDiff(before, after))}`,
+    ];
+  });
 }
 
 function versionRow(c: Candidate, result: APOResult): string[] {
@@ -50,7 +67,8 @@ function versionRow(c: Candidate, result: APOResult): string[] {
     formatScore(c.batchScore),
     formatScore(c.valScore),
     tags.join(', ') || '-',
-    clip(c.template, 72),
+    // With several components, which one the version changed.
+    result.components.length > 1 ? `${c.component ?? 'seed'}: ${clip(c.template, 60)}` : clip(c.template, 72),
   ];
 }
 

@@ -48,6 +48,8 @@ export interface APOResult {
   readonly stopReason: string;
   /** Rounds completed. */
   readonly rounds: number;
+  /** The prompt_template resources it optimized, one edit changing one of them. */
+  readonly components: readonly string[];
   readonly seed: Candidate;
   /** The best prompt: the highest score on the whole validation set. */
   readonly best: Candidate;
@@ -79,9 +81,10 @@ class Stop extends Error {
   }
 }
 
-/** One parent, one training batch, one critique and one edit. */
+/** One parent, one component of it, one training batch, one critique and one edit. */
 interface Branch {
   readonly parent: Candidate;
+  readonly component: string;
   readonly tasks: number[];
   readonly criticVariant: number;
   readonly editorVariant: number;
@@ -105,6 +108,8 @@ export class Search<T> {
   private beam: string[] = [];
   private best = '';
   private versions = 0;
+  /** Edits made so far: the next one changes component `edits % components.length` (round robin). */
+  private edits = 0;
   /** Candidates of a round a resumed run is doing again: an edit may repeat them. */
   private readonly abandoned = new Set<string>();
   /** Rollouts and tokens spent so far, against the budget. */
@@ -117,7 +122,7 @@ export class Search<T> {
     private readonly settings: SearchSettings,
     private readonly context: AlgorithmContext<T> & { source: QuerySource },
     private readonly run: AlgorithmRun,
-    private readonly promptName: string,
+    private readonly components: readonly string[],
     private readonly seedResources: NamedResources,
     judgeSettings: JudgeSettings | undefined,
   ) {
@@ -140,8 +145,8 @@ export class Search<T> {
     this.valBatches = new Batches(context.val.length, settings.seed, 'val');
   }
 
-  private get prompt(): PromptTemplateResource {
-    return this.seedResources[this.promptName] as PromptTemplateResource;
+  private promptOf(component: string): PromptTemplateResource {
+    return this.seedResources[component] as PromptTemplateResource;
   }
 
   /** A new run, or the one to resume, with its seed resources checked. */
@@ -164,7 +169,7 @@ export class Search<T> {
       throw new TypeError(
         'APO starts from a prompt_template resource: give resources (or --prompt), or publish them to the store first',
       );
-    const promptName = promptResourceName(resources, settings.promptResource);
+    const components = promptResourceNames(resources, settings.promptResource);
     // What the run was asked to do, for whoever reads its rollout; the API key stays out.
     const options = Object.fromEntries(
       Object.entries(settings).filter(([key]) => !['apiKey', 'judgeApiKey', 'log', 'resources'].includes(key)),
@@ -173,9 +178,10 @@ export class Search<T> {
       algorithm: 'apo',
       options,
       resources,
-      prompt_resource: promptName,
+      // One name as a text, as runs before several prompts were recorded: they still resume.
+      prompt_resource: components.length === 1 ? components[0] : components,
     });
-    return new Search(settings, withSource, run, promptName, resources, judgeSettings);
+    return new Search(settings, withSource, run, components, resources, judgeSettings);
   }
 
   private static async resume<T>(
@@ -185,11 +191,12 @@ export class Search<T> {
     judgeSettings: JudgeSettings | undefined,
   ): Promise<Search<T>> {
     const previous = await context.store.getRolloutById(runId);
-    const input = previous?.input as { resources?: NamedResources; prompt_resource?: string } | undefined;
+    const input = previous?.input as { resources?: NamedResources; prompt_resource?: string | string[] } | undefined;
     if (previous?.metadata?.agl_algorithm !== 'apo' || !input?.resources || !input.prompt_resource)
       throw new TypeError(`${runId} is not an APO run in this store`);
     const run = await AlgorithmRun.resume(context.store, runId);
-    const search = new Search(settings, context, run, input.prompt_resource, input.resources, judgeSettings);
+    const components = [input.prompt_resource].flat();
+    const search = new Search(settings, context, run, components, input.resources, judgeSettings);
     await search.restore();
     if (!search.best) refuseSeedBudget(settings, context.val.length, search.spent.rollouts);
     return search;
@@ -222,6 +229,7 @@ export class Search<T> {
       );
     }
     this.round = last.round;
+    this.edits = last.edits ?? 0;
     this.beam = [...last.beam];
     this.best = last.best;
     this.random = new Random(last.random);
@@ -261,7 +269,8 @@ export class Search<T> {
   private async scoreSeed(): Promise<void> {
     this.startCost();
     const seed = await this.admit({
-      template: this.prompt.template,
+      component: null,
+      templates: Object.fromEntries(this.components.map((name) => [name, this.promptOf(name).template])),
       parent: null,
       critique: null,
       gradientScore: null,
@@ -317,6 +326,7 @@ export class Search<T> {
     return order.flatMap((index) =>
       Array.from({ length: this.settings.branchFactor }, () => ({
         parent: beam[index],
+        component: this.components[this.edits++ % this.components.length],
         tasks: this.trainBatches.next(this.settings.gradientBatchSize),
         criticVariant: this.random.below(CRITIC_VARIANTS),
         editorVariant: this.random.below(EDITOR_VARIANTS),
@@ -328,16 +338,15 @@ export class Search<T> {
   /** The critique of a parent's runs and the editor's rewrite from it, or why the branch is skipped. */
   private async critiqueAndEdit(branch: Branch, runs: Evaluation, shown: RunTranscript[]): Promise<EditOutcome> {
     const options = { temperature: this.settings.temperature, seed: branch.seed, signal: this.context.signal };
-    const critique = await this.ask(
-      'critic',
-      criticMessages(branch.parent.template, shown, branch.criticVariant),
-      options,
-    );
+    const template = branch.parent.templates[branch.component];
+    // With one prompt the critic and editor are not told its name: APO asks what it always asked.
+    const named = this.components.length > 1 ? branch.component : undefined;
+    const critique = await this.ask('critic', criticMessages(template, shown, branch.criticVariant, named), options);
     if ('skipped' in critique) return critique;
     if (!critique.text.trim()) return { skipped: 'the critic answered nothing' };
     const edit = await this.ask(
       'editor',
-      editorMessages(branch.parent.template, critique.text, branch.editorVariant),
+      editorMessages(template, critique.text, branch.editorVariant, named),
       options,
     );
     if ('skipped' in edit) return edit;
@@ -372,49 +381,52 @@ export class Search<T> {
   /** A new candidate from a branch's edit; null (the reason logged and recorded) when there is none. */
   private async candidateFrom(branch: Branch, edit: EditOutcome): Promise<Candidate | null> {
     const parent = branch.parent.version;
-    const reason = 'skipped' in edit ? edit.skipped : this.skipReason(branch.parent, edit.template);
+    const { component } = branch;
+    const templates = 'skipped' in edit ? {} : { ...branch.parent.templates, [component]: edit.template };
+    const reason = 'skipped' in edit ? edit.skipped : this.skipReason(branch, templates);
     if (reason !== null || 'skipped' in edit) {
       this.log(`${this.label}: an edit of ${parent} skipped: ${reason}`);
       await recordSkipped(this.run, this.round, parent, reason ?? '');
       return null;
     }
-    const problem = placeholderProblem(
-      placeholdersOf(this.prompt.template, this.prompt.engine),
-      edit.template,
-      this.prompt.engine,
-    );
+    const seed = this.promptOf(component);
+    const problem = placeholderProblem(placeholdersOf(seed.template, seed.engine), edit.template, seed.engine);
     const candidate = await this.admit({
-      template: edit.template,
+      component,
+      templates,
       parent,
       critique: edit.critique,
       gradientScore: edit.gradientScore,
       rejected: problem,
     });
+    const changed = this.components.length > 1 ? ` (${component})` : '';
     this.log(
-      `${this.label}: ${candidate.version} from ${parent}${problem ? ` rejected: it ${problem}` : ''}: ${oneLine(edit.template)}`,
+      `${this.label}: ${candidate.version} from ${parent}${changed}${problem ? ` rejected: it ${problem}` : ''}: ${oneLine(edit.template)}`,
     );
     return problem ? null : candidate;
   }
 
   /** Why an edit is no candidate at all: empty, unchanged, or one the run has already made. */
-  private skipReason(parent: Candidate, template: string): string | null {
-    const text = template.trim();
+  private skipReason(branch: Branch, templates: Readonly<Record<string, string>>): string | null {
+    const text = templates[branch.component].trim();
     if (!text) return 'the edit is empty';
-    if (text === parent.template.trim()) return 'the edit changed nothing';
+    if (text === branch.parent.templates[branch.component].trim()) return 'the edit changed nothing';
     const same = [...this.candidates.values()].find(
-      (c) => !this.abandoned.has(c.version) && c.template.trim() === text,
+      (c) =>
+        !this.abandoned.has(c.version) && this.components.every((n) => c.templates[n].trim() === templates[n].trim()),
     );
     return same ? `the edit repeats ${same.version}` : null;
   }
 
   /** Records a candidate; one that is not rejected becomes a resources version. */
   private async admit(
-    fields: Pick<Candidate, 'template' | 'parent' | 'critique' | 'gradientScore' | 'rejected'>,
+    fields: Pick<Candidate, 'component' | 'templates' | 'parent' | 'critique' | 'gradientScore' | 'rejected'>,
   ): Promise<Candidate> {
-    const resources = { ...this.seedResources, [this.promptName]: { ...this.prompt, template: fields.template } };
+    const resources = this.resourcesWith(fields.templates);
     const resourcesId = fields.rejected ? null : (await this.context.store.addResources(resources)).resources_id;
     const candidate: Candidate = {
       ...fields,
+      template: fields.templates[fields.component ?? this.components[0]],
       version: `v${this.versions++}`,
       resourcesId,
       round: this.round,
@@ -423,8 +435,15 @@ export class Search<T> {
       valRewards: null,
     };
     this.candidates.set(candidate.version, candidate);
-    await recordCandidate(this.run, candidate, this.promptName);
+    await recordCandidate(this.run, candidate, candidate.component ?? this.components.join(','));
     return candidate;
+  }
+
+  /** The seed resources with these templates in place of the components'. */
+  private resourcesWith(templates: Readonly<Record<string, string>>): NamedResources {
+    const resources = { ...this.seedResources };
+    for (const name of this.components) resources[name] = { ...this.promptOf(name), template: templates[name] };
+    return resources;
   }
 
   /** Scores the beam and the new candidates on one validation batch and keeps the best beamWidth. */
@@ -546,6 +565,7 @@ export class Search<T> {
       beam: this.beam,
       best: this.best,
       random: this.random.state,
+      edits: this.edits,
       train: this.trainBatches.position,
       val: this.valBatches.position,
       trainSize: this.context.train.length,
@@ -567,13 +587,9 @@ export class Search<T> {
     const best = this.version(this.best);
     // The most recent seed: a run resumed before its first round was done scored a new one.
     const seed = [...this.candidates.values()].filter((c) => c.parent === null).at(-1) ?? best;
-    if (this.settings.out)
-      await writeFile(this.settings.out, best.template.endsWith('\n') ? best.template : `${best.template}\n`);
+    if (this.settings.out) await writeFile(this.settings.out, this.outText(best));
     try {
-      await this.context.store.updateResources(resourcesIdOf(best), {
-        ...this.seedResources,
-        [this.promptName]: { ...this.prompt, template: best.template },
-      });
+      await this.context.store.updateResources(resourcesIdOf(best), this.resourcesWith(best.templates));
       await recordBest(this.run, best, stopped);
       await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'succeeded');
       this.log(
@@ -590,6 +606,7 @@ export class Search<T> {
       stopped,
       stopReason,
       rounds: this.costs.at(-1)?.round ?? 0,
+      components: this.components,
       seed,
       best,
       improvement: this.improvement(seed, best),
@@ -606,6 +623,12 @@ export class Search<T> {
     if (!after || !before || after.length !== before.length) return null;
     const scores = (rewards: readonly (number | null)[]) => rewards.map((r) => r ?? 0);
     return pairedDifference(scores(after), scores(before), { seed: streamSeed(this.settings.seed, 'improvement') });
+  }
+
+  /** What `out` holds: the best prompt's template, or with several, JSON of each (resource name -> template). */
+  private outText(best: Candidate): string {
+    if (this.components.length > 1) return `${JSON.stringify(best.templates, null, 2)}\n`;
+    return best.template.endsWith('\n') ? best.template : `${best.template}\n`;
   }
 
   /** A stop request ends the search between steps; the round in flight is not checkpointed. */
@@ -650,23 +673,24 @@ export class Search<T> {
   }
 }
 
-/** The name of the prompt_template resource to optimize: the one named, else the only one. */
-function promptResourceName(resources: NamedResources, wanted: string | undefined): string {
+/** The names of the prompt_template resources to optimize: those named, else the only one. */
+function promptResourceNames(resources: NamedResources, wanted: readonly string[] | undefined): string[] {
   const templates = Object.entries(resources)
     .filter(([, r]) => r.resource_type === 'prompt_template')
     .map(([name]) => name);
   if (wanted !== undefined) {
-    if (!templates.includes(wanted))
+    const unknown = wanted.find((name) => !templates.includes(name));
+    if (unknown !== undefined)
       throw new TypeError(
-        `there is no prompt_template resource named "${wanted}" (there ${templates.length === 1 ? 'is' : 'are'}: ${templates.join(', ') || 'none'})`,
+        `there is no prompt_template resource named "${unknown}" (there ${templates.length === 1 ? 'is' : 'are'}: ${templates.join(', ') || 'none'})`,
       );
-    return wanted;
+    return [...new Set(wanted)];
   }
   if (templates.length !== 1)
     throw new TypeError(
-      `APO optimizes one prompt_template resource; ${templates.length ? `there are ${templates.length} (${templates.join(', ')}): name one with promptResource` : 'there is none'}`,
+      `APO needs to know which prompt_template resources to optimize; ${templates.length ? `there are ${templates.length} (${templates.join(', ')}): name them with promptResource (--prompt-resource, once for each)` : 'there is none'}`,
     );
-  return templates[0];
+  return templates;
 }
 
 /** The resources version of a candidate that is not rejected (only those are evaluated). */
