@@ -139,7 +139,8 @@ function fillSql({ rollouts, spansPerRollout, callsPerRollout }: DashboardData):
       CASE WHEN j = ${callsPerRollout} THEN CASE WHEN i % 3 = 0 THEN 0.0 ELSE 1.0 END END AS reward, true AS in_triplets
     FROM (${spanRows}) WHERE j BETWEEN 1 AND ${callsPerRollout}`;
   const rewards = `SELECT rid AS rollout_id, aid AS attempt_id, trace AS trace_id, sid AS span_id, parent AS parent_id,
-      j + 1 AS sequence_id, st AS time, 'primary' AS name, CASE WHEN i % 3 = 0 THEN 0.0 ELSE 1.0 END AS value, true AS is_primary
+      j + 1 AS sequence_id, st AS time, 'primary' AS name, CASE WHEN i % 3 = 0 THEN 0.0 ELSE 1.0 END AS value, true AS is_primary,
+      NULL AS feedback, 'agent' AS source
     FROM (${spanRows}) WHERE j = ${last}`;
   const agents = `SELECT trace AS trace_id, sid AS span_id, 'solver' AS agent_name FROM (${spanRows}) WHERE j = 0`;
   return [
