@@ -25,6 +25,7 @@ import torch
 from datasets import Dataset
 from transformers import TrainerCallback, TrainerControl, TrainerState
 from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import use_adapter
 
 from ..batch import Batch, ModelRef
 from ..errors import BatchRequestError
@@ -44,6 +45,8 @@ TRL_KEYS = (
     "old_per_token_logps",
     "num_items_in_batch",
 )
+# Also returned when GRPOConfig.beta is not 0: the reference model's logprobs, for the KL term.
+REFERENCE_KEY = "ref_per_token_logps"
 
 
 class BatchSource(Protocol):
@@ -168,10 +171,26 @@ class AglGRPOTrainer(GRPOTrainer):
         self._check_batch(batch)
         self._pending = batch
         output = trl_inputs(batch.table, self._pad_id(), self.scale_rewards, self.accelerator.device)
+        if self.beta != 0.0:
+            output[REFERENCE_KEY] = self._reference_logps(output)
         rewards = torch.tensor(batch.table.column("reward").to_pylist())
         self._metrics["train"]["reward"].append(rewards.mean().item())
         self._metrics["train"]["reward_std"].append(rewards.std().item() if len(rewards) > 1 else 0.0)
         return output
+
+    @torch.no_grad()
+    def _reference_logps(self, inputs: dict[str, Any]) -> torch.Tensor:
+        """The reference model's logprobs for KL, as TRL takes them: ``ref_model``, else the adapter disabled."""
+        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+        attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        width = inputs["completion_ids"].shape[1]
+        if self.ref_model is not None:
+            logps, _, _ = self._get_per_token_logps_and_entropies(self.ref_model, input_ids, attention_mask, width)
+            return logps
+        model = self.accelerator.unwrap_model(self.model)
+        with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
+            logps, _, _ = self._get_per_token_logps_and_entropies(self.model, input_ids, attention_mask, width)
+        return logps
 
     def acknowledge(self) -> None:
         """Ends the step of the batch trained last: agl gets TRL's metrics and the model that serves next."""
