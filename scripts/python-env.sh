@@ -24,4 +24,4 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$marker" 2>/dev/null)" != "$wanted" 
 fi
 
 if [ "${1:-}" = "--install" ]; then exit 0; fi
-exec "$VENV/bin/python" -m pytest -q python/tests examples/grpo-trainer/tests
+exec "$VENV/bin/python" -m pytest -q python/tests examples/grpo-trainer/tests examples/trl-grpo/tests
