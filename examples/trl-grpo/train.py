@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -82,7 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         idle_timeout=args.idle_timeout,
     )
     print(f"policy server: {MODEL_NAME} at {policy.endpoint()}", flush=True)
+
+    def stop(signum: int, _frame: object) -> None:
+        print(f"train: {signal.Signals(signum).name}: stopping after this step's checkpoint", flush=True)
+        trainer.stop_after_step()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     trainer.train(resume_from_checkpoint=args.resume)
+    print(f"train: ended at step {trainer.state.global_step}", flush=True)
     server.shutdown()
     return 0
 

@@ -1,9 +1,11 @@
 """The closed loop through TRL with LoRA: `agl train grpo` + examples/trl-grpo/train.py.
 
 One trainer process holds the policy server and TRL's GRPOTrainer; agl hands batches over as
-files (``--batches-dir``, left in the folder for the checks). The policy server logs every
-generation; the test checks the batches against the log token by token, the model versions
-against the steps, TRL's own trainer_state.json, and that the mean reward rises.
+files (``--batches-dir``, left in the folder for the checks). The first trainer is stopped
+(SIGTERM) once it logged a step and a second one resumes from its last checkpoint
+(``resume_from_checkpoint``) while agl keeps running. The policy servers log every generation;
+the test checks the batches against the log token by token, the model versions against the
+steps, TRL's own trainer_state.json, and that the mean reward rises.
 
 Needs agl built (`npx tsc -p tsconfig.json`: dist/) and the project's Node (node_modules).
 """
@@ -11,6 +13,7 @@ Needs agl built (`npx tsc -p tsconfig.json`: dist/) and the project's Node (node
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,29 +49,36 @@ MARGIN = 0.05  # mean reward of the last three steps over the first three
 @dataclass
 class Run:
     agl_code: int
-    train_code: int
+    train_codes: tuple[int, int]
+    stopped_at: int  # the step of the checkpoint the second trainer resumed from
     output: str
     batches: list[dict[str, Any]]
     generations: dict[tuple[int, ...], list[Generation]]
     trainer_state: dict[str, Any]
 
 
+def start_trainer(tmp: Path, name: str, batches_dir: Path, sizes: list[str], *extra: str) -> Running:
+    return Running.start(
+        name,
+        [
+            sys.executable, str(EXAMPLE / "train.py"), "--batches-dir", str(batches_dir), "--port", "0",
+            "--out", str(tmp / "out"), "--log", str(tmp / "generations.jsonl"), "--idle-timeout", "300",
+            *sizes, *extra,
+        ],
+        "stdout",
+        tmp / f"{name}.err",
+    )  # fmt: skip
+
+
 def run_loop(tmp: Path, node: str) -> Run:
     batches_dir = tmp / "batches"
     batches_dir.mkdir()
     sizes = ["--steps", str(STEPS), "--batch-size", str(BATCH_SIZE), "--group-size", str(GROUP_SIZE)]
-    trainer = Running.start(
-        "trl-grpo/train.py",
-        [
-            sys.executable, str(EXAMPLE / "train.py"), "--batches-dir", str(batches_dir), "--port", "0",
-            "--out", str(tmp / "out"), "--log", str(tmp / "generations.jsonl"), "--idle-timeout", "300", *sizes,
-        ],
-        "stdout",
-        tmp / "train.err",
-    )  # fmt: skip
-    processes = [trainer]
+    first = start_trainer(tmp, "trainer-1", batches_dir, sizes)
+    processes = [first]
+    second = None
     try:
-        endpoint = trainer.wait_for("policy server: tiny at ").split(" at ")[1].strip()
+        endpoint = first.wait_for("policy server: tiny at ").split(" at ")[1].strip()
         agl = Running.start(
             "agl train grpo",
             [
@@ -82,15 +92,22 @@ def run_loop(tmp: Path, node: str) -> Run:
             tmp / "agl.out",
         )  # fmt: skip
         processes.append(agl)
-        train_code = trainer.process.wait()
-        agl_code = agl.process.wait(timeout=120) if train_code == 0 else -1
+        first.wait_for("'loss'")  # TRL logged a step
+        first.process.send_signal(signal.SIGTERM)
+        first_code = first.process.wait()
+        stopped_at = max(int(path.name.split("-")[1]) for path in (tmp / "out").glob("checkpoint-*"))
+        second = start_trainer(tmp, "trainer-2", batches_dir, sizes, "--resume", str(tmp / "out" / f"checkpoint-{stopped_at}"))
+        processes.append(second)
+        second_code = second.process.wait()
+        agl_code = agl.process.wait(timeout=120) if second_code == 0 else -1
     finally:
         for process in reversed(processes):
             process.stop()
     return Run(
         agl_code=agl_code,
-        train_code=train_code,
-        output=agl.output() + trainer.output() + (tmp / "train.err").read_text()[-4000:],
+        train_codes=(first_code, second_code),
+        stopped_at=stopped_at,
+        output="\n".join(p.output() for p in processes) + (tmp / "trainer-2.err").read_text()[-4000:],
         batches=read_batches(batches_dir),
         generations=read_generations(tmp / "generations.jsonl"),
         trainer_state=json.loads((tmp / "out" / f"checkpoint-{STEPS}" / "trainer_state.json").read_text()),
@@ -108,9 +125,18 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
 
 
 def test_both_processes_end_well_after_every_step(loop: Run) -> None:
-    assert loop.train_code == 0, loop.output
+    assert loop.train_codes == (0, 0), loop.output
     assert loop.agl_code == 0, loop.output
     assert len(loop.batches) == STEPS
+
+
+def test_the_resumed_trainer_goes_on_with_new_unique_model_versions(loop: Run) -> None:
+    assert 1 <= loop.stopped_at < STEPS
+    versions = [batch["metadata"]["agl.model_version"] for batch in loop.batches]
+    assert versions == [str(step) for step in range(STEPS)]  # one per step, none used twice
+    # The batch the first trainer trained last was acknowledged by the second, not trained again.
+    steps = [entry["step"] for entry in loop.trainer_state["log_history"] if "loss" in entry]
+    assert steps == list(range(1, STEPS + 1))
 
 
 def test_each_step_is_generated_by_the_model_of_the_step_before(loop: Run) -> None:
@@ -140,9 +166,8 @@ def test_trained_tokens_and_logprobs_are_what_the_policy_server_generated_insert
 
 
 def test_trl_trainer_state_holds_the_loss_of_every_step(loop: Run) -> None:
-    losses = {entry["step"]: entry["loss"] for entry in loop.trainer_state["log_history"] if "loss" in entry}
-    assert sorted(losses) == list(range(1, STEPS + 1))
-    assert all(np.isfinite(value) for value in losses.values())
+    losses = [entry["loss"] for entry in loop.trainer_state["log_history"] if "loss" in entry]
+    assert len(losses) == STEPS and all(np.isfinite(value) for value in losses)
 
 
 def test_the_mean_reward_rises(loop: Run) -> None:

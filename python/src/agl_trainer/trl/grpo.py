@@ -16,19 +16,23 @@ also when the batch is stale (``maxStaleness`` > 0), and TRL's clipping bounds i
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
 import torch
 from datasets import Dataset
 from transformers import TrainerCallback, TrainerControl, TrainerState
+from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import use_adapter
 
 from ..batch import Batch, ModelRef
-from ..errors import BatchRequestError
+from ..errors import BatchAlreadyDoneError, BatchRequestError
 from ..tensors import to_tensors
 from .policy_server import PolicyServer
 from .positions import positions_follow_mask
@@ -45,8 +49,18 @@ TRL_KEYS = (
     "old_per_token_logps",
     "num_items_in_batch",
 )
+# In each checkpoint: the batch whose update it holds, acknowledged by the trainer that resumes.
+CHECKPOINT_BATCH = "agl_batch.json"
 # Also returned when GRPOConfig.beta is not 0: the reference model's logprobs, for the KL term.
 REFERENCE_KEY = "ref_per_token_logps"
+
+
+@dataclass(frozen=True)
+class TrainedBatch:
+    """A batch whose update is done and whose acknowledgement is not sent yet."""
+
+    batch_id: str
+    step: int
 
 
 class BatchSource(Protocol):
@@ -134,6 +148,10 @@ class AglGRPOTrainer(GRPOTrainer):
     this trainer's model; its temperature must be ``args.temperature``). ``num_generations`` must be agl's ``groupSize``. Each batch is
     acknowledged once TRL logged and saved its step, with TRL's logged metrics and the model
     the next rollouts must use, version ``<the batch's step>``.
+
+    ``stop_after_step()`` (a signal handler may call it) ends training after the current step's
+    log and checkpoint, leaving its batch unacknowledged; the trainer that resumes from that
+    checkpoint acknowledges it, so agl waits instead of running rollouts on a stopped server.
     """
 
     def __init__(
@@ -160,8 +178,8 @@ class AglGRPOTrainer(GRPOTrainer):
         self.wait = wait
         self.idle_timeout = idle_timeout
         self._positions = positions_follow_mask(self.model)
-        self._pending: Batch | None = None
-        self._served_version: str | None = None
+        self._pending: TrainedBatch | None = None
+        self._stopping = False
         self._last_logs: dict[str, float] = {}
         self.add_callback(_AglSteps(self))
 
@@ -169,7 +187,7 @@ class AglGRPOTrainer(GRPOTrainer):
         self.acknowledge()
         batch = self._next_batch()
         self._check_batch(batch)
-        self._pending = batch
+        self._pending = TrainedBatch(batch.batch_id, batch.step)
         output = trl_inputs(batch.table, self._pad_id(), self.scale_rewards, self.accelerator.device)
         if self.beta != 0.0:
             output[REFERENCE_KEY] = self._reference_logps(output)
@@ -199,9 +217,15 @@ class AglGRPOTrainer(GRPOTrainer):
         batch, self._pending = self._pending, None
         version = str(batch.step)
         self.policy.version = version
-        self._served_version = version
         model: ModelRef = {"endpoint": self.policy.endpoint(), "model": self.policy.name, "version": version}
-        self.source.done(batch.batch_id, self._last_logs, model)
+        try:
+            self.source.done(batch.batch_id, self._last_logs, model)
+        except BatchAlreadyDoneError:
+            pass  # acknowledged by the run that saved the checkpoint, before it stopped
+
+    def stop_after_step(self) -> None:
+        """Ends training once the current step is logged and saved, its batch left to the resuming run."""
+        self._stopping = True
 
     def _next_batch(self) -> Batch:
         deadline = time.monotonic() + self.idle_timeout
@@ -234,9 +258,15 @@ class AglGRPOTrainer(GRPOTrainer):
                 f"batch {batch.batch_id} (step {batch.step}) has groups of up to {largest} rollouts;"
                 f" num_generations is {self.num_generations}: set it to agl's --group-size"
             )
-    def train(self, *args: Any, **kwargs: Any) -> Any:
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
+        checkpoint = get_last_checkpoint(self.args.output_dir) if resume_from_checkpoint is True else resume_from_checkpoint
+        if checkpoint:
+            saved = Path(checkpoint) / CHECKPOINT_BATCH
+            if saved.is_file():
+                self._pending = TrainedBatch(**json.loads(saved.read_text()))
+                self.policy.version = str(self._pending.step)  # the checkpoint's weights serve from now on
         try:
-            return super().train(*args, **kwargs)
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         finally:
             self._positions.remove()
 
@@ -247,7 +277,7 @@ class AglGRPOTrainer(GRPOTrainer):
 
 
 class _AglSteps(TrainerCallback):
-    """Holds the policy server's lock while weights change; keeps TRL's logs; ends the last step."""
+    """Holds the policy server's lock while weights change, keeps TRL's logs, marks checkpoints, stops."""
 
     def __init__(self, trainer: AglGRPOTrainer) -> None:
         self.trainer = trainer
@@ -262,5 +292,17 @@ class _AglSteps(TrainerCallback):
         numbers = {key: float(value) for key, value in (logs or {}).items() if isinstance(value, (int, float))}
         self.trainer._last_logs = {key: value for key, value in numbers.items() if value == value and abs(value) != float("inf")}
 
+    def on_step_end(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if self.trainer._stopping:
+            control.should_training_stop = True
+            control.should_save = True
+
+    def on_save(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        pending = self.trainer._pending
+        if pending is not None:
+            checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            (checkpoint / CHECKPOINT_BATCH).write_text(json.dumps({"batch_id": pending.batch_id, "step": pending.step}))
+
     def on_train_end(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        self.trainer.acknowledge()
+        if not self.trainer._stopping:
+            self.trainer.acknowledge()
