@@ -8,6 +8,8 @@
   usage. Not streamed: ``stream: true`` is refused (400).
 - ``POST /reload`` ``{"path": DIR, "version": "2"}``: loads weights saved with
   ``tiny_model.save_weights``; the answers' ``system_fingerprint`` names the version serving.
+  ``"name"`` serves them under a new model name (the SFT command of agl_trainer.trl names the
+  model by its folder).
 - ``GET /v1/models``: the one model, with its version.
 
 ``--log FILE`` appends one JSON line per chat request: the model version, the prompt's ids and
@@ -62,17 +64,20 @@ class ModelService:
         return {"object": "list", "data": [entry]}
 
     def reload(self, body: dict[str, Any]) -> dict[str, Any]:
-        path, version = body.get("path"), body.get("version")
+        path, version, name = body.get("path"), body.get("version"), body.get("name", self.name)
         if not isinstance(path, str) or not path:
             raise RequestError(400, "path must be the directory of the saved weights")
         if not isinstance(version, str) or not version:
             raise RequestError(400, "version must be a non-empty string")
+        if not isinstance(name, str) or not name:
+            raise RequestError(400, "name, when given, must be a non-empty string: the name to serve the weights as")
         with self._lock:
             try:
                 load_weights(self.model, path)
             except (OSError, ValueError, RuntimeError) as error:
                 raise RequestError(400, f"cannot load weights from {path}: {error}") from None
             self.version = version
+            self.name = name
         return {"model": self.name, "version": version}
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
