@@ -151,7 +151,9 @@ class ModelService:
 
 def start_server(service: ModelService, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
     """A server for ``service`` listening on host:port (0: any free port); serve it with serve_forever()."""
-    return serve_routes({"/v1/models": service.models}, {"/v1/chat/completions": service.chat, "/reload": service.reload}, host, port)
+    return serve_routes(
+        {"/v1/models": service.models}, {"/v1/chat/completions": service.chat, "/reload": service.reload}, host, port
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -68,7 +68,13 @@ def main(argv: list[str] | None = None) -> int:
         use_cpu=True,
         seed=args.seed,
     )
-    lora = LoraConfig(r=args.lora_rank, lora_alpha=2 * args.lora_rank, target_modules=["c_attn", "c_proj", "c_fc", "lm_head"], lora_dropout=0.0, task_type="CAUSAL_LM")
+    lora = LoraConfig(
+        r=args.lora_rank,
+        lora_alpha=2 * args.lora_rank,
+        target_modules=["c_attn", "c_proj", "c_fc", "lm_head"],
+        lora_dropout=0.0,
+        task_type="CAUSAL_LM",
+    )
     log = open(args.log, "a", encoding="utf-8") if args.log else None
     source = BatchDirectory(args.batches_dir) if args.batches_dir else BatchClient(args.url, args.token)
     policy = PolicyServer(model, tokenizer, MODEL_NAME, args.temperature, max_tokens=64, log=log)

@@ -23,7 +23,7 @@ from peft import LoraConfig
 from trl import GRPOConfig, GRPOTrainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "grpo-trainer"))
-from tiny_model import build_model, build_tokenizer  # noqa: E402
+from tiny_model import build_model, build_tokenizer
 
 # What TRL 1.13's _compute_loss reads of the inputs; the pixel/image keys are for vision models.
 TRL_LOSS_KEYS = {
@@ -116,7 +116,12 @@ def trainer(tmp_path: Path) -> AglGRPOTrainer:
     policy = PolicyServer(model, tokenizer, "tiny", 1.0, max_tokens=8)
     source = BatchDirectory(tmp_path)
     return AglGRPOTrainer(
-        model=model, args=grpo_config(tmp_path), processing_class=tokenizer, peft_config=lora, source=source, policy=policy
+        model=model,
+        args=grpo_config(tmp_path),
+        processing_class=tokenizer,
+        peft_config=lora,
+        source=source,
+        policy=policy,
     )
 
 

@@ -96,7 +96,9 @@ def run_loop(tmp: Path, node: str) -> Run:
         first.process.send_signal(signal.SIGTERM)
         first_code = first.process.wait()
         stopped_at = max(int(path.name.split("-")[1]) for path in (tmp / "out").glob("checkpoint-*"))
-        second = start_trainer(tmp, "trainer-2", batches_dir, sizes, "--resume", str(tmp / "out" / f"checkpoint-{stopped_at}"))
+        second = start_trainer(
+            tmp, "trainer-2", batches_dir, sizes, "--resume", str(tmp / "out" / f"checkpoint-{stopped_at}")
+        )
         processes.append(second)
         second_code = second.process.wait()
         agl_code = agl.process.wait(timeout=120) if second_code == 0 else -1
@@ -149,7 +151,12 @@ def test_trained_tokens_and_logprobs_are_what_the_policy_server_generated_insert
     checked = 0
     for batch in loop.batches:
         for row in batch["rows"]:
-            prompt, response, mask, logprobs = row["prompt_ids"], row["response_ids"], row["response_mask"], row["response_logprobs"]
+            prompt, response, mask, logprobs = (
+                row["prompt_ids"],
+                row["response_ids"],
+                row["response_mask"],
+                row["response_logprobs"],
+            )
             for start, end in segments(mask):
                 context = tuple(prompt + response[:start])
                 found = [

@@ -98,7 +98,9 @@ def _number(body: dict[str, Any], key: str, default: float, low: float, high: fl
     return float(value)
 
 
-def handler_for(get: Mapping[str, Callable[[], dict[str, Any]]], post: Mapping[str, Route]) -> type[BaseHTTPRequestHandler]:
+def handler_for(
+    get: Mapping[str, Callable[[], dict[str, Any]]], post: Mapping[str, Route]
+) -> type[BaseHTTPRequestHandler]:
     """The HTTP side: routes by path, JSON in and out, errors as OpenAI's ``{"error": {...}}``."""
 
     class Handler(BaseHTTPRequestHandler):

@@ -145,9 +145,10 @@ class AglGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose completions, rewards and advantages are agl's batches.
 
     ``source`` hands out batches; ``policy`` is the started server the rollouts use (it is given
-    this trainer's model; its temperature must be ``args.temperature``). ``num_generations`` must be agl's ``groupSize``. Each batch is
-    acknowledged once TRL logged and saved its step, with TRL's logged metrics and the model
-    the next rollouts must use, version ``<the batch's step>``.
+    this trainer's model; its temperature must be ``args.temperature``). ``num_generations``
+    must be agl's ``groupSize``. Each batch is acknowledged once TRL logged and saved its step,
+    with TRL's logged metrics and the model the next rollouts must use, version ``<the batch's
+    step>``.
 
     ``stop_after_step()`` (a signal handler may call it) ends training after the current step's
     log and checkpoint, leaving its batch unacknowledged; the trainer that resumes from that
@@ -171,7 +172,9 @@ class AglGRPOTrainer(GRPOTrainer):
         kwargs.setdefault("reward_funcs", [agl_reward])
         super().__init__(*args, **kwargs)
         if policy.temperature != self.temperature:
-            raise ValueError(f"the policy server samples at {policy.temperature}, GRPOConfig.temperature is {self.temperature}")
+            raise ValueError(
+                f"the policy server samples at {policy.temperature}, GRPOConfig.temperature is {self.temperature}"
+            )
         self.source = source
         self.policy = policy
         policy.model = self.model  # wrapped by PEFT now: the rollouts sample with the adapter
@@ -258,8 +261,11 @@ class AglGRPOTrainer(GRPOTrainer):
                 f"batch {batch.batch_id} (step {batch.step}) has groups of up to {largest} rollouts;"
                 f" num_generations is {self.num_generations}: set it to agl's --group-size"
             )
+
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
-        checkpoint = get_last_checkpoint(self.args.output_dir) if resume_from_checkpoint is True else resume_from_checkpoint
+        checkpoint = (
+            get_last_checkpoint(self.args.output_dir) if resume_from_checkpoint is True else resume_from_checkpoint
+        )
         if checkpoint:
             saved = Path(checkpoint) / CHECKPOINT_BATCH
             if saved.is_file():
@@ -290,7 +296,9 @@ class _AglSteps(TrainerCallback):
 
     def on_log(self, args: Any, state: TrainerState, control: TrainerControl, logs: Any = None, **kwargs: Any) -> None:
         numbers = {key: float(value) for key, value in (logs or {}).items() if isinstance(value, (int, float))}
-        self.trainer._last_logs = {key: value for key, value in numbers.items() if value == value and abs(value) != float("inf")}
+        self.trainer._last_logs = {
+            key: value for key, value in numbers.items() if value == value and abs(value) != float("inf")
+        }
 
     def on_step_end(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if self.trainer._stopping:

@@ -92,7 +92,9 @@ class PolicyServer:
         return ids
 
     @torch.no_grad()
-    def sample(self, prompt_ids: list[int], n: int, max_tokens: int, seed: int | None) -> list[tuple[list[int], list[float]]]:
+    def sample(
+        self, prompt_ids: list[int], n: int, max_tokens: int, seed: int | None
+    ) -> list[tuple[list[int], list[float]]]:
         """``n`` answers (ids up to and with the stop token) and each token's logprob."""
         device = next(self.model.parameters()).device
         input_ids = torch.tensor([prompt_ids] * n, dtype=torch.long, device=device)
@@ -142,7 +144,9 @@ class PolicyServer:
             }
             if request.logprobs:
                 tokens = self.tokenizer.convert_ids_to_tokens(ids)
-                content = [{"token": t, "logprob": lp, "top_logprobs": []} for t, lp in zip(tokens, logprobs, strict=True)]
+                content = [
+                    {"token": t, "logprob": lp, "top_logprobs": []} for t, lp in zip(tokens, logprobs, strict=True)
+                ]
                 choice["logprobs"] = {"content": content}
             if request.return_token_ids:
                 choice["token_ids"] = ids
@@ -165,7 +169,9 @@ class PolicyServer:
             answer["prompt_token_ids"] = prompt_ids
         return answer
 
-    def _log_generation(self, version: str, prompt_ids: list[int], answers: list[tuple[list[int], list[float]]]) -> None:
+    def _log_generation(
+        self, version: str, prompt_ids: list[int], answers: list[tuple[list[int], list[float]]]
+    ) -> None:
         if self._log is None:
             return
         entries = [{"token_ids": ids, "logprobs": logprobs} for ids, logprobs in answers]

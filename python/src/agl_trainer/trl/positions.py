@@ -20,7 +20,9 @@ def positions_from_mask(attention_mask: torch.Tensor, width: int) -> torch.Tenso
     return positions[:, -width:]
 
 
-def _add_positions(_module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def _add_positions(
+    _module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
     mask, input_ids = kwargs.get("attention_mask"), kwargs.get("input_ids")
     if kwargs.get("position_ids") is None and mask is not None and input_ids is not None:
         # With a KV cache the mask covers past and new tokens, input_ids the new ones only.

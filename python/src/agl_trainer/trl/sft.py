@@ -97,7 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
     )
     trainer = SFTTrainer(
-        model=model, args=config, train_dataset=dataset, processing_class=tokenizer, peft_config=lora if args.lora else None
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora if args.lora else None,
     )
     result = trainer.train()
     trained = trainer.model.merge_and_unload() if args.lora else trainer.model
@@ -105,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer.save_pretrained(args.output)
     print(f"agl_trainer.trl.sft: {len(dataset)} record(s), loss {result.training_loss:.4f}; saved {args.output}")
     if args.reload:
-        body = {"path": str(args.output.resolve()), "version": args.version or str(args.output), "name": str(args.output)}
+        body = {
+            "path": str(args.output.resolve()),
+            "version": args.version or str(args.output),
+            "name": str(args.output),
+        }
         request = Request(args.reload, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
         with urlopen(request, timeout=300) as response:
             response.read()
