@@ -1,4 +1,4 @@
-"""Two iterations of `agl train sft` with TRL's SFTTrainer as the training command (LoRA, merged).
+"""Two iterations of `agl train sft` with TRL's SFTTrainer as the training command.
 
 The tiny model of examples/grpo-trainer is saved as a Hugging Face folder; its model server
 (model_server.py) serves it under that folder's name. Each iteration's command fine-tunes the
@@ -50,8 +50,7 @@ def test_the_second_iteration_runs_on_the_trained_model_and_scores_higher(tmp_pa
         train_cmd = " ".join(
             [
                 shlex.quote(sys.executable), "-m", "agl_trainer.trl.sft", "{dataset}", "{output}", "--model", "{model}",
-                "--lora", "--lora-targets", "c_attn,c_proj,c_fc,lm_head", "--epochs", "30", "--batch-size", "64",
-                "--lr", "2e-2", "--cpu",
+                "--epochs", "60", "--batch-size", "64", "--lr", "1e-2", "--cpu",
                 "--reload", f"{endpoint.removesuffix('/v1')}/reload", "--version", "{iteration}",
             ]
         )  # fmt: skip
