@@ -25,7 +25,7 @@ sys.path.insert(0, str(GRPO_EXAMPLE / "tests"))
 from test_closed_loop import CLI, Running, node_major, project_node, read_generations  # noqa: E402
 from tiny_model import build_model, build_tokenizer  # noqa: E402
 
-SAMPLES = 8  # rollouts per task and iteration; the best quarter is trained on
+SAMPLES = 4  # rollouts per task and iteration; the best one is trained on
 MARGIN = 0.05
 
 
