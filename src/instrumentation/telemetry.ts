@@ -71,11 +71,14 @@ class ReportingExporter implements SpanExporter {
       done({ code: ExportResultCode.FAILED, error: new Error(`the collector at ${this.url} is unreachable`) });
       return;
     }
-    this.inner.export(spans, (result) => {
+    const { inner, url } = this;
+    inner.export(spans, (result) => {
       if (result.code === ExportResultCode.SUCCESS) {
         this.reported = false;
         this.unsent.delivered(spans);
-      } else this.failed('spans', this.url, result.error);
+      } else if (inner === this.inner) this.failed('spans', url, result.error);
+      // else a batch sent before retarget() failed (an in-process Trainer's server that closed):
+      // it says nothing of the collector spans go to now, which must not be paused for it.
       done(result);
     });
   }
@@ -135,8 +138,10 @@ class LogsExporter implements LogRecordExporter {
       settle({ code: ExportResultCode.FAILED, error: new Error(`the collector at ${this.url} is unreachable`) });
       return;
     }
-    this.inner.export(records, (result) => {
-      if (result.code !== ExportResultCode.SUCCESS) this.collector.failed('log records', this.url, result.error);
+    const { inner, url } = this;
+    inner.export(records, (result) => {
+      if (result.code !== ExportResultCode.SUCCESS && inner === this.inner)
+        this.collector.failed('log records', url, result.error);
       settle(result);
     });
   }
