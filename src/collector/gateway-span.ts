@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { answerOutcome, codecOf, requestAttributes, type LlmApi } from '../otlp/llm-exchange.js';
+import { answerOutcome, codecOf, requestAttributes, type AssembledStream, type LlmApi } from '../otlp/llm-exchange.js';
 import { ATTR } from '../api/semconv.js';
 import { spanRows, type SpanInput } from '../store/span-json.js';
 import type { BatchSink } from '../otlp/batch.js';
@@ -95,11 +95,11 @@ export class CallRecord {
     this.error ??= { message, type };
   }
 
-  finish(body: string | unknown, streamed: boolean): void {
+  finish(body: string | AssembledStream | undefined): void {
     this.endTime = Date.now() / 1000;
     if (this.status === undefined) return;
     this.attributes['http.response.status_code'] = this.status;
-    const { attributes, error } = answerOutcome(this.api, this.status, body, streamed, true);
+    const { attributes, error } = answerOutcome(this.api, this.status, body, true);
     Object.assign(this.attributes, attributes);
     if (error) this.fail(error.message, error.type);
   }

@@ -11,7 +11,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Transform } from 'node:stream';
 import { createBrotliDecompress, createUnzip } from 'node:zlib';
-import { parsedUrl, StreamAssembler, type LlmApi } from '../otlp/llm-exchange.js';
+import { parsedUrl, StreamAssembler, type AssembledStream, type LlmApi } from '../otlp/llm-exchange.js';
 import type { LightningStore } from '../api/lightning-store.js';
 import type { BatchSink } from '../otlp/batch.js';
 import type { LlmResource } from '../api/types.js';
@@ -425,7 +425,7 @@ class AnswerCopy {
   }
 
   /** The body for the span: the text or the assembled stream; undefined when not readable. */
-  result(): unknown {
+  result(): string | AssembledStream | undefined {
     if (!this.readable) return undefined;
     return this.assembler ? this.assembler.result() : Buffer.concat(this.pieces).toString('utf8');
   }
@@ -461,7 +461,7 @@ function relay(
         const error = asGatewayError(failure, path);
         record.fail(error.message, error.type);
         sendError(response, error, record.api);
-        record.finish(undefined, false);
+        record.finish(undefined);
         return resolve();
       }
       await copy.end();
@@ -473,7 +473,7 @@ function relay(
           (failure as Error)?.name === 'TimeoutError' ? 'upstream_timeout' : 'stream_cut',
         );
       }
-      record.finish(copy.result(), copy.readable && copy.streamed);
+      record.finish(copy.result());
       resolve();
     };
 

@@ -10,7 +10,7 @@ export interface RegisterConfig {
   readonly logsUrl: string;
   readonly captureContent: boolean;
   readonly returnTokenIds: boolean;
-  readonly instrumentations: ReadonlySet<Instrumentation>;
+  readonly instrumentations: ReadonlySet<InstrumentationName>;
   /**
    * Whether LLM call spans need the SDK's span machinery: a sampler other than the default, or
    * attribute limits, are the SDK's to apply (call-span.ts applies neither).
@@ -21,27 +21,103 @@ export interface RegisterConfig {
   readonly token?: string;
 }
 
-const INSTRUMENTATIONS = ['fetch', 'http', 'langchain'] as const;
-type Instrumentation = (typeof INSTRUMENTATIONS)[number];
-/** Other names users know these by (OpenTelemetry's package names). */
-const ALIASES: Record<string, Instrumentation> = { undici: 'fetch', openai: 'fetch', https: 'http' };
+/** agl's own recorders. */
+const OWN = ['fetch', 'http', 'langchain'] as const;
+/** Other names users know agl's own by (OpenTelemetry's package names). */
+const ALIASES: Record<string, (typeof OWN)[number]> = { undici: 'fetch', openai: 'fetch', https: 'http' };
+
+/**
+ * The library instrumentations of `@opentelemetry/auto-instrumentations-node` agl starts, named as
+ * OTEL_NODE_*_INSTRUMENTATIONS name them (their package's name after `instrumentation-`). Its
+ * `undici`, `openai` and `http` are not among them: agl's fetch capture and its own http
+ * instrumentation record those, and two recorders would double each call.
+ */
+export const LIBRARY_INSTRUMENTATIONS = [
+  'amqplib',
+  'aws-lambda',
+  'aws-sdk',
+  'bunyan',
+  'cassandra-driver',
+  'connect',
+  'cucumber',
+  'dataloader',
+  'dns',
+  'express',
+  'fs',
+  'generic-pool',
+  'graphql',
+  'grpc',
+  'hapi',
+  'host-metrics',
+  'ioredis',
+  'kafkajs',
+  'knex',
+  'koa',
+  'lru-memoizer',
+  'memcached',
+  'mongodb',
+  'mongoose',
+  'mysql',
+  'mysql2',
+  'nestjs-core',
+  'net',
+  'oracledb',
+  'pg',
+  'pino',
+  'redis',
+  'restify',
+  'router',
+  'runtime-node',
+  'socket.io',
+  'tedious',
+  'winston',
+] as const;
+
+/**
+ * Off unless OTEL_NODE_ENABLED_INSTRUMENTATIONS names them: a span per file operation, lookup or
+ * socket would bury the agent's steps, and agl keeps no metrics (host, runtime).
+ */
+const OFF_BY_DEFAULT: readonly InstrumentationName[] = ['fs', 'dns', 'net', 'host-metrics', 'runtime-node'];
+
+export type InstrumentationName = (typeof OWN)[number] | (typeof LIBRARY_INSTRUMENTATIONS)[number];
+const KNOWN: readonly string[] = [...OWN, ...LIBRARY_INSTRUMENTATIONS];
 
 export class ConfigError extends Error {}
 
 const off = (value: string | undefined) => value !== undefined && /^(0|false|no|off)$/i.test(value.trim());
 const on = (value: string | undefined) => value !== undefined && /^(1|true|yes|on)$/i.test(value.trim());
 
-function instrumentationList(variable: string, value: string): Instrumentation[] {
+function instrumentationList(variable: string, value: string): InstrumentationName[] {
   return value
     .split(',')
     .map((s) => s.trim().toLowerCase())
     .filter(Boolean)
     .map((name) => {
-      const known = ALIASES[name] ?? (INSTRUMENTATIONS as readonly string[]).find((n) => n === name);
+      const known = ALIASES[name] ?? KNOWN.find((n) => n === name);
       if (!known)
-        throw new ConfigError(`${variable}: unknown instrumentation "${name}" (known: ${INSTRUMENTATIONS.join(', ')})`);
-      return known as Instrumentation;
+        throw new ConfigError(
+          `${variable}: unknown instrumentation "${name}" (agl's: ${OWN.join(', ')}; libraries: ${LIBRARY_INSTRUMENTATIONS.join(', ')})`,
+        );
+      return known as InstrumentationName;
     });
+}
+
+/**
+ * What OTEL_NODE_ENABLED_INSTRUMENTATIONS and OTEL_NODE_DISABLED_INSTRUMENTATIONS leave on, as
+ * the auto-instrumentations read them: the enabled list, if given, is all that is on (the quiet
+ * ones too when named); the disabled list is taken off that.
+ */
+function enabledInstrumentations(env: NodeJS.ProcessEnv): Set<InstrumentationName> {
+  const enabled = env.OTEL_NODE_ENABLED_INSTRUMENTATIONS
+    ? new Set(instrumentationList('OTEL_NODE_ENABLED_INSTRUMENTATIONS', env.OTEL_NODE_ENABLED_INSTRUMENTATIONS))
+    : new Set((KNOWN as InstrumentationName[]).filter((name) => !OFF_BY_DEFAULT.includes(name)));
+  if (env.OTEL_NODE_DISABLED_INSTRUMENTATIONS)
+    for (const name of instrumentationList(
+      'OTEL_NODE_DISABLED_INSTRUMENTATIONS',
+      env.OTEL_NODE_DISABLED_INSTRUMENTATIONS,
+    ))
+      enabled.delete(name);
+  return enabled;
 }
 
 /** `url` once it is an http(s) URL; `from` names the variable it came from. */
@@ -71,18 +147,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): RegisterConfig
   const tracesUrl = signalUrl('TRACES');
   const logsUrl = signalUrl('LOGS');
 
-  let instrumentations = new Set<Instrumentation>(INSTRUMENTATIONS);
-  if (env.OTEL_NODE_ENABLED_INSTRUMENTATIONS)
-    instrumentations = new Set(
-      instrumentationList('OTEL_NODE_ENABLED_INSTRUMENTATIONS', env.OTEL_NODE_ENABLED_INSTRUMENTATIONS),
-    );
-  if (env.OTEL_NODE_DISABLED_INSTRUMENTATIONS) {
-    for (const name of instrumentationList(
-      'OTEL_NODE_DISABLED_INSTRUMENTATIONS',
-      env.OTEL_NODE_DISABLED_INSTRUMENTATIONS,
-    ))
-      instrumentations.delete(name);
-  }
+  const instrumentations = enabledInstrumentations(env);
   const sampler = env.OTEL_TRACES_SAMPLER?.trim();
   const limits = [
     'OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT',

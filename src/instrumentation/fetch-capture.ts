@@ -17,6 +17,7 @@ import {
   parsedUrl,
   requestAttributes,
   StreamAssembler,
+  type AssembledStream,
   type LlmApi,
 } from '../otlp/llm-exchange.js';
 import { ATTR } from '../api/semconv.js';
@@ -265,11 +266,11 @@ export class FetchCapture {
 
   /** Finishes the call's span once its answer is complete: a stream read from a copy, a JSON answer as the app reads it. */
   private watchAnswer(call: LlmCall, api: LlmApi, response: Response): void {
-    if (!response.body) this.answered(call, '', false, undefined, now());
+    if (!response.body) this.answered(call, '', undefined, now());
     else if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) {
       const assembler = new StreamAssembler(api);
       readCopy(response.clone(), (text) => assembler.feed(text)).then(
-        ({ failure, endedAt }) => this.answered(call, assembler.result(), true, failure, endedAt),
+        ({ failure, endedAt }) => this.answered(call, assembler.result(), failure, endedAt),
         () => {},
       );
     } else {
@@ -282,30 +283,18 @@ export class FetchCapture {
    * and recording stay off its path. The span ends when the answer had fully arrived (rewards the
    * app emits right after come later), though it is finished later.
    */
-  private answered(
-    call: LlmCall,
-    answer: string | unknown,
-    streamed: boolean,
-    failure: unknown,
-    endedAt: number,
-  ): void {
+  private answered(call: LlmCall, answer: string | AssembledStream, failure: unknown, endedAt: number): void {
     const finish = () => {
       this.answeredCalls.delete(finish);
-      this.endCall(call, answer, streamed, failure, endedAt);
+      this.endCall(call, answer, failure, endedAt);
     };
     this.answeredCalls.add(finish);
     afterNextRequest(finish);
   }
 
-  private endCall(
-    call: LlmCall,
-    answer?: string | unknown,
-    streamed?: boolean,
-    failure?: unknown,
-    endedAt?: number,
-  ): void {
+  private endCall(call: LlmCall, answer?: string | AssembledStream, failure?: unknown, endedAt?: number): void {
     this.open.delete(call);
-    call.end(answer, streamed, failure, endedAt);
+    call.end(answer, failure, endedAt);
   }
 
   /**
@@ -350,10 +339,10 @@ export class FetchCapture {
           if (!call) return text.call(this);
           try {
             const result = await text.call(this);
-            capture.answered(call, result, false, undefined, now());
+            capture.answered(call, result, undefined, now());
             return result;
           } catch (error) {
-            capture.answered(call, '', false, error, now());
+            capture.answered(call, '', error, now());
             throw error;
           }
         },
@@ -370,7 +359,7 @@ export class FetchCapture {
           const call = capture.take(this);
           if (!call) return arrayBuffer.call(this);
           const buffer = await arrayBuffer.call(this);
-          capture.answered(call, new TextDecoder().decode(buffer), false, undefined, now());
+          capture.answered(call, new TextDecoder().decode(buffer), undefined, now());
           return buffer;
         },
       },
@@ -382,7 +371,7 @@ export class FetchCapture {
           if (call) {
             let copied = '';
             readCopy(clone.call(this), (piece) => (copied += piece)).then(
-              ({ failure }) => capture.answered(call, copied, false, failure, now()),
+              ({ failure }) => capture.answered(call, copied, failure, now()),
               () => {},
             );
           }
@@ -420,12 +409,12 @@ class LlmCall {
   }
 
   /** Ends the span (once) with the answer: a JSON text or a stream's assembled result; none when it was never read. */
-  end(answer: string | unknown = '', streamed = false, failure?: unknown, endedAt?: number): void {
+  end(answer: string | AssembledStream = '', failure?: unknown, endedAt?: number): void {
     if (this.ended) return;
     this.ended = true;
     this.describeRequest();
     this.span.setAttribute('http.response.status_code', this.status);
-    finishLlmSpan(this.span, this.api, this.status, answer, streamed, failure, this.captureContent, endedAt);
+    finishLlmSpan(this.span, this.api, this.status, answer, failure, this.captureContent, endedAt);
   }
 
   /** Names the span by its model and adds the request's attributes. */
@@ -571,24 +560,24 @@ function finishLlmSpan(
   span: Span,
   api: LlmApi,
   status: number,
-  body: string | unknown,
-  streamed: boolean,
+  body: string | AssembledStream,
   failure: unknown,
   captureContent: boolean,
   endedAt?: number,
 ): void {
   try {
-    const { attributes, error } = answerOutcome(api, status, body, streamed, captureContent);
+    const { attributes, error } = answerOutcome(api, status, body, captureContent);
     span.setAttributes(attributes);
-    if (error) {
-      span.setAttribute('error.type', error.type);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
-    } else if (failure !== undefined) {
+    // A cut connection says more than what the stream's events then lack; an error status most.
+    if (failure !== undefined && status < 400) {
       span.setAttribute('error.type', 'stream_cut');
       span.setStatus({
         code: SpanStatusCode.ERROR,
         message: `the response ended early: ${failure instanceof Error ? failure.message : String(failure)}`,
       });
+    } else if (error) {
+      span.setAttribute('error.type', error.type);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
     }
   } finally {
     span.end(endedAt);

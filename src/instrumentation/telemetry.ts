@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { trace, type Tracer } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { OTLPLogExporter } from '@opentelemetry/exporter-logs-otlp-proto';
@@ -15,7 +16,13 @@ import {
 } from '@opentelemetry/sdk-logs';
 import { BatchSpanProcessor, type ReadableSpan, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import { callSpanStarter, type CallSpanTarget } from './call-span.js';
-import { ConfigError, readConfig, type RegisterConfig } from './config.js';
+import {
+  ConfigError,
+  LIBRARY_INSTRUMENTATIONS,
+  readConfig,
+  type InstrumentationName,
+  type RegisterConfig,
+} from './config.js';
 import { FetchCapture } from './fetch-capture.js';
 import { installLangChainCapture } from './langchain.js';
 import { sendBeforeExit, UnsentSpans } from './exit-flush.js';
@@ -64,11 +71,14 @@ class ReportingExporter implements SpanExporter {
       done({ code: ExportResultCode.FAILED, error: new Error(`the collector at ${this.url} is unreachable`) });
       return;
     }
-    this.inner.export(spans, (result) => {
+    const { inner, url } = this;
+    inner.export(spans, (result) => {
       if (result.code === ExportResultCode.SUCCESS) {
         this.reported = false;
         this.unsent.delivered(spans);
-      } else this.failed('spans', this.url, result.error);
+      } else if (inner === this.inner) this.failed('spans', url, result.error);
+      // else a batch sent before retarget() failed (an in-process Trainer's server that closed):
+      // it says nothing of the collector spans go to now, which must not be paused for it.
       done(result);
     });
   }
@@ -128,8 +138,10 @@ class LogsExporter implements LogRecordExporter {
       settle({ code: ExportResultCode.FAILED, error: new Error(`the collector at ${this.url} is unreachable`) });
       return;
     }
-    this.inner.export(records, (result) => {
-      if (result.code !== ExportResultCode.SUCCESS) this.collector.failed('log records', this.url, result.error);
+    const { inner, url } = this;
+    inner.export(records, (result) => {
+      if (result.code !== ExportResultCode.SUCCESS && inner === this.inner)
+        this.collector.failed('log records', url, result.error);
       settle(result);
     });
   }
@@ -197,6 +209,33 @@ function spanExporterTo(url: string, auth: { headers?: Record<string, string> })
   );
 }
 
+/** `@opentelemetry/auto-instrumentations-node`'s entry, loaded only when a library instrumentation is on. */
+type AutoInstrumentations = typeof import('@opentelemetry/auto-instrumentations-node');
+
+/**
+ * The auto-instrumentations of the libraries the config leaves on, each switched on or off by
+ * name (so that the package's own reading of OTEL_NODE_* and its defaults never apply: agl read
+ * them once, in config.ts), and the package's undici, openai and http ones always off (agl's
+ * recorders are those). The package loads every instrumentation it holds (about a second of
+ * start-up, bench/instrumentation.ts): an app that turns all of them off does not load it.
+ */
+function libraryInstrumentations(
+  enabled: ReadonlySet<InstrumentationName>,
+): ReturnType<AutoInstrumentations['getNodeAutoInstrumentations']> {
+  if (!LIBRARY_INSTRUMENTATIONS.some((name) => enabled.has(name))) return [];
+  const { getNodeAutoInstrumentations } = createRequire(import.meta.url)(
+    '@opentelemetry/auto-instrumentations-node',
+  ) as AutoInstrumentations;
+  const switches = (names: readonly string[], on: (name: string) => boolean) =>
+    names.map((name) => [`@opentelemetry/instrumentation-${name}`, { enabled: on(name) }]);
+  return getNodeAutoInstrumentations(
+    Object.fromEntries([
+      ...switches(LIBRARY_INSTRUMENTATIONS, (name) => enabled.has(name as InstrumentationName)),
+      ...switches(['undici', 'openai', 'http'], () => false),
+    ]),
+  );
+}
+
 /**
  * Starts the SDK: what delivers its spans; the export pipeline's first stage (ended spans go
  * through it to the queue); and whether the API's tracers are this SDK's (not when the app
@@ -248,7 +287,10 @@ function startSdk(config: RegisterConfig): { delivery: Delivery; encoder: SpanPr
     spanProcessors: [new RolloutSpanProcessor(), encoder],
     ...(logs && logRecords ? { logRecordProcessors: [logs.counter, logRecords] } : {}),
     ...(process.env.OTEL_METRICS_EXPORTER ? {} : { metricReaders: [] }),
-    instrumentations: config.instrumentations.has('http') ? [new HttpInstrumentation()] : [],
+    instrumentations: [
+      ...(config.instrumentations.has('http') ? [new HttpInstrumentation()] : []),
+      ...libraryInstrumentations(config.instrumentations),
+    ],
   });
   const before = globalTracerProvider();
   sdk.start();

@@ -7,7 +7,7 @@
  */
 import type { Attributes } from '@opentelemetry/api';
 import { fieldsOf, isFields, type Fields } from './json-fields.js';
-import type { LlmCodec, StreamAccumulator } from './llm-codec.js';
+import type { LlmCodec, LlmFailure, StreamAccumulator } from './llm-codec.js';
 
 const REQUEST_PARAMETERS: [string, string][] = [
   ['temperature', 'gen_ai.request.temperature'],
@@ -70,9 +70,17 @@ const TEXT_DELTAS: Record<string, [delta: string, field: string]> = {
 class MessagesAccumulator implements StreamAccumulator {
   private message: Fields = {};
   private readonly blocks = new Map<number, OpenBlock>();
+  private stopped = false;
+  private error: Fields | undefined;
 
   add(event: Fields): void {
     switch (event.type) {
+      case 'message_stop':
+        this.stopped = true;
+        break;
+      case 'error':
+        this.error ??= fieldsOf(event.error);
+        break;
       case 'message_start':
         this.message = { ...fieldsOf(event.message) };
         break;
@@ -119,6 +127,20 @@ class MessagesAccumulator implements StreamAccumulator {
       open.block.input = open.inputJson;
     }
     open.inputJson = '';
+  }
+
+  /**
+   * An `error` event mid-way (Anthropic sends `overloaded_error` that way once a stream has begun),
+   * or a stream that ended without `message_stop`: what arrived is kept, and the span says which.
+   */
+  failure(): LlmFailure | undefined {
+    if (this.error)
+      return {
+        type: typeof this.error.type === 'string' ? this.error.type : 'stream_error',
+        message: `the stream reported an error: ${typeof this.error.message === 'string' ? this.error.message : 'no message'}`,
+      };
+    if (!this.stopped) return { type: 'stream_incomplete', message: 'the stream ended without message_stop' };
+    return undefined;
   }
 
   result(): unknown {

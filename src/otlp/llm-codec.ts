@@ -8,10 +8,18 @@
 import type { Attributes } from '@opentelemetry/api';
 import type { Fields } from './json-fields.js';
 
+/** Why a call failed, as its span says it: `error.type` and the status message. */
+export interface LlmFailure {
+  readonly type: string;
+  readonly message: string;
+}
+
 /** Collects one stream's events (each SSE `data:` parsed) into the answer's body. */
 export interface StreamAccumulator {
   add(event: Fields): void;
   result(): unknown;
+  /** Why a stream that reached its end is still no whole answer (an error event, no final event), if it is not. */
+  failure?(): LlmFailure | undefined;
 }
 
 export interface LlmCodec {

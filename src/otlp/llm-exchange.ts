@@ -8,9 +8,15 @@ import type { Attributes } from '@opentelemetry/api';
 import { ATTR } from '../api/semconv.js';
 import { anthropicMessagesCodec } from './anthropic-messages.js';
 import { fieldsOf } from './json-fields.js';
-import type { LlmCodec, StreamAccumulator } from './llm-codec.js';
+import type { LlmCodec, LlmFailure, StreamAccumulator } from './llm-codec.js';
 import { chatCodec, completionsCodec, embeddingsCodec } from './openai-chat.js';
 import { responsesCodec } from './openai-responses.js';
+
+/** A stream's events assembled: the answer a plain call gives, and why it is not whole, if it is not. */
+export interface AssembledStream {
+  readonly answer: unknown;
+  readonly failure?: LlmFailure;
+}
 
 export type LlmApi = 'chat' | 'text_completion' | 'responses' | 'embeddings' | 'messages';
 
@@ -64,15 +70,14 @@ export function requestAttributes(api: LlmApi, body: unknown): Attributes {
 /**
  * What an LLM answer adds to its span: the response attributes and, with `content`, the body
  * itself (`agl.llm.response`: the JSON text as received, or the assembled stream); or, for an
- * error status, the error to record.
+ * error status or a stream that is no whole answer, the error to record (with what arrived).
  */
 export function answerOutcome(
   api: LlmApi,
   status: number,
-  body: string | unknown,
-  streamed: boolean,
+  body: string | AssembledStream | undefined,
   content: boolean,
-): { attributes: Attributes; error?: { message: string; type: string } } {
+): { attributes: Attributes; error?: LlmFailure } {
   if (status >= 400)
     return {
       attributes: {},
@@ -81,18 +86,19 @@ export function answerOutcome(
         type: String(status),
       },
     };
-  let result: unknown = body;
-  if (!streamed) {
+  if (body === undefined) return { attributes: {} };
+  let result: unknown;
+  if (typeof body === 'string') {
     try {
-      result = JSON.parse(body as string);
+      result = JSON.parse(body);
     } catch {
       return { attributes: {} };
     }
-  }
+  } else result = body.answer;
   if (result === undefined) return { attributes: {} };
   const attributes = CODECS[api].responseAttributes(fieldsOf(result));
-  if (content) attributes[ATTR.llmResponse] = streamed ? JSON.stringify(result) : (body as string);
-  return { attributes };
+  if (content) attributes[ATTR.llmResponse] = typeof body === 'string' ? body : JSON.stringify(result);
+  return typeof body === 'string' || !body.failure ? { attributes } : { attributes, error: body.failure };
 }
 
 /** The message of an error body (`{"error": {"message": ...}}`), else the text itself, cut short. */
@@ -130,9 +136,9 @@ export class StreamAssembler {
     }
   }
 
-  result(): unknown {
+  result(): AssembledStream {
     this.dispatch();
-    return this.chunks.result();
+    return { answer: this.chunks.result(), failure: this.chunks.failure?.() };
   }
 
   private dispatch(): void {

@@ -16,7 +16,7 @@
 
 import { ATTR } from '../api/semconv.js';
 
-export const DERIVED_VERSION = '7';
+export const DERIVED_VERSION = '8';
 
 const FLAT_KEY = String.raw`^(gen_ai\.prompt|gen_ai\.completion|llm\.input_messages|llm\.output_messages|llm\.tools|llm\.request\.functions)\.(\d+)\.(?:message\.|tool\.)?(.+)$`;
 const FLAT_TOOL_CALL = String.raw`^tool_calls\.(\d+)\.(?:tool_call\.)?(?:function\.)?(name|arguments|id)$`;
@@ -103,8 +103,9 @@ const SPAN_FIELD_KEYS = [
 ];
 const FIELDS = `json_extract_string(attributes, [${SPAN_FIELD_KEYS.map((k) => `'${k}'`).join(', ')}])`;
 
+// Lower case: OpenLLMetry names providers as products (`Anthropic`, `OpenAI`), the GenAI conventions in lower case.
 const SPAN_COLUMNS = `rollout_id, attempt_id, trace_id, span_id, parent_id, name, sequence_id, start_time, end_time,
-  coalesce(f[1], f[2], f[3], f[4]) AS provider`;
+  lower(coalesce(f[1], f[2], f[3], f[4])) AS provider`;
 
 /**
  * LLM calls, one row per span, in OpenAI chat format (messages with role, content, tool_calls,
@@ -113,7 +114,10 @@ const SPAN_COLUMNS = `rollout_id, attempt_id, trace_id, span_id, parent_id, name
  *      by its API (`agl.llm.api`: OpenAI chat, completions, Responses; Anthropic Messages through the
  *      macros of anthropic-messages.ts);
  *   2. OpenTelemetry GenAI conventions with `gen_ai.input.messages` (parts format);
- *   3. flattened attributes: OpenLLMetry `gen_ai.prompt.N.*`, OpenInference `llm.input_messages.N.*`.
+ *   3. flattened attributes: OpenLLMetry `gen_ai.prompt.N.*`, OpenInference `llm.input_messages.N.*`;
+ *      for Anthropic calls, OpenLLMetry's content as JSON block lists goes through the Messages macros,
+ *      OpenInference's user turn with a `tool_call_id` (a tool result) is a tool message, Anthropic
+ *      tool schemas and stop reasons read as chat's.
  * (4, GenAI log-record events, joins logs to spans and lives in the `llm_calls` view.)
  * Every parse of recorded text is wrapped in try(): a malformed body gives NULL columns, never
  * a failed commit.
@@ -182,7 +186,8 @@ semconv_calls AS (
   FROM semconv
 ),
 flat_src AS (
-  SELECT * FROM src WHERE (f[23] IS NOT NULL OR f[24] IS NOT NULL OR f[25] IS NOT NULL) AND f[16] IS NULL AND f[19] IS NULL
+  SELECT *, lower(coalesce(f[1], f[2], f[3], f[4])) = 'anthropic' IS TRUE AS anthropic
+  FROM src WHERE (f[23] IS NOT NULL OR f[24] IS NOT NULL OR f[25] IS NOT NULL) AND f[16] IS NULL AND f[19] IS NULL
 ),
 flat_pairs AS (
   SELECT s.trace_id, s.span_id, e.key, e.value FROM flat_src s, json_each(s.attributes) AS e
@@ -207,22 +212,29 @@ flat_items AS (
     max(value) FILTER (WHERE field = 'role') AS role, max(value) FILTER (WHERE field = 'content') AS content,
     max(value) FILTER (WHERE field = 'tool_call_id') AS tool_call_id, max(value) FILTER (WHERE field = 'finish_reason') AS finish_reason,
     max(value) FILTER (WHERE field = 'json_schema') AS json_schema, max(value) FILTER (WHERE field = 'name') AS name,
-    max(value) FILTER (WHERE field = 'description') AS description, max(value) FILTER (WHERE field = 'parameters') AS parameters
+    max(value) FILTER (WHERE field = 'description') AS description,
+    max(value) FILTER (WHERE field IN ('parameters', 'input_schema')) AS parameters
   FROM flat GROUP BY ALL
 ),
--- A message: role and content, with tool_call_id and tool_calls only where present.
+-- The messages of one item: role and content, with tool_call_id and tool_calls only where present;
+-- an Anthropic turn written as its block list, the chat messages the Messages macros make of it.
 flat_message_items AS (
-  SELECT i.*, CASE WHEN i.tool_call_id IS NULL AND c.calls IS NULL THEN json_object('role', i.role, 'content', i.content)
-      ELSE json_merge_patch(json_object('role', i.role, 'content', i.content), json_object('tool_call_id', i.tool_call_id, 'tool_calls', to_json(c.calls))) END AS message
-  FROM flat_items i LEFT JOIN flat_tool_calls c USING (trace_id, span_id, side, idx)
+  SELECT i.*, s.anthropic, CASE
+      WHEN s.anthropic AND c.calls IS NULL AND json_type(try(json(i.content))) = 'ARRAY'
+        THEN agl_anthropic_turn(i.role, agl_anthropic_blocks(json(i.content)))
+      WHEN i.tool_call_id IS NULL AND c.calls IS NULL THEN [json_object('role', i.role, 'content', i.content)]
+      ELSE [json_merge_patch(json_object('role', CASE WHEN s.anthropic AND i.role = 'user' AND i.tool_call_id IS NOT NULL THEN 'tool' ELSE i.role END,
+        'content', i.content), json_object('tool_call_id', i.tool_call_id, 'tool_calls', to_json(c.calls)))] END AS messages
+  FROM flat_items i JOIN (SELECT trace_id, span_id, anthropic FROM flat_src) s USING (trace_id, span_id)
+    LEFT JOIN flat_tool_calls c USING (trace_id, span_id, side, idx)
 ),
 flat_messages AS (
   SELECT trace_id, span_id,
-    to_json(list(message ORDER BY idx) FILTER (WHERE side IN ('gen_ai.prompt', 'llm.input_messages'))) AS input_messages,
-    to_json(list(message ORDER BY idx) FILTER (WHERE side IN ('gen_ai.completion', 'llm.output_messages'))) AS output_messages,
-    nullif(to_json(list(CASE WHEN side = 'llm.tools' THEN try(json(json_schema))
+    to_json(flatten(list(messages ORDER BY idx) FILTER (WHERE side IN ('gen_ai.prompt', 'llm.input_messages')))) AS input_messages,
+    to_json(flatten(list(messages ORDER BY idx) FILTER (WHERE side IN ('gen_ai.completion', 'llm.output_messages')))) AS output_messages,
+    nullif(agl_anthropic_tools(to_json(list(CASE WHEN side = 'llm.tools' THEN try(json(json_schema))
       ELSE json_object('type', 'function', 'function', json_object('name', name, 'description', description, 'parameters', try(json(parameters)))) END
-      ORDER BY idx) FILTER (WHERE side IN ('llm.tools', 'llm.request.functions'))), '[]'::JSON) AS tools,
+      ORDER BY idx) FILTER (WHERE side IN ('llm.tools', 'llm.request.functions')))), '[]'::JSON) AS tools,
     min(finish_reason ORDER BY idx) FILTER (WHERE side = 'gen_ai.completion') AS finish_reason
   FROM flat_message_items
   GROUP BY trace_id, span_id
@@ -232,7 +244,7 @@ flat_calls AS (
     m.input_messages, m.output_messages, m.tools,
     NULL::INTEGER[], NULL::INTEGER[], NULL::DOUBLE[],
     TRY_CAST(coalesce(f[8], f[9], f[10]) AS BIGINT), TRY_CAST(coalesce(f[11], f[12], f[13]) AS BIGINT), f[14],
-    coalesce(m.finish_reason, try(f[15]->>0)),
+    CASE WHEN s.anthropic THEN agl_anthropic_finish(coalesce(m.finish_reason, try(f[15]->>0))) ELSE coalesce(m.finish_reason, try(f[15]->>0)) END,
     3
   FROM flat_messages m JOIN flat_src s USING (trace_id, span_id)
 )

@@ -53,6 +53,97 @@ function record(): void {
   recordGenAiSemconv();
   recordGenAiEvents();
   recordFrameworkOverCapture();
+  recordAnthropicDialects();
+}
+
+// One Claude call (a system prompt, a tool, the tool's result turn, the answer) as each
+// instrumentation writes it.
+const CLAUDE_TOOL = {
+  name: 'get_weather',
+  description: 'Weather of a city',
+  input_schema: { type: 'object', properties: { city: { type: 'string' } } },
+};
+const CLAUDE_TURNS = [
+  { role: 'user', content: 'Weather in Paris?' },
+  { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } }] },
+  { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'sunny' }] },
+];
+const CLAUDE_ANSWER = [{ type: 'text', text: 'It is sunny.' }];
+
+/**
+ * agl's capture (the exchange itself); OpenLLMetry's Anthropic instrumentation (content as the
+ * JSON of its blocks, the provider as `Anthropic`, the stop reason as it is, tools as
+ * `llm.request.functions` with their `input_schema`); OpenInference's (a tool result as the user
+ * turn's `tool_call_id` and content, tools as their Anthropic JSON schema, no stop reason).
+ */
+function recordAnthropicDialects(): void {
+  spanWith('chat claude-agl', {
+    'agl.llm.api': 'messages',
+    'gen_ai.provider.name': 'anthropic',
+    'agl.llm.request': JSON.stringify({
+      model: 'claude-agl',
+      max_tokens: 64,
+      system: 'You are terse.',
+      tools: [CLAUDE_TOOL],
+      messages: CLAUDE_TURNS,
+    }),
+    'agl.llm.response': JSON.stringify({
+      id: 'msg_agl',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-agl',
+      content: CLAUDE_ANSWER,
+      stop_reason: 'end_turn',
+      usage: { input_tokens: 20, output_tokens: 4 },
+    }),
+  }).end();
+  spanWith('anthropic.chat', {
+    'gen_ai.system': 'Anthropic',
+    'llm.request.type': 'chat',
+    'gen_ai.request.model': 'claude-ol',
+    'gen_ai.prompt.0.role': 'system',
+    'gen_ai.prompt.0.content': 'You are terse.',
+    ...Object.fromEntries(
+      CLAUDE_TURNS.flatMap((turn, i) => [
+        [`gen_ai.prompt.${i + 1}.role`, turn.role],
+        [
+          `gen_ai.prompt.${i + 1}.content`,
+          typeof turn.content === 'string' ? turn.content : JSON.stringify(turn.content),
+        ],
+      ]),
+    ),
+    'llm.request.functions.0.name': CLAUDE_TOOL.name,
+    'llm.request.functions.0.description': CLAUDE_TOOL.description,
+    'llm.request.functions.0.input_schema': JSON.stringify(CLAUDE_TOOL.input_schema),
+    'gen_ai.completion.0.role': 'assistant',
+    'gen_ai.completion.0.content': JSON.stringify(CLAUDE_ANSWER),
+    'gen_ai.completion.0.finish_reason': 'end_turn',
+    'gen_ai.usage.prompt_tokens': 20,
+    'gen_ai.usage.completion_tokens': 4,
+    'gen_ai.response.id': 'msg_ol',
+  }).end();
+  spanWith('Messages', {
+    'openinference.span.kind': 'LLM',
+    'llm.provider': 'anthropic',
+    'llm.system': 'anthropic',
+    'llm.model_name': 'claude-oi',
+    'llm.input_messages.0.message.role': 'system',
+    'llm.input_messages.0.message.content': 'You are terse.',
+    'llm.input_messages.1.message.role': 'user',
+    'llm.input_messages.1.message.content': 'Weather in Paris?',
+    'llm.input_messages.2.message.role': 'assistant',
+    'llm.input_messages.2.message.tool_calls.0.tool_call.id': 'toolu_1',
+    'llm.input_messages.2.message.tool_calls.0.tool_call.function.name': 'get_weather',
+    'llm.input_messages.2.message.tool_calls.0.tool_call.function.arguments': '{"city":"Paris"}',
+    'llm.input_messages.3.message.role': 'user',
+    'llm.input_messages.3.message.tool_call_id': 'toolu_1',
+    'llm.input_messages.3.message.content': 'sunny',
+    'llm.output_messages.0.message.role': 'assistant',
+    'llm.output_messages.0.message.content': 'It is sunny.',
+    'llm.tools.0.tool.json_schema': JSON.stringify(CLAUDE_TOOL),
+    'llm.token_count.prompt': 20,
+    'llm.token_count.completion': 4,
+  }).end();
 }
 
 /** OpenLLMetry: flat gen_ai.prompt.N.* / gen_ai.completion.N.* attributes. */
@@ -230,6 +321,35 @@ test('OpenTelemetry GenAI gen_ai.input.messages (parts format)', async () => {
   ]);
   assert.deepEqual(row.output_messages, [{ role: 'assistant', content: 'it is 2' }]);
   assert.deepEqual([row.input_tokens, row.output_tokens, row.finish_reason], [7, 4, 'stop']);
+});
+
+test("OpenLLMetry's and OpenInference's Anthropic calls: the rows agl's capture gives", async () => {
+  const columns = (row: Record<string, unknown>) => ({
+    provider: row.provider,
+    input_messages: row.input_messages,
+    output_messages: row.output_messages,
+    tools: row.tools,
+    input_tokens: row.input_tokens,
+    output_tokens: row.output_tokens,
+  });
+  const captured = await call('claude-agl');
+  assert.deepEqual(captured.input_messages, [
+    { role: 'system', content: 'You are terse.' },
+    { role: 'user', content: 'Weather in Paris?' },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [
+        { id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+      ],
+    },
+    { role: 'tool', tool_call_id: 'toolu_1', content: 'sunny' },
+  ]);
+  const openllmetry = await call('claude-ol');
+  assert.deepEqual(columns(openllmetry), columns(captured));
+  assert.deepEqual([openllmetry.finish_reason, captured.finish_reason], ['stop', 'stop']);
+  // OpenInference records no stop reason.
+  assert.deepEqual(columns(await call('claude-oi')), columns(captured));
 });
 
 test('GenAI log-record events joined to their span', async () => {

@@ -12,7 +12,9 @@ import type { AddressInfo } from 'node:net';
  *   (`cache_read_input_tokens`: its words).
  * - Streams send Anthropic's events (with a `ping`), text word by word, tool input in two halves.
  * - By model name: `error-<status>` answers that status in Anthropic's error shape; `cut-stream`
- *   ends a stream after its first word.
+ *   ends a stream after its first word; `error-mid-stream` sends an `error` event after it (as
+ *   Anthropic does when overloaded mid-way) and ends; `no-message-stop` ends a whole stream
+ *   without its last event.
  */
 export interface AnthropicTestServer {
   /** Base URL for Anthropic clients (the SDK adds `/v1/messages`). */
@@ -156,7 +158,7 @@ function inputFor(tool: NonNullable<MessagesRequest['tools']>[number]): Record<s
   return input;
 }
 
-/** The answer as Anthropic streams it; `cut-stream` stops after the first word of text. */
+/** The answer as Anthropic streams it; `cut-stream` and `error-mid-stream` stop after the first word of text. */
 function streamMessage(res: ServerResponse, body: MessagesRequest, answer: Message): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
   const send = (event: { type: string; [field: string]: unknown }) =>
@@ -185,12 +187,17 @@ function streamMessage(res: ServerResponse, body: MessagesRequest, answer: Messa
           setTimeout(() => res.destroy(), 20); // once what was written has gone out
           return;
         }
+        if (body.model === 'error-mid-stream' && i === 1) {
+          send({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } });
+          res.end();
+          return;
+        }
         send({ type: 'content_block_delta', index, delta: { type: 'text_delta', text } });
       }
     }
     send({ type: 'content_block_stop', index });
   }
   send({ type: 'message_delta', delta: { stop_reason, stop_sequence }, usage: { output_tokens: usage.output_tokens } });
-  send({ type: 'message_stop' });
+  if (body.model !== 'no-message-stop') send({ type: 'message_stop' });
   res.end();
 }

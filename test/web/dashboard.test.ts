@@ -208,20 +208,23 @@ test('a rollout opens with its attempt, its LLM call as chat, its reward on the 
   await shot(page, 'rollout', true);
 });
 
+/** A POST to the store's REST API. */
+async function restPost(url: string, path: string, body: unknown) {
+  const response = await fetch(`${url}/v1/agl${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  if (!response.ok) assert.fail(`${path}: ${response.status} ${await response.text()}`);
+  return (await response.json()) as { rollout_id: string; attempt: { attempt_id: string } };
+}
+
 /**
  * A rollout of a tool-using agent, written over the REST API as Agent Lightning spans: a system
  * prompt, a tool call and its answer, token ids, and two rewards (one after each call).
  */
 async function recordToolRollout(url: string): Promise<string> {
-  const post = async (path: string, body: unknown) => {
-    const response = await fetch(`${url}/v1/agl${path}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    if (!response.ok) assert.fail(`${path}: ${response.status} ${await response.text()}`);
-    return (await response.json()) as { rollout_id: string; attempt: { attempt_id: string } };
-  };
+  const post = (path: string, body: unknown) => restPost(url, path, body);
   const rollout = await post('/rollouts', { input: { question: 'What is 17 * 23?' }, mode: 'test' });
   const { rollout_id, attempt } = rollout;
   const trace = 'a1'.repeat(16);
@@ -348,6 +351,69 @@ test('the evaluations page shows the variants with interval bars, the paired dif
   await tasks.first().locator('.rollout-links a').last().click();
   await page.waitForURL(/\/rollouts\/ro-/);
   assert.match(page.url(), /\/rollouts\/ro-\w+/);
+});
+
+/** A 1x1 PNG, as an agent sends a picture inline. */
+const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=';
+
+test("a Claude call shows the image it was sent, the model's thinking and its tool use", async (t) => {
+  const { page } = await openPage(t);
+  const { rollout_id, attempt } = await restPost(agl.url, '/rollouts', { input: { question: 'pixel' }, mode: 'test' });
+  const t0 = Date.now() / 1000;
+  await restPost(agl.url, '/spans', {
+    rollout_id,
+    attempt_id: attempt.attempt_id,
+    trace_id: 'c1'.repeat(16),
+    span_id: 'c1'.repeat(8),
+    parent_id: null,
+    name: 'chat claude-test',
+    start_time: t0,
+    end_time: t0 + 1,
+    attributes: {
+      'agl.llm.api': 'messages',
+      'gen_ai.provider.name': 'anthropic',
+      'agl.llm.request': JSON.stringify({
+        model: 'claude-test',
+        max_tokens: 64,
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PIXEL } },
+              { type: 'text', text: 'What is in the picture?' },
+            ],
+          },
+        ],
+      }),
+      'agl.llm.response': JSON.stringify({
+        id: 'msg_pixel',
+        type: 'message',
+        role: 'assistant',
+        model: 'claude-test',
+        content: [
+          { type: 'thinking', thinking: 'A single pixel.', signature: 'sig' },
+          { type: 'text', text: 'One pixel.' },
+          { type: 'tool_use', id: 'toolu_9', name: 'describe', input: { pixels: 1 } },
+        ],
+        stop_reason: 'tool_use',
+        usage: { input_tokens: 9, output_tokens: 5 },
+      }),
+    },
+  });
+  await page.goto(`${agl.url}/rollouts/${rollout_id}`);
+  const call = page.locator('.call').first();
+  await call.waitFor();
+  assert.equal(
+    await call.locator('.message.user img.part-image').getAttribute('src'),
+    `data:image/png;base64,${PIXEL}`,
+  );
+  assert.equal(await call.locator('.message.user .text').textContent(), 'What is in the picture?');
+  const answer = call.locator('.answer .message.assistant');
+  await answer.locator('.thinking summary').click();
+  assert.equal(await answer.locator('.thinking .text').textContent(), 'A single pixel.');
+  assert.equal(await answer.locator('> .text').textContent(), 'One pixel.');
+  assert.equal(await answer.locator('.tool-call code').textContent(), 'describe');
+  await shot(page, 'rollout-claude', true);
 });
 
 test('the training page draws the reward curves and the APO search tree with a diff', async (t) => {

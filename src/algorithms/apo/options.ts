@@ -14,11 +14,20 @@ export const APO_OPTIONS = z.strictObject({
   valBatchSize: z.int().min(1).default(16).describe('validation tasks each round scores its candidates on'),
   criticModel: z.string().min(1).default('gpt-4.1-mini').describe('the model that critiques a prompt from its runs'),
   editorModel: z.string().min(1).default('gpt-4.1-mini').describe('the model that rewrites a prompt from a critique'),
+  criticApi: z
+    .enum(['openai', 'anthropic'])
+    .default('openai')
+    .describe("the API critic and editor speak: OpenAI's chat completions or Anthropic's Messages"),
   baseURL: z
     .url({ protocol: /^https?$/ })
     .optional()
-    .describe('OpenAI-compatible endpoint of critic and editor (default: OPENAI_BASE_URL, else OpenAI)'),
-  apiKey: z.string().optional().describe('their API key (default: OPENAI_API_KEY); config file only, never a flag'),
+    .describe(
+      'endpoint of critic and editor (default: OPENAI_BASE_URL, else OpenAI; with criticApi anthropic, ANTHROPIC_BASE_URL, else Anthropic)',
+    ),
+  apiKey: z
+    .string()
+    .optional()
+    .describe('their API key (default: OPENAI_API_KEY, or ANTHROPIC_API_KEY); config file only, never a flag'),
   temperature: z.number().min(0).max(2).default(1).describe('sampling temperature of critic and editor'),
   seed: z
     .int()
@@ -60,9 +69,14 @@ export type APOSettings = z.output<typeof APO_OPTIONS>;
 /** The options a user gave, checked, with defaults; the critic's endpoint from the environment when not given. */
 export function parseApoOptions(input: unknown): APOSettings & { baseURL: string } {
   const settings = parseOptions(APO_OPTIONS, input, 'APO');
+  const anthropic = settings.criticApi === 'anthropic';
   return {
     ...settings,
-    baseURL: settings.baseURL ?? process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1',
-    apiKey: settings.apiKey ?? process.env.OPENAI_API_KEY,
+    baseURL:
+      settings.baseURL ??
+      (anthropic
+        ? (process.env.ANTHROPIC_BASE_URL ?? 'https://api.anthropic.com')
+        : (process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1')),
+    apiKey: settings.apiKey ?? (anthropic ? process.env.ANTHROPIC_API_KEY : process.env.OPENAI_API_KEY),
   };
 }

@@ -131,7 +131,7 @@ export class Search<T> {
       backoffSeconds: settings.retryBackoffSeconds,
       timeoutSeconds: settings.requestTimeoutSeconds,
     };
-    const endpoint = { baseURL: settings.baseURL, apiKey: settings.apiKey };
+    const endpoint = { api: settings.criticApi, baseURL: settings.baseURL, apiKey: settings.apiKey };
     this.critic = new ChatModel({ ...endpoint, model: settings.criticModel }, policy, (line) =>
       this.log(`critic ${line}`),
     );

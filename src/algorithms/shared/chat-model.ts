@@ -2,7 +2,7 @@ import { httpRequest, type HttpAnswer } from '../../client/http-request.js';
 
 /**
  * The models an algorithm consults itself (APO's critic and editor): an OpenAI-compatible
- * `/chat/completions` endpoint, called with retries and backoff. It goes through agl's own HTTP
+ * `/chat/completions` endpoint or Anthropic's Messages API, called with retries and backoff. It goes through agl's own HTTP
  * client (undici), not `fetch`, so that the Trainer's recording of the agent's calls does not
  * also record the algorithm's.
  */
@@ -25,8 +25,15 @@ export interface ChatAnswer {
   readonly tries: number;
 }
 
+/** Which API an endpoint speaks: OpenAI's chat completions, or Anthropic's Messages. */
+export type ChatApi = 'openai' | 'anthropic';
+
 export interface ChatEndpoint {
-  /** The API's base URL, e.g. https://api.openai.com/v1 (`/chat/completions` is added). */
+  readonly api?: ChatApi;
+  /**
+   * The API's base URL, e.g. https://api.openai.com/v1 (`/chat/completions` is added) or
+   * https://api.anthropic.com (`/v1/messages` is added, as Anthropic's SDK does).
+   */
   readonly baseURL: string;
   readonly apiKey?: string;
   readonly model: string;
@@ -71,7 +78,11 @@ export class ChatModel {
     private readonly policy: RetryPolicy,
     /** Told about each failed try that will be retried. */
     private readonly onRetry: (message: string) => void = () => {},
-  ) {}
+  ) {
+    this.wire = WIRES[endpoint.api ?? 'openai'];
+  }
+
+  private readonly wire: Wire;
 
   /**
    * One completion. `signal` ends the waits between tries (the call then fails with the last
@@ -81,12 +92,7 @@ export class ChatModel {
     messages: readonly ChatMessage[],
     options: { temperature?: number; seed?: number; signal?: AbortSignal } = {},
   ): Promise<ChatAnswer> {
-    const body = JSON.stringify({
-      model: this.endpoint.model,
-      messages,
-      ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
-    });
+    const body = JSON.stringify(this.wire.body(this.endpoint.model, messages, options));
     for (let tries = 1; ; tries++) {
       try {
         return { ...(await this.once(body)), tries };
@@ -108,9 +114,9 @@ export class ChatModel {
   }
 
   private async once(body: string): Promise<Omit<ChatAnswer, 'tries'>> {
-    const url = `${this.endpoint.baseURL.replace(/\/+$/, '')}/chat/completions`;
-    const headers: Record<string, string> = { 'content-type': 'application/json' };
-    if (this.endpoint.apiKey) headers.authorization = `Bearer ${this.endpoint.apiKey}`;
+    const url = `${this.endpoint.baseURL.replace(/\/+$/, '')}${this.wire.path}`;
+    const headers: Record<string, string> = { 'content-type': 'application/json', ...this.wire.headers };
+    if (this.endpoint.apiKey) Object.assign(headers, this.wire.auth(this.endpoint.apiKey));
     let answer: HttpAnswer;
     try {
       answer = await httpRequest(url, 'POST', headers, body, this.policy.timeoutSeconds * 1000);
@@ -123,30 +129,106 @@ export class ChatModel {
         throw new RetryableError(reason, retryAfter(answer.headers['retry-after']));
       throw new Error(reason);
     }
-    return parseCompletion(answer.body, body.length);
+    return completionOf(this.wire.read(parseJson(answer.body)), body.length);
   }
 }
 
-/** The first choice's text and the usage of a chat completion body. */
-function parseCompletion(text: string, requestChars: number): Omit<ChatAnswer, 'tries'> {
-  let parsed: {
-    choices?: { message?: { content?: unknown } }[];
-    usage?: { prompt_tokens?: unknown; completion_tokens?: unknown };
-  };
+type CompleteOptions = { temperature?: number; seed?: number };
+
+/** What an answer says, before estimates fill in a missing usage. */
+interface Reply {
+  readonly content: string;
+  readonly inputTokens?: number;
+  readonly outputTokens?: number;
+}
+
+/** How one API is spoken: where, with which headers, the request body, the answer read. */
+interface Wire {
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  auth(apiKey: string): Record<string, string>;
+  body(model: string, messages: readonly ChatMessage[], options: CompleteOptions): object;
+  read(answer: Record<string, unknown>): Reply;
+}
+
+const numberOr = (value: unknown) => (typeof value === 'number' ? value : undefined);
+const fields = (value: unknown) => (value && typeof value === 'object' ? (value as Record<string, unknown>) : {});
+
+/**
+ * An answer a critique or a rewritten prompt fits in: Anthropic requires `max_tokens`, and APO's
+ * own budget (`maxTokens`) counts what the calls used, not what they may use.
+ */
+const ANTHROPIC_MAX_TOKENS = 8192;
+
+const WIRES: Record<ChatApi, Wire> = {
+  openai: {
+    path: '/chat/completions',
+    headers: {},
+    auth: (apiKey) => ({ authorization: `Bearer ${apiKey}` }),
+    body: (model, messages, { temperature, seed }) => ({
+      model,
+      messages,
+      ...(temperature === undefined ? {} : { temperature }),
+      ...(seed === undefined ? {} : { seed }),
+    }),
+    read: (answer) => {
+      const content = fields(fields((answer.choices as unknown[] | undefined)?.[0]).message).content;
+      const usage = fields(answer.usage);
+      return {
+        content: typeof content === 'string' ? content : '',
+        inputTokens: numberOr(usage.prompt_tokens),
+        outputTokens: numberOr(usage.completion_tokens),
+      };
+    },
+  },
+  // System messages go to `system`; Anthropic has no seed.
+  anthropic: {
+    path: '/v1/messages',
+    headers: { 'anthropic-version': '2023-06-01' },
+    auth: (apiKey) => ({ 'x-api-key': apiKey }),
+    body: (model, messages, { temperature }) => {
+      const system = messages.filter((m) => m.role === 'system').map((m) => m.content);
+      return {
+        model,
+        max_tokens: ANTHROPIC_MAX_TOKENS,
+        ...(system.length > 0 ? { system: system.join('\n\n') } : {}),
+        messages: messages.filter((m) => m.role !== 'system'),
+        ...(temperature === undefined ? {} : { temperature }),
+      };
+    },
+    read: (answer) => {
+      const blocks = Array.isArray(answer.content) ? answer.content.map(fields) : [];
+      const usage = fields(answer.usage);
+      const input = numberOr(usage.input_tokens);
+      const cached =
+        (numberOr(usage.cache_read_input_tokens) ?? 0) + (numberOr(usage.cache_creation_input_tokens) ?? 0);
+      return {
+        content: blocks
+          .filter((block) => block.type === 'text' && typeof block.text === 'string')
+          .map((block) => block.text)
+          .join(''),
+        inputTokens: input === undefined ? undefined : input + cached,
+        outputTokens: numberOr(usage.output_tokens),
+      };
+    },
+  },
+};
+
+function parseJson(text: string): Record<string, unknown> {
   try {
-    parsed = JSON.parse(text);
+    return fields(JSON.parse(text));
   } catch {
     throw new RetryableError(`the answer is not JSON: ${text.slice(0, 200)}`);
   }
-  const content = parsed.choices?.[0]?.message?.content;
-  const reply = typeof content === 'string' ? content : '';
-  const usage = parsed.usage;
+}
+
+/** The reply with its usage; estimated from the texts' length (4 characters a token) where the server sent none. */
+function completionOf(reply: Reply, requestChars: number): Omit<ChatAnswer, 'tries'> {
   return {
-    content: reply,
+    content: reply.content,
     usage: {
-      inputTokens: typeof usage?.prompt_tokens === 'number' ? usage.prompt_tokens : Math.ceil(requestChars / 4),
-      outputTokens:
-        typeof usage?.completion_tokens === 'number' ? usage.completion_tokens : Math.ceil(reply.length / 4),
+      inputTokens: reply.inputTokens ?? Math.ceil(requestChars / 4),
+      outputTokens: reply.outputTokens ?? Math.ceil(reply.content.length / 4),
     },
   };
 }

@@ -1,6 +1,7 @@
 /**
  * An attempt's LLM calls as chat: the messages sent and the answer, tool calls with their JSON
- * arguments, token counts, the credited reward; token ids and tool definitions on demand.
+ * arguments, content blocks (images, thinking, a tool's use and result), token counts, the
+ * credited reward; token ids, thinking and tool definitions on demand.
  */
 import { useState } from 'preact/hooks';
 import { sql } from '../api.js';
@@ -17,6 +18,8 @@ interface Message {
   readonly arguments?: string;
   readonly call_id?: string;
   readonly tool_call_id?: string;
+  /** The model's thinking (Anthropic's thinking blocks, vLLM's and DeepSeek's reasoning). */
+  readonly reasoning_content?: string;
   readonly tool_calls?: { id?: string; function?: { name?: string; arguments?: string } }[];
 }
 
@@ -105,6 +108,7 @@ function MessageView({ message, fallbackRole = 'user' }: { message: Message; fal
           </span>
         ) : null}
       </span>
+      {message.reasoning_content ? <Thinking text={message.reasoning_content} /> : null}
       <Content
         value={
           message.content ??
@@ -119,30 +123,86 @@ function MessageView({ message, fallbackRole = 'user' }: { message: Message; fal
   );
 }
 
-/** Text, or parts (text, images, audio), or any other JSON. */
+/** Text, or parts (text, images, thinking, tool use and results, audio), or any other JSON. */
 function Content({ value }: { value: unknown }) {
   if (value === null || value === undefined || value === '') return null;
   if (typeof value === 'string') return <p class="text">{value}</p>;
   if (Array.isArray(value))
     return (
       <>
-        {value.map((part, i) => {
-          const p = part as { type?: string; text?: string };
-          return typeof p?.text === 'string' ? (
-            // biome-ignore lint/suspicious/noArrayIndexKey: parts are in order and never move
-            <p key={i} class="text">
-              {p.text}
-            </p>
-          ) : (
-            // biome-ignore lint/suspicious/noArrayIndexKey: parts are in order and never move
-            <pre key={i} class="json">
-              {prettyJson(part)}
-            </pre>
-          );
-        })}
+        {value.map((part, i) => (
+          // biome-ignore lint/suspicious/noArrayIndexKey: parts are in order and never move
+          <Part key={i} part={part} />
+        ))}
       </>
     );
   return <pre class="json">{prettyJson(value)}</pre>;
+}
+
+/** A content part as OpenAI chat, the Responses API or Anthropic write it. */
+type ContentPart = {
+  type?: string;
+  text?: string;
+  thinking?: string;
+  image_url?: string | { url?: string };
+  source?: { type?: string; url?: string; media_type?: string; data?: string };
+  id?: string;
+  name?: string;
+  input?: unknown;
+  tool_use_id?: string;
+  content?: unknown;
+};
+
+function Part({ part }: { part: unknown }) {
+  const p = (part ?? {}) as ContentPart;
+  const image = imageUrlOf(p);
+  if (image !== undefined) return <Image url={image} />;
+  switch (p.type) {
+    case 'thinking':
+    case 'reasoning':
+      return <Thinking text={p.thinking ?? p.text ?? ''} />;
+    case 'redacted_thinking':
+      return <p class="muted">thinking (redacted by the provider)</p>;
+    case 'tool_use':
+      return <ToolCall name={p.name} id={p.id} args={JSON.stringify(p.input ?? {})} />;
+    case 'tool_result':
+      return (
+        <div class="tool-result">
+          <span class="role-detail">result for {p.tool_use_id ?? '?'}</span>
+          <Content value={p.content} />
+        </div>
+      );
+  }
+  if (typeof p.text === 'string') return <p class="text">{p.text}</p>;
+  return <pre class="json">{prettyJson(part)}</pre>;
+}
+
+/** The image a part holds: chat's `image_url`, the Responses API's `input_image`, Anthropic's `image` source. */
+function imageUrlOf(p: ContentPart): string | undefined {
+  if (p.type === 'image_url' || p.type === 'input_image')
+    return typeof p.image_url === 'string' ? p.image_url : p.image_url?.url;
+  if (p.type === 'image' && p.source)
+    return p.source.type === 'base64' ? `data:${p.source.media_type};base64,${p.source.data}` : p.source.url;
+  return undefined;
+}
+
+/** An image sent inline is shown; one by URL is named, not fetched (the dashboard loads nothing from elsewhere). */
+function Image({ url }: { url: string }) {
+  if (url.startsWith('data:image/')) return <img class="part-image" src={url} alt="sent to the model" />;
+  return (
+    <p class="image-ref">
+      image <span class="mono muted">{url}</span>
+    </p>
+  );
+}
+
+function Thinking({ text }: { text: string }) {
+  return (
+    <details class="thinking">
+      <summary>thinking</summary>
+      <p class="text">{text}</p>
+    </details>
+  );
 }
 
 function ToolCall({ name, id, args }: { name?: string; id?: string; args?: string }) {
