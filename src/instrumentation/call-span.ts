@@ -177,11 +177,20 @@ class CallSpan implements Span, ReadableSpan {
     return this;
   }
 
-  /** Ends the span at `endTime` (milliseconds since the epoch, as the fetch capture passes it) and hands it on. */
+  /**
+   * Ends the span and hands it on. A number is a `performance.now()` reading (when the fetch
+   * capture saw the answer's last byte), as the SDK's spans read a number no later than
+   * `performance.now()`: it is placed on this span's clock by its progress since the start.
+   * Taken as epoch milliseconds, it came from another clock than the start's Date.now(), and a
+   * fast call's duration came out negative.
+   */
   end(endTime?: TimeInput): void {
     if (this.ended) return;
     this.ended = true;
-    this.endTime = typeof endTime === 'number' ? millisToHrTime(endTime) : this.now();
+    this.endTime =
+      typeof endTime === 'number'
+        ? addHrTimes(this.startTime, millisToHrTime(Math.max(0, endTime - this.startedAt)))
+        : this.now();
     try {
       this.target.processor.onEnd(this);
     } catch (error) {

@@ -497,7 +497,11 @@ function failSpan(span: Span, error: unknown): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
 }
 
-const now = () => performance.timeOrigin + performance.now();
+/**
+ * When an answer's last byte came: a `performance.now()` reading, which the LLM span (ours, or
+ * the SDK's) places on its own clock, so that the end never comes before the start.
+ */
+const now = () => performance.now();
 
 /**
  * Runs `work` in the check phase after next. An app that calls again at once sends that request
