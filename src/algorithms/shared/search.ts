@@ -1,0 +1,186 @@
+import type { AlgorithmRun } from './algorithm-run.js';
+import { ChatError, type ChatMessage, ChatModel } from './chat-model.js';
+
+/**
+ * What the prompt searches (APO, GEPA) share: how a search stops, its budgets, and the clock of
+ * what a round costs. Each search keeps its own steps, records and tokens.
+ */
+
+/** How a search ended: all its rounds ran, a budget was spent, or it was asked to stop. */
+export type StopKind = 'completed' | 'budget' | 'interrupted';
+
+/** A step stops the search for one of these; the round in flight is then not completed. */
+export class Stop extends Error {
+  constructor(
+    readonly kind: Exclude<StopKind, 'completed'>,
+    reason: string,
+  ) {
+    super(reason);
+  }
+}
+
+/** How a search ended, as a kind and in words. */
+export interface Ending<K extends string> {
+  readonly stopped: K;
+  readonly stopReason: string;
+}
+
+/**
+ * Runs a search's steps to their ending. A Stop they throw ends the search, and so does any
+ * error after a stop request (the store may be going away under the search: a second Ctrl-C);
+ * any other error fails the run and is thrown.
+ */
+export async function untilStopped<K extends string>(
+  steps: () => Promise<Ending<K>>,
+  run: AlgorithmRun,
+  signal: AbortSignal,
+  log: (line: string) => void,
+): Promise<Ending<K | Stop['kind']>> {
+  try {
+    return await steps();
+  } catch (error) {
+    const stop =
+      error instanceof Stop
+        ? error
+        : signal.aborted
+          ? new Stop('interrupted', `stopped by a signal (${(error as Error).message})`)
+          : null;
+    if (!stop) {
+      await run.end('failed').catch(() => {});
+      throw error;
+    }
+    log(`stopping: ${stop.message}`);
+    return { stopped: stop.kind, stopReason: stop.message };
+  }
+}
+
+/** A stop request ends the search between steps; `kept` is what it keeps ("the best prompt"). */
+export function stopIfAsked(signal: AbortSignal, kept: string): void {
+  if (signal.aborted) throw new Stop('interrupted', `stopped by a signal (Ctrl-C): ${kept} so far is kept`);
+}
+
+/** Stops the search before `count` more rollouts would pass `maxRollouts`. */
+export function checkRolloutBudget(maxRollouts: number | undefined, spent: number, count: number): void {
+  if (maxRollouts !== undefined && spent + count > maxRollouts)
+    throw new Stop(
+      'budget',
+      `the rollout budget (${maxRollouts}) does not cover the next ${count} rollouts (${spent} spent)`,
+    );
+}
+
+/** Why the token budget allows no more model calls; null while it does. */
+export function tokensSpent(maxTokens: number | undefined, tokens: number): string | null {
+  return maxTokens !== undefined && tokens >= maxTokens ? `the token budget (${maxTokens}) is spent` : null;
+}
+
+/** What every search's cost holds besides its tokens, for one round or all of them. */
+export interface SearchCost {
+  rollouts: number;
+  /** Wall-clock seconds. */
+  seconds: number;
+  /** Of those, waiting for rollouts. */
+  rolloutSeconds: number;
+  /** Of those, waiting for the search's models. */
+  modelSeconds: number;
+}
+
+/** `total` plus `part`, field by field. */
+export function addCost<C extends SearchCost>(total: C, part: C): void {
+  for (const key of Object.keys(total) as (keyof C)[]) (total[key] as number) += part[key] as number;
+}
+
+/** The cost of the round in flight, timed from its start. */
+export class CostClock<C extends SearchCost> {
+  cost: C;
+  private started = 0;
+  private calls = 0;
+  private callsSince = 0;
+
+  constructor(private readonly none: () => C) {
+    this.cost = none();
+  }
+
+  /** A new round: nothing spent yet, seconds from now. */
+  start(): void {
+    this.cost = this.none();
+    this.started = performance.now();
+  }
+
+  /** Model time counts while at least one call is in flight, so that calls at once are not counted twice. */
+  async timed<R>(call: () => Promise<R>): Promise<R> {
+    if (this.calls++ === 0) this.callsSince = performance.now();
+    try {
+      return await call();
+    } finally {
+      if (--this.calls === 0) this.cost.modelSeconds += (performance.now() - this.callsSince) / 1000;
+    }
+  }
+
+  rolloutsRan(count: number, waitedSeconds: number): void {
+    this.cost.rollouts += count;
+    this.cost.rolloutSeconds += waitedSeconds;
+  }
+
+  /** The round's cost, its wall-clock seconds up to now. */
+  lap(): C {
+    this.cost.seconds = (performance.now() - this.started) / 1000;
+    return this.cost;
+  }
+
+  /** The sum of these costs. */
+  total(parts: readonly C[]): C {
+    const total = this.none();
+    for (const part of parts) addCost(total, part);
+    return total;
+  }
+}
+
+/** A model's answer and the tokens it took, or why there is none. */
+export type ModelAnswer = { text: string; tokens: number } | { skipped: string };
+
+/** Why a search's model call may not start: a stop request, or the token budget is spent; null when it may. */
+export function callRefused(signal: AbortSignal, maxTokens: number | undefined, tokens: number): string | null {
+  return signal.aborted ? 'stopping' : tokensSpent(maxTokens, tokens);
+}
+
+/**
+ * One call of a search's model, timed on `clock`. A call that fails after its retries skips its
+ * step; it does not end the search.
+ */
+export async function askModel(
+  model: ChatModel,
+  role: string,
+  messages: readonly ChatMessage[],
+  options: { temperature: number; seed: number; signal: AbortSignal },
+  clock: CostClock<SearchCost>,
+): Promise<ModelAnswer> {
+  try {
+    const answer = await clock.timed(() => model.complete(messages, options));
+    return { text: answer.content, tokens: answer.usage.inputTokens + answer.usage.outputTokens };
+  } catch (error) {
+    if (error instanceof ChatError) return { skipped: `the ${role} failed: ${error.message}` };
+    throw error;
+  }
+}
+
+/** The endpoint, retries and timeout of a search's models, from its options. */
+export interface ModelSettings {
+  readonly baseURL: string;
+  readonly apiKey?: string;
+  readonly retries: number;
+  readonly retryBackoffSeconds: number;
+  readonly requestTimeoutSeconds: number;
+}
+
+/** One of a search's models; `onRetry` hears of each failed try that will be retried. */
+export function searchModel(settings: ModelSettings, model: string, onRetry: (line: string) => void): ChatModel {
+  return new ChatModel(
+    { baseURL: settings.baseURL, apiKey: settings.apiKey, model },
+    {
+      retries: settings.retries,
+      backoffSeconds: settings.retryBackoffSeconds,
+      timeoutSeconds: settings.requestTimeoutSeconds,
+    },
+    onRetry,
+  );
+}
