@@ -1,6 +1,5 @@
 import { writeFile } from 'node:fs/promises';
 import type { QuerySource } from '../../adapters/source.js';
-import { allRows } from '../../adapters/source.js';
 import type { NamedResources, PromptTemplateResource, RolloutMode } from '../../api/types.js';
 import type { AlgorithmContext } from '../algorithm.js';
 import { AlgorithmRun } from '../shared/algorithm-run.js';
@@ -40,10 +39,15 @@ import {
   askModel,
   callRefused,
   checkRolloutBudget,
+  endUnscored,
+  publishBest,
+  nextVersion,
+  recordedOptions,
   searchModel,
   stopIfAsked,
   tokensSpent,
   untilStopped,
+  type SearchSettings,
   type StopKind,
 } from '../shared/search.js';
 import { type PairedDifference, pairedDifference } from '../eval/index.js';
@@ -73,11 +77,7 @@ export interface APOResult {
   readonly cost: { readonly rounds: readonly (Cost & { round: number })[]; readonly total: Cost };
 }
 
-export interface SearchSettings extends APOSettings {
-  readonly baseURL: string;
-  readonly resources?: NamedResources;
-  readonly log: (line: string) => void;
-}
+export type ApoSearchSettings = SearchSettings<APOSettings>;
 
 /** One parent, one component of it, one training batch, one critique and one edit. */
 interface Branch {
@@ -115,7 +115,7 @@ export class Search<T> {
   private readonly clock = new CostClock(noCost);
 
   private constructor(
-    private readonly settings: SearchSettings,
+    private readonly settings: ApoSearchSettings,
     private readonly context: AlgorithmContext<T> & { source: QuerySource },
     private readonly run: AlgorithmRun,
     private readonly components: readonly string[],
@@ -136,7 +136,7 @@ export class Search<T> {
   }
 
   /** A new run, or the one to resume, with its seed resources checked. */
-  static async open<T>(settings: SearchSettings, context: AlgorithmContext<T>): Promise<Search<T>> {
+  static async open<T>(settings: ApoSearchSettings, context: AlgorithmContext<T>): Promise<Search<T>> {
     const source = context.source;
     if (!source)
       throw new TypeError(
@@ -157,9 +157,7 @@ export class Search<T> {
       );
     const components = promptResourceNames(resources, settings.promptResource);
     // What the run was asked to do, for whoever reads its rollout; the API key stays out.
-    const options = Object.fromEntries(
-      Object.entries(settings).filter(([key]) => !['apiKey', 'judgeApiKey', 'log', 'resources'].includes(key)),
-    );
+    const options = recordedOptions(settings, ['apiKey', 'judgeApiKey']);
     const run = await AlgorithmRun.start(context.store, 'apo', {
       algorithm: 'apo',
       options,
@@ -171,7 +169,7 @@ export class Search<T> {
   }
 
   private static async resume<T>(
-    settings: SearchSettings,
+    settings: ApoSearchSettings,
     context: AlgorithmContext<T> & { source: QuerySource },
     runId: string,
     judgeSettings: JudgeSettings | undefined,
@@ -192,12 +190,8 @@ export class Search<T> {
   private async restore(): Promise<void> {
     const recorded = await readRun(this.run);
     for (const [version, candidate] of recorded.candidates) this.candidates.set(version, candidate);
-    this.versions = Math.max(0, ...[...this.candidates.keys()].map((v) => Number(v.slice(1)) + 1));
-    const spent = await allRows(
-      this.context.source,
-      `SELECT count(*)::INTEGER AS n FROM rollouts WHERE (metadata->>'agl_run') = '${this.run.runId}'`,
-    );
-    this.spent.rollouts = Number(spent[0]?.n ?? 0);
+    this.versions = nextVersion(this.candidates.keys());
+    this.spent.rollouts = await this.run.rollouts(this.context.source);
     for (const { state, cost } of recorded.rounds) {
       this.costs.push({ ...cost, round: state.round });
       this.spent.criticTokens += cost.criticTokens;
@@ -541,25 +535,25 @@ export class Search<T> {
 
   /** Publishes the best prompt as the latest resources, writes it to `out`, and closes the run. */
   private async finish(stopped: StopKind, stopReason: string): Promise<APOResult> {
-    if (!this.best) {
-      await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'failed').catch(() => {});
-      throw new Error(`APO stopped before its seed prompt was scored: ${stopReason}`);
-    }
+    if (!this.best)
+      return endUnscored(this.run, stopped, `APO stopped before its seed prompt was scored: ${stopReason}`);
     const best = this.version(this.best);
     // The most recent seed: a run resumed before its first round was done scored a new one.
     const seed = [...this.candidates.values()].filter((c) => c.parent === null).at(-1) ?? best;
     if (this.settings.out) await writeFile(this.settings.out, this.outText(best));
-    try {
-      await this.context.store.updateResources(resourcesIdOf(best), this.resourcesWith(best.templates));
-      await recordBest(this.run, best, stopped);
-      await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'succeeded');
+    const published = await publishBest(
+      this.run,
+      stopped,
+      async () => {
+        await this.context.store.updateResources(resourcesIdOf(best), this.resourcesWith(best.templates));
+        await recordBest(this.run, best, stopped);
+      },
+      (reason) => this.log(`the best prompt (${best.version}) could not be published to the store: ${reason}`),
+    );
+    if (published)
       this.log(
         `best ${best.version} ${score(best.valScore)} (seed ${score(seed.valScore)}), now the latest resources (${best.resourcesId})${this.settings.out ? `, written to ${this.settings.out}` : ''}`,
       );
-    } catch (error) {
-      if (stopped !== 'interrupted') throw error;
-      this.log(`the best prompt (${best.version}) could not be published to the store: ${(error as Error).message}`);
-    }
     const total = this.clock.total(this.costs);
     return {
       runId: this.run.runId,
@@ -667,7 +661,7 @@ function oneLine(text: string): string {
  * Refuses a rollout budget that cannot score the seed prompt, before a rollout runs: the search
  * would spend nothing and end with no prompt to give.
  */
-function refuseSeedBudget(settings: SearchSettings, valSize: number, spent: number): void {
+function refuseSeedBudget(settings: ApoSearchSettings, valSize: number, spent: number): void {
   const needed = spent + valSize;
   if (settings.maxRollouts === undefined || settings.maxRollouts >= needed) return;
   const after = spent ? ` after the ${spent} the run has spent` : '';

@@ -1,6 +1,5 @@
 import { writeFile } from 'node:fs/promises';
 import type { QuerySource } from '../../adapters/source.js';
-import { allRows } from '../../adapters/source.js';
 import type { NamedResources, PromptTemplateResource, RolloutMode } from '../../api/types.js';
 import type { AlgorithmContext } from '../algorithm.js';
 import { evaluate, transcripts, type Evaluation } from '../apo/evaluate.js';
@@ -16,10 +15,15 @@ import {
   askModel,
   callRefused,
   checkRolloutBudget,
+  endUnscored,
+  publishBest,
+  nextVersion,
+  recordedOptions,
   searchModel,
   stopIfAsked,
   tokensSpent,
   untilStopped,
+  type SearchSettings,
   type StopKind,
 } from '../shared/search.js';
 import type { GEPASettings } from './options.js';
@@ -63,11 +67,7 @@ export interface GEPAResult {
   readonly cost: { readonly iterations: readonly (GepaCost & { iteration: number })[]; readonly total: GepaCost };
 }
 
-export interface GepaSearchSettings extends GEPASettings {
-  readonly baseURL: string;
-  readonly resources?: NamedResources;
-  readonly log: (line: string) => void;
-}
+export type GepaSearchSettings = SearchSettings<GEPASettings>;
 
 /**
  * The run-time of one GEPA run: the pool of candidates with per-task validation scores, the
@@ -127,9 +127,7 @@ export class GepaSearch<T> {
       throw new TypeError(
         'GEPA evolves prompt_template resources: give resources (or --prompt), or publish them to the store first',
       );
-    const options = Object.fromEntries(
-      Object.entries(settings).filter(([key]) => !['apiKey', 'log', 'resources'].includes(key)),
-    );
+    const options = recordedOptions(settings, ['apiKey']);
     const run = await AlgorithmRun.start(context.store, 'gepa', { algorithm: 'gepa', options, resources, components });
     return new GepaSearch(settings, withSource, run, resources, components);
   }
@@ -154,12 +152,8 @@ export class GepaSearch<T> {
   private async restore(): Promise<void> {
     const recorded = await readRun(this.run);
     for (const [version, candidate] of recorded.candidates) this.candidates.set(version, candidate);
-    this.versions = Math.max(0, ...[...this.candidates.keys()].map((v) => Number(v.slice(1)) + 1));
-    const spent = await allRows(
-      this.context.source,
-      `SELECT count(*)::INTEGER AS n FROM rollouts WHERE (metadata->>'agl_run') = '${this.run.runId}'`,
-    );
-    this.spent.rollouts = Number(spent[0]?.n ?? 0);
+    this.versions = nextVersion(this.candidates.keys());
+    this.spent.rollouts = await this.run.rollouts(this.context.source);
     for (const { state, cost } of recorded.iterations) {
       this.costs.push({ ...cost, iteration: state.iteration });
       this.spent.reflectionTokens += cost.reflectionTokens;
@@ -465,25 +459,25 @@ export class GepaSearch<T> {
 
   /** Publishes the best candidate's prompts as the latest resources, writes them to `out`, and closes the run. */
   private async finish(stopped: GepaStopKind, stopReason: string): Promise<GEPAResult> {
-    if (!this.pool.length) {
-      await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'failed').catch(() => {});
-      throw new Error(`GEPA stopped before its seed prompts were scored: ${stopReason}`);
-    }
+    if (!this.pool.length)
+      return endUnscored(this.run, stopped, `GEPA stopped before its seed prompts were scored: ${stopReason}`);
     const best = this.version(this.bestVersion());
     const seed = this.version(this.pool[0]);
     const difference = pairedDifference(best.valScores ?? [], seed.valScores ?? [], { seed: this.settings.seed });
     if (this.settings.out) await writeFile(this.settings.out, `${JSON.stringify(best.templates, null, 2)}\n`);
-    try {
-      await this.context.store.updateResources(best.resourcesId as string, this.resourcesOf(best.templates));
-      await recordBest(this.run, best, stopped);
-      await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'succeeded');
+    const published = await publishBest(
+      this.run,
+      stopped,
+      async () => {
+        await this.context.store.updateResources(best.resourcesId as string, this.resourcesOf(best.templates));
+        await recordBest(this.run, best, stopped);
+      },
+      (reason) => this.log(`the best candidate (${best.version}) could not be published to the store: ${reason}`),
+    );
+    if (published)
       this.log(
         `best ${best.version} ${score(valScoreOf(best))} (seed ${score(valScoreOf(seed))}), now the latest resources (${best.resourcesId})`,
       );
-    } catch (error) {
-      if (stopped !== 'interrupted') throw error;
-      this.log(`the best candidate (${best.version}) could not be published to the store: ${(error as Error).message}`);
-    }
     const total = this.clock.total(this.costs);
     return {
       runId: this.run.runId,

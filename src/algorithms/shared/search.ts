@@ -1,3 +1,4 @@
+import type { NamedResources } from '../../api/types.js';
 import type { AlgorithmRun } from './algorithm-run.js';
 import { ChatError, type ChatMessage, ChatModel } from './chat-model.js';
 
@@ -5,6 +6,30 @@ import { ChatError, type ChatMessage, ChatModel } from './chat-model.js';
  * What the prompt searches (APO, GEPA) share: how a search stops, its budgets, and the clock of
  * what a round costs. Each search keeps its own steps, records and tokens.
  */
+
+/** What a search takes besides its options (which a config file can hold too). */
+export interface SearchExtras {
+  /** The resources to start from, its prompt_template resources among them; default: the store's latest. */
+  readonly resources?: NamedResources;
+  /** Where progress lines go (default: stderr). */
+  readonly log?: (line: string) => void;
+}
+
+/** What a search's run-time reads: its checked options, its models' endpoint filled in, and its extras. */
+export type SearchSettings<S> = S & {
+  readonly baseURL: string;
+  readonly resources?: NamedResources;
+  readonly log: (line: string) => void;
+};
+
+/** The options among `given` checked by `parse`, the extras beside them. */
+export function searchSettings<S>(
+  parse: (input: unknown) => S & { baseURL: string },
+  given: SearchExtras,
+): SearchSettings<S> {
+  const { resources, log, ...options } = given;
+  return { ...parse(options), resources, log: log ?? ((line) => console.error(line)) };
+}
 
 /** How a search ended: all its rounds ran, a budget was spent, or it was asked to stop. */
 export type StopKind = 'completed' | 'budget' | 'interrupted';
@@ -54,6 +79,34 @@ export async function untilStopped<K extends string>(
   }
 }
 
+/** Ends a run stopped before its seed was scored: there is nothing to give, so `message` is thrown. */
+export async function endUnscored(run: AlgorithmRun, stopped: string, message: string): Promise<never> {
+  await run.end(stopped === 'interrupted' ? 'cancelled' : 'failed').catch(() => {});
+  throw new Error(message);
+}
+
+/**
+ * Closes a run after `publish` (the best as the latest resources, and its record): it succeeded,
+ * or was cancelled when asked to stop. After a stop request the store may be gone: what could
+ * not be published is then told to `unpublished`, not thrown. Answers whether it was published.
+ */
+export async function publishBest(
+  run: AlgorithmRun,
+  stopped: string,
+  publish: () => Promise<void>,
+  unpublished: (reason: string) => void,
+): Promise<boolean> {
+  try {
+    await publish();
+    await run.end(stopped === 'interrupted' ? 'cancelled' : 'succeeded');
+    return true;
+  } catch (error) {
+    if (stopped !== 'interrupted') throw error;
+    unpublished((error as Error).message);
+    return false;
+  }
+}
+
 /** A stop request ends the search between steps; `kept` is what it keeps ("the best prompt"). */
 export function stopIfAsked(signal: AbortSignal, kept: string): void {
   if (signal.aborted) throw new Stop('interrupted', `stopped by a signal (Ctrl-C): ${kept} so far is kept`);
@@ -72,6 +125,14 @@ export function checkRolloutBudget(maxRollouts: number | undefined, spent: numbe
 export function tokensSpent(maxTokens: number | undefined, tokens: number): string | null {
   return maxTokens !== undefined && tokens >= maxTokens ? `the token budget (${maxTokens}) is spent` : null;
 }
+
+/** The number of the next candidate version after these (v0, v1 ...): 0 for none. */
+export const nextVersion = (versions: Iterable<string>): number =>
+  Math.max(0, ...[...versions].map((v) => Number(v.slice(1)) + 1));
+
+/** A search's settings as its run records them: without `log`, the resources (recorded apart) and secrets. */
+export const recordedOptions = (settings: object, secrets: readonly string[]): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(settings).filter(([key]) => !['log', 'resources', ...secrets].includes(key)));
 
 /** What every search's cost holds besides its tokens, for one round or all of them. */
 export interface SearchCost {
