@@ -43,10 +43,12 @@ import {
   publishBest,
   nextVersion,
   recordedOptions,
+  runToResume,
   searchModel,
   stopIfAsked,
   tokensSpent,
   untilStopped,
+  withSource,
   type SearchSettings,
   type StopKind,
 } from '../shared/search.js';
@@ -136,20 +138,14 @@ export class Search<T> {
   }
 
   /** A new run, or the one to resume, with its seed resources checked. */
-  static async open<T>(settings: ApoSearchSettings, context: AlgorithmContext<T>): Promise<Search<T>> {
-    const source = context.source;
-    if (!source)
-      throw new TypeError(
-        'APO reads rollout transcripts with SQL: run it with the Trainer (or give the context a `source`)',
-      );
+  static async open<T>(settings: ApoSearchSettings, given: AlgorithmContext<T>): Promise<Search<T>> {
+    const context = withSource(given, 'APO');
     if (context.train.length === 0) throw new TypeError('APO needs training tasks: its critiques read their runs');
     if (context.val.length === 0) throw new TypeError('APO needs validation tasks: its candidates are scored on them');
     if (!settings.resume && !settings.resumeRun) refuseSeedBudget(settings, context.val.length, 0);
-    const withSource = { ...context, source };
     const judgeSettings = await judgeSettingsOf(settings);
-    const resumeId = settings.resumeRun ?? (settings.resume ? await AlgorithmRun.latest(source, 'apo') : null);
-    if (settings.resume && !resumeId) throw new TypeError('there is no APO run in the store to resume');
-    if (resumeId) return Search.resume(settings, withSource, resumeId, judgeSettings);
+    const resumeId = await runToResume(settings, context.source, 'APO');
+    if (resumeId) return Search.resume(settings, context, resumeId, judgeSettings);
     const resources = settings.resources ?? (await context.store.getLatestResources())?.resources;
     if (!resources)
       throw new TypeError(
@@ -165,7 +161,7 @@ export class Search<T> {
       // One name as a text, as runs before several prompts were recorded: they still resume.
       prompt_resource: components.length === 1 ? components[0] : components,
     });
-    return new Search(settings, withSource, run, components, resources, judgeSettings);
+    return new Search(settings, context, run, components, resources, judgeSettings);
   }
 
   private static async resume<T>(

@@ -19,10 +19,12 @@ import {
   publishBest,
   nextVersion,
   recordedOptions,
+  runToResume,
   searchModel,
   stopIfAsked,
   tokensSpent,
   untilStopped,
+  withSource,
   type SearchSettings,
   type StopKind,
 } from '../shared/search.js';
@@ -106,18 +108,12 @@ export class GepaSearch<T> {
   }
 
   /** A new run, or the one to resume, with its seed resources checked. */
-  static async open<T>(settings: GepaSearchSettings, context: AlgorithmContext<T>): Promise<GepaSearch<T>> {
-    const source = context.source;
-    if (!source)
-      throw new TypeError(
-        'GEPA reads rollout transcripts with SQL: run it with the Trainer (or give the context a `source`)',
-      );
+  static async open<T>(settings: GepaSearchSettings, given: AlgorithmContext<T>): Promise<GepaSearch<T>> {
+    const context = withSource(given, 'GEPA');
     if (context.train.length === 0) throw new TypeError('GEPA needs training tasks: its reflections read their runs');
     if (context.val.length === 0) throw new TypeError('GEPA needs validation tasks: its Pareto frontier is over them');
-    const withSource = { ...context, source };
-    const resumeId = settings.resumeRun ?? (settings.resume ? await AlgorithmRun.latest(source, 'gepa') : null);
-    if (settings.resume && !resumeId) throw new TypeError('there is no GEPA run in the store to resume');
-    if (resumeId) return GepaSearch.resume(settings, withSource, resumeId);
+    const resumeId = await runToResume(settings, context.source, 'GEPA');
+    if (resumeId) return GepaSearch.resume(settings, context, resumeId);
     refuseSeedBudget(settings, context.val.length, 0);
     const resources = settings.resources ?? (await context.store.getLatestResources())?.resources;
     const components = Object.entries(resources ?? {})
@@ -129,7 +125,7 @@ export class GepaSearch<T> {
       );
     const options = recordedOptions(settings, ['apiKey']);
     const run = await AlgorithmRun.start(context.store, 'gepa', { algorithm: 'gepa', options, resources, components });
-    return new GepaSearch(settings, withSource, run, resources, components);
+    return new GepaSearch(settings, context, run, resources, components);
   }
 
   private static async resume<T>(

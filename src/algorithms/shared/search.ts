@@ -1,5 +1,7 @@
+import type { QuerySource } from '../../adapters/source.js';
 import type { NamedResources } from '../../api/types.js';
-import type { AlgorithmRun } from './algorithm-run.js';
+import type { AlgorithmContext } from '../algorithm.js';
+import { AlgorithmRun } from './algorithm-run.js';
 import { ChatError, type ChatMessage, ChatModel } from './chat-model.js';
 
 /**
@@ -29,6 +31,30 @@ export function searchSettings<S>(
 ): SearchSettings<S> {
   const { resources, log, ...options } = given;
   return { ...parse(options), resources, log: log ?? ((line) => console.error(line)) };
+}
+
+/** The context with the SQL source a search reads its runs' transcripts through; a TypeError without one. */
+export function withSource<T>(
+  context: AlgorithmContext<T>,
+  name: string,
+): AlgorithmContext<T> & { source: QuerySource } {
+  const source = context.source;
+  if (!source)
+    throw new TypeError(
+      `${name} reads rollout transcripts with SQL: run it with the Trainer (or give the context a \`source\`)`,
+    );
+  return { ...context, source };
+}
+
+/** The id of the run to resume: the one named, with `resume` the store's latest of the algorithm, else null. */
+export async function runToResume(
+  settings: { readonly resume: boolean; readonly resumeRun?: string },
+  source: QuerySource,
+  name: string,
+): Promise<string | null> {
+  const runId = settings.resumeRun ?? (settings.resume ? await AlgorithmRun.latest(source, name.toLowerCase()) : null);
+  if (settings.resume && !runId) throw new TypeError(`there is no ${name} run in the store to resume`);
+  return runId;
 }
 
 /** How a search ended: all its rounds ran, a budget was spent, or it was asked to stop. */
