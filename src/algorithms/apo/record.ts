@@ -2,7 +2,7 @@ import { APO_RUN } from '../../api/run-records.js';
 import type { Span } from '../../api/types.js';
 import type { AlgorithmRun } from '../shared/algorithm-run.js';
 import type { BatchPosition } from '../shared/random.js';
-import type { SearchCost } from '../shared/search.js';
+import type { SearchCost } from '../shared/cost-clock.js';
 
 /**
  * How an APO run is kept in the store: spans of the run's own rollout (shared/algorithm-run.ts), read by

@@ -1,7 +1,7 @@
 import { GEPA_RUN } from '../../api/run-records.js';
 import type { AlgorithmRun } from '../shared/algorithm-run.js';
 import type { BatchPosition } from '../shared/random.js';
-import type { SearchCost } from '../shared/search.js';
+import type { SearchCost } from '../shared/cost-clock.js';
 
 /**
  * How a GEPA run is kept in the store: spans of the run's own rollout (shared/algorithm-run.ts),

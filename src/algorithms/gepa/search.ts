@@ -9,8 +9,8 @@ import { AlgorithmRun } from '../shared/algorithm-run.js';
 import type { ChatModel } from '../shared/chat-model.js';
 import { OptionsError, type OptionProblem } from '../shared/options.js';
 import { Batches, Random, streamSeed } from '../shared/random.js';
+import { CostClock } from '../shared/cost-clock.js';
 import {
-  CostClock,
   Stop,
   askModel,
   callRefused,
