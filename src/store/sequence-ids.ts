@@ -19,21 +19,29 @@ export class SequenceIds {
   assign(rows: ColumnarRows): void {
     const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
     const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
-    const start = (rows.columns[SPAN.start_time] as Int64Column).values;
-    const unassigned: { row: number; rollout: string }[] = [];
     for (let i = 0; i < rows.length; i++) {
-      const rollout = rollouts[i];
-      if (rollout === null) continue;
-      const explicit = sequence[i];
-      if (explicit === null) unassigned.push({ row: i, rollout });
-      else if (explicit > (this.last.get(rollout) ?? 0)) this.last.set(rollout, explicit);
+      const [rollout, explicit] = [rollouts[i], sequence[i]];
+      if (rollout !== null && explicit !== null && explicit > (this.last.get(rollout) ?? 0))
+        this.last.set(rollout, explicit);
     }
-    unassigned.sort((a, b) => (start[a.row] < start[b.row] ? -1 : start[a.row] > start[b.row] ? 1 : 0));
-    for (const { row, rollout } of unassigned) sequence[row] = this.next(rollout);
+    for (const { row, rollout } of unnumberedSpans(rows)) sequence[row] = this.next(rollout);
   }
 
   /** Continues a rollout's counter from the highest id stored. */
   continueFrom(rolloutId: string, stored: number): void {
     this.last.set(rolloutId, stored);
   }
+}
+
+/** The spans of a rollout without a sequence id, in the order they are numbered: by start time. */
+export function unnumberedSpans(rows: ColumnarRows): { row: number; rollout: string }[] {
+  const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
+  const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
+  const start = (rows.columns[SPAN.start_time] as Int64Column).values;
+  const unnumbered: { row: number; rollout: string }[] = [];
+  for (let i = 0; i < rows.length; i++) {
+    const rollout = rollouts[i];
+    if (rollout !== null && sequence[i] === null) unnumbered.push({ row: i, rollout });
+  }
+  return unnumbered.sort((a, b) => (start[a.row] < start[b.row] ? -1 : start[a.row] > start[b.row] ? 1 : 0));
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { parseApoOptions } from '../../src/algorithms/apo/options.js';
+import { parseGepaOptions } from '../../src/algorithms/gepa/options.js';
 import { ChatModel } from '../../src/algorithms/shared/chat-model.js';
 import { startAnthropicTestServer, type AnthropicTestServer } from '../support/anthropic-server.js';
 
@@ -50,16 +51,18 @@ test("an Anthropic error answer fails with the error's message", async () => {
   );
 });
 
-test("criticApi anthropic takes Anthropic's endpoint and key from the environment", () => {
+test("modelApi anthropic takes Anthropic's endpoint and key from the environment, for APO and GEPA", () => {
   const saved = { url: process.env.ANTHROPIC_BASE_URL, key: process.env.ANTHROPIC_API_KEY };
   process.env.ANTHROPIC_BASE_URL = server.url;
   process.env.ANTHROPIC_API_KEY = 'from-env';
   try {
-    const settings = parseApoOptions({ criticApi: 'anthropic', criticModel: 'claude-test' });
+    const settings = parseApoOptions({ modelApi: 'anthropic', criticModel: 'claude-test' });
     assert.equal(settings.baseURL, server.url);
     assert.equal(settings.apiKey, 'from-env');
-    assert.equal(parseApoOptions({}).criticApi, 'openai');
-    assert.throws(() => parseApoOptions({ criticApi: 'gemini' }), /criticApi/);
+    assert.equal(parseApoOptions({}).modelApi, 'openai');
+    assert.throws(() => parseApoOptions({ modelApi: 'gemini' }), /modelApi/);
+    const gepa = parseGepaOptions({ modelApi: 'anthropic', reflectionModel: 'claude-test' });
+    assert.deepEqual([gepa.modelApi, gepa.baseURL, gepa.apiKey], ['anthropic', server.url, 'from-env']);
   } finally {
     for (const [name, value] of [
       ['ANTHROPIC_BASE_URL', saved.url],

@@ -1,16 +1,11 @@
-import type { NamedResources } from '../../api/types.js';
 import type { Algorithm, AlgorithmContext } from '../algorithm.js';
 import { type APOOptionsInput, parseApoOptions } from './options.js';
 import { checkJudgeOptions } from '../judge/options.js';
-import { Search, type APOResult, type SearchSettings } from './search.js';
+import { searchSettings, type SearchExtras } from '../shared/search.js';
+import { Search, type APOResult, type ApoSearchSettings } from './search.js';
 
-/** What APO takes besides its options (which a config file can hold too). */
-export interface APOExtras {
-  /** The resources to start from, a prompt_template among them; default: the store's latest. */
-  readonly resources?: NamedResources;
-  /** Where progress lines go (default: stderr). */
-  readonly log?: (line: string) => void;
-}
+/** What APO takes besides its options: the resources to start from (a prompt_template among them) and a log. */
+export type APOExtras = SearchExtras;
 
 /**
  * Automatic prompt optimization: a beam search over prompt templates driven by textual
@@ -26,11 +21,10 @@ export interface APOExtras {
  * evaluation in flight) or the last round end the search; `resume` continues it later.
  */
 export class APO<T = unknown> implements Algorithm<T, APOResult> {
-  readonly settings: SearchSettings;
+  readonly settings: ApoSearchSettings;
 
   constructor(options: APOOptionsInput & APOExtras = {}) {
-    const { resources, log, ...rest } = options;
-    this.settings = { ...parseApoOptions(rest), resources, log: log ?? ((line) => console.error(line)) };
+    this.settings = searchSettings(parseApoOptions, options);
     checkJudgeOptions(this.settings);
   }
 

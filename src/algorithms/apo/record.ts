@@ -2,6 +2,7 @@ import { APO_RUN } from '../../api/run-records.js';
 import type { Span } from '../../api/types.js';
 import type { AlgorithmRun } from '../shared/algorithm-run.js';
 import type { BatchPosition } from '../shared/random.js';
+import type { SearchCost } from '../shared/cost-clock.js';
 
 /**
  * How an APO run is kept in the store: spans of the run's own rollout (shared/algorithm-run.ts), read by
@@ -39,17 +40,10 @@ export interface Candidate {
   valRewards: readonly (number | null)[] | null;
 }
 
-/** What the search costs, for one round or all of them. */
-export interface Cost {
-  rollouts: number;
+/** What the search costs, for one round or all of them; its model seconds wait for critic and editor answers. */
+export interface Cost extends SearchCost {
   criticTokens: number;
   editorTokens: number;
-  /** Wall-clock seconds. */
-  seconds: number;
-  /** Of those, waiting for rollouts. */
-  rolloutSeconds: number;
-  /** Of those, waiting for critic and editor answers. */
-  modelSeconds: number;
 }
 
 export const noCost = (): Cost => ({
@@ -60,10 +54,6 @@ export const noCost = (): Cost => ({
   rolloutSeconds: 0,
   modelSeconds: 0,
 });
-
-export function addCost(total: Cost, part: Cost): void {
-  for (const key of Object.keys(total) as (keyof Cost)[]) total[key] += part[key];
-}
 
 /** Where the search stands after a round: all a resumed run needs besides the candidates. */
 export interface SearchState {

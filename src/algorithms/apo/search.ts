@@ -1,6 +1,5 @@
 import { writeFile } from 'node:fs/promises';
 import type { QuerySource } from '../../adapters/source.js';
-import { allRows } from '../../adapters/source.js';
 import type { NamedResources, PromptTemplateResource, RolloutMode } from '../../api/types.js';
 import type { AlgorithmContext } from '../algorithm.js';
 import { AlgorithmRun } from '../shared/algorithm-run.js';
@@ -20,7 +19,6 @@ import {
   type RunTranscript,
 } from './prompts.js';
 import {
-  addCost,
   noCost,
   readRun,
   recordBest,
@@ -32,13 +30,29 @@ import {
   type Cost,
   type SearchState,
 } from './record.js';
-import { ChatError, ChatModel, type ChatMessage } from '../shared/chat-model.js';
+import type { ChatMessage, ChatModel } from '../shared/chat-model.js';
 import { OptionsError, type OptionProblem } from '../shared/options.js';
 import { Batches, Random, streamSeed } from '../shared/random.js';
+import { CostClock } from '../shared/cost-clock.js';
+import {
+  Stop,
+  askModel,
+  callRefused,
+  checkRolloutBudget,
+  endUnscored,
+  publishBest,
+  nextVersion,
+  recordedOptions,
+  runToResume,
+  searchModel,
+  stopIfAsked,
+  tokensSpent,
+  untilStopped,
+  withSource,
+  type SearchSettings,
+  type StopKind,
+} from '../shared/search.js';
 import { type PairedDifference, pairedDifference } from '../eval/index.js';
-
-/** How a search ended: all its rounds ran, a budget was spent, or it was asked to stop. */
-export type StopKind = 'completed' | 'budget' | 'interrupted';
 
 export interface APOResult {
   /** The rollout that records the run (resume it with `resumeRun`). */
@@ -65,21 +79,7 @@ export interface APOResult {
   readonly cost: { readonly rounds: readonly (Cost & { round: number })[]; readonly total: Cost };
 }
 
-export interface SearchSettings extends APOSettings {
-  readonly baseURL: string;
-  readonly resources?: NamedResources;
-  readonly log: (line: string) => void;
-}
-
-/** A round stops for one of these; the round in flight is then not completed. */
-class Stop extends Error {
-  constructor(
-    readonly kind: Exclude<StopKind, 'completed'>,
-    reason: string,
-  ) {
-    super(reason);
-  }
-}
+export type ApoSearchSettings = SearchSettings<APOSettings>;
 
 /** One parent, one component of it, one training batch, one critique and one edit. */
 interface Branch {
@@ -114,30 +114,18 @@ export class Search<T> {
   private readonly abandoned = new Set<string>();
   /** Rollouts and tokens spent so far, against the budget. */
   private readonly spent = noCost();
-  private cost = noCost();
-  private modelCalls = 0;
-  private modelSince = 0;
+  private readonly clock = new CostClock(noCost);
 
   private constructor(
-    private readonly settings: SearchSettings,
+    private readonly settings: ApoSearchSettings,
     private readonly context: AlgorithmContext<T> & { source: QuerySource },
     private readonly run: AlgorithmRun,
     private readonly components: readonly string[],
     private readonly seedResources: NamedResources,
     judgeSettings: JudgeSettings | undefined,
   ) {
-    const policy = {
-      retries: settings.retries,
-      backoffSeconds: settings.retryBackoffSeconds,
-      timeoutSeconds: settings.requestTimeoutSeconds,
-    };
-    const endpoint = { api: settings.criticApi, baseURL: settings.baseURL, apiKey: settings.apiKey };
-    this.critic = new ChatModel({ ...endpoint, model: settings.criticModel }, policy, (line) =>
-      this.log(`critic ${line}`),
-    );
-    this.editor = new ChatModel({ ...endpoint, model: settings.editorModel }, policy, (line) =>
-      this.log(`editor ${line}`),
-    );
+    this.critic = searchModel(settings, settings.criticModel, (line) => this.log(`critic ${line}`));
+    this.editor = searchModel(settings, settings.editorModel, (line) => this.log(`editor ${line}`));
     if (judgeSettings)
       this.judge = new RolloutJudge(judgeSettings, context.store, context.source, run, (line) => this.log(line));
     this.random = new Random(streamSeed(settings.seed, 'search'));
@@ -150,20 +138,14 @@ export class Search<T> {
   }
 
   /** A new run, or the one to resume, with its seed resources checked. */
-  static async open<T>(settings: SearchSettings, context: AlgorithmContext<T>): Promise<Search<T>> {
-    const source = context.source;
-    if (!source)
-      throw new TypeError(
-        'APO reads rollout transcripts with SQL: run it with the Trainer (or give the context a `source`)',
-      );
+  static async open<T>(settings: ApoSearchSettings, given: AlgorithmContext<T>): Promise<Search<T>> {
+    const context = withSource(given, 'APO');
     if (context.train.length === 0) throw new TypeError('APO needs training tasks: its critiques read their runs');
     if (context.val.length === 0) throw new TypeError('APO needs validation tasks: its candidates are scored on them');
     if (!settings.resume && !settings.resumeRun) refuseSeedBudget(settings, context.val.length, 0);
-    const withSource = { ...context, source };
     const judgeSettings = await judgeSettingsOf(settings);
-    const resumeId = settings.resumeRun ?? (settings.resume ? await AlgorithmRun.latest(source, 'apo') : null);
-    if (settings.resume && !resumeId) throw new TypeError('there is no APO run in the store to resume');
-    if (resumeId) return Search.resume(settings, withSource, resumeId, judgeSettings);
+    const resumeId = await runToResume(settings, context.source, 'APO');
+    if (resumeId) return Search.resume(settings, context, resumeId, judgeSettings);
     const resources = settings.resources ?? (await context.store.getLatestResources())?.resources;
     if (!resources)
       throw new TypeError(
@@ -171,9 +153,7 @@ export class Search<T> {
       );
     const components = promptResourceNames(resources, settings.promptResource);
     // What the run was asked to do, for whoever reads its rollout; the API key stays out.
-    const options = Object.fromEntries(
-      Object.entries(settings).filter(([key]) => !['apiKey', 'judgeApiKey', 'log', 'resources'].includes(key)),
-    );
+    const options = recordedOptions(settings, ['apiKey', 'judgeApiKey']);
     const run = await AlgorithmRun.start(context.store, 'apo', {
       algorithm: 'apo',
       options,
@@ -181,11 +161,11 @@ export class Search<T> {
       // One name as a text, as runs before several prompts were recorded: they still resume.
       prompt_resource: components.length === 1 ? components[0] : components,
     });
-    return new Search(settings, withSource, run, components, resources, judgeSettings);
+    return new Search(settings, context, run, components, resources, judgeSettings);
   }
 
   private static async resume<T>(
-    settings: SearchSettings,
+    settings: ApoSearchSettings,
     context: AlgorithmContext<T> & { source: QuerySource },
     runId: string,
     judgeSettings: JudgeSettings | undefined,
@@ -206,12 +186,8 @@ export class Search<T> {
   private async restore(): Promise<void> {
     const recorded = await readRun(this.run);
     for (const [version, candidate] of recorded.candidates) this.candidates.set(version, candidate);
-    this.versions = Math.max(0, ...[...this.candidates.keys()].map((v) => Number(v.slice(1)) + 1));
-    const spent = await allRows(
-      this.context.source,
-      `SELECT count(*)::INTEGER AS n FROM rollouts WHERE (metadata->>'agl_run') = '${this.run.runId}'`,
-    );
-    this.spent.rollouts = Number(spent[0]?.n ?? 0);
+    this.versions = nextVersion(this.candidates.keys());
+    this.spent.rollouts = await this.run.rollouts(this.context.source);
     for (const { state, cost } of recorded.rounds) {
       this.costs.push({ ...cost, round: state.round });
       this.spent.criticTokens += cost.criticTokens;
@@ -242,32 +218,23 @@ export class Search<T> {
 
   /** Runs the rounds still to run, then publishes the best prompt. */
   async search(): Promise<APOResult> {
-    let stopped: StopKind = 'completed';
-    let stopReason = `${this.settings.rounds} round${this.settings.rounds === 1 ? '' : 's'} done`;
-    try {
-      if (!this.best) await this.scoreSeed();
-      while (this.round < this.settings.rounds) await this.nextRound();
-    } catch (error) {
-      // After a stop request the store may be going away under the search (a second Ctrl-C).
-      const stop =
-        error instanceof Stop
-          ? error
-          : this.context.signal.aborted
-            ? new Stop('interrupted', `stopped by a signal (${(error as Error).message})`)
-            : null;
-      if (!stop) {
-        await this.run.end('failed').catch(() => {});
-        throw error;
-      }
-      ({ kind: stopped, message: stopReason } = stop);
-      this.log(`stopping: ${stopReason}`);
-    }
+    const { stopped, stopReason } = await untilStopped(
+      async () => {
+        if (!this.best) await this.scoreSeed();
+        while (this.round < this.settings.rounds) await this.nextRound();
+        const { rounds } = this.settings;
+        return { stopped: 'completed' as const, stopReason: `${rounds} round${rounds === 1 ? '' : 's'} done` };
+      },
+      this.run,
+      this.context.signal,
+      (line) => this.log(line),
+    );
     return this.finish(stopped, stopReason);
   }
 
   /** Round 0: the seed prompt becomes v0, scored on the whole validation set. */
   private async scoreSeed(): Promise<void> {
-    this.startCost();
+    this.clock.start();
     const seed = await this.admit({
       component: null,
       templates: Object.fromEntries(this.components.map((name) => [name, this.promptOf(name).template])),
@@ -288,7 +255,7 @@ export class Search<T> {
 
   private async nextRound(): Promise<void> {
     this.round++;
-    this.startCost();
+    this.clock.start();
     const branches = this.branches();
     this.log(
       `${this.label}: ${branches.length} critiques of ${new Set(branches.map((b) => b.parent.version)).size} parent(s) on training batches of ${this.settings.gradientBatchSize}`,
@@ -302,7 +269,7 @@ export class Search<T> {
     const edits = await mapLimit(branches, this.settings.concurrency, (branch, i) =>
       this.critiqueAndEdit(branch, runs[i], shown[i]),
     );
-    this.stopIfAsked();
+    stopIfAsked(this.context.signal, 'the best prompt');
     const fresh: Candidate[] = [];
     for (const [i, edit] of edits.entries()) {
       const candidate = await this.candidateFrom(branches[i], edit);
@@ -312,8 +279,8 @@ export class Search<T> {
     else await this.selectBeam(fresh);
     await this.scoreLeader();
     await this.checkpoint();
-    if (this.settings.maxTokens !== undefined && this.tokens >= this.settings.maxTokens)
-      throw new Stop('budget', `the token budget (${this.settings.maxTokens}) is spent`);
+    const spent = tokensSpent(this.settings.maxTokens, this.tokens);
+    if (spent) throw new Stop('budget', spent);
   }
 
   /** Parents as Agent Lightning picks them: the beam in a random order, repeated up to beamWidth when it is smaller. */
@@ -358,24 +325,14 @@ export class Search<T> {
     messages: ChatMessage[],
     options: { temperature: number; seed: number; signal: AbortSignal },
   ): Promise<{ text: string } | { skipped: string }> {
-    if (this.context.signal.aborted) return { skipped: 'stopping' };
-    if (this.settings.maxTokens !== undefined && this.tokens >= this.settings.maxTokens)
-      return { skipped: `the token budget (${this.settings.maxTokens}) is spent` };
-    const model = role === 'critic' ? this.critic : this.editor;
-    this.modelStarted();
-    try {
-      const answer = await model.complete(messages, options);
-      const tokens = answer.usage.inputTokens + answer.usage.outputTokens;
-      const key = role === 'critic' ? 'criticTokens' : 'editorTokens';
-      this.cost[key] += tokens;
-      this.spent[key] += tokens;
-      return { text: answer.content };
-    } catch (error) {
-      if (error instanceof ChatError) return { skipped: `the ${role} failed: ${error.message}` };
-      throw error;
-    } finally {
-      this.modelEnded();
-    }
+    const refused = callRefused(this.context.signal, this.settings.maxTokens, this.tokens);
+    if (refused) return { skipped: refused };
+    const answer = await askModel(role === 'critic' ? this.critic : this.editor, role, messages, options, this.clock);
+    if ('skipped' in answer) return answer;
+    const key = role === 'critic' ? 'criticTokens' : 'editorTokens';
+    this.clock.cost[key] += answer.tokens;
+    this.spent[key] += answer.tokens;
+    return { text: answer.text };
   }
 
   /** A new candidate from a branch's edit; null (the reason logged and recorded) when there is none. */
@@ -518,13 +475,8 @@ export class Search<T> {
     split: 'train' | 'val_batch' | 'val',
   ): Promise<Evaluation[]> {
     const count = tasks.reduce((n, t) => n + t.length, 0);
-    this.stopIfAsked();
-    if (this.settings.maxRollouts !== undefined && this.spent.rollouts + count > this.settings.maxRollouts) {
-      throw new Stop(
-        'budget',
-        `the rollout budget (${this.settings.maxRollouts}) does not cover the next ${count} rollouts (${this.spent.rollouts} spent)`,
-      );
-    }
+    stopIfAsked(this.context.signal, 'the best prompt');
+    checkRolloutBudget(this.settings.maxRollouts, this.spent.rollouts, count);
     const requests = candidates.map((c, i) => ({
       resourcesId: resourcesIdOf(c),
       tasks: tasks[i],
@@ -543,8 +495,7 @@ export class Search<T> {
       this.settings.rolloutTimeoutSeconds,
       this.judge,
     );
-    this.cost.rolloutSeconds += waitedSeconds;
-    this.cost.rollouts += count;
+    this.clock.rolloutsRan(count, waitedSeconds);
     this.spent.rollouts += count;
     const scores = evaluations.map((e, i) => ({
       version: candidates[i].version,
@@ -559,7 +510,7 @@ export class Search<T> {
 
   /** Saves the round's state (a resumed run starts from the last one) and its cost. */
   private async checkpoint(): Promise<void> {
-    this.cost.seconds = (performance.now() - this.roundStarted) / 1000;
+    const cost = this.clock.lap();
     const state: SearchState = {
       round: this.round,
       beam: this.beam,
@@ -571,36 +522,35 @@ export class Search<T> {
       trainSize: this.context.train.length,
       valSize: this.context.val.length,
     };
-    await recordRound(this.run, state, this.cost);
-    this.costs.push({ ...this.cost, round: this.round });
+    await recordRound(this.run, state, cost);
+    this.costs.push({ ...cost, round: this.round });
     this.log(
-      `${this.round === 0 ? 'round 0 (seed)' : this.label} done in ${this.cost.seconds.toFixed(1)} s: ${this.cost.rollouts} rollouts, ${this.cost.criticTokens} critic and ${this.cost.editorTokens} editor tokens (waiting: rollouts ${this.cost.rolloutSeconds.toFixed(1)} s, critic/editor ${this.cost.modelSeconds.toFixed(1)} s)`,
+      `${this.round === 0 ? 'round 0 (seed)' : this.label} done in ${cost.seconds.toFixed(1)} s: ${cost.rollouts} rollouts, ${cost.criticTokens} critic and ${cost.editorTokens} editor tokens (waiting: rollouts ${cost.rolloutSeconds.toFixed(1)} s, critic/editor ${cost.modelSeconds.toFixed(1)} s)`,
     );
   }
 
   /** Publishes the best prompt as the latest resources, writes it to `out`, and closes the run. */
   private async finish(stopped: StopKind, stopReason: string): Promise<APOResult> {
-    if (!this.best) {
-      await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'failed').catch(() => {});
-      throw new Error(`APO stopped before its seed prompt was scored: ${stopReason}`);
-    }
+    if (!this.best)
+      return endUnscored(this.run, stopped, `APO stopped before its seed prompt was scored: ${stopReason}`);
     const best = this.version(this.best);
     // The most recent seed: a run resumed before its first round was done scored a new one.
     const seed = [...this.candidates.values()].filter((c) => c.parent === null).at(-1) ?? best;
     if (this.settings.out) await writeFile(this.settings.out, this.outText(best));
-    try {
-      await this.context.store.updateResources(resourcesIdOf(best), this.resourcesWith(best.templates));
-      await recordBest(this.run, best, stopped);
-      await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'succeeded');
+    const published = await publishBest(
+      this.run,
+      stopped,
+      async () => {
+        await this.context.store.updateResources(resourcesIdOf(best), this.resourcesWith(best.templates));
+        await recordBest(this.run, best, stopped);
+      },
+      (reason) => this.log(`the best prompt (${best.version}) could not be published to the store: ${reason}`),
+    );
+    if (published)
       this.log(
         `best ${best.version} ${score(best.valScore)} (seed ${score(seed.valScore)}), now the latest resources (${best.resourcesId})${this.settings.out ? `, written to ${this.settings.out}` : ''}`,
       );
-    } catch (error) {
-      if (stopped !== 'interrupted') throw error;
-      this.log(`the best prompt (${best.version}) could not be published to the store: ${(error as Error).message}`);
-    }
-    const total = noCost();
-    for (const cost of this.costs) addCost(total, cost);
+    const total = this.clock.total(this.costs);
     return {
       runId: this.run.runId,
       stopped,
@@ -629,28 +579,6 @@ export class Search<T> {
   private outText(best: Candidate): string {
     if (this.components.length > 1) return `${JSON.stringify(best.templates, null, 2)}\n`;
     return best.template.endsWith('\n') ? best.template : `${best.template}\n`;
-  }
-
-  /** A stop request ends the search between steps; the round in flight is not checkpointed. */
-  private stopIfAsked(): void {
-    if (this.context.signal.aborted)
-      throw new Stop('interrupted', 'stopped by a signal (Ctrl-C): the best prompt so far is kept');
-  }
-
-  private roundStarted = 0;
-
-  private startCost(): void {
-    this.cost = noCost();
-    this.roundStarted = performance.now();
-  }
-
-  /** Model time counts while at least one call is in flight, so that calls at once are not counted twice. */
-  private modelStarted(): void {
-    if (this.modelCalls++ === 0) this.modelSince = performance.now();
-  }
-
-  private modelEnded(): void {
-    if (--this.modelCalls === 0) this.cost.modelSeconds += (performance.now() - this.modelSince) / 1000;
   }
 
   private version(version: string): Candidate {
@@ -729,7 +657,7 @@ function oneLine(text: string): string {
  * Refuses a rollout budget that cannot score the seed prompt, before a rollout runs: the search
  * would spend nothing and end with no prompt to give.
  */
-function refuseSeedBudget(settings: SearchSettings, valSize: number, spent: number): void {
+function refuseSeedBudget(settings: ApoSearchSettings, valSize: number, spent: number): void {
   const needed = spent + valSize;
   if (settings.maxRollouts === undefined || settings.maxRollouts >= needed) return;
   const after = spent ? ` after the ${spent} the run has spent` : '';

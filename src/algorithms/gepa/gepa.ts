@@ -1,15 +1,10 @@
-import type { NamedResources } from '../../api/types.js';
 import type { Algorithm, AlgorithmContext } from '../algorithm.js';
 import { type GEPAOptionsInput, parseGepaOptions } from './options.js';
+import { searchSettings, type SearchExtras } from '../shared/search.js';
 import { GepaSearch, type GEPAResult, type GepaSearchSettings } from './search.js';
 
-/** What GEPA takes besides its options (which a config file can hold too). */
-export interface GEPAExtras {
-  /** The resources to start from; every prompt_template among them is evolved. Default: the store's latest. */
-  readonly resources?: NamedResources;
-  /** Where progress lines go (default: stderr). */
-  readonly log?: (line: string) => void;
-}
+/** What GEPA takes besides its options: the resources to start from (every prompt_template among them is evolved) and a log. */
+export type GEPAExtras = SearchExtras;
 
 /**
  * GEPA, reflective prompt evolution (Agrawal et al., 2025): a pool of candidates (one template per
@@ -26,8 +21,7 @@ export class GEPA<T = unknown> implements Algorithm<T, GEPAResult> {
   readonly settings: GepaSearchSettings;
 
   constructor(options: GEPAOptionsInput & GEPAExtras = {}) {
-    const { resources, log, ...rest } = options;
-    this.settings = { ...parseGepaOptions(rest), resources, log: log ?? ((line) => console.error(line)) };
+    this.settings = searchSettings(parseGepaOptions, options);
   }
 
   async run(context: AlgorithmContext<T>): Promise<GEPAResult> {

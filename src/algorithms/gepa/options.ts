@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOptions } from '../shared/options.js';
+import { parseSearchOptions, searchOptions } from '../shared/options.js';
 
 /**
  * GEPA's options: one schema for the TypeScript API, `agl train gepa` flags and config files
@@ -25,33 +25,18 @@ export const GEPA_OPTIONS = z.strictObject({
     .min(1)
     .default('gpt-4.1-mini')
     .describe('the model that reflects on runs and rewrites a prompt'),
-  baseURL: z
-    .url({ protocol: /^https?$/ })
-    .optional()
-    .describe('OpenAI-compatible endpoint of the reflection model (default: OPENAI_BASE_URL, else OpenAI)'),
-  apiKey: z.string().optional().describe('its API key (default: OPENAI_API_KEY); config file only, never a flag'),
-  temperature: z.number().min(0).max(2).default(1).describe('sampling temperature of the reflection model'),
-  seed: z
-    .int()
-    .default(0)
-    .describe('seed of every random choice: the same seed, data and answers give the same search'),
-  maxRollouts: z
-    .int()
-    .min(1)
-    .optional()
-    .describe('budget: rollouts in all; the search ends before an evaluation that would pass it'),
-  maxTokens: z.int().min(1).optional().describe('budget: reflection tokens in all; no call starts once it is spent'),
-  rolloutTimeoutSeconds: z.number().positive().default(600).describe('a rollout running longer fails (scored 0)'),
-  requestTimeoutSeconds: z.number().positive().default(120).describe('one reflection call'),
-  retries: z.int().min(0).default(3).describe('retries of a failed reflection call, with backoff'),
-  retryBackoffSeconds: z.number().min(0).default(1).describe('the first wait before a retry; it doubles'),
   out: z
     .string()
     .min(1)
     .optional()
     .describe('file the best prompts are written to, as JSON (resource name -> template)'),
-  resume: z.boolean().default(false).describe('continue the latest GEPA run in the store'),
-  resumeRun: z.string().min(1).optional().describe('continue this GEPA run (its rollout id)'),
+  ...searchOptions({
+    name: 'GEPA',
+    models: 'the reflection model',
+    possessive: 'its',
+    call: 'reflection',
+    tokens: 'reflection',
+  }),
 });
 
 /** The options as given (anything with a default may be left out). */
@@ -60,11 +45,5 @@ export type GEPAOptionsInput = z.input<typeof GEPA_OPTIONS>;
 export type GEPASettings = z.output<typeof GEPA_OPTIONS>;
 
 /** The options a user gave, checked, with defaults; the reflection model's endpoint from the environment when not given. */
-export function parseGepaOptions(input: unknown): GEPASettings & { baseURL: string } {
-  const settings = parseOptions(GEPA_OPTIONS, input, 'GEPA');
-  return {
-    ...settings,
-    baseURL: settings.baseURL ?? process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1',
-    apiKey: settings.apiKey ?? process.env.OPENAI_API_KEY,
-  };
-}
+export const parseGepaOptions = (input: unknown): GEPASettings & { baseURL: string } =>
+  parseSearchOptions(GEPA_OPTIONS, input, 'GEPA');

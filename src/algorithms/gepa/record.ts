@@ -1,6 +1,7 @@
 import { GEPA_RUN } from '../../api/run-records.js';
 import type { AlgorithmRun } from '../shared/algorithm-run.js';
 import type { BatchPosition } from '../shared/random.js';
+import type { SearchCost } from '../shared/cost-clock.js';
 
 /**
  * How a GEPA run is kept in the store: spans of the run's own rollout (shared/algorithm-run.ts),
@@ -38,16 +39,9 @@ export interface GepaCandidate {
 export const valScoreOf = (c: GepaCandidate): number | null =>
   c.valScores === null ? null : c.valScores.reduce((s, v) => s + v, 0) / Math.max(1, c.valScores.length);
 
-/** What the search costs, for one iteration or all of them. */
-export interface GepaCost {
-  rollouts: number;
+/** What the search costs, for one iteration or all of them; its model seconds wait for the reflection model. */
+export interface GepaCost extends SearchCost {
   reflectionTokens: number;
-  /** Wall-clock seconds. */
-  seconds: number;
-  /** Of those, waiting for rollouts. */
-  rolloutSeconds: number;
-  /** Of those, waiting for the reflection model. */
-  modelSeconds: number;
 }
 
 export const noCost = (): GepaCost => ({
@@ -57,10 +51,6 @@ export const noCost = (): GepaCost => ({
   rolloutSeconds: 0,
   modelSeconds: 0,
 });
-
-export function addCost(total: GepaCost, part: GepaCost): void {
-  for (const key of Object.keys(total) as (keyof GepaCost)[]) total[key] += part[key];
-}
 
 /** Where the search stands after an iteration: all a resumed run needs besides the candidates. */
 export interface GepaState {

@@ -1,19 +1,36 @@
 import { writeFile } from 'node:fs/promises';
 import type { QuerySource } from '../../adapters/source.js';
-import { allRows } from '../../adapters/source.js';
 import type { NamedResources, PromptTemplateResource, RolloutMode } from '../../api/types.js';
 import type { AlgorithmContext } from '../algorithm.js';
 import { evaluate, transcripts, type Evaluation } from '../apo/evaluate.js';
 import { extractEdit, placeholderProblem, placeholdersOf, type RunTranscript } from '../apo/prompts.js';
 import { pairedDifference, type PairedDifference } from '../eval/statistics.js';
 import { AlgorithmRun } from '../shared/algorithm-run.js';
-import { ChatError, ChatModel } from '../shared/chat-model.js';
+import type { ChatModel } from '../shared/chat-model.js';
 import { OptionsError, type OptionProblem } from '../shared/options.js';
 import { Batches, Random, streamSeed } from '../shared/random.js';
+import { CostClock } from '../shared/cost-clock.js';
+import {
+  Stop,
+  askModel,
+  callRefused,
+  checkRolloutBudget,
+  endUnscored,
+  publishBest,
+  nextVersion,
+  recordedOptions,
+  runToResume,
+  searchModel,
+  stopIfAsked,
+  tokensSpent,
+  untilStopped,
+  withSource,
+  type SearchSettings,
+  type StopKind,
+} from '../shared/search.js';
 import type { GEPASettings } from './options.js';
 import { pairKey, paretoFrontier, planMerge, sampleFrontier, type MergePlan, type PoolEntry } from './pareto.js';
 import {
-  addCost,
   noCost,
   readRun,
   recordBest,
@@ -29,7 +46,7 @@ import {
 import { blamedComponent, reflectionMessages } from './reflection.js';
 
 /** How a search ended: its iterations ran, the frontier stopped moving, a budget was spent, or it was asked to stop. */
-export type GepaStopKind = 'completed' | 'converged' | 'budget' | 'interrupted';
+export type GepaStopKind = StopKind | 'converged';
 
 export interface GEPAResult {
   /** The rollout that records the run (resume it with `resumeRun`). */
@@ -52,20 +69,7 @@ export interface GEPAResult {
   readonly cost: { readonly iterations: readonly (GepaCost & { iteration: number })[]; readonly total: GepaCost };
 }
 
-export interface GepaSearchSettings extends GEPASettings {
-  readonly baseURL: string;
-  readonly resources?: NamedResources;
-  readonly log: (line: string) => void;
-}
-
-class Stop extends Error {
-  constructor(
-    readonly kind: Exclude<GepaStopKind, 'completed' | 'converged'>,
-    reason: string,
-  ) {
-    super(reason);
-  }
-}
+export type GepaSearchSettings = SearchSettings<GEPASettings>;
 
 /**
  * The run-time of one GEPA run: the pool of candidates with per-task validation scores, the
@@ -88,8 +92,7 @@ export class GepaSearch<T> {
   private improved = false;
   private versions = 0;
   private readonly spent = noCost();
-  private cost = noCost();
-  private started = 0;
+  private readonly clock = new CostClock(noCost);
 
   private constructor(
     private readonly settings: GepaSearchSettings,
@@ -98,33 +101,19 @@ export class GepaSearch<T> {
     private readonly seedResources: NamedResources,
     readonly components: readonly string[],
   ) {
-    this.reflector = new ChatModel(
-      { baseURL: settings.baseURL, apiKey: settings.apiKey, model: settings.reflectionModel },
-      {
-        retries: settings.retries,
-        backoffSeconds: settings.retryBackoffSeconds,
-        timeoutSeconds: settings.requestTimeoutSeconds,
-      },
-      (line) => this.log(`reflection ${line}`),
-    );
+    this.reflector = searchModel(settings, settings.reflectionModel, (line) => this.log(`reflection ${line}`));
     this.random = new Random(streamSeed(settings.seed, 'gepa'));
     this.trainBatches = new Batches(context.train.length, settings.seed, 'train');
     this.valBatches = new Batches(context.val.length, settings.seed, 'val');
   }
 
   /** A new run, or the one to resume, with its seed resources checked. */
-  static async open<T>(settings: GepaSearchSettings, context: AlgorithmContext<T>): Promise<GepaSearch<T>> {
-    const source = context.source;
-    if (!source)
-      throw new TypeError(
-        'GEPA reads rollout transcripts with SQL: run it with the Trainer (or give the context a `source`)',
-      );
+  static async open<T>(settings: GepaSearchSettings, given: AlgorithmContext<T>): Promise<GepaSearch<T>> {
+    const context = withSource(given, 'GEPA');
     if (context.train.length === 0) throw new TypeError('GEPA needs training tasks: its reflections read their runs');
     if (context.val.length === 0) throw new TypeError('GEPA needs validation tasks: its Pareto frontier is over them');
-    const withSource = { ...context, source };
-    const resumeId = settings.resumeRun ?? (settings.resume ? await AlgorithmRun.latest(source, 'gepa') : null);
-    if (settings.resume && !resumeId) throw new TypeError('there is no GEPA run in the store to resume');
-    if (resumeId) return GepaSearch.resume(settings, withSource, resumeId);
+    const resumeId = await runToResume(settings, context.source, 'GEPA');
+    if (resumeId) return GepaSearch.resume(settings, context, resumeId);
     refuseSeedBudget(settings, context.val.length, 0);
     const resources = settings.resources ?? (await context.store.getLatestResources())?.resources;
     const components = Object.entries(resources ?? {})
@@ -134,11 +123,9 @@ export class GepaSearch<T> {
       throw new TypeError(
         'GEPA evolves prompt_template resources: give resources (or --prompt), or publish them to the store first',
       );
-    const options = Object.fromEntries(
-      Object.entries(settings).filter(([key]) => !['apiKey', 'log', 'resources'].includes(key)),
-    );
+    const options = recordedOptions(settings, ['apiKey']);
     const run = await AlgorithmRun.start(context.store, 'gepa', { algorithm: 'gepa', options, resources, components });
-    return new GepaSearch(settings, withSource, run, resources, components);
+    return new GepaSearch(settings, context, run, resources, components);
   }
 
   private static async resume<T>(
@@ -161,12 +148,8 @@ export class GepaSearch<T> {
   private async restore(): Promise<void> {
     const recorded = await readRun(this.run);
     for (const [version, candidate] of recorded.candidates) this.candidates.set(version, candidate);
-    this.versions = Math.max(0, ...[...this.candidates.keys()].map((v) => Number(v.slice(1)) + 1));
-    const spent = await allRows(
-      this.context.source,
-      `SELECT count(*)::INTEGER AS n FROM rollouts WHERE (metadata->>'agl_run') = '${this.run.runId}'`,
-    );
-    this.spent.rollouts = Number(spent[0]?.n ?? 0);
+    this.versions = nextVersion(this.candidates.keys());
+    this.spent.rollouts = await this.run.rollouts(this.context.source);
     for (const { state, cost } of recorded.iterations) {
       this.costs.push({ ...cost, iteration: state.iteration });
       this.spent.reflectionTokens += cost.reflectionTokens;
@@ -190,37 +173,32 @@ export class GepaSearch<T> {
 
   /** Runs the iterations still to run, then publishes the best candidate. */
   async search(): Promise<GEPAResult> {
-    let stopped: GepaStopKind = 'completed';
-    let stopReason = `${this.settings.iterations} iteration${this.settings.iterations === 1 ? '' : 's'} done`;
-    try {
-      if (!this.pool.length) await this.scoreSeed();
-      while (this.iteration < this.settings.iterations) {
-        if (this.stale >= this.settings.patience) {
-          stopped = 'converged';
-          stopReason = `the Pareto frontier did not move in ${this.stale} proposals`;
-          break;
+    const { stopped, stopReason } = await untilStopped(
+      async () => {
+        if (!this.pool.length) await this.scoreSeed();
+        while (this.iteration < this.settings.iterations) {
+          if (this.stale >= this.settings.patience)
+            return {
+              stopped: 'converged' as const,
+              stopReason: `the Pareto frontier did not move in ${this.stale} proposals`,
+            };
+          await this.nextIteration();
         }
-        await this.nextIteration();
-      }
-    } catch (error) {
-      const stop =
-        error instanceof Stop
-          ? error
-          : this.context.signal.aborted
-            ? new Stop('interrupted', `stopped by a signal (${(error as Error).message})`)
-            : null;
-      if (!stop) {
-        await this.run.end('failed').catch(() => {});
-        throw error;
-      }
-      ({ kind: stopped, message: stopReason } = stop);
-      this.log(`stopping: ${stopReason}`);
-    }
+        const { iterations } = this.settings;
+        return {
+          stopped: 'completed' as const,
+          stopReason: `${iterations} iteration${iterations === 1 ? '' : 's'} done`,
+        };
+      },
+      this.run,
+      this.context.signal,
+      (line) => this.log(line),
+    );
     return this.finish(stopped, stopReason);
   }
 
   private async scoreSeed(): Promise<void> {
-    this.startCost();
+    this.clock.start();
     const templates = Object.fromEntries(this.components.map((name) => [name, this.prompt(name).template]));
     const seed = await this.admit(
       { kind: 'seed', components: [], parents: [], templates, reflection: null },
@@ -237,7 +215,7 @@ export class GepaSearch<T> {
 
   private async nextIteration(): Promise<void> {
     this.iteration++;
-    this.startCost();
+    this.clock.start();
     const before = [...paretoFrontier(this.entries()).keys()].join(',');
     const plan =
       this.settings.merge && this.improved && this.merges < this.settings.maxMerges
@@ -248,8 +226,8 @@ export class GepaSearch<T> {
     this.improved = !plan && joined;
     this.stale = [...paretoFrontier(this.entries()).keys()].join(',') === before ? this.stale + 1 : 0;
     await this.checkpoint();
-    if (this.settings.maxTokens !== undefined && this.spent.reflectionTokens >= this.settings.maxTokens)
-      throw new Stop('budget', `the token budget (${this.settings.maxTokens}) is spent`);
+    const spent = tokensSpent(this.settings.maxTokens, this.spent.reflectionTokens);
+    if (spent) throw new Stop('budget', spent);
   }
 
   /** A reflective mutation: one component of a frontier candidate, rewritten from a minibatch's runs. */
@@ -362,26 +340,15 @@ export class GepaSearch<T> {
     parent: GepaCandidate,
     shown: readonly RunTranscript[],
   ): Promise<{ text: string } | { skipped: string }> {
-    if (this.context.signal.aborted) return { skipped: 'stopping' };
-    if (this.settings.maxTokens !== undefined && this.spent.reflectionTokens >= this.settings.maxTokens)
-      return { skipped: `the token budget (${this.settings.maxTokens}) is spent` };
-    const started = performance.now();
-    try {
-      const answer = await this.reflector.complete(reflectionMessages(component, parent.templates, shown), {
-        temperature: this.settings.temperature,
-        seed: this.random.int(),
-        signal: this.context.signal,
-      });
-      const tokens = answer.usage.inputTokens + answer.usage.outputTokens;
-      this.cost.reflectionTokens += tokens;
-      this.spent.reflectionTokens += tokens;
-      return { text: answer.content };
-    } catch (error) {
-      if (error instanceof ChatError) return { skipped: `the reflection failed: ${error.message}` };
-      throw error;
-    } finally {
-      this.cost.modelSeconds += (performance.now() - started) / 1000;
-    }
+    const refused = callRefused(this.context.signal, this.settings.maxTokens, this.spent.reflectionTokens);
+    if (refused) return { skipped: refused };
+    const messages = reflectionMessages(component, parent.templates, shown);
+    const options = { temperature: this.settings.temperature, seed: this.random.int(), signal: this.context.signal };
+    const answer = await askModel(this.reflector, 'reflection', messages, options, this.clock);
+    if ('skipped' in answer) return answer;
+    this.clock.cost.reflectionTokens += answer.tokens;
+    this.spent.reflectionTokens += answer.tokens;
+    return { text: answer.text };
   }
 
   /** Why a rewrite is no candidate at all: empty, unchanged, or one the pool already holds. */
@@ -431,13 +398,8 @@ export class GepaSearch<T> {
     split: 'minibatch' | 'val',
   ): Promise<Evaluation[]> {
     const count = tasks.reduce((n, t) => n + t.length, 0);
-    if (this.context.signal.aborted)
-      throw new Stop('interrupted', 'stopped by a signal (Ctrl-C): the best candidate so far is kept');
-    if (this.settings.maxRollouts !== undefined && this.spent.rollouts + count > this.settings.maxRollouts)
-      throw new Stop(
-        'budget',
-        `the rollout budget (${this.settings.maxRollouts}) does not cover the next ${count} rollouts (${this.spent.rollouts} spent)`,
-      );
+    stopIfAsked(this.context.signal, 'the best candidate');
+    checkRolloutBudget(this.settings.maxRollouts, this.spent.rollouts, count);
     const { evaluations, waitedSeconds } = await evaluate(
       this.context.store,
       this.context.source,
@@ -454,8 +416,7 @@ export class GepaSearch<T> {
       })),
       this.settings.rolloutTimeoutSeconds,
     );
-    this.cost.rolloutSeconds += waitedSeconds;
-    this.cost.rollouts += count;
+    this.clock.rolloutsRan(count, waitedSeconds);
     this.spent.rollouts += count;
     await recordScores(
       this.run,
@@ -473,7 +434,7 @@ export class GepaSearch<T> {
   }
 
   private async checkpoint(): Promise<void> {
-    this.cost.seconds = (performance.now() - this.started) / 1000;
+    const cost = this.clock.lap();
     const state: GepaState = {
       iteration: this.iteration,
       pool: this.pool,
@@ -488,33 +449,32 @@ export class GepaSearch<T> {
       trainSize: this.context.train.length,
       valSize: this.context.val.length,
     };
-    await recordIteration(this.run, state, this.bestVersion(), [...paretoFrontier(this.entries()).keys()], this.cost);
-    this.costs.push({ ...this.cost, iteration: this.iteration });
+    await recordIteration(this.run, state, this.bestVersion(), [...paretoFrontier(this.entries()).keys()], cost);
+    this.costs.push({ ...cost, iteration: this.iteration });
   }
 
   /** Publishes the best candidate's prompts as the latest resources, writes them to `out`, and closes the run. */
   private async finish(stopped: GepaStopKind, stopReason: string): Promise<GEPAResult> {
-    if (!this.pool.length) {
-      await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'failed').catch(() => {});
-      throw new Error(`GEPA stopped before its seed prompts were scored: ${stopReason}`);
-    }
+    if (!this.pool.length)
+      return endUnscored(this.run, stopped, `GEPA stopped before its seed prompts were scored: ${stopReason}`);
     const best = this.version(this.bestVersion());
     const seed = this.version(this.pool[0]);
     const difference = pairedDifference(best.valScores ?? [], seed.valScores ?? [], { seed: this.settings.seed });
     if (this.settings.out) await writeFile(this.settings.out, `${JSON.stringify(best.templates, null, 2)}\n`);
-    try {
-      await this.context.store.updateResources(best.resourcesId as string, this.resourcesOf(best.templates));
-      await recordBest(this.run, best, stopped);
-      await this.run.end(stopped === 'interrupted' ? 'cancelled' : 'succeeded');
+    const published = await publishBest(
+      this.run,
+      stopped,
+      async () => {
+        await this.context.store.updateResources(best.resourcesId as string, this.resourcesOf(best.templates));
+        await recordBest(this.run, best, stopped);
+      },
+      (reason) => this.log(`the best candidate (${best.version}) could not be published to the store: ${reason}`),
+    );
+    if (published)
       this.log(
         `best ${best.version} ${score(valScoreOf(best))} (seed ${score(valScoreOf(seed))}), now the latest resources (${best.resourcesId})`,
       );
-    } catch (error) {
-      if (stopped !== 'interrupted') throw error;
-      this.log(`the best candidate (${best.version}) could not be published to the store: ${(error as Error).message}`);
-    }
-    const total = noCost();
-    for (const cost of this.costs) addCost(total, cost);
+    const total = this.clock.total(this.costs);
     return {
       runId: this.run.runId,
       stopped,
@@ -553,11 +513,6 @@ export class GepaSearch<T> {
 
   private prompt(name: string): PromptTemplateResource {
     return this.seedResources[name] as PromptTemplateResource;
-  }
-
-  private startCost(): void {
-    this.cost = noCost();
-    this.started = performance.now();
   }
 
   private version(version: string): GepaCandidate {

@@ -73,6 +73,15 @@ export class AlgorithmRun {
     return rows.length ? String(rows[0].rollout_id) : null;
   }
 
+  /** The rollouts the run has enqueued, in all its sessions (`metadata.agl_run`). */
+  async rollouts(source: QuerySource): Promise<number> {
+    const rows = await allRows(
+      source,
+      `SELECT count(*)::INTEGER AS n FROM rollouts WHERE (metadata->>'agl_run') = '${this.runId}'`,
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
+
   /** Records one event of the run as a span named `name`. */
   async record(name: string, attributes: Record<string, RunAttribute>, event: EventSpan = {}): Promise<void> {
     const now = Date.now() / 1000;

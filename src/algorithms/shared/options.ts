@@ -159,3 +159,86 @@ export const EVAL_TASKS = z
   .describe(
     'tasks (.jsonl, .json, .parquet) to evaluate the first and the last model on when training ends, stored and reported as agl eval does (agl train)',
   );
+
+/** How a prompt search's option descriptions name its models (APO: "critic and editor"). */
+export interface SearchWords {
+  /** The algorithm, as in "continue the latest APO run". */
+  readonly name: string;
+  /** Its models, as in "sampling temperature of critic and editor". */
+  readonly models: string;
+  /** "their API key" or "its API key". */
+  readonly possessive: 'their' | 'its';
+  /** One call, as in "one critic or editor call". */
+  readonly call: string;
+  /** Whose tokens the budget counts, as in "critic and editor tokens in all". */
+  readonly tokens: string;
+}
+
+/**
+ * The options the prompt searches (APO, GEPA) share: their models' endpoint, sampling and
+ * retries, their budgets, and resuming. Each schema spreads them among its own.
+ */
+export function searchOptions(words: SearchWords) {
+  return {
+    modelApi: z
+      .enum(['openai', 'anthropic'])
+      .default('openai')
+      .describe(`the API ${words.models} speak: OpenAI's chat completions or Anthropic's Messages`),
+    baseURL: z
+      .url({ protocol: /^https?$/ })
+      .optional()
+      .describe(
+        `endpoint of ${words.models} (default: OPENAI_BASE_URL, else OpenAI; with modelApi anthropic, ANTHROPIC_BASE_URL, else Anthropic)`,
+      ),
+    apiKey: z
+      .string()
+      .optional()
+      .describe(
+        `${words.possessive} API key (default: OPENAI_API_KEY, or ANTHROPIC_API_KEY); config file only, never a flag`,
+      ),
+    temperature: z.number().min(0).max(2).default(1).describe(`sampling temperature of ${words.models}`),
+    seed: z
+      .int()
+      .default(0)
+      .describe('seed of every random choice: the same seed, data and answers give the same search'),
+    maxRollouts: z
+      .int()
+      .min(1)
+      .optional()
+      .describe('budget: rollouts in all; the search ends before an evaluation that would pass it'),
+    maxTokens: z
+      .int()
+      .min(1)
+      .optional()
+      .describe(`budget: ${words.tokens} tokens in all; no call starts once it is spent`),
+    rolloutTimeoutSeconds: z.number().positive().default(600).describe('a rollout running longer fails (scored 0)'),
+    requestTimeoutSeconds: z.number().positive().default(120).describe(`one ${words.call} call`),
+    retries: z.int().min(0).default(3).describe(`retries of a failed ${words.call} call, with backoff`),
+    retryBackoffSeconds: z.number().min(0).default(1).describe('the first wait before a retry; it doubles'),
+    resume: z.boolean().default(false).describe(`continue the latest ${words.name} run in the store`),
+    resumeRun: z.string().min(1).optional().describe(`continue this ${words.name} run (its rollout id)`),
+  };
+}
+
+/** A prompt search's options, checked, with defaults; its models' endpoint from the environment when not given. */
+export function parseSearchOptions<S extends z.ZodObject>(
+  schema: S,
+  input: unknown,
+  what: string,
+): z.output<S> & { baseURL: string; apiKey?: string } {
+  const settings = parseOptions(schema, input, what) as z.output<S> & {
+    modelApi: 'openai' | 'anthropic';
+    baseURL?: string;
+    apiKey?: string;
+  };
+  const anthropic = settings.modelApi === 'anthropic';
+  return {
+    ...settings,
+    baseURL:
+      settings.baseURL ??
+      (anthropic
+        ? (process.env.ANTHROPIC_BASE_URL ?? 'https://api.anthropic.com')
+        : (process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1')),
+    apiKey: settings.apiKey ?? (anthropic ? process.env.ANTHROPIC_API_KEY : process.env.OPENAI_API_KEY),
+  };
+}

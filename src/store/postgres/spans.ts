@@ -1,5 +1,6 @@
-import type { ColumnarRows, Int64Column } from '../../otlp/columns.js';
+import type { ColumnarRows } from '../../otlp/columns.js';
 import { SPAN } from '../../otlp/span-columns.js';
+import { unnumberedSpans } from '../sequence-ids.js';
 import type { PgDatabase } from './database.js';
 import { ATTEMPT_COLUMNS } from './entities.js';
 import { operate } from './operate.js';
@@ -82,16 +83,8 @@ function countersOf(batches: readonly ColumnarRows[]): Map<string, { count: numb
  * start-time order (as the embedded store numbers them).
  */
 function numberSpans(rows: ColumnarRows, first: Map<string, number>): void {
-  const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
   const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
-  const start = (rows.columns[SPAN.start_time] as Int64Column).values;
-  const unassigned: { row: number; rollout: string }[] = [];
-  for (let i = 0; i < rows.length; i++) {
-    const rollout = rollouts[i];
-    if (rollout !== null && sequence[i] === null) unassigned.push({ row: i, rollout });
-  }
-  unassigned.sort((a, b) => (start[a.row] < start[b.row] ? -1 : start[a.row] > start[b.row] ? 1 : 0));
-  for (const { row, rollout } of unassigned) {
+  for (const { row, rollout } of unnumberedSpans(rows)) {
     const id = first.get(rollout) ?? 1;
     sequence[row] = id;
     first.set(rollout, id + 1);

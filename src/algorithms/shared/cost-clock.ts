@@ -1,0 +1,61 @@
+/** What every search's cost holds besides its tokens, for one round or all of them. */
+export interface SearchCost {
+  rollouts: number;
+  /** Wall-clock seconds. */
+  seconds: number;
+  /** Of those, waiting for rollouts. */
+  rolloutSeconds: number;
+  /** Of those, waiting for the search's models. */
+  modelSeconds: number;
+}
+
+/** `total` plus `part`, field by field. */
+export function addCost<C extends SearchCost>(total: C, part: C): void {
+  for (const key of Object.keys(total) as (keyof C)[]) (total[key] as number) += part[key] as number;
+}
+
+/** The cost of the round in flight, timed from its start. */
+export class CostClock<C extends SearchCost> {
+  cost: C;
+  private started = 0;
+  private calls = 0;
+  private callsSince = 0;
+
+  constructor(private readonly none: () => C) {
+    this.cost = none();
+  }
+
+  /** A new round: nothing spent yet, seconds from now. */
+  start(): void {
+    this.cost = this.none();
+    this.started = performance.now();
+  }
+
+  /** Model time counts while at least one call is in flight, so that calls at once are not counted twice. */
+  async timed<R>(call: () => Promise<R>): Promise<R> {
+    if (this.calls++ === 0) this.callsSince = performance.now();
+    try {
+      return await call();
+    } finally {
+      if (--this.calls === 0) this.cost.modelSeconds += (performance.now() - this.callsSince) / 1000;
+    }
+  }
+
+  rolloutsRan(count: number, waitedSeconds: number): void {
+    this.cost.rollouts += count;
+    this.cost.rolloutSeconds += waitedSeconds;
+  }
+
+  /** The round's cost, its wall-clock seconds up to now. */
+  lap(): C {
+    this.cost.seconds = (performance.now() - this.started) / 1000;
+    return this.cost;
+  }
+
+  /** The sum of these costs. */
+  total(parts: readonly C[]): C {
+    const total = this.none();
+    for (const part of parts) addCost(total, part);
+    return total;
+  }
+}
