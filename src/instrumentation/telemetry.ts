@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import { trace, type Tracer } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
@@ -212,6 +213,20 @@ function spanExporterTo(url: string, auth: { headers?: Record<string, string> })
 /** `@opentelemetry/auto-instrumentations-node`'s entry, loaded only when a library instrumentation is on. */
 type AutoInstrumentations = typeof import('@opentelemetry/auto-instrumentations-node');
 
+/** agl's own routes: OTLP ingest, the store's REST API, the gateway. */
+const AGL_ROUTES = /^\/v1\/(traces|logs|metrics|agl|gateway)(\/|\?|$)/;
+
+/**
+ * A request to an agl server in this process (an in-process Trainer's): no server span. Each of
+ * them would be exported to that same server, making another request to record, and the
+ * agent's calls through the gateway already have their LLM spans. Once any module patches
+ * node:http (the library instrumentations load some that do), every server in the process
+ * makes server spans, agl's own too.
+ */
+function isAglRequest(request: IncomingMessage): boolean {
+  return AGL_ROUTES.test(request.url ?? '');
+}
+
 /**
  * The auto-instrumentations of the libraries the config leaves on, each switched on or off by
  * name (so that the package's own reading of OTEL_NODE_* and its defaults never apply: agl read
@@ -288,7 +303,9 @@ function startSdk(config: RegisterConfig): { delivery: Delivery; encoder: SpanPr
     ...(logs && logRecords ? { logRecordProcessors: [logs.counter, logRecords] } : {}),
     ...(process.env.OTEL_METRICS_EXPORTER ? {} : { metricReaders: [] }),
     instrumentations: [
-      ...(config.instrumentations.has('http') ? [new HttpInstrumentation()] : []),
+      ...(config.instrumentations.has('http')
+        ? [new HttpInstrumentation({ ignoreIncomingRequestHook: isAglRequest })]
+        : []),
       ...libraryInstrumentations(config.instrumentations),
     ],
   });
