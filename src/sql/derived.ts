@@ -305,10 +305,12 @@ const callRows = (fresh: string) =>
  * llm_calls does five: the calls of the spans not derived yet are computed once, not at every
  * read (`SELECT count(*) FROM llm_calls` went from 150-190 to 50-70 ms on a store of 3,200
  * spans, from 26-30 to 12-15 s on one of 1,200,000 spans none of them derived), and the stored
- * calls are still read in place, only the columns a query needs.
+ * calls are read in place, only the columns a query needs and only the rows its filter keeps.
+ * DuckDB materializes a CTE read more than once unless told not to: it then copied every
+ * stored call, messages and token ids included, for a read of one rollout's six.
  */
 export const CALL_ROWS_CTES = `fresh_calls AS MATERIALIZED (${callsFrom(UNDERIVED)}),
-call_rows AS (${callRows('fresh_calls')})`;
+call_rows AS NOT MATERIALIZED (${callRows('fresh_calls')})`;
 
 /**
  * The views over what is stored: the spans not derived yet (DuckDB skips the row groups before

@@ -74,7 +74,9 @@ UNION ALL
 SELECT ${COLUMNS} FROM others o
 WHERE NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
   AND NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.response_id = o.response_id)
-QUALIFY row_number() OVER (PARTITION BY o.trace_id, o.span_id ORDER BY o.dialect) = 1`;
+-- A span's calls share its rollout_id: partitioned by it too, a filter on rollout_id reaches the
+-- scans below the window, not only the rows it returns.
+QUALIFY row_number() OVER (PARTITION BY o.rollout_id, o.trace_id, o.span_id ORDER BY o.dialect) = 1`;
 
 /**
  * CTEs that end in `token_calls`: the LLM calls that can carry token ids, llm_calls without the
