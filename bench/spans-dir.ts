@@ -43,11 +43,12 @@ async function bytesUnder(dir: string): Promise<number> {
   return total;
 }
 
-const QUERIES: [string, string][] = [
-  ['count(*) of spans', 'SELECT count(*) FROM spans'],
-  ["one rollout's spans", "SELECT * FROM spans WHERE rollout_id = 'ro-777'"],
-  ["one rollout's llm_calls", "SELECT * FROM llm_calls WHERE rollout_id = 'ro-777'"],
-  ['rewards of every rollout', 'SELECT rollout_id, max(value) FROM rewards GROUP BY rollout_id'],
+/** [figure, SQL, target of the one file's figure]: a rollout's calls are what every rollout page and algorithm reads. */
+const QUERIES: [string, string, string][] = [
+  ['count(*) of spans', 'SELECT count(*) FROM spans', ''],
+  ["one rollout's spans", "SELECT * FROM spans WHERE rollout_id = 'ro-777'", ''],
+  ["one rollout's llm_calls", "SELECT * FROM llm_calls WHERE rollout_id = 'ro-777'", '< 20'],
+  ['rewards of every rollout', 'SELECT rollout_id, max(value) FROM rewards GROUP BY rollout_id', ''],
 ];
 
 /**
@@ -92,11 +93,11 @@ export const spansDir: Benchmark = {
         },
         ratio('move / derive time', moveSeconds / deriveSeconds),
       );
-      for (const [name, sql] of QUERIES) {
+      for (const [name, sql, target] of QUERIES) {
         const turns = sized(size, TURNS, 1);
         const [single, fleet] = [await medianMs(one, sql, turns), await medianMs(moving, sql, turns)];
         figures.push(
-          { name: `${name}: one file`, value: Number(single.toFixed(1)), unit: 'ms', target: '' },
+          { name: `${name}: one file`, value: Number(single.toFixed(1)), unit: 'ms', target },
           { name: `${name}: span directory`, value: Number(fleet.toFixed(1)), unit: 'ms', target: '' },
           ratio(`${name}: directory / file`, fleet / single),
         );

@@ -151,53 +151,52 @@ async function orderedCalls(source: QuerySource, options: TrajectoryOptions): Pr
   return calls.sort((a, b) => (a.pos ?? 0) - (b.pos ?? 0));
 }
 
-/** A response's mask and logprobs: those of a call not trained are 0. */
-function responseParts(call: Call, response: number[]): { mask: number[]; logprobs: number[] } {
-  if (!call.trained) return { mask: response.map(() => 0), logprobs: response.map(() => 0) };
-  const given = Array.isArray(call.response_logprobs) ? call.response_logprobs.map(Number) : [];
-  return { mask: response.map(() => 1), logprobs: response.map((_, i) => given[i] ?? 0) };
-}
-
-function newRow(call: Call, prompt: number[], response: number[]): TrajectoryRow {
-  const { mask, logprobs } = responseParts(call, response);
-  return {
-    rollout_id: call.rollout_id ?? null,
-    attempt_id: call.attempt_id ?? null,
-    group_key: String(call.task_key),
-    prompt_ids: prompt,
-    response_ids: [...response],
-    response_mask: mask,
-    response_logprobs: logprobs,
-    reward: call.reward,
-    calls: 1,
-  };
-}
+/** A call of a row: its prompt's tokens from `from` on (inserted after the previous call: tool output, chat template) join the response masked out, then its response. */
+type Part = { call: Call; prompt: number[]; from: number; response: number[] };
 
 /**
- * Appends a continuing call to the open row: its prompt's tokens from `from` on (those inserted
- * after the previous call: tool output, chat template) masked out, then its response.
+ * The row of calls merged in order, the first one's prompt its prompt. Built once its last call
+ * is known, each list allocated at its length and filled: grown call by call, the lists of a
+ * GRPO batch (millions of tokens) were copied as they grew and most of its garbage.
+ * A call not trained has mask and logprobs 0.
  */
-function mergeInto(
-  row: TrajectoryRow,
-  call: Call,
-  prompt: number[],
-  from: number,
-  response: number[],
-  discounted: boolean,
-): void {
-  for (let i = from; i < prompt.length; i++) {
-    row.response_ids.push(prompt[i]);
-    row.response_mask.push(0);
-    row.response_logprobs.push(0);
+function rowOf(parts: readonly Part[], discounted: boolean): TrajectoryRow {
+  let length = 0;
+  for (const { prompt, from, response } of parts) length += prompt.length - from + response.length;
+  const ids: number[] = new Array(length);
+  const mask: number[] = new Array(length);
+  const logprobs: number[] = new Array(length);
+  const [{ call: first }] = parts;
+  let reward = first.reward;
+  let at = 0;
+  for (let k = 0; k < parts.length; k++) {
+    const { call, prompt, from, response } = parts[k];
+    for (let i = from; i < prompt.length; i++, at++) {
+      ids[at] = prompt[i];
+      mask[at] = 0;
+      logprobs[at] = 0;
+    }
+    const given = call.trained && Array.isArray(call.response_logprobs) ? (call.response_logprobs as unknown[]) : [];
+    const bit = call.trained ? 1 : 0;
+    for (let i = 0; i < response.length; i++, at++) {
+      ids[at] = response[i];
+      mask[at] = bit;
+      // The first call's logprobs as numbers; merged ones as given.
+      logprobs[at] = (k === 0 ? (i < given.length ? Number(given[i]) : 0) : (given[i] ?? 0)) as number;
+    }
+    if (k > 0 && !discounted && call.reward !== null) reward = call.reward;
   }
-  const given = call.trained && Array.isArray(call.response_logprobs) ? (call.response_logprobs as number[]) : [];
-  for (let i = 0; i < response.length; i++) {
-    row.response_ids.push(response[i]);
-    row.response_mask.push(call.trained ? 1 : 0);
-    row.response_logprobs.push(given[i] ?? 0);
-  }
-  if (!discounted && call.reward !== null) row.reward = call.reward;
-  row.calls++;
+  return {
+    rollout_id: first.rollout_id ?? null,
+    attempt_id: first.attempt_id ?? null,
+    group_key: String(first.task_key),
+    prompt_ids: parts[0].prompt,
+    response_ids: ids,
+    response_mask: mask,
+    response_logprobs: logprobs,
+    reward,
+    calls: parts.length,
+  };
 }
 
 function checkOptions(options: TrajectoryOptions): void {
@@ -298,7 +297,8 @@ class RowBuilder {
   private readonly missingRollouts = new Set<string>();
   private readonly rows: TrajectoryRow[] = [];
   private group: unknown;
-  private open: TrajectoryRow | undefined;
+  /** The calls of the row being merged. */
+  private open: Part[] | undefined;
   /** The previous call's prompt and response, which a continuing call's prompt starts with. */
   private previous: { prompt: number[]; response: number[] } = { prompt: [], response: [] };
 
@@ -320,11 +320,10 @@ class RowBuilder {
     }
     const { prompt: before, response: after } = this.previous;
     if (this.options.mode === 'trajectory' && this.open && continues(prompt, before, after)) {
-      const from = before.length + after.length;
-      mergeInto(this.open, call, prompt, from, response, this.options.credit === 'discounted');
+      this.open.push({ call, prompt, from: before.length + after.length, response });
     } else {
       this.emit();
-      this.open = newRow(call, prompt, response);
+      this.open = [{ call, prompt, from: prompt.length, response }];
     }
     this.previous = { prompt, response };
   }
@@ -338,9 +337,10 @@ class RowBuilder {
 
   /** Ends the open row: kept (within the limits), or counted as left out. */
   private emit(): void {
-    const row = this.open;
+    const parts = this.open;
     this.open = undefined;
-    if (!row) return;
+    if (!parts) return;
+    const row = rowOf(parts, this.options.credit === 'discounted');
     if (!row.response_mask.includes(1)) this.stats.untrained++;
     else if (fitLimits(row, this.options, this.stats)) this.rows.push(row);
   }

@@ -313,14 +313,17 @@ const callRows = (fresh: string) =>
   `SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls UNION ALL SELECT * FROM ${fresh}`;
 
 /**
- * llm_call_rows as CTEs (`call_rows`) for a query that reads the rows several times, as
- * llm_calls does five: the calls of the spans not derived yet are computed once, not at every
- * read (`SELECT count(*) FROM llm_calls` went from 150-190 to 50-70 ms on a store of 3,200
- * spans, from 26-30 to 12-15 s on one of 1,200,000 spans none of them derived), and the stored
- * calls are still read in place, only the columns a query needs.
+ * llm_call_rows for a query that reads the rows several times, as llm_calls does five: the CTE
+ * `fresh_calls` computes the calls of the spans not derived yet once, not at every read
+ * (`SELECT count(*) FROM llm_calls` went from 150-190 to 50-70 ms on a store of 3,200 spans, from
+ * 26-30 to 12-15 s on one of 1,200,000 spans none of them derived), and CALL_ROWS, pasted where
+ * the rows are read, reads the stored calls in place: only the columns a query needs and only
+ * the rows its filter keeps. As a CTE of its own, DuckDB materialized it (a CTE read more than
+ * once is, and a view read back from the file forgets NOT MATERIALIZED): a copy of every stored
+ * call, messages and token ids included, for a read of one rollout's six.
  */
-export const CALL_ROWS_CTES = `fresh_calls AS MATERIALIZED (${callsFrom(UNDERIVED)}),
-call_rows AS (${callRows('fresh_calls')})`;
+export const FRESH_CALLS_CTE = `fresh_calls AS MATERIALIZED (${callsFrom(UNDERIVED)})`;
+export const CALL_ROWS = `(${callRows('fresh_calls')})`;
 
 /**
  * The views over what is stored: the spans not derived yet (DuckDB skips the row groups before

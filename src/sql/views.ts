@@ -16,7 +16,7 @@
 import { APO_RUN, EVAL_TASK, GEPA_RUN, EVAL_VARIANT, GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
 import { EVAL, GRPO, SFT } from '../api/semconv.js';
 import { ANTHROPIC_MACROS_SQL } from './anthropic-messages.js';
-import { CALL_ROWS_CTES, DERIVED_VIEWS_SQL, readable, STORED_VIEWS_SQL } from './derived.js';
+import { CALL_ROWS, DERIVED_VIEWS_SQL, FRESH_CALLS_CTE, readable, STORED_VIEWS_SQL } from './derived.js';
 
 const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_time, end_time, provider, model,
   input_messages, output_messages, tools, prompt_token_ids, response_token_ids, response_logprobs,
@@ -74,7 +74,9 @@ UNION ALL
 SELECT ${COLUMNS} FROM others o
 WHERE NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
   AND NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.response_id = o.response_id)
-QUALIFY row_number() OVER (PARTITION BY o.trace_id, o.span_id ORDER BY o.dialect) = 1`;
+-- A span's calls share its rollout_id: partitioned by it too, a filter on rollout_id reaches the
+-- scans below the window, not only the rows it returns.
+QUALIFY row_number() OVER (PARTITION BY o.rollout_id, o.trace_id, o.span_id ORDER BY o.dialect) = 1`;
 
 /**
  * CTEs that end in `token_calls`: the LLM calls that can carry token ids, llm_calls without the
@@ -83,8 +85,8 @@ QUALIFY row_number() OVER (PARTITION BY o.trace_id, o.span_id ORDER BY o.dialect
  * read on 2,300 spans of a GRPO batch (token ids in their answers), against 0.1 s for the rest.
  * The spans not derived yet are parsed once per statement however often it reads token_calls.
  */
-export const TOKEN_CALLS_CTES = `${CALL_ROWS_CTES},
-token_calls AS (${llmCallsOf('call_rows', false)})`;
+export const TOKEN_CALLS_CTES = `${FRESH_CALLS_CTE},
+token_calls AS (${llmCallsOf(CALL_ROWS, false)})`;
 
 /** token_calls as one relation. */
 export const TOKEN_CALLS_SQL = `(WITH ${TOKEN_CALLS_CTES} SELECT * FROM token_calls)`;
@@ -236,7 +238,7 @@ ${ANTHROPIC_MACROS_SQL}
 
 ${DERIVED_VIEWS_SQL}
 
-CREATE OR REPLACE VIEW llm_calls AS WITH ${CALL_ROWS_CTES} SELECT * FROM (${llmCallsOf('call_rows')});
+CREATE OR REPLACE VIEW llm_calls AS WITH ${FRESH_CALLS_CTE} SELECT * FROM (${llmCallsOf(CALL_ROWS)});
 
 CREATE OR REPLACE VIEW rewards AS
 SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value, is_primary, feedback, source FROM reward_rows;
