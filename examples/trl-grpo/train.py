@@ -34,7 +34,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=10, help="agl's --steps")
     parser.add_argument("--group-size", type=int, default=8, help="agl's --group-size (TRL's num_generations)")
     parser.add_argument("--batch-size", type=int, default=2, help="agl's --batch-size (tasks per step)")
-    parser.add_argument("--lr", type=float, default=4e-2)
+    # 4e-2 collapsed the tiny model to reward 0 in 2 of 5 closed loops; 2e-2 rose in 5 of 5.
+    parser.add_argument("--lr", type=float, default=2e-2)
     parser.add_argument("--beta", type=float, default=0.0, help="KL to the adapter-disabled model")
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--temperature", type=float, default=1.0)

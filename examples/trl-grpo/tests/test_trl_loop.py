@@ -40,7 +40,7 @@ from test_closed_loop import (  # noqa: E402  (the helpers of examples/grpo-trai
     segments,
 )
 
-STEPS = 10
+STEPS = 12
 BATCH_SIZE = 2
 GROUP_SIZE = 8
 MARGIN = 0.05  # mean reward of the last three steps over the first three
