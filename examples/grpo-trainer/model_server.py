@@ -23,13 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import threading
-import time
-import uuid
 from http.server import ThreadingHTTPServer
 from typing import Any, TextIO
 
 import torch
-from agl_trainer.chat_server import ChatRequest, RequestError, serve_routes
+from agl_trainer.chat_server import ChatRequest, RequestError, completion_answer, serve_routes
 from sampling import Completion, sample
 from tiny_model import MODEL_NAME, build_model, build_tokenizer, chat_prompt_ids, load_weights
 from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
@@ -103,22 +101,7 @@ class ModelService:
             version = self.version
             self._log_generation(version, prompt_ids, completions)
         completion_tokens = sum(len(c.token_ids) for c in completions)
-        answer: dict[str, Any] = {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.name,
-            "system_fingerprint": f"{self.name}-v{version}",
-            "choices": choices,
-            "usage": {
-                "prompt_tokens": len(prompt_ids),
-                "completion_tokens": completion_tokens,
-                "total_tokens": len(prompt_ids) + completion_tokens,
-            },
-        }
-        if request.return_token_ids:
-            answer["prompt_token_ids"] = prompt_ids
-        return answer
+        return completion_answer(self.name, version, prompt_ids, choices, completion_tokens, request)
 
     def _log_generation(self, version: str, prompt_ids: list[int], completions: list[Completion]) -> None:
         if self._log is None:

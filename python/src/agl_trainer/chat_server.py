@@ -8,6 +8,8 @@ caller's: the example's ``model_server.py`` and ``agl_trainer.trl.PolicyServer``
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,6 +60,34 @@ class ChatRequest:
             return_token_ids=body.get("return_token_ids") is True,
         )
 
+
+
+def completion_answer(
+    model: str,
+    version: str,
+    prompt_ids: list[int],
+    choices: list[dict[str, Any]],
+    completion_tokens: int,
+    request: ChatRequest,
+) -> dict[str, Any]:
+    """A chat completion as vLLM answers it: `system_fingerprint` names the model version, and the
+    prompt's token ids come along when the request asked for token ids."""
+    answer: dict[str, Any] = {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": f"{model}-v{version}",
+        "choices": choices,
+        "usage": {
+            "prompt_tokens": len(prompt_ids),
+            "completion_tokens": completion_tokens,
+            "total_tokens": len(prompt_ids) + completion_tokens,
+        },
+    }
+    if request.return_token_ids:
+        answer["prompt_token_ids"] = prompt_ids
+    return answer
 
 def _messages(value: Any) -> list[dict[str, str]]:
     if not isinstance(value, list) or not value:

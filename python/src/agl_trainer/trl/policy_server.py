@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-import uuid
 from http.server import ThreadingHTTPServer
 from typing import Any, TextIO
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from ..chat_server import ChatRequest, RequestError, serve_routes
+from ..chat_server import ChatRequest, RequestError, completion_answer, serve_routes
 
 
 class PolicyServer:
@@ -152,22 +150,7 @@ class PolicyServer:
                 choice["token_ids"] = ids
             choices.append(choice)
         completion_tokens = sum(len(ids) for ids, _ in answers)
-        answer: dict[str, Any] = {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.name,
-            "system_fingerprint": f"{self.name}-v{version}",
-            "choices": choices,
-            "usage": {
-                "prompt_tokens": len(prompt_ids),
-                "completion_tokens": completion_tokens,
-                "total_tokens": len(prompt_ids) + completion_tokens,
-            },
-        }
-        if request.return_token_ids:
-            answer["prompt_token_ids"] = prompt_ids
-        return answer
+        return completion_answer(self.name, version, prompt_ids, choices, completion_tokens, request)
 
     def _log_generation(
         self, version: str, prompt_ids: list[int], answers: list[tuple[list[int], list[float]]]
