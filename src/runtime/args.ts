@@ -28,7 +28,8 @@ type Options = NonNullable<ParseArgsConfig['options']>;
 
 export function parseCommandArgs<O extends Options>(args: string[], options: O) {
   try {
-    return parseArgs({ args, options, allowPositionals: true, strict: true });
+    // allowNegative: a boolean that defaults to true (GEPA's merge) is switched off by --no-merge.
+    return parseArgs({ args, options, allowPositionals: true, allowNegative: true, strict: true });
   } catch (error) {
     throw new ArgumentError(parseArgsProblem(error as NodeJS.ErrnoException));
   }

@@ -70,8 +70,10 @@ function enumChoices(schema: z.ZodType): string[] | undefined {
 
 /** Usage lines for flags: `--beam-width N  what it is (default 4)`. */
 export function flagUsage(flags: readonly Flag[]): string {
-  const names = flags.map(
-    (f) => `--${f.flag}${f.type === 'boolean' ? '' : ` ${f.value}`}${f.type === 'strings' ? ' (repeatable)' : ''}`,
+  const names = flags.map((f) =>
+    f.type === 'boolean'
+      ? `--${f.defaultValue === true ? '[no-]' : ''}${f.flag}`
+      : `--${f.flag} ${f.value}${f.type === 'strings' ? ' (repeatable)' : ''}`,
   );
   const width = Math.max(...names.map((n) => n.length));
   return flags

@@ -31,7 +31,6 @@ baseURL: ${model.baseURL}
 apiKey: test
 iterations: 10
 minibatch-size: 2
-merge: false
 seed: 1
 out: best.json
 `;
@@ -45,6 +44,7 @@ out: best.json
     '2',
     '--max-rollouts',
     '100',
+    '--no-merge',
   ]);
   assert.equal(run.code, 0, run.stderr);
   assert.match(run.stdout, /GEPA run ro-\w+: 2 iterations completed over planner, solver; stopped: 2 iterations done/);
@@ -70,4 +70,5 @@ out: best.json
 
   const help = await runCli(['train', '--help']);
   assert.match(help.stdout + help.stderr, /--prompt-resource TEXT \(repeatable\)/);
+  assert.match(help.stdout + help.stderr, /--\[no-\]merge {2,}merge two candidates/);
 });
