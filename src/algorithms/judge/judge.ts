@@ -1,4 +1,4 @@
-import { ChatModel, type ChatMessage } from '../shared/chat-model.js';
+import { ChatError, ChatModel, type ChatMessage } from '../shared/chat-model.js';
 
 /**
  * LLM judges, for agent tasks that have no reward function: `judge` scores one transcript from 0
@@ -6,8 +6,9 @@ import { ChatModel, type ChatMessage } from '../shared/chat-model.js';
  * to each other (RULER-style: the better ones higher, equally good ones may tie), the shape
  * GRPO's groups need. The judge is any OpenAI-compatible chat model (shared/chat-model.ts: its
  * calls go through agl's own HTTP client, so the fetch capture never records them as the
- * agent's). An answer that is not the JSON asked for is asked again; after the last try the
- * judge throws a JudgeError, so that a caller leaves the transcript unscored rather than 0.
+ * agent's). An answer that is not the JSON asked for is asked again; after the last try, or at
+ * a call that failed (ChatModel's own retries spent, or a 401 that no retry changes), the judge
+ * throws a JudgeError, so that a caller leaves the transcript unscored rather than 0.
  */
 
 /** One message of a transcript: any role (tool results too), its content as text. */
@@ -25,7 +26,7 @@ export interface JudgeSettings {
   /** OpenAI-compatible base URL, with its /v1. */
   readonly endpoint: string;
   readonly apiKey?: string;
-  /** Tries after the first, for a failed call or an answer that is not the JSON asked for (default 2). */
+  /** Tries after the first, for a call that may pass (no answer, 429, 5xx) or an answer that is not the JSON asked for (default 2). */
   readonly retries?: number;
   /** The first wait before retrying a failed call; it doubles (default 1). */
   readonly retryBackoffSeconds?: number;
@@ -112,25 +113,27 @@ async function ask(
   );
   const call = { prompt, answer: '', inputTokens: 0, outputTokens: 0, tries: 0 };
   for (;;) {
-    let problem: string;
+    let answer: Awaited<ReturnType<ChatModel['complete']>>;
     try {
-      const answer = await model.complete(prompt, { temperature: 0, signal: settings.signal });
-      Object.assign(call, {
-        answer: answer.content,
-        inputTokens: call.inputTokens + answer.usage.inputTokens,
-        outputTokens: call.outputTokens + answer.usage.outputTokens,
-        tries: call.tries + answer.tries,
-      });
-      const verdicts = read(answer.content);
-      if (verdicts) return { verdicts, call };
-      problem = `judge ${settings.model} answered no verdict: ${JSON.stringify(answer.content.slice(0, 200))}`;
+      answer = await model.complete(prompt, { temperature: 0, signal: settings.signal });
     } catch (error) {
-      const tries = (error as { tries?: number }).tries ?? 1;
-      call.tries += tries;
-      problem = `judge ${settings.model} failed: ${(error as Error).message}`;
+      // ChatModel retried what may pass (no answer, 429, 5xx) and gave up, or the answer was one
+      // no retry changes (401, 404): asking again would only repeat it.
+      call.tries += error instanceof ChatError ? error.tries : 1;
+      throw new JudgeError(`judge ${settings.model} failed: ${(error as Error).message}`, call);
     }
-    if (call.tries > retries || settings.signal?.aborted)
-      throw new JudgeError(`${problem} (after ${call.tries} tries)`, call);
+    Object.assign(call, {
+      answer: answer.content,
+      inputTokens: call.inputTokens + answer.usage.inputTokens,
+      outputTokens: call.outputTokens + answer.usage.outputTokens,
+      tries: call.tries + answer.tries,
+    });
+    const verdicts = read(answer.content);
+    if (verdicts) return { verdicts, call };
+    if (call.tries > retries || settings.signal?.aborted) {
+      const shown = JSON.stringify(answer.content.slice(0, 200));
+      throw new JudgeError(`judge ${settings.model} answered no verdict: ${shown} (after ${call.tries} tries)`, call);
+    }
   }
 }
 
