@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { DuckDBStore } from '../store/store.js';
 import { APO } from '../algorithms/apo/index.js';
 import type { APOResult } from '../algorithms/apo/index.js';
-import { wordDiff } from '../algorithms/apo/index.js';
+import { wordDiff } from '../algorithms/shared/word-diff.js';
 import { formatDifference } from '../algorithms/eval/index.js';
 import { parseCommandArgs } from './args.js';
 import { EXAMPLE_CRITIC_MODEL, EXAMPLE_EDITOR_MODEL, EXAMPLE_MODEL, startExampleModel } from './example-model.js';

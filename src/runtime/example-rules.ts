@@ -5,7 +5,8 @@
  * critic names what went wrong in the runs it is shown; the editor applies the critique.
  *
  * The critic and editor read APO's prompts by their tags (<template>, <run>, <critique>; see
- * src/algorithms/apo/prompts.ts) and answer the way APO reads answers (<prompt>); the reflector
+ * src/algorithms/apo/prompts.ts and shared/transcripts.ts) and answer the way APO reads answers
+ * (<prompt>, shared/templates.ts); the reflector
  * reads GEPA's (<component>, <template>, <feedback>; src/algorithms/gepa/reflection.ts).
  */
 

@@ -4,5 +4,6 @@ export { APO_OPTIONS, parseApoOptions, type APOOptionsInput, type APOSettings } 
 export type { APOResult } from './search.js';
 export type { StopKind } from '../shared/search.js';
 export type { Candidate, Cost } from './record.js';
-export { formatApoReport, wordDiff } from './report.js';
+export { formatApoReport } from './report.js';
+export { wordDiff } from '../shared/word-diff.js';
 export { APO_COMMAND } from './command.js';

@@ -1,5 +1,5 @@
-import type { PromptTemplateResource } from '../../api/types.js';
 import type { ChatMessage } from '../shared/chat-model.js';
+import { renderRun, type RunTranscript } from '../shared/transcripts.js';
 
 /**
  * What APO says to its critic and editor models, and how it reads their answers. The parts a
@@ -7,22 +7,6 @@ import type { ChatMessage } from '../shared/chat-model.js';
  * models follow well and which agl's offline example critic and editor parse
  * (src/runtime/example-rules.ts): change the tags in both places.
  */
-
-/** One rollout as the critic sees it. */
-export interface RunTranscript {
-  readonly status: string;
-  readonly reward: number | null;
-  readonly task: unknown;
-  /** Each LLM call of the rollout, in order: its input messages and the answer (TraceToMessages records). */
-  readonly calls: readonly (readonly Record<string, unknown>[])[];
-  /** The texts given with its rewards, in order: the agent's explanations, users' comments, judges' reasons. */
-  readonly feedback: readonly string[];
-}
-
-/** Characters of one run the critic is shown at most: long runs keep their start and end. */
-const RUN_CHARS = 6000;
-/** Characters of one message at most. */
-const MESSAGE_CHARS = 2000;
 
 const CRITIC_SYSTEM = `You review a prompt template. An AI agent fills its placeholders for each task and sends the result to a language model; each run then earns a reward (higher is better).
 You get the template and some runs made with it: the task, the conversation, the reward and what was said about it (feedback).
@@ -84,84 +68,3 @@ export function editorMessages(template: string, critique: string, variant: numb
 
 const naming = (component: string | undefined) =>
   component === undefined ? '' : `The agent fills several templates; this one is "${component}".\n\n`;
-
-/** The revised template in an editor's answer: between <prompt> tags, else in a code fence, else the whole answer. */
-export function extractEdit(answer: string): string {
-  const tagged = /<prompt>\n?([\s\S]*?)\n?<\/prompt>/i.exec(answer);
-  if (tagged) return tagged[1].trim();
-  const fenced = /^\s*```[\w-]*\n([\s\S]*?)\n```\s*$/.exec(answer);
-  return (fenced ? fenced[1] : answer).trim();
-}
-
-/** One run as a model reading it is shown it (also GEPA's reflection, src/algorithms/gepa/reflection.ts). */
-export function renderRun(run: RunTranscript, index: number): string {
-  const reward = run.reward === null ? 'none' : String(run.reward);
-  const calls = run.calls.map(
-    (messages, i) => `<call index="${i + 1}">\n${messages.map(renderMessage).join('\n')}\n</call>`,
-  );
-  const body = clipMiddle(
-    [
-      `<task>${clip(JSON.stringify(run.task) ?? 'null', MESSAGE_CHARS)}</task>`,
-      ...(calls.length ? calls : ['(no LLM call was recorded)']),
-      ...run.feedback.map((text) => `<feedback>${clip(text, MESSAGE_CHARS)}</feedback>`),
-    ].join('\n'),
-    RUN_CHARS,
-  );
-  return `<run index="${index}" status="${run.status}" reward="${reward}">\n${body}\n</run>`;
-}
-
-function renderMessage(message: Record<string, unknown>): string {
-  const parts: string[] = [];
-  const text = contentText(message.content);
-  if (text) parts.push(text);
-  if (Array.isArray(message.tool_calls)) {
-    for (const call of message.tool_calls as { function?: { name?: unknown; arguments?: unknown } }[]) {
-      parts.push(`(calls tool ${String(call.function?.name)} with ${String(call.function?.arguments)})`);
-    }
-  }
-  return `[${String(message.role)}] ${clip(parts.join(' '), MESSAGE_CHARS)}`;
-}
-
-function contentText(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content))
-    return content.map((part) => (typeof part?.text === 'string' ? part.text : `(${String(part?.type)})`)).join(' ');
-  return '';
-}
-
-function clip(text: string, chars: number): string {
-  return text.length <= chars ? text : `${text.slice(0, chars)}… (${text.length - chars} more characters)`;
-}
-
-function clipMiddle(text: string, chars: number): string {
-  if (text.length <= chars) return text;
-  const half = Math.floor(chars / 2);
-  return `${text.slice(0, half)}\n… (${text.length - 2 * half} characters left out) …\n${text.slice(-half)}`;
-}
-
-/**
- * The placeholders a template's engine fills, read the way the agent's `format` reads them
- * (src/runner/agent.ts): `{name}` for f-string, `{{ name }}` for jinja; null for an engine
- * agl cannot read (poml), whose candidates are then not checked.
- */
-export function placeholdersOf(template: string, engine: PromptTemplateResource['engine']): Set<string> | null {
-  const pattern = engine === 'jinja' ? /\{\{\s*([\w.]+)\s*\}\}/g : engine === 'f-string' ? /\{([\w.]+)\}/g : null;
-  return pattern ? new Set([...template.matchAll(pattern)].map((m) => m[1])) : null;
-}
-
-/** Why a candidate cannot replace the seed: it drops a placeholder the agent fills, or adds one it does not. Null when it can. */
-export function placeholderProblem(
-  seed: Set<string> | null,
-  candidate: string,
-  engine: PromptTemplateResource['engine'],
-): string | null {
-  const names = placeholdersOf(candidate, engine);
-  if (seed === null || names === null) return null;
-  const mark = (name: string) => (engine === 'jinja' ? `{{ ${name} }}` : `{${name}}`);
-  const dropped = [...seed].filter((name) => !names.has(name));
-  if (dropped.length) return `drops the placeholder${dropped.length > 1 ? 's' : ''} ${dropped.map(mark).join(', ')}`;
-  const added = [...names].filter((name) => !seed.has(name));
-  if (added.length)
-    return `adds the placeholder${added.length > 1 ? 's' : ''} ${added.map(mark).join(', ')}, which the agent does not fill`;
-  return null;
-}

@@ -6,18 +6,11 @@ import { AlgorithmRun } from '../shared/algorithm-run.js';
 import type { JudgeSettings } from '../judge/judge.js';
 import { judgeSettingsOf } from '../judge/options.js';
 import { RolloutJudge } from '../judge/rollouts.js';
-import { evaluate, transcripts, type Evaluation } from './evaluate.js';
+import { evaluate, transcripts, type Evaluation } from '../shared/evaluate.js';
 import type { APOSettings } from './options.js';
-import {
-  CRITIC_VARIANTS,
-  EDITOR_VARIANTS,
-  criticMessages,
-  editorMessages,
-  extractEdit,
-  placeholderProblem,
-  placeholdersOf,
-  type RunTranscript,
-} from './prompts.js';
+import { CRITIC_VARIANTS, EDITOR_VARIANTS, criticMessages, editorMessages } from './prompts.js';
+import { extractEdit, placeholderProblem, placeholdersOf } from '../shared/templates.js';
+import type { RunTranscript } from '../shared/transcripts.js';
 import {
   noCost,
   readRun,

@@ -1,4 +1,4 @@
-import { renderRun, type RunTranscript } from '../apo/prompts.js';
+import { renderRun, type RunTranscript } from '../shared/transcripts.js';
 import type { ChatMessage } from '../shared/chat-model.js';
 
 /**

@@ -1,4 +1,4 @@
-import { wordDiff } from '../apo/report.js';
+import { wordDiff } from '../shared/word-diff.js';
 import { formatScore, textTable } from '../shared/report-text.js';
 import { valScoreOf, type GepaCandidate } from './record.js';
 import type { GEPAResult } from './search.js';

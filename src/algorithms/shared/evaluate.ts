@@ -5,7 +5,7 @@ import type { LightningStore } from '../../api/lightning-store.js';
 import type { Rollout, RolloutMode } from '../../api/types.js';
 import { waitUntilFinished } from '../algorithm.js';
 import type { RolloutJudge } from '../judge/rollouts.js';
-import type { RunTranscript } from './prompts.js';
+import type { RunTranscript } from './transcripts.js';
 
 /**
  * Running prompts on tasks: every batch of one step goes into the queue at once (runners take
