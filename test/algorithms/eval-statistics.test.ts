@@ -28,6 +28,14 @@ test('the bootstrap interval of a mean covers the true mean 93-97% of the time',
   assert.ok(coverage >= 0.93 && coverage <= 0.97, `coverage ${coverage}`);
 });
 
+test('on few tasks the interval stays within the task scores seen', () => {
+  const estimate = bootstrapMean([0, 1, 1, 0.5], { seed: 3 });
+  assert.ok(estimate);
+  assert.equal(estimate.mean, 0.625);
+  assert.ok(estimate.low >= 0 && estimate.high <= 1, `[${estimate.low}, ${estimate.high}]`);
+  assert.ok(estimate.low < 0.3 && estimate.high === 1, `[${estimate.low}, ${estimate.high}]`);
+});
+
 test('the paired interval covers the true difference and is narrower than the unpaired one', () => {
   const random = new Random(11);
   const trials = 300;

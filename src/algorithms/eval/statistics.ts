@@ -92,8 +92,9 @@ function t975(df: number): number {
 /**
  * The 95% interval of the mean of `values` (one per task) by bootstrap over them, as the
  * expanded percentile interval (Hesterberg 2015): the resampled means' spread widened by
- * sqrt(n / (n - 1)) * t(n - 1) / z. A plain percentile interval has the plug-in variance, short
- * by n / (n - 1), and normal tails where the mean's are Student's: it covers 90% at 10 tasks.
+ * sqrt(n / (n - 1)) * t(n - 1) / z, within the values' range. A plain percentile interval has
+ * the plug-in variance, short by n / (n - 1), and normal tails where the mean's are Student's: it
+ * covers 90% at 10 tasks.
  */
 function bootstrapInterval(values: readonly number[], options: StatisticsOptions): Interval {
   const n = values.length;
@@ -109,9 +110,18 @@ function bootstrapInterval(values: readonly number[], options: StatisticsOptions
   }
   means.sort();
   const widen = (Math.sqrt(n / (n - 1)) * t975(n - 1)) / Z_975;
+  // On few tasks the widening reaches past every value seen (4 tasks of rewards in [0, 1] gave
+  // [-0.18, 1.22]): the interval stops at the smallest and largest value, where the plain
+  // percentile interval stops too.
+  let lowest = values[0];
+  let highest = values[0];
+  for (const value of values) {
+    lowest = Math.min(lowest, value);
+    highest = Math.max(highest, value);
+  }
   return {
-    low: center + (quantile(means, 0.025) - center) * widen,
-    high: center + (quantile(means, 0.975) - center) * widen,
+    low: Math.max(lowest, center + (quantile(means, 0.025) - center) * widen),
+    high: Math.min(highest, center + (quantile(means, 0.975) - center) * widen),
   };
 }
 
