@@ -53,7 +53,8 @@ export function rolloutContext(
   ids: { rolloutId: string; attemptId: string; mode: RolloutMode | null },
   resources: NamedResources,
   signal: AbortSignal,
-  llmBaseURL?: (llm: LlmResource) => string,
+  /** Where the agent's llm calls go instead of the resource's endpoint, and the key they carry there. */
+  gateway?: { readonly baseURL: string; readonly apiKey?: string },
 ): RolloutContext {
   const llm = Object.values(resources).find(
     (r): r is LlmResource => r.resource_type === 'llm' || r.resource_type === 'proxy_llm',
@@ -68,9 +69,9 @@ export function rolloutContext(
     ...(llm
       ? {
           llm: {
-            baseURL: llmBaseURL ? llmBaseURL(llm) : llm.endpoint,
+            baseURL: gateway?.baseURL ?? llm.endpoint,
             model: llm.model,
-            apiKey: llm.api_key ?? 'agl',
+            apiKey: gateway?.apiKey ?? llm.api_key ?? 'agl',
             samplingParameters: llm.sampling_parameters ?? {},
           },
         }

@@ -36,6 +36,11 @@ export interface RunnerOptions<T> {
   readonly maxRollouts?: number;
   /** The agl server: the agent's `llm` then points at its gateway route for the attempt. */
   readonly gatewayUrl?: string;
+  /**
+   * The server's token (`agl serve --token`): the agent's `llm.apiKey` on the gateway route,
+   * which then requires it (the gateway never sends it upstream).
+   */
+  readonly gatewayToken?: string;
   /** Attempt and worker heartbeats (default every 10 s). */
   readonly heartbeatSeconds?: number;
   readonly hooks?: RunnerHooks;
@@ -303,7 +308,7 @@ export class Runner<T = unknown> {
     signal: AbortSignal,
     cutoffs: Promise<never>[],
   ): Promise<AttemptOutcome> {
-    const { store, agent, hooks, gatewayUrl } = this.options;
+    const { store, agent, hooks, gatewayUrl, gatewayToken } = this.options;
     const rolloutId = attempted.rollout_id;
     const attemptId = attempted.attempt.attempt_id;
     const scope = { rollout_id: rolloutId, attempt_id: attemptId };
@@ -325,7 +330,7 @@ export class Runner<T = unknown> {
         { rolloutId, attemptId, mode: attempted.mode ?? null },
         resources,
         signal,
-        gatewayUrl ? () => gatewayBaseUrl(gatewayUrl, rolloutId, attemptId) : undefined,
+        gatewayUrl ? { baseURL: gatewayBaseUrl(gatewayUrl, rolloutId, attemptId), apiKey: gatewayToken } : undefined,
       );
       const running = withRollout(scope, async () => {
         await hooks?.onTraceStart?.(attempted);

@@ -68,6 +68,7 @@ export async function runner(args: string[]): Promise<void> {
     concurrency,
     maxRollouts,
     gatewayUrl: storeUrl,
+    gatewayToken: token,
     workerId: values['worker-id'],
     onStop,
   });

@@ -156,8 +156,12 @@ export class Trainer<T = unknown, R = unknown> {
   private async startInProcess(agent: Agent<T> | string): Promise<Runtime> {
     const runAgent = typeof agent === 'string' ? ((await loadAgent(agent)) as Agent<T>) : agent;
     const store = await DuckDBStore.open({ path: this.options.db ?? './agl.duckdb' });
+    // AGL_TOKEN guards this server as it guards `agl serve` (external trainers, runners, the
+    // dashboard send it); the spans recorded here carry it too (instrumentation/config.ts).
+    const token = process.env.AGL_TOKEN || undefined;
     const server = await startServer(store, {
       port: this.options.port ?? 0,
+      token,
       gateway: this.options.upstream ? { upstream: this.options.upstream } : {},
       training: this.options.algorithm.trainingBatches,
     }).catch(async (error: unknown) => {
@@ -172,6 +176,7 @@ export class Trainer<T = unknown, R = unknown> {
       agent: runAgent,
       concurrency: this.options.nRunners ?? 1,
       gatewayUrl: server.url,
+      gatewayToken: token,
     }).run(runners.signal);
     let closing: Promise<void> | undefined;
     return {

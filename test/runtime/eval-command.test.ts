@@ -34,34 +34,39 @@ test('agl eval in process: the better prompt wins with an interval that excludes
   const out = join(dir, 'report.json');
   const llm = ['--llm-model', EXAMPLE_MODEL, '--llm-endpoint', model.baseURL];
   const tasks = await taskFile(dir);
-  const result = await runCli([
-    'eval',
-    '--agent',
-    AGENT,
-    '--tasks',
-    tasks,
-    '--db',
-    db,
-    ...llm,
-    '--name',
-    'plain',
-    '--prompt',
-    PLAIN,
-    '--name',
-    'strict',
-    '--prompt',
-    STRICT,
-    '--name',
-    'same',
-    '--prompt',
-    PLAIN,
-    '--samples',
-    '2',
-    '--seed',
-    '3',
-    '--out',
-    out,
-  ]);
+  const result = await runCli(
+    [
+      'eval',
+      '--agent',
+      AGENT,
+      '--tasks',
+      tasks,
+      '--db',
+      db,
+      ...llm,
+      '--name',
+      'plain',
+      '--prompt',
+      PLAIN,
+      '--name',
+      'strict',
+      '--prompt',
+      STRICT,
+      '--name',
+      'same',
+      '--prompt',
+      PLAIN,
+      '--samples',
+      '2',
+      '--seed',
+      '3',
+      '--out',
+      out,
+      // The server the Trainer starts requires the token; its runners, the agent's gateway calls
+      // and the recorded spans carry it.
+    ],
+    { env: { ...process.env, AGL_TOKEN: 'eval-token' } },
+  );
   assert.equal(result.code, 0, result.stderr);
   assert.match(result.stdout, /plain\s+0\.000\s+\[0\.000, 0\.000\]\s+0%\s+\[0%, 24%\]\s+0\/12/);
   assert.match(result.stdout, /strict\s+1\.000\s+\[1\.000, 1\.000\]\s+100%/);

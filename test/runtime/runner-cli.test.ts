@@ -91,6 +91,34 @@ test('an agent module: default export of rollout(), recorded like agl/register',
   assert.equal((await rows(`SELECT * FROM llm_calls WHERE rollout_id IN (${idList(queued)})`)).length, 2);
 });
 
+test('a server with a token: the agent module calls the gateway with it, and it never goes upstream', async () => {
+  const guarded = await startAgl(join(dir, 'token.duckdb'), { token: 'sekrit', gateway: { upstream: llm.baseURL } });
+  try {
+    const { resources_id } = await guarded.store.lightning.addResources({
+      llm: { resource_type: 'llm', endpoint: llm.baseURL, model: 'test-model', api_key: null, sampling_parameters: {} },
+    } as never);
+    const [queued] = await guarded.store.lightning.enqueueManyRollouts([{ input: { question: 'blue' }, resources_id }]);
+    const seen = llm.requests.length;
+    const result = await runCli(
+      ['runner', join(APPS, 'echo-agent.mjs'), '--store', guarded.url, '--max-rollouts', '1'],
+      {
+        env: { ...process.env, AGL_TOKEN: 'sekrit' },
+      },
+    );
+    assert.equal(result.code, 0, result.stderr);
+    const status = await queryRows(
+      guarded.store,
+      `SELECT status FROM rollouts WHERE rollout_id = '${queued.rollout_id}'`,
+    );
+    assert.deepEqual(status, [{ status: 'succeeded' }]);
+    const upstream = llm.requests.slice(seen);
+    assert.equal(upstream.length, 1);
+    assert.ok(!String(upstream[0].headers.authorization ?? '').includes('sekrit'), upstream[0].headers.authorization);
+  } finally {
+    await guarded.close();
+  }
+});
+
 test('usage errors', async () => {
   assert.equal((await runCli(['runner'])).code, 2);
   assert.match((await runCli(['runner', 'x.mjs', '--exec', 'true'])).stderr, /give an agent module or --exec/);

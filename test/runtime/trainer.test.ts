@@ -85,6 +85,22 @@ test('fit with the Baseline: every task runs once, outcomes and rewards reported
   );
 });
 
+test('in process with AGL_TOKEN: the server it starts requires the token', async (t) => {
+  process.env.AGL_TOKEN = 'trainer-token';
+  t.after(() => delete process.env.AGL_TOKEN);
+  const statuses = await new Trainer({
+    algorithm: {
+      run: async ({ serverUrl }) => {
+        const ask = (headers: Record<string, string>) =>
+          fetch(`${serverUrl}/v1/agl/rollouts`, { headers }).then((answer) => answer.status);
+        return [await ask({}), await ask({ authorization: 'Bearer trainer-token' })];
+      },
+    },
+    db: join(dir, 'token.duckdb'),
+  }).fit(agent, { train: [] });
+  assert.deepEqual(statuses, [401, 200]);
+});
+
 test('dev: a few tasks with the Baseline, each rollout printed with its spans', async () => {
   const lines: string[] = [];
   const trainer = new Trainer({ algorithm: new Baseline(), db: join(dir, 'dev.duckdb') });
