@@ -9,6 +9,7 @@ import { minRewardCondition } from '../sql/final-rewards.js';
 import { jsonValue as json } from './json-column.js';
 import type { QuerySource } from './source.js';
 import { rolloutModeCondition, sqlText } from '../sql/literals.js';
+import { LLM_CALLS_CTES } from '../sql/views.js';
 
 export type { SkippedRecord };
 
@@ -42,7 +43,7 @@ function callsWhere(options: MessagesOptions): string {
 const CALL_ORDER = 'ORDER BY rollout_id NULLS LAST, attempt_id, sequence_id, start_time, span_id';
 
 function messagesSql(options: MessagesOptions): string {
-  return `SELECT rollout_id, attempt_id, trace_id, span_id, input_messages, output_messages, tools
+  return `WITH ${LLM_CALLS_CTES} SELECT rollout_id, attempt_id, trace_id, span_id, input_messages, output_messages, tools
     FROM llm_calls WHERE ${callsWhere(options)} ${CALL_ORDER}`;
 }
 
@@ -51,20 +52,36 @@ const MESSAGE_LIST = `list_concat(
     CASE WHEN json_type(input_messages) = 'ARRAY' THEN json_extract(input_messages, '$[*]') ELSE []::JSON[] END,
     CASE WHEN json_type(output_messages) = 'ARRAY' AND json_array_length(output_messages) > 0
       THEN [json_extract(output_messages, '$[0]')] ELSE []::JSON[] END)`;
+
+/**
+ * MESSAGE_LIST as JSON text, pasted rather than parsed where the input is minified JSON text
+ * of an empty list or a list of objects (what DuckDB's JSON functions write, so every derived
+ * call): parsing the input into a list of values and writing it back was most of the CPU of
+ * building a record. Any other text goes through MESSAGE_LIST.
+ */
+const MESSAGES_JSON = `CASE WHEN input_messages::VARCHAR = '[]' OR input_messages::VARCHAR LIKE '[{%}]'
+    THEN ('[' || concat_ws(',', nullif((input_messages::VARCHAR)[2:-2], ''), output_messages->0) || ']')::JSON
+    ELSE to_json(${MESSAGE_LIST}) END`;
+
 const HAS_TOOLS = `(json_type(tools) = 'ARRAY' AND json_array_length(tools) > 0)`;
+
+/** The fields of each message that SURELY_VALID reads, parsed once (a message that is not an object has them NULL). */
+const MESSAGE_FIELDS = `'[{"role": "VARCHAR", "content": "JSON"}]'`;
 
 /**
  * Rows whose record invalidReason surely finds valid (plain text messages of the four roles
  * without tool calls, the last the assistant's, tools each with a function name): the common
- * case, decided in SQL. The others are read into JS and checked there.
+ * case, decided in SQL. The others are read into JS and checked there. Each column is parsed
+ * once (json_transform), and no tool calls means no "tool_calls" in the text at all: a message
+ * that merely mentions them is checked in JS.
  */
-const SURELY_VALID = `(json_type(output_messages) = 'ARRAY' AND json_array_length(output_messages) > 0
+const SURELY_VALID = `(NOT contains(input_messages::VARCHAR, '"tool_calls"') AND NOT contains(output_messages::VARCHAR, '"tool_calls"')
+    AND list_bool_and(list_transform(
+      list_concat(json_transform(input_messages, ${MESSAGE_FIELDS}), json_transform(output_messages, ${MESSAGE_FIELDS})[1:1]),
+      lambda m: coalesce(m.role IN ('system', 'developer', 'user', 'assistant') AND starts_with(m.content, '"'), false)))
     AND json_extract_string(output_messages, '$[0].role') = 'assistant'
-    AND list_bool_and(list_transform(${MESSAGE_LIST}, lambda m: coalesce(json_type(m) = 'OBJECT'
-      AND json_extract_string(m, '$.role') IN ('system', 'developer', 'user', 'assistant') AND json_type(m, '$.content') = 'VARCHAR'
-      AND json_type(m, '$.tool_calls') IS NULL, false)))
-    AND (NOT coalesce(${HAS_TOOLS}, false) OR list_bool_and(list_transform(json_extract(tools, '$[*]'),
-      lambda t: coalesce(json_type(t, '$.function.name') = 'VARCHAR', false)))))`;
+    AND (tools IS NULL OR list_bool_and(list_transform(json_transform(tools, '[{"function": {"name": "JSON"}}]'),
+      lambda t: coalesce(starts_with(t.function.name, '"'), false)))))`;
 
 /**
  * The records as Parquet holds them (a record without tools: NULL in tools and
@@ -73,7 +90,7 @@ const SURELY_VALID = `(json_type(output_messages) = 'ARRAY' AND json_array_lengt
 function recordsSql(options: MessagesOptions, invalid: readonly string[]): string {
   const excluded =
     invalid.length === 0 ? '' : ` AND trace_id || '/' || span_id NOT IN (${invalid.map(sqlText).join(', ')})`;
-  return `SELECT to_json(${MESSAGE_LIST}) AS messages,
+  return `WITH ${LLM_CALLS_CTES} SELECT ${MESSAGES_JSON} AS messages,
       CASE WHEN ${HAS_TOOLS} THEN tools END AS tools,
       CASE WHEN ${HAS_TOOLS} THEN list_bool_or(list_transform(${MESSAGE_LIST}, lambda m: coalesce(
         json_type(m, '$.tool_calls') = 'ARRAY' AND json_array_length(m, '$.tool_calls') > 1, false))) END AS parallel_tool_calls
@@ -86,7 +103,7 @@ async function invalidCalls(
   options: MessagesOptions,
   skipped: SkippedRecord[],
 ): Promise<string[]> {
-  const sql = `SELECT rollout_id, attempt_id, trace_id, span_id, input_messages, output_messages, tools
+  const sql = `WITH ${LLM_CALLS_CTES} SELECT rollout_id, attempt_id, trace_id, span_id, input_messages, output_messages, tools
     FROM llm_calls WHERE ${callsWhere(options)} AND NOT coalesce(${SURELY_VALID}, false) ${CALL_ORDER}`;
   const invalid: string[] = [];
   for await (const rows of source.stream(sql))

@@ -13,12 +13,12 @@
  * `otherAgents: 'mask'` they stay in the row as context instead, their responses masked out too
  * (a row with no trained token is left out and counted).
  */
-import { collect, type Adapter, type AdapterReport } from './adapter.js';
-import type { QuerySource } from './source.js';
-import { attemptsCondition, CALL_ORDER, creditedCallsSql } from '../sql/credited-calls.js';
+import type { Adapter, AdapterReport } from './adapter.js';
+import { allRows, type QuerySource } from './source.js';
+import { attemptsCondition, CALL_ORDER, checkCallSelection, creditedCallsSql } from '../sql/credited-calls.js';
 import { sqlRegex } from '../sql/literals.js';
 import { TOKEN_CALLS_CTES } from '../sql/views.js';
-import type { TripletOptions } from './triplets.js';
+import { derivedSelection, type TripletOptions } from './triplets.js';
 
 export interface TrajectoryOptions extends TripletOptions {
   readonly mode?: 'transition' | 'trajectory';
@@ -199,6 +199,157 @@ function rowOf(parts: readonly Part[], discounted: boolean): TrajectoryRow {
   };
 }
 
+/** The CTE `calls` (the selected calls with their token ids) and the order of calls in a group over its columns. */
+interface TokenCalls {
+  readonly ctes: string;
+  readonly order: string;
+}
+
+/**
+ * The selected calls, each with its group, task key, reward, whether it is trained and its token
+ * ids. With the default options and every span derived, the deriver's answer per call
+ * (derived_calls, as triplets read it) instead of the credited-calls query, which cost about 6 us
+ * of CPU a call.
+ */
+async function tokenCallsSql(source: QuerySource, options: TrajectoryOptions): Promise<TokenCalls> {
+  const tokens = 'c.prompt_token_ids, c.response_token_ids, c.response_logprobs';
+  if (await derivedSelection(source, options))
+    return {
+      ctes: `calls AS (
+  SELECT c.group_id, c.rollout_id, c.attempt_id, c.trace_id, c.sequence_id, c.start_time, c.span_id, c.reward, true AS trained, ${tokens},
+    coalesce(md5(CAST(ro.input AS VARCHAR)), c.rollout_id, 'trace:' || c.trace_id) AS task_key
+  FROM derived_calls c LEFT JOIN (SELECT rollout_id, input FROM rollouts) ro USING (rollout_id) WHERE c.in_triplets
+)`,
+      order: CALL_ORDER.replaceAll('s.', ''),
+    };
+  const masks = masksOtherAgents(options);
+  const trained = masks ? `regexp_matches(coalesce(s.agent_name, ''), ${sqlRegex(options.agentMatch ?? '')})` : 'true';
+  const selection = masks ? { ...options, agentMatch: undefined } : options;
+  const select = `${KEY_SELECT}, ${groupKeySelect(options)}, ${trained} AS trained, ${tokens}`;
+  return {
+    ctes: `${TOKEN_CALLS_CTES},\ncalls AS (${creditedCallsSql(selection, select, { calls: 'token_calls' })})`,
+    order: 'group_id, pos',
+  };
+}
+
+const HAS_IDS = 'coalesce(len(prompt_token_ids) > 0 AND len(response_token_ids) > 0, false)';
+
+/**
+ * CTEs from `calls` to `parts` (trajectory mode): each call with token ids as a part of its row
+ * (`row_pos`, the place of the row's first call in its group). A call continues the row when the
+ * call before it in its group has token ids and its prompt starts with that call's prompt and
+ * response; `inserted` is then where its own tokens start, those before being the previous
+ * call's.
+ */
+function partsSql({ ctes, order }: TokenCalls): string {
+  return `${ctes},
+flagged AS (SELECT *, ${HAS_IDS} AS has_ids, row_number() OVER (PARTITION BY group_id ORDER BY ${order}) AS call_pos FROM calls),
+linked AS (
+  SELECT *, coalesce(lag(has_ids) OVER w AND has_ids AND len(prompt_token_ids) >= lag(len(prompt_token_ids) + len(response_token_ids)) OVER w
+    AND prompt_token_ids[1:lag(len(prompt_token_ids) + len(response_token_ids)) OVER w] = list_concat(lag(prompt_token_ids) OVER w, lag(response_token_ids) OVER w), false) AS continues,
+    lag(len(prompt_token_ids) + len(response_token_ids)) OVER w AS previous_length
+  FROM flagged WINDOW w AS (PARTITION BY group_id ORDER BY call_pos)
+),
+parts AS (
+  SELECT * EXCLUDE (previous_length), CASE WHEN continues THEN previous_length ELSE len(prompt_token_ids) END AS inserted,
+    max(CASE WHEN NOT continues THEN call_pos END) OVER (PARTITION BY group_id ORDER BY call_pos ROWS UNBOUNDED PRECEDING) AS row_pos
+  FROM linked WHERE has_ids
+)`;
+}
+
+/** Whether a row (its prompt and response lengths) is over a length limit. */
+function overlongSql(options: TrajectoryOptions, prompt: string, response: string): string {
+  const over = [
+    options.maxPromptLength !== undefined ? `${prompt} > ${options.maxPromptLength}` : '',
+    options.maxResponseLength !== undefined ? `${response} > ${options.maxResponseLength}` : '',
+  ].filter(Boolean);
+  return over.length ? `(${over.join(' OR ')})` : 'false';
+}
+
+/** A call's mask and logprobs over its response: 1 and its logprobs (0 where none) when trained, else 0s. */
+const RESPONSE_MASK = `list_resize([]::TINYINT[], len(response_token_ids), CASE WHEN trained THEN 1 ELSE 0 END)`;
+const RESPONSE_LOGPROBS = `CASE WHEN trained THEN list_resize(list_transform(coalesce(response_logprobs, []::DOUBLE[]), lambda x: coalesce(x, 0)), len(response_token_ids), 0)
+    ELSE list_resize([]::DOUBLE[], len(response_token_ids), 0) END`;
+
+/**
+ * The rows of trajectory mode, in their groups' order (`group_id`, `row_pos`): each row's parts
+ * gathered with their places and put in order in the row (an aggregate ordered per group cost
+ * 25 us a row), the inserted tokens of a continuing part masked out with logprob 0.
+ */
+function mergedRowsSql(calls: TokenCalls, options: TrajectoryOptions): string {
+  const reward =
+    options.credit === 'discounted'
+      ? 'arg_min_null(reward, call_pos)'
+      : 'arg_max(reward, call_pos) FILTER (WHERE reward IS NOT NULL)';
+  return `WITH ${partsSql(calls)},
+gathered AS (
+  SELECT group_id, row_pos, arg_min_null(rollout_id, call_pos) AS rollout_id, arg_min_null(attempt_id, call_pos) AS attempt_id,
+    arg_min_null(task_key, call_pos)::VARCHAR AS group_key, arg_min(prompt_token_ids, call_pos) AS prompt_ids,
+    list_sort(list({'pos': call_pos, 'ids': prompt_token_ids[inserted + 1:] || response_token_ids,
+      'mask': list_resize([]::TINYINT[], len(prompt_token_ids) - inserted, 0) || ${RESPONSE_MASK},
+      'logprobs': list_resize([]::DOUBLE[], len(prompt_token_ids) - inserted, 0) || ${RESPONSE_LOGPROBS}})) AS parts,
+    ${reward} AS reward, count(*)::INTEGER AS calls
+  FROM parts GROUP BY group_id, row_pos HAVING bool_or(trained)
+)
+SELECT group_id, row_pos, rollout_id, attempt_id, group_key, prompt_ids, flatten(list_transform(parts, lambda p: p.ids)) AS response_ids,
+  flatten(list_transform(parts, lambda p: p.mask)) AS response_mask, flatten(list_transform(parts, lambda p: p.logprobs)) AS response_logprobs,
+  reward, calls
+FROM gathered`;
+}
+
+/** The rows of transition mode: one per call with token ids, in call order. */
+function transitionRowsSql({ ctes, order }: TokenCalls): string {
+  return `WITH ${ctes}
+SELECT ${order.replace(' NULLS LAST', '')}, rollout_id, attempt_id, task_key::VARCHAR AS group_key, prompt_token_ids AS prompt_ids,
+  response_token_ids AS response_ids, ${RESPONSE_MASK} AS response_mask, ${RESPONSE_LOGPROBS} AS response_logprobs, reward, 1 AS calls
+FROM calls WHERE ${HAS_IDS}`;
+}
+
+/**
+ * The rows as the export writes them (the Parquet columns of PARQUET_COLUMNS.trajectories), in
+ * call order of their first calls: TraceToTrajectory in SQL, so that no token passes through JS.
+ */
+function rowsSql(calls: TokenCalls, options: TrajectoryOptions): string {
+  const merged = options.mode === 'trajectory';
+  const rows = merged ? mergedRowsSql(calls, options) : transitionRowsSql(calls);
+  const { maxPromptLength: p, maxResponseLength: r } = options;
+  const cut = (column: string) => (r !== undefined ? `${column}[1:${r}]` : column);
+  const fitted =
+    options.overlong === 'drop'
+      ? `SELECT * FROM rows WHERE NOT ${overlongSql(options, 'len(prompt_ids)', 'len(response_ids)')}`
+      : `SELECT * REPLACE (${p !== undefined ? `CASE WHEN len(prompt_ids) > ${p} THEN prompt_ids[-${p}:] ELSE prompt_ids END` : 'prompt_ids'} AS prompt_ids,
+    ${cut('response_ids')} AS response_ids, ${cut('response_mask')} AS response_mask, ${cut('response_logprobs')} AS response_logprobs) FROM rows`;
+  return `WITH rows AS (${rows})
+SELECT rollout_id, attempt_id, group_key, prompt_ids::INTEGER[] AS prompt_ids, response_ids::INTEGER[] AS response_ids,
+  response_mask::TINYINT[] AS response_mask, response_logprobs::DOUBLE[] AS response_logprobs, reward::DOUBLE AS reward, calls::INTEGER AS calls
+FROM (${fitted}) ORDER BY ${merged ? 'group_id, row_pos' : calls.order}`;
+}
+
+/** The statistics of rowsSql's read, from the lengths of the rows alone. */
+function statsSql(calls: TokenCalls, options: TrajectoryOptions): string {
+  const overlong = overlongSql(options, 'prompt_length', 'response_length');
+  const rowLengths =
+    options.mode === 'trajectory'
+      ? `SELECT arg_min(len(prompt_token_ids), call_pos) AS prompt_length,
+    sum(len(prompt_token_ids) - inserted + len(response_token_ids)) AS response_length, bool_or(trained) AS trained
+  FROM parts GROUP BY group_id, row_pos`
+      : `SELECT len(prompt_token_ids) AS prompt_length, len(response_token_ids) AS response_length, trained FROM flagged WHERE has_ids`;
+  const ctes =
+    options.mode === 'trajectory'
+      ? partsSql(calls)
+      : `${calls.ctes},\nflagged AS (SELECT *, ${HAS_IDS} AS has_ids FROM calls)`;
+  return `WITH ${ctes},
+row_lengths AS (${rowLengths}),
+missing AS (
+  SELECT coalesce(rollout_id, 'trace:' || trace_id) AS rollout, min((${calls.order.replace(' NULLS LAST', '')})) AS first FROM flagged WHERE NOT has_ids GROUP BY rollout
+)
+SELECT (SELECT count(*) FROM flagged) AS calls, (SELECT count(*) FROM flagged WHERE NOT has_ids) AS missing,
+  (SELECT coalesce(list(rollout ORDER BY first), []) FROM missing) AS missing_rollouts,
+  count(*) FILTER (WHERE NOT trained) AS untrained, count(*) FILTER (WHERE trained AND ${overlong}) AS overlong,
+  count(*) FILTER (WHERE trained) AS trained
+FROM row_lengths`;
+}
+
 function checkOptions(options: TrajectoryOptions): void {
   if (options.mode !== undefined && options.mode !== 'transition' && options.mode !== 'trajectory')
     throw new TypeError(`mode must be transition or trajectory, not "${options.mode}"`);
@@ -244,30 +395,56 @@ function fitLimits(row: TrajectoryRow, options: TrajectoryOptions, stats: Trajec
   return true;
 }
 
+/** The rows and statistics of the JS builder, whole, before the first row is given: a merge reads the calls before and after. */
+async function builtRows(
+  source: QuerySource,
+  options: TrajectoryOptions,
+): Promise<{ rows: TrajectoryRow[]; stats: TrajectoryStats }> {
+  checkOptions(options);
+  const builder = new RowBuilder(options);
+  for (const call of await orderedCalls(source, options)) builder.add(call);
+  return builder.finish();
+}
+
 /**
- * TraceToTrajectory as an adapter. SQL orders the calls; the rows are built here, whole, before
- * the first is given: a merge reads the calls before and after.
+ * TraceToTrajectory as an adapter, for `agl export`: SQL builds the rows (rowsSql) and counts
+ * them (statsSql, read first, so that `stats` are complete at once); `batches` stream the rows
+ * of that SQL.
  */
 export const TRAJECTORIES_ADAPTER: Adapter<TrajectoryOptions, TrajectoryRow, TrajectoryStats> = {
   async read(source, options = {}) {
     checkOptions(options);
-    const builder = new RowBuilder(options);
-    for (const call of await orderedCalls(source, options)) builder.add(call);
-    const { rows, stats } = builder.finish();
+    checkCallSelection(options);
+    const calls = await tokenCallsSql(source, options);
+    const [counts] = await allRows(source, statsSql(calls, options));
+    const overlong = Number(counts.overlong);
+    const stats: TrajectoryStats = {
+      calls: Number(counts.calls),
+      rows: Number(counts.trained) - (options.overlong === 'drop' ? overlong : 0),
+      truncated: options.overlong === 'drop' ? 0 : overlong,
+      dropped: options.overlong === 'drop' ? overlong : 0,
+      missingTokenIds: Number(counts.missing),
+      missingTokenIdRollouts: counts.missing_rollouts as string[],
+      untrained: Number(counts.untrained),
+    };
+    const sql = rowsSql(calls, options);
     async function* batches() {
-      yield rows;
+      for await (const batch of source.stream(sql)) yield batch as unknown as TrajectoryRow[];
     }
-    return { batches: batches(), stats };
+    return { sql, sqlFor: 'parquet', batches: batches(), stats };
   },
   report: reportOf,
 };
 
+/**
+ * The rows and statistics of TraceToTrajectory, built in JS from the calls' token ids as DuckDB
+ * gives them (the GRPO batch's path: one read of its attempts' calls).
+ */
 export async function traceToTrajectories(
   source: QuerySource,
   options: TrajectoryOptions = {},
 ): Promise<{ rows: TrajectoryRow[]; stats: TrajectoryStats }> {
-  const { batches, stats } = await TRAJECTORIES_ADAPTER.read(source, options);
-  return { rows: await collect(batches), stats };
+  return builtRows(source, options);
 }
 
 function reportOf(stats: TrajectoryStats): AdapterReport {

@@ -71,11 +71,19 @@ const isDefault = (options: TripletOptions) =>
  */
 export async function tripletsQuery(source: QuerySource, options: TripletOptions = {}): Promise<string> {
   checkCallSelection(options);
-  if (isDefault(options)) {
-    const [{ ready }] = await allRows(source, CREDITED_CALLS_READY_SQL);
-    if (ready === true) return `SELECT ${tripletSelect('c', 'c')} FROM derived_calls c WHERE c.in_triplets`;
-  }
+  if (await derivedSelection(source, options))
+    return `SELECT ${tripletSelect('c', 'c')} FROM derived_calls c WHERE c.in_triplets`;
   return tripletsSql(options);
+}
+
+/**
+ * Whether derived_calls holds the calls that `options` select, credited (`WHERE in_triplets`,
+ * each with its group_id and reward): the default options, once every span is derived.
+ */
+export async function derivedSelection(source: QuerySource, options: CallSelection): Promise<boolean> {
+  if (!isDefault(options)) return false;
+  const [{ ready }] = await allRows(source, CREDITED_CALLS_READY_SQL);
+  return ready === true;
 }
 
 /** TraceToTriplet as an adapter: SQL gives the triplets whole, so an export is DuckDB's to write. */

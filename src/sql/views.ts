@@ -88,6 +88,16 @@ QUALIFY row_number() OVER (PARTITION BY o.rollout_id, o.trace_id, o.span_id ORDE
 export const TOKEN_CALLS_CTES = `${FRESH_CALLS_CTE},
 token_calls AS (${llmCallsOf(CALL_ROWS, false)})`;
 
+/**
+ * CTEs that end in `llm_calls`, the view's rows, for a query that reads them in bulk: DuckDB
+ * prunes the columns a query does not read from the stored calls (their token ids, for
+ * messages) only when the rows are the query's own CTE, not a view wrapped around the
+ * materialized `fresh_calls`. A messages export of 600,000 calls read every column through the
+ * view.
+ */
+export const LLM_CALLS_CTES = `${FRESH_CALLS_CTE},
+llm_calls AS (${llmCallsOf(CALL_ROWS)})`;
+
 /** token_calls as one relation. */
 export const TOKEN_CALLS_SQL = `(WITH ${TOKEN_CALLS_CTES} SELECT * FROM token_calls)`;
 
