@@ -17,6 +17,8 @@ const EXAMPLES = join(ROOT, 'examples');
 const AGENT = join(EXAMPLES, 'grpo-trainer', 'agent.mjs');
 const TASKS = join(EXAMPLES, 'grpo-trainer', 'train.jsonl');
 const LOOPS = ['trl', 'own'] as const;
+/** A run of a loop that takes longer than this is stuck (a full one takes about a minute). */
+const RUN_SECONDS = 600;
 type Loop = (typeof LOOPS)[number];
 
 interface Sizes {
@@ -144,8 +146,14 @@ function startAgl(dir: string, port: number, endpoint: string, sizes: Sizes): Ch
   ]);
 }
 
-/** One run of a loop to its end: its processes, each stopped when it fails. */
+/** One run of a loop to its end, its processes stopped after it, or when it fails or is stuck. */
 async function runLoop(loop: Loop, dir: string, sizes: Sizes): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const stuck = new Promise<never>((_, reject) => {
+    const error = new Error(`the ${loop} loop did not end within ${RUN_SECONDS} s`);
+    timer = setTimeout(() => reject(error), RUN_SECONDS * 1000);
+  });
+  const unlessStuck = <T>(waiting: Promise<T>) => Promise.race([waiting, stuck]);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const children: Child[] = [];
@@ -162,9 +170,9 @@ async function runLoop(loop: Loop, dir: string, sizes: Sizes): Promise<void> {
           ...sizeArgs(sizes),
         ]),
       );
-      const endpoint = await trainer.after('policy server: tiny at ');
+      const endpoint = await unlessStuck(trainer.after('policy server: tiny at '));
       const agl = start(startAgl(dir, port, endpoint, sizes));
-      await Promise.all([trainer.succeeded(), agl.succeeded()]);
+      await unlessStuck(Promise.all([trainer.succeeded(), agl.succeeded()]));
     } else {
       const server = start(
         Child.start('examples/grpo-trainer/model_server.py', PYTHON, [
@@ -172,9 +180,9 @@ async function runLoop(loop: Loop, dir: string, sizes: Sizes): Promise<void> {
           ...['--port', '0'],
         ]),
       );
-      const endpoint = await server.after('model server: tiny (version 0) at ');
+      const endpoint = await unlessStuck(server.after('model server: tiny (version 0) at '));
       const agl = start(startAgl(dir, port, endpoint, sizes));
-      await agl.after(`${url}/v1/agl/training/batches/next`);
+      await unlessStuck(agl.after(`${url}/v1/agl/training/batches/next`));
       const trainer = start(
         Child.start('examples/grpo-trainer/train.py', PYTHON, [
           join(EXAMPLES, 'grpo-trainer', 'train.py'),
@@ -182,9 +190,10 @@ async function runLoop(loop: Loop, dir: string, sizes: Sizes): Promise<void> {
           ...['--out', join(dir, 'checkpoints'), '--idle-timeout', '300'],
         ]),
       );
-      await Promise.all([trainer.succeeded(), agl.succeeded()]);
+      await unlessStuck(Promise.all([trainer.succeeded(), agl.succeeded()]));
     }
   } finally {
+    clearTimeout(timer);
     for (const child of children.reverse()) child.stop();
     await Promise.all(children.map((child) => child.exited));
   }
