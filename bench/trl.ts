@@ -3,7 +3,7 @@ import { EventEmitter, once } from 'node:events';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CLI, fileRows, freePort, newTempDir, removeDir, ROOT } from '../test/support/helpers.js';
-import { sized, type Benchmark, type Figure, type Size } from './figures.js';
+import { percentile, sized, type Benchmark, type Figure, type Size } from './figures.js';
 
 // One GRPO step of examples/trl-grpo (TRL's GRPOTrainer with LoRA, the policy server in its
 // process) against the same step of examples/grpo-trainer's own loop (train.py, full fine-tune,
@@ -209,12 +209,13 @@ const seconds = (metrics: Record<string, unknown>, key: string): number => {
 /**
  * The steps of a run after the warm-up, from agl's step records. The trainer's wait for a batch
  * began as agl's step did (both right after the previous acknowledgement): what of it is not
- * agl's rollouts and build is the transfer (Arrow, HTTP both ways, agl's record of the step before).
+ * agl's rollouts and build is the transfer (Arrow serialization, HTTP, pyarrow, and agl's record
+ * of the step before).
  */
 async function measuredSteps(db: string, sizes: Sizes): Promise<Step[]> {
   const rows = await fileRows(
     db,
-    `SELECT step, status, rollout_seconds, build_seconds, trainer_seconds, metrics::VARCHAR AS metrics,
+    `SELECT step, status, rollout_seconds, build_seconds, metrics::VARCHAR AS metrics,
        date_diff('microsecond', start_time, end_time) / 1e6 AS total FROM training_steps ORDER BY step`,
   );
   if (rows.length !== sizes.steps || rows.some((row) => row.status !== 'trained'))
@@ -244,12 +245,6 @@ async function measuredSteps(db: string, sizes: Sizes): Promise<Step[]> {
   });
 }
 
-const median = (values: readonly number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-};
-
 const PARTS = ['rollouts', 'handoff', 'update', 'other', 'total'] as const;
 const LABELS: Record<(typeof PARTS)[number], string> = {
   rollouts: 'rollouts',
@@ -262,7 +257,7 @@ const LABELS: Record<(typeof PARTS)[number], string> = {
 export const trl: Benchmark = {
   name: 'trl',
   description:
-    'one GRPO step (2 tasks x 8 rollouts, the tiny model) through TRL with LoRA against examples/grpo-trainer’s own loop: rollouts, hand-off, update',
+    'one GRPO step (2 tasks x 8 rollouts, the tiny model) through TRL with LoRA against the own loop of examples/grpo-trainer: rollouts, hand-off, update',
   async run(size: Size): Promise<Figure[]> {
     const sizes = sized<Sizes>(
       size,
@@ -287,7 +282,11 @@ export const trl: Benchmark = {
     } finally {
       await removeDir(dir);
     }
-    const medians = (loop: Loop, part: keyof Step) => median(steps[loop].map((step) => step[part]));
+    const medians = (loop: Loop, part: keyof Step) =>
+      percentile(
+        steps[loop].map((step) => step[part]).sort((a, b) => a - b),
+        50,
+      );
     for (const loop of LOOPS)
       console.error(
         `  ${loop}: ${steps[loop].length} steps; median s: ${PARTS.map((part) => `${part} ${medians(loop, part).toFixed(3)}`).join(', ')}; hand-off = build ${medians(loop, 'build').toFixed(3)} + transfer ${medians(loop, 'transfer').toFixed(3)} + decode ${medians(loop, 'decode').toFixed(3)}`,
