@@ -12,6 +12,7 @@ import { grpo } from './grpo.js';
 import { instrumentation } from './instrumentation.js';
 import { runtime } from './runtime.js';
 import { store } from './store.js';
+import { trl } from './trl.js';
 import { scaleOut } from './scale-out.js';
 import { spansDir } from './spans-dir.js';
 
@@ -29,6 +30,7 @@ const BENCHMARKS: Benchmark[] = [
   apo,
   promptOptimizers,
   grpo,
+  trl,
   dashboard,
 ];
 

@@ -8,7 +8,7 @@ acknowledges the batch with the model that the next rollouts should use. ``send_
 gives a stored call, trace or rollout a reward after the fact.
 """
 
-from .batch import Batch, ModelRef
+from .batch import DECODE_SECONDS, UPDATE_SECONDS, WAIT_SECONDS, Batch, ModelRef
 from .client import BatchClient
 from .directory import BatchDirectory, read_batch_file
 from .errors import BatchAlreadyDoneError, BatchNotFoundError, BatchRequestError, FeedbackError
@@ -17,6 +17,9 @@ from .loss import PolicyLoss, clipped_policy_loss, group_advantages, masked_mean
 from .tensors import TrainingTensors, to_tensors
 
 __all__ = [
+    "DECODE_SECONDS",
+    "UPDATE_SECONDS",
+    "WAIT_SECONDS",
     "Batch",
     "BatchAlreadyDoneError",
     "BatchClient",

@@ -14,6 +14,13 @@ from typing import Any, TypedDict
 
 import pyarrow as pa
 
+# A step's timing, as metrics of its acknowledgement (and a trainer's logs): the wait for the
+# batch (agl's rollouts, building and sending it), turning it into tensors, and the update
+# (forward, backward, optimizer step). agl's step record has its own rollout and build seconds.
+WAIT_SECONDS = "agl/wait_seconds"
+DECODE_SECONDS = "agl/decode_seconds"
+UPDATE_SECONDS = "agl/update_seconds"
+
 
 class ModelRef(TypedDict):
     """The model a step produced, served where the next rollouts can reach it.

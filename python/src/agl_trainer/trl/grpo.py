@@ -31,7 +31,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import use_adapter
 
-from ..batch import Batch, ModelRef
+from ..batch import DECODE_SECONDS, UPDATE_SECONDS, WAIT_SECONDS, Batch, ModelRef
 from ..errors import BatchAlreadyDoneError, BatchRequestError
 from ..tensors import to_tensors
 from .policy_server import PolicyServer
@@ -149,6 +149,8 @@ class AglGRPOTrainer(GRPOTrainer):
     must be agl's ``groupSize``. Each batch is acknowledged once TRL logged and saved its step,
     with TRL's logged metrics and the model the next rollouts must use, version ``<the batch's
     step>``.
+    Among those metrics, and in TRL's logs, the step's timing: ``agl/wait_seconds``,
+    ``agl/decode_seconds``, ``agl/update_seconds`` (agl_trainer's WAIT_SECONDS ...).
 
     ``stop_after_step()`` (a signal handler may call it) ends training after the current step's
     log and checkpoint, leaving its batch unacknowledged; the trainer that resumes from that
@@ -184,14 +186,22 @@ class AglGRPOTrainer(GRPOTrainer):
         self._pending: TrainedBatch | None = None
         self._stopping = False
         self._last_logs: dict[str, float] = {}
+        self._handoff_seconds = 0.0  # of the current step: the acknowledgement, wait and decode
         self.add_callback(_AglSteps(self))
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        started = time.perf_counter()
         self.acknowledge()
+        asked = time.perf_counter()
         batch = self._next_batch()
+        received = time.perf_counter()
         self._check_batch(batch)
         self._pending = TrainedBatch(batch.batch_id, batch.step)
         output = trl_inputs(batch.table, self._pad_id(), self.scale_rewards, self.accelerator.device)
+        decoded = time.perf_counter()
+        self._handoff_seconds = decoded - started
+        self._metrics["train"][WAIT_SECONDS].append(received - asked)
+        self._metrics["train"][DECODE_SECONDS].append(decoded - received)
         if self.beta != 0.0:
             output[REFERENCE_KEY] = self._reference_logps(output)
         rewards = torch.tensor(batch.table.column("reward").to_pylist())
@@ -287,14 +297,23 @@ class _AglSteps(TrainerCallback):
 
     def __init__(self, trainer: AglGRPOTrainer) -> None:
         self.trainer = trainer
+        self._step_started = 0.0
+
+    def on_step_begin(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        self._step_started = time.perf_counter()
 
     def on_pre_optimizer_step(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         self.trainer.policy.lock.acquire()
 
     def on_optimizer_step(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         self.trainer.policy.lock.release()
+        # TRL's training_step and optimizer step less the hand-off in them (TRL's step_time counts the wait in)
+        update = time.perf_counter() - self._step_started - self.trainer._handoff_seconds
+        self.trainer._metrics["train"][UPDATE_SECONDS].append(update)
 
     def on_log(self, args: Any, state: TrainerState, control: TrainerControl, logs: Any = None, **kwargs: Any) -> None:
+        if "train_runtime" in (logs or {}):
+            return  # the run's summary, logged after the last step's: that step's metrics are the acknowledgement's
         numbers = {key: float(value) for key, value in (logs or {}).items() if isinstance(value, (int, float))}
         self.trainer._last_logs = {
             key: value for key, value in numbers.items() if value == value and abs(value) != float("inf")
