@@ -180,10 +180,10 @@ export class DuckDBFile {
   }
 
   /** The rows of a query batch by batch, with no row or time limit. */
-  async *stream(sql: string, guard: boolean): AsyncGenerator<Record<string, unknown>[]> {
+  async *stream(sql: string, guard: boolean, typedLists = false): AsyncGenerator<Record<string, unknown>[]> {
     const endRead = await this.budget?.startRead();
     try {
-      yield* streamQuery(this.instance, sql, { guard, searchPath: this.searchPath });
+      yield* streamQuery(this.instance, sql, { guard, searchPath: this.searchPath, typedLists });
     } finally {
       endRead?.();
     }

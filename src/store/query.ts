@@ -70,7 +70,7 @@ export async function runQuery(instance: DuckDBInstance, sql: string, options: Q
 export async function* streamQuery(
   instance: DuckDBInstance,
   sql: string,
-  options: Pick<QueryOptions, 'guard' | 'searchPath'>,
+  options: Pick<QueryOptions, 'guard' | 'searchPath'> & { readonly typedLists?: boolean },
 ): AsyncGenerator<Record<string, unknown>[]> {
   const connection = await readConnection(instance, options.searchPath);
   try {
@@ -80,7 +80,8 @@ export async function* streamQuery(
     const typeTrees = result.columnTypes();
     const names = result.deduplicatedColumnNames();
     for await (const chunk of result) {
-      if (chunk.rowCount > 0) yield normalizeRows(chunkRows(chunk, names, typeTrees), names, typeTrees);
+      if (chunk.rowCount > 0)
+        yield normalizeRows(chunkRows(chunk, names, typeTrees, options.typedLists ?? false), names, typeTrees);
     }
   } finally {
     connection.closeSync();

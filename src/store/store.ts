@@ -135,10 +135,16 @@ export class DuckDBStore implements BatchSink {
     return this.file.query(sql, options.guard ?? true);
   }
 
-  /** The rows of a query batch by batch, with no row or time limit (adapters read large results this way). */
-  async *streamQuery(sql: string, options: { guard?: boolean } = {}): AsyncGenerator<Record<string, unknown>[]> {
+  /**
+   * The rows of a query batch by batch, with no row or time limit (adapters read large results
+   * this way); `typedLists`: lists of numbers as typed arrays (StreamOptions).
+   */
+  async *streamQuery(
+    sql: string,
+    options: { guard?: boolean; typedLists?: boolean } = {},
+  ): AsyncGenerator<Record<string, unknown>[]> {
     await this.state.syncReplica();
-    yield* this.file.stream(sql, options.guard ?? true);
+    yield* this.file.stream(sql, options.guard ?? true, options.typedLists);
   }
 
   /** Writes a query's rows to a file (COPY); returns how many. */
