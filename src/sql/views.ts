@@ -66,7 +66,10 @@ event_calls AS (
     coalesce(e.finish_reason, s.attributes->'gen_ai.response.finish_reasons'->>0) AS finish_reason,
     4 AS dialect
   FROM event_messages e JOIN spans s USING (trace_id, span_id)
-  WHERE ${readable('s.attributes')}
+  -- Tested after the join (e.span_id is never NULL): pushed into the scan of spans, it parsed
+  -- the attributes of every span a filter on llm_calls kept (a rollout's llm_calls: 10,000
+  -- spans' JSON, 14 ms), with no log event to join.
+  WHERE ${readable('s.attributes')} OR e.span_id IS NULL
 ),
 `
     : ''
