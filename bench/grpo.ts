@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { computeAdvantages } from '../src/algorithms/grpo/advantages.js';
 import { arrowStream } from '../src/algorithms/grpo/arrow.js';
 import { buildRows, type BuildSettings, type StepRollout } from '../src/algorithms/grpo/batch.js';
+import type { QuerySource } from '../src/adapters/source.js';
 import { spanRows, type SpanInput } from '../src/store/span-json.js';
 import { DuckDBStore } from '../src/store/store.js';
 import { TOKEN_CALLS_SQL } from '../src/sql/views.js';
@@ -104,7 +105,7 @@ async function buildBatch(
   store: DuckDBStore,
   rollouts: readonly StepRollout[],
 ): Promise<{ rows: number; tokens: number; bytes: number }> {
-  const source = { stream: (sql: string) => store.streamQuery(sql, { guard: false }) };
+  const source: QuerySource = { stream: (sql, options) => store.streamQuery(sql, { ...options, guard: false }) };
   const built = await buildRows(source, rollouts, SETTINGS);
   const advantages = computeAdvantages(built.rows, { estimator: 'grpo', epsilon: 1e-6, rolloutLevel: false });
   const body = arrowStream({

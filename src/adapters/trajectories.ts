@@ -15,8 +15,15 @@
  */
 import type { Adapter, AdapterReport } from './adapter.js';
 import { allRows, type QuerySource } from './source.js';
-import { attemptsCondition, CALL_ORDER, checkCallSelection, creditedCallsSql } from '../sql/credited-calls.js';
+import {
+  attemptsCondition,
+  CALL_ORDER,
+  checkCallSelection,
+  creditedCallsSql,
+  rolloutsCondition,
+} from '../sql/credited-calls.js';
 import { sqlRegex } from '../sql/literals.js';
+import { CALL_ROWS } from '../sql/derived.js';
 import { TOKEN_CALLS_CTES } from '../sql/views.js';
 import { derivedSelection, type TripletOptions } from './triplets.js';
 
@@ -33,18 +40,27 @@ export interface TrajectoryOptions extends TripletOptions {
   readonly otherAgents?: 'drop' | 'mask';
 }
 
-export interface TrajectoryRow {
+/** A row of token lists held as `Ids`, `Mask` and `Logprobs`. */
+export interface TokenRow<Ids, Mask, Logprobs> {
   rollout_id: string | null;
   attempt_id: string | null;
   group_key: string;
-  prompt_ids: number[];
-  response_ids: number[];
-  response_mask: number[];
-  response_logprobs: number[];
+  prompt_ids: Ids;
+  response_ids: Ids;
+  response_mask: Mask;
+  response_logprobs: Logprobs;
   reward: number | null;
   /** How many LLM calls the row holds. */
   calls: number;
 }
+
+/** The adapter's row: lists as JS arrays. */
+export type TrajectoryRow = TokenRow<number[], number[], number[]>;
+
+/** A row with typed lists, as a GRPO batch takes them to Arrow (logprobs as the batch's float32). */
+export type TypedTrajectoryRow = TokenRow<Int32Array, Int8Array, Float32Array>;
+
+type AnyRow = TrajectoryRow | TypedTrajectoryRow;
 
 export interface TrajectoryStats {
   calls: number;
@@ -59,13 +75,16 @@ export interface TrajectoryStats {
 }
 
 /** Whether `prompt` starts with `before` and then `after`: the previous call's prompt and response. */
-function continues(prompt: number[], before: number[], after: number[]): boolean {
+function continues(prompt: TokenList, before: TokenList, after: TokenList): boolean {
   if (prompt.length < before.length + after.length) return false;
   for (let i = 0; i < before.length; i++) if (prompt[i] !== before[i]) return false;
   for (let i = 0; i < after.length; i++) if (prompt[before.length + i] !== after[i]) return false;
   return true;
 }
-const tokenIds = (value: unknown) => (Array.isArray(value) && value.length > 0 ? (value as number[]) : null);
+/** A list of token ids or logprobs as a source gives it: an array (elements may be null), or a typed array. */
+type TokenList = ArrayLike<number>;
+const isList = (value: unknown): value is ArrayLike<unknown> => Array.isArray(value) || ArrayBuffer.isView(value);
+const tokenIds = (value: unknown) => (isList(value) && value.length > 0 ? (value as TokenList) : null);
 
 /** One selected call (callsSql), with its credited reward (creditedCallsSql) and its place in call order. */
 type Call = {
@@ -107,14 +126,21 @@ const masksOtherAgents = (options: TrajectoryOptions) =>
  * statement keeps the spans not derived yet parsed once. Calls from GenAI log events, which
  * never carry token ids, are not read (TOKEN_CALLS_CTES). With masked context, every agent's
  * calls, each saying whether it is trained.
+ * The token ids are read from the call rows (llm_call_rows) by span: only agl's own captures
+ * (dialects 0 and 1) carry them, one row per span, so llm_calls' choice between rows of a span
+ * need not be made again for them; made, it hashed the token lists again, and as a second read
+ * of token_calls, DuckDB materialized it whole. A batch's token rows are those of its rollouts:
+ * a row of another attempt is never looked up, and a second list of 1,024 ids cost planning time.
  */
 function callsSql(options: TrajectoryOptions): string {
   const masks = masksOtherAgents(options);
   const trained = masks ? `regexp_matches(coalesce(s.agent_name, ''), ${sqlRegex(options.agentMatch ?? '')})` : 'true';
-  const selection = masks ? { ...options, agentMatch: undefined } : options;
+  // The batch's calls are its attempts' already (batch_calls): not selected again.
+  const selection = { ...options, agentMatch: masks ? undefined : options.agentMatch, attempts: undefined };
   // An algorithm's batch: its attempts' calls, without their token ids and messages (unless a
   // `where` may name them), read once for the credited calls.
   const attempts = options.attempts ? `WHERE ${attemptsCondition(options.attempts)}` : '';
+  const rollouts = options.attempts ? `WHERE ${rolloutsCondition(options.attempts)}` : '';
   const columns = options.where === undefined ? `* EXCLUDE (${HEAVY_COLUMNS})` : '*';
   const selected = options.attempts
     ? `batch_calls AS MATERIALIZED (SELECT ${columns} FROM token_calls c ${attempts}),`
@@ -127,17 +153,17 @@ keys AS (${keys})
 SELECT * FROM keys
 UNION ALL BY NAME
 SELECT trace_id, span_id, prompt_token_ids, response_token_ids, response_logprobs
-FROM token_calls c ${attempts}`;
+FROM ${CALL_ROWS} c ${rollouts}`;
 }
 
 /** The columns of token_calls that the credited calls need not read. */
 const HEAVY_COLUMNS = 'input_messages, output_messages, tools, prompt_token_ids, response_token_ids, response_logprobs';
 
 /** Every selected call with its token ids, in call order. */
-async function orderedCalls(source: QuerySource, options: TrajectoryOptions): Promise<Call[]> {
+async function orderedCalls(source: QuerySource, options: TrajectoryOptions, typedLists: boolean): Promise<Call[]> {
   const calls: Call[] = [];
   const tokens = new Map<string, Call>();
-  for await (const batch of source.stream(callsSql(options)))
+  for await (const batch of source.stream(callsSql(options), { typedLists }))
     for (const row of batch as Call[]) {
       if (row.pos === null) tokens.set(`${row.trace_id}/${row.span_id}`, row);
       else calls.push(row);
@@ -152,7 +178,37 @@ async function orderedCalls(source: QuerySource, options: TrajectoryOptions): Pr
 }
 
 /** A call of a row: its prompt's tokens from `from` on (inserted after the previous call: tool output, chat template) join the response masked out, then its response. */
-type Part = { call: Call; prompt: number[]; from: number; response: number[] };
+type Part = { call: Call; prompt: TokenList; from: number; response: TokenList };
+
+/** How a row's lists are made: JS arrays (the adapter's rows) or typed arrays (a GRPO batch's). */
+interface RowLists<Row extends AnyRow> {
+  /** Whether the source is asked for typed lists (StreamOptions). */
+  readonly typedInput: boolean;
+  /** The row's prompt, from its first call's. */
+  prompt(ids: TokenList): Row['prompt_ids'];
+  response(length: number): Pick<Row, 'response_ids' | 'response_mask' | 'response_logprobs'>;
+}
+
+const ARRAY_LISTS: RowLists<TrajectoryRow> = {
+  typedInput: false,
+  prompt: (ids) => (Array.isArray(ids) ? ids : Array.from(ids)),
+  response: (length) => ({
+    response_ids: new Array(length),
+    response_mask: new Array(length),
+    response_logprobs: new Array(length),
+  }),
+};
+
+/** A null element (a list DuckDB could not cast whole) is 0, as Arrow's typed columns took it. */
+const TYPED_LISTS: RowLists<TypedTrajectoryRow> = {
+  typedInput: true,
+  prompt: (ids) => new Int32Array(ids),
+  response: (length) => ({
+    response_ids: new Int32Array(length),
+    response_mask: new Int8Array(length),
+    response_logprobs: new Float32Array(length),
+  }),
+};
 
 /**
  * The row of calls merged in order, the first one's prompt its prompt. Built once its last call
@@ -160,12 +216,13 @@ type Part = { call: Call; prompt: number[]; from: number; response: number[] };
  * GRPO batch (millions of tokens) were copied as they grew and most of its garbage.
  * A call not trained has mask and logprobs 0.
  */
-function rowOf(parts: readonly Part[], discounted: boolean): TrajectoryRow {
+function rowOf<Row extends AnyRow>(parts: readonly Part[], discounted: boolean, lists: RowLists<Row>): Row {
   let length = 0;
   for (const { prompt, from, response } of parts) length += prompt.length - from + response.length;
-  const ids: number[] = new Array(length);
-  const mask: number[] = new Array(length);
-  const logprobs: number[] = new Array(length);
+  const made = lists.response(length);
+  const ids: { [at: number]: number } = made.response_ids;
+  const mask: { [at: number]: number } = made.response_mask;
+  const logprobs: { [at: number]: number } = made.response_logprobs;
   const [{ call: first }] = parts;
   let reward = first.reward;
   let at = 0;
@@ -176,7 +233,8 @@ function rowOf(parts: readonly Part[], discounted: boolean): TrajectoryRow {
       mask[at] = 0;
       logprobs[at] = 0;
     }
-    const given = call.trained && Array.isArray(call.response_logprobs) ? (call.response_logprobs as unknown[]) : [];
+    const given =
+      call.trained && isList(call.response_logprobs) ? (call.response_logprobs as ArrayLike<unknown>) : NO_LOGPROBS;
     const bit = call.trained ? 1 : 0;
     for (let i = 0; i < response.length; i++, at++) {
       ids[at] = response[i];
@@ -190,13 +248,11 @@ function rowOf(parts: readonly Part[], discounted: boolean): TrajectoryRow {
     rollout_id: first.rollout_id ?? null,
     attempt_id: first.attempt_id ?? null,
     group_key: String(first.task_key),
-    prompt_ids: parts[0].prompt,
-    response_ids: ids,
-    response_mask: mask,
-    response_logprobs: logprobs,
+    prompt_ids: lists.prompt(parts[0].prompt),
+    ...made,
     reward,
     calls: parts.length,
-  };
+  } as Row;
 }
 
 /** The CTE `calls` (the selected calls with their token ids) and the order of calls in a group over its columns. */
@@ -350,6 +406,8 @@ SELECT (SELECT count(*) FROM flagged) AS calls, (SELECT count(*) FROM flagged WH
 FROM row_lengths`;
 }
 
+const NO_LOGPROBS: ArrayLike<unknown> = [];
+
 function checkOptions(options: TrajectoryOptions): void {
   if (options.mode !== undefined && options.mode !== 'transition' && options.mode !== 'trajectory')
     throw new TypeError(`mode must be transition or trajectory, not "${options.mode}"`);
@@ -368,23 +426,26 @@ function checkOptions(options: TrajectoryOptions): void {
 type RowLimits = Pick<TrajectoryOptions, 'maxPromptLength' | 'maxResponseLength'>;
 
 /** Whether a row is over a length limit. */
-export const isOverlong = (row: TrajectoryRow, limits: RowLimits): boolean =>
+export const isOverlong = (row: AnyRow, limits: RowLimits): boolean =>
   (limits.maxPromptLength !== undefined && row.prompt_ids.length > limits.maxPromptLength) ||
   (limits.maxResponseLength !== undefined && row.response_ids.length > limits.maxResponseLength);
 
 /** Cuts a row to the limits: the prompt keeps its end, the response (mask, logprobs) its start. */
-export function truncateRow(row: TrajectoryRow, limits: RowLimits): void {
+export function truncateRow(row: AnyRow, limits: RowLimits): void {
   const { maxPromptLength: p, maxResponseLength: r } = limits;
-  if (p !== undefined && row.prompt_ids.length > p) row.prompt_ids = row.prompt_ids.slice(-p);
-  if (r !== undefined && row.response_ids.length > r) {
-    row.response_ids = row.response_ids.slice(0, r);
-    row.response_mask = row.response_mask.slice(0, r);
-    row.response_logprobs = row.response_logprobs.slice(0, r);
-  }
+  // A list's own slice keeps its kind (a JS array or a typed array).
+  const lists = row as unknown as Record<(typeof LIST_NAMES)[number], Sliceable>;
+  if (p !== undefined && row.prompt_ids.length > p) lists.prompt_ids = lists.prompt_ids.slice(-p);
+  if (r !== undefined && row.response_ids.length > r)
+    for (const name of RESPONSE_LISTS) lists[name] = lists[name].slice(0, r);
 }
 
+type Sliceable = { slice(start: number, end?: number): Sliceable };
+const RESPONSE_LISTS = ['response_ids', 'response_mask', 'response_logprobs'] as const;
+const LIST_NAMES = ['prompt_ids', ...RESPONSE_LISTS] as const;
+
 /** Applies the length limits; false when the row is dropped. */
-function fitLimits(row: TrajectoryRow, options: TrajectoryOptions, stats: TrajectoryStats): boolean {
+function fitLimits(row: AnyRow, options: TrajectoryOptions, stats: TrajectoryStats): boolean {
   if (!isOverlong(row, options)) return true;
   if (options.overlong === 'drop') {
     stats.dropped++;
@@ -393,17 +454,6 @@ function fitLimits(row: TrajectoryRow, options: TrajectoryOptions, stats: Trajec
   truncateRow(row, options);
   stats.truncated++;
   return true;
-}
-
-/** The rows and statistics of the JS builder, whole, before the first row is given: a merge reads the calls before and after. */
-async function builtRows(
-  source: QuerySource,
-  options: TrajectoryOptions,
-): Promise<{ rows: TrajectoryRow[]; stats: TrajectoryStats }> {
-  checkOptions(options);
-  const builder = new RowBuilder(options);
-  for (const call of await orderedCalls(source, options)) builder.add(call);
-  return builder.finish();
 }
 
 /**
@@ -438,13 +488,36 @@ export const TRAJECTORIES_ADAPTER: Adapter<TrajectoryOptions, TrajectoryRow, Tra
 
 /**
  * The rows and statistics of TraceToTrajectory, built in JS from the calls' token ids as DuckDB
- * gives them (the GRPO batch's path: one read of its attempts' calls).
+ * gives them: the same rows as the adapter's SQL (test/adapters/trajectories.test.ts holds the
+ * two to each other).
  */
-export async function traceToTrajectories(
+export function traceToTrajectories(
   source: QuerySource,
   options: TrajectoryOptions = {},
 ): Promise<{ rows: TrajectoryRow[]; stats: TrajectoryStats }> {
-  return builtRows(source, options);
+  return buildRows(source, options, ARRAY_LISTS);
+}
+
+/**
+ * TraceToTrajectory's rows with typed lists, read as typed arrays where the source can give them:
+ * a GRPO batch's rows (millions of tokens), on their way to Arrow.
+ */
+export function typedTrajectories(
+  source: QuerySource,
+  options: TrajectoryOptions = {},
+): Promise<{ rows: TypedTrajectoryRow[]; stats: TrajectoryStats }> {
+  return buildRows(source, options, TYPED_LISTS);
+}
+
+async function buildRows<Row extends AnyRow>(
+  source: QuerySource,
+  options: TrajectoryOptions,
+  lists: RowLists<Row>,
+): Promise<{ rows: Row[]; stats: TrajectoryStats }> {
+  checkOptions(options);
+  const builder = new RowBuilder(options, lists);
+  for (const call of await orderedCalls(source, options, lists.typedInput)) builder.add(call);
+  return builder.finish();
 }
 
 function reportOf(stats: TrajectoryStats): AdapterReport {
@@ -461,7 +534,7 @@ function reportOf(stats: TrajectoryStats): AdapterReport {
 }
 
 /** Rows from calls in call order: a row per call, or continuing calls merged into the open row. */
-class RowBuilder {
+class RowBuilder<Row extends AnyRow> {
   private readonly stats: TrajectoryStats = {
     calls: 0,
     rows: 0,
@@ -472,14 +545,17 @@ class RowBuilder {
     untrained: 0,
   };
   private readonly missingRollouts = new Set<string>();
-  private readonly rows: TrajectoryRow[] = [];
+  private readonly rows: Row[] = [];
   private group: unknown;
   /** The calls of the row being merged. */
   private open: Part[] | undefined;
   /** The previous call's prompt and response, which a continuing call's prompt starts with. */
-  private previous: { prompt: number[]; response: number[] } = { prompt: [], response: [] };
+  private previous: { prompt: TokenList; response: TokenList } = { prompt: [], response: [] };
 
-  constructor(private readonly options: TrajectoryOptions) {}
+  constructor(
+    private readonly options: TrajectoryOptions,
+    private readonly lists: RowLists<Row>,
+  ) {}
 
   add(call: Call): void {
     this.stats.calls++;
@@ -505,7 +581,7 @@ class RowBuilder {
     this.previous = { prompt, response };
   }
 
-  finish(): { rows: TrajectoryRow[]; stats: TrajectoryStats } {
+  finish(): { rows: Row[]; stats: TrajectoryStats } {
     this.emit();
     this.stats.rows = this.rows.length;
     this.stats.missingTokenIdRollouts = [...this.missingRollouts];
@@ -517,7 +593,7 @@ class RowBuilder {
     const parts = this.open;
     this.open = undefined;
     if (!parts) return;
-    const row = rowOf(parts, this.options.credit === 'discounted');
+    const row = rowOf(parts, this.options.credit === 'discounted', this.lists);
     if (!row.response_mask.includes(1)) this.stats.untrained++;
     else if (fitLimits(row, this.options, this.stats)) this.rows.push(row);
   }

@@ -181,7 +181,7 @@ export class Trainer<T = unknown, R = unknown> {
     let closing: Promise<void> | undefined;
     return {
       store: store.lightning,
-      source: { stream: (sql) => store.streamQuery(sql, { guard: false }) },
+      source: { stream: (sql, options) => store.streamQuery(sql, { ...options, guard: false }) },
       url: server.url,
       close: () =>
         (closing ??= (async () => {

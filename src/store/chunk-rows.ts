@@ -6,7 +6,9 @@ import { type DuckDBDataChunk, type DuckDBType, DuckDBTypeId, JsonDuckDBValueCon
  * numbers (token ids, logprobs) read straight from the vectors' memory: the conversion makes a
  * list value, a sliced copy of the child vector, an array and a converted copy per row, and tests
  * each element's validity with BigInt arithmetic. That was most of the time a GRPO batch of 1,024
- * rows of 2,000 tokens took to read (about 3 s of CPU for 11 million values).
+ * rows of 2,000 tokens took to read (about 3 s of CPU for 11 million values). With `typedLists`,
+ * such a list is a view of one copy of the chunk's child vector, not a JS array: copying numbers
+ * into arrays (doubles each boxed) and collecting them was most of the rest.
  */
 
 type NumberArray =
@@ -43,12 +45,16 @@ const numberListElements = (type: DuckDBType) =>
 /** Whether row `i` of a vector is valid, from its validity mask (null: all are). */
 const isValid = (mask: Uint8Array | null, i: number) => mask === null || (mask[i >> 3] & (1 << (i & 7))) !== 0;
 
-/** Each row's list of numbers (null for a null list or element; NaN and infinities as text, as JSON gives them). */
+/**
+ * Each row's list of numbers (null for a null list or element; NaN and infinities as text, as JSON
+ * gives them); with `typed`, a list without null elements is a typed array (NaN as NaN).
+ */
 function numberLists(
   chunk: DuckDBDataChunk,
   column: number,
   Values: NonNullable<ReturnType<typeof numberListElements>>,
-): (unknown[] | null)[] {
+  typed: boolean,
+): (ArrayLike<unknown> | null)[] {
   const rowCount = chunk.rowCount;
   const vector = duckdb.data_chunk_get_vector(chunk.chunk, column);
   const entryBytes = duckdb.vector_get_data(vector, rowCount * 16);
@@ -58,9 +64,11 @@ function numberLists(
   const child = duckdb.list_vector_get_child(vector);
   const childSize = duckdb.list_vector_get_size(vector);
   const data = duckdb.vector_get_data(child, childSize * Values.BYTES_PER_ELEMENT);
-  const values = new Values(data.buffer, data.byteOffset, childSize);
+  const inChunk = new Values(data.buffer, data.byteOffset, childSize);
+  // The chunk's memory is DuckDB's, freed with the chunk: typed lists view a copy.
+  const values = typed ? inChunk.slice() : inChunk;
   const childValidity = duckdb.vector_get_validity(child, Math.ceil(childSize / 64) * 8);
-  const lists: (unknown[] | null)[] = new Array(rowCount);
+  const lists: (ArrayLike<unknown> | null)[] = new Array(rowCount);
   for (let row = 0; row < rowCount; row++) {
     if (!isValid(validity, row)) {
       lists[row] = null;
@@ -68,7 +76,12 @@ function numberLists(
     }
     const offset = Number(entries[row * 2]);
     const end = offset + Number(entries[row * 2 + 1]);
-    lists[row] = childValidity === null ? numbers(values, offset, end) : withNulls(values, childValidity, offset, end);
+    lists[row] =
+      childValidity !== null
+        ? withNulls(values, childValidity, offset, end)
+        : typed
+          ? values.subarray(offset, end)
+          : numbers(values, offset, end);
   }
   return lists;
 }
@@ -98,13 +111,14 @@ export function chunkRows(
   chunk: DuckDBDataChunk,
   names: readonly string[],
   types: readonly DuckDBType[],
+  typedLists: boolean,
 ): Record<string, unknown>[] {
   const rowCount = chunk.rowCount;
   const rows: Record<string, unknown>[] = Array.from({ length: rowCount }, () => ({}));
   for (let column = 0; column < names.length; column++) {
     const Values = numberListElements(types[column]);
     const values = Values
-      ? numberLists(chunk, column, Values)
+      ? numberLists(chunk, column, Values, typedLists)
       : chunk.convertColumnValues(column, JsonDuckDBValueConverter);
     const name = names[column];
     for (let row = 0; row < rowCount; row++) rows[row][name] = values[row];

@@ -34,6 +34,8 @@ export class DuckDBFile {
   private closing = false;
   /** Set with a span directory: reads resolve names in its schema first (fleet-views.ts). */
   searchPath: string | undefined;
+  /** The file has the derived-only views (src/sql/derived.ts, DERIVED_ONLY_SCHEMA), which reads use while every span is derived. */
+  derivedOnly = false;
   /** Settles the work on other connections of the instance (the deriver's) before it is replaced. */
   beforeReopen: () => Promise<void> = () => Promise.resolve();
 
@@ -175,15 +177,21 @@ export class DuckDBFile {
         maxRows: this.options.maxQueryRows ?? 100_000,
         guard,
         searchPath: this.searchPath,
+        derivedOnly: this.derivedOnly,
       }),
     );
   }
 
   /** The rows of a query batch by batch, with no row or time limit. */
-  async *stream(sql: string, guard: boolean): AsyncGenerator<Record<string, unknown>[]> {
+  async *stream(sql: string, guard: boolean, typedLists = false): AsyncGenerator<Record<string, unknown>[]> {
     const endRead = await this.budget?.startRead();
     try {
-      yield* streamQuery(this.instance, sql, { guard, searchPath: this.searchPath });
+      yield* streamQuery(this.instance, sql, {
+        guard,
+        searchPath: this.searchPath,
+        derivedOnly: this.derivedOnly,
+        typedLists,
+      });
     } finally {
       endRead?.();
     }
@@ -201,6 +209,7 @@ export class DuckDBFile {
         timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
         guard: options.guard,
         searchPath: this.searchPath,
+        derivedOnly: this.derivedOnly,
         onProgress: options.onProgress,
       }),
     );

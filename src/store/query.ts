@@ -4,6 +4,7 @@ import type { ExportFormat, QueryResult } from '../api/query.js';
 import { jsonTextTooDeep } from '../otlp/nesting.js';
 import { chunkRows } from './chunk-rows.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
+import { CAUGHT_UP_SQL, DERIVED_ONLY_SCHEMA } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 
 interface QueryOptions {
@@ -15,6 +16,8 @@ interface QueryOptions {
   readonly guard: boolean;
   /** Where unqualified names are looked up (DuckDB's search_path), if not in the file's schema. */
   readonly searchPath?: string;
+  /** The file has the schema DERIVED_ONLY_SCHEMA, read first while no span waits for the deriver (no searchPath). */
+  readonly derivedOnly?: boolean;
 }
 
 /** A fresh connection for one read, looking names up in `searchPath` when given. */
@@ -22,6 +25,18 @@ async function readConnection(instance: DuckDBInstance, searchPath: string | und
   const connection = await instance.connect();
   if (searchPath !== undefined) await connection.run(`SET search_path = ${sqlText(searchPath)}`);
   return connection;
+}
+
+/**
+ * Begins a read's READ ONLY transaction; when the file has the derived-only views and, in this
+ * snapshot, every stored span is derived, names are looked up in them first: the same rows,
+ * planned without the SQL that derives spans (src/sql/derived.ts, DERIVED_ONLY_SCHEMA).
+ */
+async function beginRead(connection: DuckDBConnection, options: Pick<QueryOptions, 'searchPath' | 'derivedOnly'>) {
+  await connection.run('BEGIN TRANSACTION READ ONLY');
+  if (!options.derivedOnly || options.searchPath !== undefined) return;
+  const reader = await connection.runAndReadAll(CAUGHT_UP_SQL);
+  if (reader.getRows()[0]?.[0] === true) await connection.run(`SET search_path = '${DERIVED_ONLY_SCHEMA},main'`);
 }
 
 export class QueryTimeoutError extends Error {
@@ -70,17 +85,18 @@ export async function runQuery(instance: DuckDBInstance, sql: string, options: Q
 export async function* streamQuery(
   instance: DuckDBInstance,
   sql: string,
-  options: Pick<QueryOptions, 'guard' | 'searchPath'>,
+  options: Pick<QueryOptions, 'guard' | 'searchPath' | 'derivedOnly'> & { readonly typedLists?: boolean },
 ): AsyncGenerator<Record<string, unknown>[]> {
   const connection = await readConnection(instance, options.searchPath);
   try {
     if (options.guard) await assertReadOnlyQuery(connection, sql);
-    await connection.run('BEGIN TRANSACTION READ ONLY');
+    await beginRead(connection, options);
     const result = await connection.stream(sql);
     const typeTrees = result.columnTypes();
     const names = result.deduplicatedColumnNames();
     for await (const chunk of result) {
-      if (chunk.rowCount > 0) yield normalizeRows(chunkRows(chunk, names, typeTrees), names, typeTrees);
+      if (chunk.rowCount > 0)
+        yield normalizeRows(chunkRows(chunk, names, typeTrees, options.typedLists ?? false), names, typeTrees);
     }
   } finally {
     connection.closeSync();
@@ -146,7 +162,7 @@ async function withReadOnlyConnection<T>(
   const connection = await readConnection(instance, options.searchPath);
   const running = (async () => {
     if (options.guard) await assertReadOnlyQuery(connection, sql);
-    await connection.run('BEGIN TRANSACTION READ ONLY');
+    await beginRead(connection, options);
     try {
       return await work(connection);
     } finally {

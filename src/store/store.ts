@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { BatchSink } from '../otlp/batch.js';
 import type { ColumnarRows } from '../otlp/columns.js';
+import { DERIVED_ONLY_SCHEMA } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 import { DuckDBFile } from './duckdb-file.js';
 import { FLEET_SEARCH_PATH, fleetViewsSql } from './fleet-views.js';
@@ -62,14 +63,21 @@ export class DuckDBStore implements BatchSink {
       };
       if (options.readOnly) {
         // A file served with a span directory reads every server's spans, as its server does.
-        const fleet = await file.connection.runAndReadAll("SELECT 1 FROM duckdb_schemas() WHERE schema_name = 'fleet'");
-        if (fleet.currentRowCount > 0) file.searchPath = FLEET_SEARCH_PATH;
+        const schemas = await file.connection.runAndReadAll(
+          `SELECT bool_or(schema_name = 'fleet'), bool_or(schema_name = '${DERIVED_ONLY_SCHEMA}') FROM duckdb_schemas()`,
+        );
+        const [fleet, derivedOnly] = schemas.getRows()[0];
+        // A file of an older agl has no derived-only views.
+        if (fleet === true) file.searchPath = FLEET_SEARCH_PATH;
+        else file.derivedOnly = derivedOnly === true;
         state = fileStateHome(file, lightningFile, sequences);
         ingest = new SpanIngest(file, state, sequences, 'spans', maintenance);
         return new DuckDBStore(file, state, ingest, maintenance);
       }
       await migrate(file.connection);
       const serverId = options.spansDir === undefined ? '' : await openSpansDir(file, maintenance, options);
+      // A span directory's views are the fleet's, not the derived-only ones over this file's tables.
+      file.derivedOnly = serverId === '';
       // This server's spans: with a span directory, the moved ones too.
       const ownSpans = serverId === '' ? 'spans' : `fleet.spans WHERE server = ${sqlText(serverId)}`;
       state = await openStateHome(file, lightningFile, sequences, options);
@@ -135,10 +143,16 @@ export class DuckDBStore implements BatchSink {
     return this.file.query(sql, options.guard ?? true);
   }
 
-  /** The rows of a query batch by batch, with no row or time limit (adapters read large results this way). */
-  async *streamQuery(sql: string, options: { guard?: boolean } = {}): AsyncGenerator<Record<string, unknown>[]> {
+  /**
+   * The rows of a query batch by batch, with no row or time limit (adapters read large results
+   * this way); `typedLists`: lists of numbers as typed arrays (StreamOptions).
+   */
+  async *streamQuery(
+    sql: string,
+    options: { guard?: boolean; typedLists?: boolean } = {},
+  ): AsyncGenerator<Record<string, unknown>[]> {
     await this.state.syncReplica();
-    yield* this.file.stream(sql, options.guard ?? true);
+    yield* this.file.stream(sql, options.guard ?? true, options.typedLists);
   }
 
   /** Writes a query's rows to a file (COPY); returns how many. */

@@ -2,6 +2,10 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { buildRows, type BuildSettings, type StepRollout } from '../../src/algorithms/grpo/batch.js';
+import { tableFromIPC } from 'apache-arrow';
+import type { QuerySource } from '../../src/adapters/source.js';
+import { traceToTrajectories } from '../../src/adapters/trajectories.js';
+import { arrowStream } from '../../src/algorithms/grpo/arrow.js';
 import { spanRows } from '../../src/store/span-json.js';
 import { DuckDBStore } from '../../src/store/store.js';
 import { newTempDir, removeDir } from '../support/helpers.js';
@@ -13,7 +17,7 @@ import { call, reward, span } from '../support/span-fixtures.js';
 
 let dir: string;
 let store: DuckDBStore;
-const source = { stream: (sql: string) => store.streamQuery(sql, { guard: false }) };
+const source: QuerySource = { stream: (sql, options) => store.streamQuery(sql, { ...options, guard: false }) };
 
 /** Rollout `id`'s attempt `at-<id>`, in trace `trace`. */
 const at = (id: string, trace: number) => ({ rollout_id: `ro-${id}`, attempt_id: `at-${id}`, trace });
@@ -95,10 +99,10 @@ const SETTINGS: BuildSettings = {
 
 const tokens = (rows: Awaited<ReturnType<typeof buildRows>>['rows']) =>
   rows.map((r) => ({
-    prompt: r.promptIds,
-    response: r.responseIds,
-    mask: r.responseMask,
-    logprobs: r.responseLogprobs,
+    prompt: Array.from(r.promptIds),
+    response: Array.from(r.responseIds),
+    mask: Array.from(r.responseMask),
+    logprobs: Array.from(r.responseLogprobs),
   }));
 
 test('transition with agentMatch: only the matched agent calls reach the batch', async () => {
@@ -178,7 +182,7 @@ test('configured instead: a missing reward filled, an overlong row truncated (pr
     overlong: 'truncate',
   });
   assert.deepEqual(
-    built.rows.map((r) => [r.rolloutId, r.promptIds, r.reward, r.rolloutReward]),
+    built.rows.map((r) => [r.rolloutId, Array.from(r.promptIds), r.reward, r.rolloutReward]),
     [
       ['ro-noreward', [7], 0.25, 0.25],
       ['ro-long', [3, 4, 5, 6], 0.5, 0.5],
@@ -197,4 +201,64 @@ test('staleness: rollouts of a model version before the oldest allowed are left 
     lagging.kept.map((r) => r.rolloutId),
     ['ro-a', 'ro-stale'],
   );
+});
+
+test("the batch's typed rows and Arrow stream hold what the adapter's array rows hold", async () => {
+  // The adapter reads the same calls as JS arrays, through a source that gives no typed lists.
+  const arrays: QuerySource = { stream: (sql) => store.streamQuery(sql, { guard: false }) };
+  const rollouts = ['a', 'long', 'noreward', 'planner', 'ids'].map((id) => rollout(id));
+  const attempts = rollouts.map((r) => ({ rolloutId: r.rolloutId, attemptId: r.attemptId ?? '' }));
+  const cases = [
+    { aggregation: 'transition', agentMatch: undefined, maxPromptLength: undefined, maxResponseLength: undefined },
+    { aggregation: 'trajectory', agentMatch: 'solver', maxPromptLength: 1, maxResponseLength: 4 },
+    { aggregation: 'trajectory', agentMatch: undefined, maxPromptLength: 3, maxResponseLength: undefined },
+  ] as const;
+  for (const limits of cases) {
+    const built = await buildRows(source, rollouts, { ...SETTINGS, ...limits, overlong: 'truncate', missingReward: 0 });
+    const { rows } = await traceToTrajectories(arrays, {
+      mode: limits.aggregation,
+      credit: 'final',
+      agentMatch: limits.agentMatch,
+      otherAgents: 'mask',
+      attempts,
+      maxPromptLength: limits.maxPromptLength,
+      maxResponseLength: limits.maxResponseLength,
+    });
+    const expected = rows.map((r) => ({
+      prompt: r.prompt_ids,
+      response: r.response_ids,
+      mask: r.response_mask,
+      logprobs: r.response_logprobs.map(Math.fround),
+    }));
+    assert.ok(expected.some((r) => r.mask.includes(0)) || limits.aggregation === 'transition');
+    assert.deepEqual(tokens(built.rows), expected);
+    const table = tableFromIPC(
+      arrowStream({
+        batchId: 'b',
+        step: 1,
+        modelVersion: '1',
+        estimator: 'grpo',
+        aggregation: limits.aggregation,
+        rows: built.rows,
+        advantages: built.rows.map(() => 0),
+      }),
+    );
+    const list = (name: string) =>
+      table
+        .getChild(name)
+        ?.toArray()
+        .map((v: Iterable<number>) => Array.from(v));
+    assert.deepEqual(
+      { prompt: list('prompt_ids'), response: list('response_ids'), mask: list('response_mask') },
+      {
+        prompt: expected.map((r) => r.prompt),
+        response: expected.map((r) => r.response),
+        mask: expected.map((r) => r.mask),
+      },
+    );
+    assert.deepEqual(
+      list('response_logprobs'),
+      expected.map((r) => r.logprobs),
+    );
+  }
 });

@@ -386,3 +386,22 @@ test('derivation (idle-time or deriveAll) changes no row of llm_calls or rewards
   assert.ok(Number(rows[0].calls) >= 4, 'the calls are derived');
   assert.deepEqual([await all(), await rewards()], before);
 });
+
+test('while every span is derived, reads plan the views over the derived tables; a span after them is read at once', async () => {
+  const searchPath = async () =>
+    (await agl.store.query("SELECT current_setting('search_path') AS path", { guard: false })).rows[0].path;
+  await agl.store.deriveAll();
+  assert.equal(await searchPath(), 'derived_only,main');
+  // The Anthropic dialects' rows read back the same from the derived tables alone.
+  await call('claude-ol');
+  const span = spanWith('chat gpt-late', {
+    'gen_ai.system': 'openai',
+    'gen_ai.request.model': 'gpt-late',
+    'gen_ai.prompt.0.role': 'user',
+    'gen_ai.prompt.0.content': 'one more',
+  });
+  span.end();
+  await tracerProvider.forceFlush();
+  assert.notEqual(await searchPath(), 'derived_only,main');
+  assert.deepEqual((await call('gpt-late')).input_messages, [{ role: 'user', content: 'one more' }]);
+});

@@ -20,7 +20,7 @@ import type { Estimator } from './options.js';
 /**
  * A training batch as the trainer gets it: one Arrow IPC stream of the columns of
  * docs/training.md (the hand-off contract), its identity in the schema's metadata. Token lists
- * are built straight from typed arrays: a batch of 1,024 rows holds millions of tokens.
+ * are the rows' typed arrays laid end to end: a batch of 1,024 rows holds millions of tokens.
  */
 
 export interface TrainingBatch {
@@ -46,45 +46,41 @@ export function batchMetadata(batch: TrainingBatch): Record<string, string> {
   };
 }
 
-/** The offsets of lists laid end to end, and their values' count. */
-function offsetsOf(lists: readonly (readonly number[])[]): Int32Array {
+/** Typed lists laid end to end in one typed array of their kind, and their offsets. */
+function laidEnd<L extends Int32Array | Int8Array | Float32Array>(
+  lists: readonly L[],
+  Values: new (length: number) => L,
+): { offsets: Int32Array; values: L } {
   const offsets = new Int32Array(lists.length + 1);
   for (let i = 0; i < lists.length; i++) offsets[i + 1] = offsets[i] + lists[i].length;
-  return offsets;
-}
-
-/** Lists laid end to end in one typed array. */
-function valuesOf<A extends Int32Array | Int8Array | Float32Array>(
-  lists: readonly (readonly number[])[],
-  offsets: Int32Array,
-  values: A,
-): A {
+  const values = new Values(offsets[lists.length]);
   for (let i = 0; i < lists.length; i++) values.set(lists[i], offsets[i]);
-  return values;
+  return { offsets, values };
 }
 
-/** A list column of numbers of `kind`, built from typed arrays. */
-function listData(kind: 'int32' | 'int8' | 'float32', lists: readonly (readonly number[])[]): Data {
-  const offsets = offsetsOf(lists);
-  const length = offsets[lists.length];
-  const child: Data<Int32 | Int8 | Float32> =
-    kind === 'int32'
-      ? makeData({ type: new Int32(), length, nullCount: 0, data: valuesOf(lists, offsets, new Int32Array(length)) })
-      : kind === 'int8'
-        ? makeData({ type: new Int8(), length, nullCount: 0, data: valuesOf(lists, offsets, new Int8Array(length)) })
-        : makeData({
-            type: new Float32(),
-            length,
-            nullCount: 0,
-            data: valuesOf(lists, offsets, new Float32Array(length)),
-          });
-  return makeData({
+/** A list column of `child`'s values at `offsets`. */
+const listData = (offsets: Int32Array, child: Data<Int32 | Int8 | Float32>): Data =>
+  makeData({
     type: new List(new Field('item', child.type, true)),
-    length: lists.length,
+    length: offsets.length - 1,
     nullCount: 0,
     valueOffsets: offsets,
     child,
   });
+
+function int32Lists(lists: readonly Int32Array[]): Data {
+  const { offsets, values } = laidEnd(lists, Int32Array);
+  return listData(offsets, makeData({ type: new Int32(), length: values.length, nullCount: 0, data: values }));
+}
+
+function int8Lists(lists: readonly Int8Array[]): Data {
+  const { offsets, values } = laidEnd(lists, Int8Array);
+  return listData(offsets, makeData({ type: new Int8(), length: values.length, nullCount: 0, data: values }));
+}
+
+function float32Lists(lists: readonly Float32Array[]): Data {
+  const { offsets, values } = laidEnd(lists, Float32Array);
+  return listData(offsets, makeData({ type: new Float32(), length: values.length, nullCount: 0, data: values }));
 }
 
 /** The batch's rows as one Arrow record batch, its metadata in the schema. */
@@ -112,38 +108,10 @@ function batchRecords(batch: TrainingBatch): RecordBatch {
     ['rollout_id', text((r) => r.rolloutId), false],
     ['attempt_id', text((r) => r.attemptId), false],
     ['model_version', text((r) => r.modelVersion), false],
-    [
-      'prompt_ids',
-      listData(
-        'int32',
-        rows.map((r) => r.promptIds),
-      ),
-      false,
-    ],
-    [
-      'response_ids',
-      listData(
-        'int32',
-        rows.map((r) => r.responseIds),
-      ),
-      false,
-    ],
-    [
-      'response_mask',
-      listData(
-        'int8',
-        rows.map((r) => r.responseMask),
-      ),
-      false,
-    ],
-    [
-      'response_logprobs',
-      listData(
-        'float32',
-        rows.map((r) => r.responseLogprobs),
-      ),
-      false,
-    ],
+    ['prompt_ids', int32Lists(rows.map((r) => r.promptIds)), false],
+    ['response_ids', int32Lists(rows.map((r) => r.responseIds)), false],
+    ['response_mask', int8Lists(rows.map((r) => r.responseMask)), false],
+    ['response_logprobs', float32Lists(rows.map((r) => r.responseLogprobs)), false],
     [
       'reward',
       vectorFromArray(

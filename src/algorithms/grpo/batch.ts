@@ -1,6 +1,6 @@
 import { finalRewards } from '../../adapters/final-rewards.js';
 import type { QuerySource } from '../../adapters/source.js';
-import { isOverlong, traceToTrajectories, truncateRow, type TrajectoryRow } from '../../adapters/trajectories.js';
+import { isOverlong, truncateRow, typedTrajectories, type TypedTrajectoryRow } from '../../adapters/trajectories.js';
 import { GRPO_DROP_REASONS } from '../../api/semconv.js';
 import type { RolloutStatus } from '../../api/types.js';
 import type { GrpoOptions } from './options.js';
@@ -28,16 +28,16 @@ export interface StepRollout {
   readonly versionIndex: number;
 }
 
-/** A row of a batch (the columns of docs/training.md), before its advantage. */
+/** A row of a batch (the columns of docs/training.md), before its advantage; its lists typed as Arrow's columns. */
 export interface BatchRow {
   readonly groupId: string;
   readonly rolloutId: string;
   readonly attemptId: string;
   readonly modelVersion: string;
-  readonly promptIds: number[];
-  readonly responseIds: number[];
-  readonly responseMask: number[];
-  readonly responseLogprobs: number[];
+  readonly promptIds: Int32Array;
+  readonly responseIds: Int32Array;
+  readonly responseMask: Int8Array;
+  readonly responseLogprobs: Float32Array;
   readonly reward: number;
   /** Its rollout's final reward (or the fill), which rolloutLevel advantages score by. */
   readonly rolloutReward: number;
@@ -91,7 +91,7 @@ export async function buildRows(
   });
   const attempts = candidates.map((r) => ({ rolloutId: r.rolloutId, attemptId: r.attemptId ?? '' }));
   const [{ rows, stats }, finals] = await Promise.all([
-    traceToTrajectories(source, {
+    typedTrajectories(source, {
       mode: settings.aggregation,
       credit: settings.credit,
       gamma: settings.gamma,
@@ -132,7 +132,7 @@ export async function buildRows(
 /** Why a rollout that ran on the current model is left out, or null. */
 function dropReason(
   rollout: StepRollout,
-  rows: readonly TrajectoryRow[],
+  rows: readonly TypedTrajectoryRow[],
   final: number | null,
   missingIds: ReadonlySet<string>,
   settings: BuildSettings,
@@ -148,7 +148,12 @@ function dropReason(
  * A trajectory row as a batch row. A row without a reward of its own (step or discounted credit
  * with no reward after its calls) scores 0; with final credit it has its rollout's.
  */
-function batchRow(rollout: StepRollout, row: TrajectoryRow, rolloutReward: number, settings: BuildSettings): BatchRow {
+function batchRow(
+  rollout: StepRollout,
+  row: TypedTrajectoryRow,
+  rolloutReward: number,
+  settings: BuildSettings,
+): BatchRow {
   return {
     groupId: rollout.groupId,
     rolloutId: rollout.rolloutId,
@@ -163,8 +168,8 @@ function batchRow(rollout: StepRollout, row: TrajectoryRow, rolloutReward: numbe
   };
 }
 
-function groupByRollout(rows: readonly TrajectoryRow[]): Map<string, TrajectoryRow[]> {
-  const byRollout = new Map<string, TrajectoryRow[]>();
+function groupByRollout(rows: readonly TypedTrajectoryRow[]): Map<string, TypedTrajectoryRow[]> {
+  const byRollout = new Map<string, TypedTrajectoryRow[]>();
   for (const row of rows) {
     const id = row.rollout_id ?? '';
     const list = byRollout.get(id);
