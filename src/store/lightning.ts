@@ -1,6 +1,7 @@
 import {
   addSpansInOrder,
   dequeueOne,
+  type DequeueOptions,
   type ResourcesQuery,
   type RolloutQuery,
   type StoreStatistics,
@@ -99,18 +100,19 @@ export class EmbeddedLightningStore implements ServerLightningStore {
     return this.change((now, changes) => this.state.enqueue(requests, now, changes));
   }
 
-  dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+  dequeueRollout(options: DequeueOptions = {}): Promise<AttemptedRollout | null> {
     return dequeueOne(this, options);
   }
 
-  async dequeueManyRollouts(
-    options: { limit?: number; workerId?: string | null; waitSeconds?: number } = {},
-  ): Promise<AttemptedRollout[]> {
+  async dequeueManyRollouts(options: DequeueOptions & { limit?: number } = {}): Promise<AttemptedRollout[]> {
     const limit = options.limit ?? 1;
     if (limit <= 0) return [];
     const deadline = Date.now() + (options.waitSeconds ?? 0) * 1000;
-    return takeOrWait(this.events, deadline, () =>
-      this.change((now, changes) => this.state.dequeue(limit, options.workerId ?? null, now, changes)),
+    return takeOrWait(
+      this.events,
+      deadline,
+      () => this.change((now, changes) => this.state.dequeue(limit, options.workerId ?? null, now, changes)),
+      { signal: options.signal },
     );
   }
 
