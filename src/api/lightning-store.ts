@@ -29,6 +29,18 @@ export interface StoreStatistics {
   uptime: number;
 }
 
+/** A dequeue's worker, and how long it waits for a rollout when none is queued. */
+export interface DequeueOptions {
+  workerId?: string | null;
+  waitSeconds?: number;
+  /**
+   * Ends the wait early, with nothing taken, once it aborts (a runner that stops). The stores in
+   * this process honour it; the HTTP client waits its wait out, since a request cut off might
+   * still have taken a rollout on the server.
+   */
+  signal?: AbortSignal;
+}
+
 /**
  * The hub algorithms and runners meet at (Agent Lightning's LightningStore). Three implement it:
  * the server's store with its state in the DuckDB file (store/lightning.ts), the one with its
@@ -38,12 +50,8 @@ export interface StoreStatistics {
 export interface LightningStore {
   enqueueRollout(request: RolloutRequest): Promise<Rollout>;
   enqueueManyRollouts(requests: RolloutRequest[]): Promise<Rollout[]>;
-  dequeueRollout(options?: { workerId?: string | null; waitSeconds?: number }): Promise<AttemptedRollout | null>;
-  dequeueManyRollouts(options?: {
-    limit?: number;
-    workerId?: string | null;
-    waitSeconds?: number;
-  }): Promise<AttemptedRollout[]>;
+  dequeueRollout(options?: DequeueOptions): Promise<AttemptedRollout | null>;
+  dequeueManyRollouts(options?: DequeueOptions & { limit?: number }): Promise<AttemptedRollout[]>;
   startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout>;
   startAttempt(rolloutId: string, workerId?: string | null): Promise<AttemptedRollout>;
   queryRollouts(query?: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>>;
@@ -75,7 +83,7 @@ export interface LightningStore {
 /** dequeueRollout: a dequeue of at most one rollout. */
 export async function dequeueOne(
   store: Pick<LightningStore, 'dequeueManyRollouts'>,
-  options: { workerId?: string | null; waitSeconds?: number },
+  options: DequeueOptions,
 ): Promise<AttemptedRollout | null> {
   return (await store.dequeueManyRollouts({ ...options, limit: 1 }))[0] ?? null;
 }

@@ -213,7 +213,7 @@ export class Runner<T = unknown> {
       this.started++; // reserved before the dequeue, so that slots never start more than max
       let next: AttemptedRollout | null;
       try {
-        next = await this.options.store.dequeueRollout({ workerId: this.workerId, waitSeconds: 1 });
+        next = await this.options.store.dequeueRollout({ workerId: this.workerId, waitSeconds: 1, signal });
         this.storeIsBack();
       } catch (error) {
         this.started--;

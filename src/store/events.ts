@@ -31,19 +31,36 @@ export class StoreEvents {
 }
 
 /**
- * A long poll: `take` until it takes something or `deadline` passes; between tries, waits for
- * the next event of `events` (`wait`, events.next by default) unless one came meanwhile.
+ * A long poll: `take` until it takes something, `deadline` passes or `signal` aborts; between
+ * tries, waits for the next event of `events` (`wait`, events.next by default) unless one came
+ * meanwhile. An abort ends only a wait: a take that ran is answered.
  */
 export async function takeOrWait<T>(
   events: StoreEvents,
   deadline: number,
   take: () => Promise<T[]>,
-  wait: (deadline: number) => Promise<void> = (until) => events.next(until),
+  {
+    wait = (until) => events.next(until),
+    signal,
+  }: { wait?: (deadline: number) => Promise<void>; signal?: AbortSignal } = {},
 ): Promise<T[]> {
   for (;;) {
     const seen = events.count;
     const taken = await take();
-    if (taken.length > 0 || Date.now() >= deadline) return taken;
-    if (events.count === seen) await wait(deadline);
+    if (taken.length > 0 || Date.now() >= deadline || signal?.aborted) return taken;
+    if (events.count === seen) await untilAborted(wait(deadline), signal);
   }
+}
+
+/** `waiting`, or less once `signal` aborts. */
+function untilAborted(waiting: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return waiting;
+  return new Promise((resolve) => {
+    const done = () => {
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    signal.addEventListener('abort', done, { once: true });
+    void waiting.then(done);
+  });
 }

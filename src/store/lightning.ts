@@ -1,6 +1,7 @@
 import {
   addSpansInOrder,
   dequeueOne,
+  type DequeueOptions,
   type ResourcesQuery,
   type RolloutQuery,
   type StoreStatistics,
@@ -99,18 +100,19 @@ export class EmbeddedLightningStore implements ServerLightningStore {
     return this.change((now, changes) => this.state.enqueue(requests, now, changes));
   }
 
-  dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+  dequeueRollout(options: DequeueOptions = {}): Promise<AttemptedRollout | null> {
     return dequeueOne(this, options);
   }
 
-  async dequeueManyRollouts(
-    options: { limit?: number; workerId?: string | null; waitSeconds?: number } = {},
-  ): Promise<AttemptedRollout[]> {
+  async dequeueManyRollouts(options: DequeueOptions & { limit?: number } = {}): Promise<AttemptedRollout[]> {
     const limit = options.limit ?? 1;
     if (limit <= 0) return [];
     const deadline = Date.now() + (options.waitSeconds ?? 0) * 1000;
-    return takeOrWait(this.events, deadline, () =>
-      this.change((now, changes) => this.state.dequeue(limit, options.workerId ?? null, now, changes)),
+    return takeOrWait(
+      this.events,
+      deadline,
+      () => this.change((now, changes) => this.state.dequeue(limit, options.workerId ?? null, now, changes)),
+      { signal: options.signal },
     );
   }
 
@@ -178,19 +180,25 @@ export class EmbeddedLightningStore implements ServerLightningStore {
 
   async waitForRollouts(rolloutIds: string[], timeoutSeconds: number | null): Promise<Rollout[]> {
     const deadline = timeoutSeconds === null ? Infinity : Date.now() + Math.max(0, timeoutSeconds) * 1000;
-    const unfinished = (id: string) => {
+    // Unknown ids hold no wait: they are left out of the answer.
+    const pending = (id: string) => {
       const rollout = this.state.rollouts.get(id);
-      return rollout === undefined || !FINISHED_ROLLOUT_STATUSES.includes(rollout.status);
+      return rollout !== undefined && !FINISHED_ROLLOUT_STATUSES.includes(rollout.status);
     };
-    // Each wake checks the rollouts not seen finished yet (an algorithm waits for thousands,
-    // and every change wakes it), and all of them once none of those is left.
-    let waiting = rolloutIds;
+    // Each wake looks on from the first rollout not seen finished, up to one that is pending:
+    // rollouts mostly finish in the order they were asked for, an algorithm waits for
+    // thousands, and every change wakes it (a filter of those left, per wake, was 2% of an
+    // in-process Trainer's CPU). At the end of the list, all of them once more.
+    let next = 0;
     for (;;) {
       const seen = this.events.count;
       await this.watchdogIfDue();
-      waiting = waiting.filter(unfinished);
-      if (waiting.every((id) => !this.state.rollouts.has(id))) waiting = rolloutIds.filter(unfinished);
-      if (waiting.every((id) => !this.state.rollouts.has(id)) || Date.now() >= deadline) {
+      while (next < rolloutIds.length && !pending(rolloutIds[next])) next++;
+      if (next === rolloutIds.length) {
+        const again = rolloutIds.findIndex(pending);
+        if (again !== -1) next = again;
+      }
+      if (next === rolloutIds.length || Date.now() >= deadline) {
         const known = rolloutIds.map((id) => this.state.rollouts.get(id)).filter((r): r is Rollout => r !== undefined);
         return structuredClone(known.filter((r) => FINISHED_ROLLOUT_STATUSES.includes(r.status)));
       }

@@ -57,6 +57,12 @@ interface Job {
 const MAX_STAGED_ROWS = 100_000;
 /** Request bytes whose rows may be staged at once: a copy of them waits in the appenders' buffers. */
 const MAX_STAGED_BYTES = 32 * 2 ** 20;
+/**
+ * From this many writes in the last group, the next group waits GATHER_MS for the writes of the
+ * requests that group answered (see `gather`); fewer, and it commits at once.
+ */
+const GATHER_FROM_WRITES = 4;
+const GATHER_MS = 2;
 
 interface GroupCommitWriterOptions {
   /** Bytes (as the caller estimates them) that may wait for a commit before writes are refused. */
@@ -103,6 +109,10 @@ export class GroupCommitWriter {
   private readonly creating = new Map<string, Promise<TableAppender>>();
   private readonly appenders = new Map<string, TableAppender>();
   private statements: Statements | undefined;
+  /** Writes in the last group committed. */
+  private lastGroupWrites = 0;
+  /** Ends the wait of `gather` (once as many writes wait as the last group held). */
+  private gathered: (() => void) | null = null;
 
   constructor(
     private readonly connection: DuckDBConnection,
@@ -126,6 +136,7 @@ export class GroupCommitWriter {
       this.stage(job);
       this.queue.push(job);
       this.queuedBytes += bytes;
+      if (this.queue.length >= this.lastGroupWrites) this.gathered?.();
       this.draining ??= this.drain();
     });
   }
@@ -196,9 +207,11 @@ export class GroupCommitWriter {
           group = this.queue.splice(0, 1);
           if (first.staged) this.stagedBytes -= first.bytes;
         } else {
+          await this.gather();
           const statements = await this.begin();
           // From here to the COMMIT nothing awaits: a write that comes meanwhile waits for the next group.
           group = this.takeGroup((w) => this.appenders.has(w.table));
+          this.lastGroupWrites = group.length;
           await this.commit(group, statements);
         }
         for (const job of group) job.resolve();
@@ -212,6 +225,25 @@ export class GroupCommitWriter {
       for (const job of group) this.queuedBytes -= job.bytes;
     }
     this.draining = null;
+  }
+
+  /**
+   * Under load, waits up to GATHER_MS before a group until as many writes wait as the last group
+   * held: clients answered by that commit send their next writes within a millisecond or two,
+   * and a transaction costs DuckDB about 1.5 ms of CPU however few rows it holds (BEGIN, the
+   * first append to each table, COMMIT), so the next group should take them too. With the 32
+   * runners of the store benchmark: 0.46 commits per rollout without the wait, 0.32 with it.
+   */
+  private async gather(): Promise<void> {
+    if (this.lastGroupWrites < GATHER_FROM_WRITES || this.queue.length >= this.lastGroupWrites) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, GATHER_MS);
+      this.gathered = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.gathered = null;
   }
 
   /** Makes the appenders the waiting writes need, and opens a transaction. */

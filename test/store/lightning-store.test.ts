@@ -280,6 +280,19 @@ for (const [label, open] of variants) {
     assert.equal((await waiting)?.rollout_id, rollout.rollout_id);
   });
 
+  // A cut-off HTTP request could have taken a rollout on the server: StoreClient waits its wait out.
+  if (!(label === 'over HTTP' || label.endsWith('behind nginx')))
+    test(`${label}: an aborted dequeue wait answers nothing and takes nothing`, async (t) => {
+      const { lightning: ls } = await open(t);
+      const stop = new AbortController();
+      const waiting = ls.dequeueRollout({ workerId: 'w', waitSeconds: 3600, signal: stop.signal });
+      stop.abort();
+      assert.equal(await waiting, null);
+      const rollout = await ls.enqueueRollout({ input: 'after the stop' });
+      assert.equal((await ls.getRolloutById(rollout.rollout_id))?.status, 'queuing');
+      assert.equal((await ls.dequeueRollout({ signal: stop.signal }))?.rollout_id, rollout.rollout_id);
+    });
+
   test(`${label}: 100 concurrent runners never get the same attempt`, async (t) => {
     const { lightning: ls } = await open(t);
     await ls.enqueueManyRollouts(Array.from({ length: 300 }, (_, i) => ({ input: i })));

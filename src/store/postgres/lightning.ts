@@ -2,6 +2,7 @@ import { NotFoundError } from '../../api/errors.js';
 import {
   addSpansInOrder,
   dequeueOne,
+  type DequeueOptions,
   type ResourcesQuery,
   type RolloutQuery,
   type StoreStatistics,
@@ -137,13 +138,11 @@ export class PostgresLightningStore implements ServerLightningStore {
     return this.change({ latestResources: true }, (state, now, changes) => state.enqueue(requests, now, changes));
   }
 
-  dequeueRollout(options: { workerId?: string | null; waitSeconds?: number } = {}): Promise<AttemptedRollout | null> {
+  dequeueRollout(options: DequeueOptions = {}): Promise<AttemptedRollout | null> {
     return dequeueOne(this, options);
   }
 
-  async dequeueManyRollouts(
-    options: { limit?: number; workerId?: string | null; waitSeconds?: number } = {},
-  ): Promise<AttemptedRollout[]> {
+  async dequeueManyRollouts(options: DequeueOptions & { limit?: number } = {}): Promise<AttemptedRollout[]> {
     const limit = options.limit ?? 1;
     if (limit <= 0) return [];
     const deadline = Date.now() + (options.waitSeconds ?? 0) * 1000;
@@ -154,7 +153,7 @@ export class PostgresLightningStore implements ServerLightningStore {
         this.change({ queue: limit, workers: [options.workerId] }, (state, now, changes) =>
           state.dequeue(limit, options.workerId ?? null, now, changes),
         ),
-      (until) => this.nextEvent(this.queued, until),
+      { wait: (until) => this.nextEvent(this.queued, until), signal: options.signal },
     );
   }
 
