@@ -56,6 +56,12 @@ function randomHex(bytes: number): string {
   return pool.toString('hex', poolAt - bytes, poolAt);
 }
 
+/** The resource of every gateway span: one object, whose JSON spanRows then makes once. */
+const GATEWAY_RESOURCE = Object.freeze({
+  attributes: Object.freeze({ 'service.name': 'agl-gateway' }),
+  schema_url: '',
+});
+
 /** What the span of one gateway call will hold. */
 export class CallRecord {
   status: number | undefined;
@@ -127,7 +133,7 @@ export class CallRecord {
       end_time: this.endTime ?? Date.now() / 1000,
       context: null,
       parent: null,
-      resource: { attributes: { 'service.name': 'agl-gateway' }, schema_url: '' },
+      resource: GATEWAY_RESOURCE,
     };
   }
 }

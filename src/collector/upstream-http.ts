@@ -40,28 +40,35 @@ interface AnswerSink {
   error(error: Error): void;
 }
 
+/** An exchange in progress: its answer's flow, and its end. */
+export interface Exchange {
+  /** Takes the answer's chunks again after `data()` said false. */
+  resume(): void;
+  /** Cuts the exchange at any point: the sink gets `error(reason)`; nothing once it has ended. */
+  abort(reason: Error): void;
+}
+
 /**
  * One request whose answer goes to `sink` with no stream in between: the cheapest way to relay
- * (the gateway). `signal` aborts it at any point; the sink then gets `error(signal.reason)`.
+ * (the gateway). It is cut by `abort()`, not by an AbortSignal: a signal and its listener for
+ * every call were about 1% of the gateway's CPU per call.
  */
 export function httpExchange(
   url: URL,
   method: string,
   headers: Record<string, string>,
   body: Buffer | undefined,
-  signal: AbortSignal,
   sink: AnswerSink,
-): { resume(): void } {
+): Exchange {
   let controller: Dispatcher.DispatchController | undefined;
-  const onAbort = () => controller?.abort(signal.reason);
-  signal.addEventListener('abort', onAbort, { once: true });
-  const settle = () => signal.removeEventListener('abort', onAbort);
+  let abortedWith: Error | undefined;
+  let ended = false;
   dispatcher.dispatch(
     { origin: url.origin, path: `${url.pathname}${url.search}`, method: method as 'GET', headers, body },
     {
       onRequestStart(started) {
         controller = started;
-        if (signal.aborted) started.abort(signal.reason);
+        if (abortedWith) started.abort(abortedWith);
       },
       onResponseStart(_controller, status, answerHeaders) {
         sink.start(status, answerHeaders);
@@ -70,14 +77,21 @@ export function httpExchange(
         if (!sink.data(chunk)) started.pause();
       },
       onResponseEnd() {
-        settle();
+        ended = true;
         sink.end();
       },
       onResponseError(_controller, error) {
-        settle();
-        sink.error(error);
+        ended = true;
+        sink.error(abortedWith ?? error);
       },
     },
   );
-  return { resume: () => controller?.resume() };
+  return {
+    resume: () => controller?.resume(),
+    abort: (reason) => {
+      if (ended || abortedWith) return;
+      abortedWith = reason;
+      controller?.abort(reason);
+    },
+  };
 }

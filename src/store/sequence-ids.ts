@@ -20,7 +20,8 @@ export class SequenceIds {
     const rollouts = rows.columns[SPAN.rollout_id] as (string | null)[];
     const sequence = rows.columns[SPAN.sequence_id] as (number | null)[];
     for (let i = 0; i < rows.length; i++) {
-      const [rollout, explicit] = [rollouts[i], sequence[i]];
+      const rollout = rollouts[i];
+      const explicit = sequence[i];
       if (rollout !== null && explicit !== null && explicit > (this.last.get(rollout) ?? 0))
         this.last.set(rollout, explicit);
     }

@@ -20,6 +20,9 @@ export type SpanInput = Omit<Span, 'rollout_id' | 'attempt_id' | 'sequence_id'> 
 export function spanRows(...spans: SpanInput[]): ColumnarRows {
   const rows = newSpanRows();
   const c = rows.columns;
+  // A batch's spans mostly share one resource object (the gateway's are all its own): its JSON is made once.
+  let lastResource: unknown;
+  let lastResourceJson = '{}';
   for (const span of spans) {
     const resource = span.resource?.attributes ?? {};
     const traceState = span.context?.trace_state ?? {};
@@ -37,25 +40,33 @@ export function spanRows(...spans: SpanInput[]): ColumnarRows {
     c[SPAN.status_message].push(span.status.description);
     c[SPAN.attributes].push(JSON.stringify(span.attributes));
     c[SPAN.events].push(
-      JSON.stringify(
-        span.events.map((e) => ({
-          time_unix_nano: String(nanos(e.timestamp) ?? 0n),
-          name: e.name,
-          attributes: e.attributes ?? {},
-        })),
-      ),
+      span.events.length === 0
+        ? '[]'
+        : JSON.stringify(
+            span.events.map((e) => ({
+              time_unix_nano: String(nanos(e.timestamp) ?? 0n),
+              name: e.name,
+              attributes: e.attributes ?? {},
+            })),
+          ),
     );
     c[SPAN.links].push(
-      JSON.stringify(
-        span.links.map((l) => ({
-          trace_id: l.context.trace_id,
-          span_id: l.context.span_id,
-          trace_state: traceStateText(l.context.trace_state),
-          attributes: l.attributes ?? {},
-        })),
-      ),
+      span.links.length === 0
+        ? '[]'
+        : JSON.stringify(
+            span.links.map((l) => ({
+              trace_id: l.context.trace_id,
+              span_id: l.context.span_id,
+              trace_state: traceStateText(l.context.trace_state),
+              attributes: l.attributes ?? {},
+            })),
+          ),
     );
-    c[SPAN.resource].push(JSON.stringify(resource));
+    if (resource !== lastResource) {
+      lastResource = resource;
+      lastResourceJson = JSON.stringify(resource);
+    }
+    c[SPAN.resource].push(lastResourceJson);
     c[SPAN.scope_name].push(null);
     c[SPAN.scope_version].push(null);
     c[SPAN.service_name].push(typeof resource['service.name'] === 'string' ? resource['service.name'] : null);
