@@ -17,7 +17,7 @@ import pytest
 import torch
 from agl_trainer import BatchDirectory
 from agl_trainer.trl import TRL_KEYS, AglGRPOTrainer, PolicyServer, check_config, group_advantages, trl_inputs
-from agl_trainer.trl.grpo import REFERENCE_KEY
+from agl_trainer.trl.grpo import REFERENCE_KEY, content_order
 from batch_rows import batch_table, row
 from peft import LoraConfig
 from trl import GRPOConfig, GRPOTrainer
@@ -200,3 +200,42 @@ def test_a_batch_with_a_setting_that_is_not_a_number_is_refused_by_name(
     pq.write_table(batch_table(rows, settings={"agl.steps": "twelve"}), tmp_path / "batch-000001-b-1.parquet")
     with pytest.raises(ValueError, match=r"batch b-1 \(step 1\): agl.steps is not a whole number: 'twelve'"):
         trainer._generate_and_score_completions([])
+
+
+def test_with_a_base_seed_the_policy_servers_answers_per_prompt_do_not_depend_on_arrival_order() -> None:
+    tokenizer = build_tokenizer()
+    prompts = {name: [{"role": "user", "content": text}] for name, text in (("a", "Say a b c."), ("b", "Go."))}
+
+    def answers(order: str, version: str = "0") -> dict[str, list[list[int]]]:
+        policy = PolicyServer(build_model(tokenizer, seed=0), tokenizer, "tiny", 1.0, max_tokens=8, seed=3)
+        policy.version = version
+        got: dict[str, list[list[int]]] = {name: [] for name in prompts}
+        for name in order:
+            body = {"model": "tiny", "messages": prompts[name], "max_tokens": 8, "return_token_ids": True}
+            got[name].append(policy.chat(body)["choices"][0]["token_ids"])
+        return got
+
+    first = answers("aabab")
+    assert first == answers("bbaaa")
+    assert len({tuple(ids) for ids in first["a"]}) == 3  # each repeat of a prompt is a new draw
+    assert answers("aabab", version="1") != first  # another model version draws anew
+    # A request's own seed still decides its draws.
+    policy = PolicyServer(build_model(tokenizer, seed=0), tokenizer, "tiny", 1.0, max_tokens=8, seed=3)
+    seeded = {"model": "tiny", "messages": prompts["a"], "max_tokens": 8, "seed": 11, "return_token_ids": True}
+    ids = policy.chat(seeded)["choices"][0]["token_ids"]
+    assert ids == policy.sample(policy.prompt_ids(prompts["a"]), 1, 8, seed=11)[0][0]
+
+
+def test_the_same_rows_in_any_order_are_laid_out_alike() -> None:
+    rows = [
+        row([5, 6], [8, 9], reward=1.0, advantage=1.0, rollout="ro-1"),
+        row([5], [9], reward=0.0, advantage=-1.0, rollout="ro-2"),
+        row([5], [8, 1], reward=0.5, advantage=0.0, rollout="ro-3"),
+    ]
+    layouts = []
+    for order in ([0, 1, 2], [2, 0, 1], [1, 2, 0]):
+        table = content_order(batch_table([rows[index] for index in order]))
+        inputs = trl_inputs(table, pad_token_id=0, scale_rewards="group", device=torch.device("cpu"))
+        layouts.append({key: value.tolist() for key, value in inputs.items()})
+    assert layouts[0] == layouts[1] == layouts[2]
+    assert layouts[0]["completion_ids"] == [[8, 1], [9, 0], [8, 9]]

@@ -137,6 +137,23 @@ def _whole(metadata: dict[str, str], key: str) -> int | None:
         raise ValueError(f"{key} is not a whole number: {text!r}") from None
 
 
+def content_order(table: pa.Table) -> pa.Table:
+    """The rows ordered by what they hold (model version, token ids, mask, reward, advantage).
+
+    agl lays rows out as their rollouts finished, which hangs on timing. A float sum in another
+    order differs in its last bits, and Adam's normalized steps grow such differences: two closed
+    loops fed the same rows in different orders differed by 1e-6 in logprob after one step and
+    sampled other answers from step 5 on. In this order (and TRL's seeded shuffle of it) the same
+    rows make the same update.
+    """
+    names = ("model_version", "prompt_ids", "response_ids", "response_mask", "reward", "advantage")
+    columns = [table.column(name).to_pylist() for name in names]
+    # A null (refused later, naming the row) sorts first instead of failing the comparison.
+    keys = [tuple((0,) if value is None else (1, value) for value in row) for row in zip(*columns, strict=True)]
+    order = sorted(range(table.num_rows), key=keys.__getitem__)
+    return table.take(pa.array(order, type=pa.int64()))
+
+
 def trl_inputs(table: pa.Table, pad_token_id: int, scale_rewards: str, device: torch.device) -> dict[str, Any]:
     """A batch's rows as TRL's ``_generate_and_score_completions`` returns them (see TRL_KEYS)."""
     tensors = to_tensors(table, pad_token_id)
@@ -237,10 +254,11 @@ class AglGRPOTrainer(GRPOTrainer):
         batch = self._next_batch()
         self._check_batch(batch)
         self._pending = TrainedBatch(batch.batch_id, batch.step)
-        output = trl_inputs(batch.table, self._pad_id(), self.scale_rewards, self.accelerator.device)
+        table = content_order(batch.table)
+        output = trl_inputs(table, self._pad_id(), self.scale_rewards, self.accelerator.device)
         if self.beta != 0.0:
             output[REFERENCE_KEY] = self._reference_logps(output)
-        rewards = torch.tensor(batch.table.column("reward").to_pylist())
+        rewards = torch.tensor(table.column("reward").to_pylist())
         self._metrics["train"]["reward"].append(rewards.mean().item())
         self._metrics["train"]["reward_std"].append(rewards.std().item() if len(rewards) > 1 else 0.0)
         return output
