@@ -116,6 +116,7 @@ async function buildBatch(
     aggregation: 'trajectory',
     rows: built.rows,
     advantages: advantages.values,
+    settings: { steps: 1, batchSize: rollouts.length / GROUP, groupSize: GROUP },
   });
   const tokens = built.rows.reduce((sum, row) => sum + row.promptIds.length + row.responseIds.length, 0);
   return { rows: built.rows.length, tokens, bytes: body.byteLength };

@@ -12,6 +12,12 @@
   model by its folder).
 - ``GET /v1/models``: the one model, with its version.
 
+A request's ``seed`` seeds its draws. One without gets its own seed from ``--sampling-seed``
+(default ``--seed``), the model version, the prompt's ids and how many requests for that prompt
+came before under that version (``agl_trainer.chat_server.RequestSeeds``): the answers to each
+prompt do not depend on the order concurrent rollouts arrive in, so a closed loop is
+reproducible.
+
 ``--log FILE`` appends one JSON line per chat request: the model version, the prompt's ids and
 each answer's ids and logprobs (what a test checks agl's batches against).
 
@@ -27,7 +33,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any, TextIO
 
 import torch
-from agl_trainer.chat_server import ChatRequest, RequestError, completion_answer, serve_routes
+from agl_trainer.chat_server import ChatRequest, RequestError, RequestSeeds, completion_answer, serve_routes
 from sampling import Completion, sample
 from tiny_model import MODEL_NAME, build_model, build_tokenizer, chat_prompt_ids, load_weights
 from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
@@ -36,8 +42,9 @@ from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
 class ModelService:
     """The model behind the server: answers chat requests, swaps in new weights.
 
-    One lock around sampling and reloading: a reload never lands in the middle of an answer,
-    and requests without a seed draw from one generator in the order they arrive.
+    One lock around sampling and reloading: a reload never lands in the middle of an answer.
+    ``seed``: the base seed of requests that bring none (see the module's doc); None: they draw
+    from torch's global generator, in arrival order.
     """
 
     def __init__(
@@ -46,7 +53,7 @@ class ModelService:
         tokenizer: PreTrainedTokenizerFast,
         name: str = MODEL_NAME,
         version: str = "0",
-        seed: int = 0,
+        seed: int | None = None,
         log: TextIO | None = None,
     ) -> None:
         self.model = model
@@ -54,7 +61,7 @@ class ModelService:
         self.name = name
         self.version = version
         self._log = log
-        self._generator = torch.Generator().manual_seed(seed)
+        self._seeds = None if seed is None else RequestSeeds(seed)
         self._lock = threading.Lock()
 
     def models(self) -> dict[str, Any]:
@@ -84,7 +91,10 @@ class ModelService:
         # safe to share across threads); the tiny model answers in milliseconds anyway.
         with self._lock:
             prompt_ids = chat_prompt_ids(self.tokenizer, request.messages)
-            generator = self._generator if request.seed is None else torch.Generator().manual_seed(request.seed)
+            seed = request.seed
+            if seed is None and self._seeds is not None:
+                seed = self._seeds.next(self.version, prompt_ids)
+            generator = None if seed is None else torch.Generator().manual_seed(seed)
             try:
                 completions = sample(
                     self.model,
@@ -144,8 +154,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="0: any free port (the URL printed says which)")
     parser.add_argument("--model-name", default=MODEL_NAME, help="the name requests must ask for")
+    parser.add_argument("--seed", type=int, default=0, help="the initial weights' seed (train.py's --seed)")
     parser.add_argument(
-        "--seed", type=int, default=0, help="the initial weights' seed (train.py's --seed) and sampling's"
+        "--sampling-seed", type=int, help="the base seed of requests that bring none (default: --seed)"
     )
     parser.add_argument("--weights", help="start from weights saved by train.py instead of the seed's")
     parser.add_argument("--version", default="0", help="the version of the weights it starts with")
@@ -156,7 +167,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.weights:
         load_weights(model, args.weights)
     log = open(args.log, "a", encoding="utf-8") if args.log else None
-    service = ModelService(model, tokenizer, args.model_name, args.version, args.seed, log)
+    sampling_seed = args.seed if args.sampling_seed is None else args.sampling_seed
+    service = ModelService(model, tokenizer, args.model_name, args.version, sampling_seed, log)
     server = start_server(service, args.host, args.port)
     port = server.server_address[1]
     print(f"model server: {args.model_name} (version {args.version}) at http://{args.host}:{port}/v1", flush=True)

@@ -37,9 +37,11 @@ def sample(
     max_tokens: int = 16,
     temperature: float = 1.0,
     stop_id: int,
-    generator: torch.Generator,
+    generator: torch.Generator | None,
 ) -> list[Completion]:
     """``n`` answers to one prompt, sampled together; each stops at ``stop_id`` or ``max_tokens``.
+
+    ``generator`` None draws from torch's global generator.
 
     Raises ValueError when the prompt leaves no room in the model's context.
     """

@@ -40,6 +40,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0, help="the tiny model's initial weights")
+    parser.add_argument(
+        "--sampling-seed",
+        type=int,
+        help="the policy server's base seed for requests that bring none (default: --seed): a reproducible loop",
+    )
     parser.add_argument("--out", default="trl-checkpoints", help="TRL's output_dir (checkpoints, trainer_state.json)")
     parser.add_argument("--resume", help="a checkpoint to resume from (TRL's resume_from_checkpoint)")
     parser.add_argument("--log", help="append each generation (version, prompt, ids, logprobs) to this JSONL file")
@@ -78,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     log = open(args.log, "a", encoding="utf-8") if args.log else None
     source = BatchDirectory(args.batches_dir) if args.batches_dir else BatchClient(args.url, args.token)
-    policy = PolicyServer(model, tokenizer, MODEL_NAME, args.temperature, max_tokens=64, log=log)
+    sampling_seed = args.seed if args.sampling_seed is None else args.sampling_seed
+    policy = PolicyServer(model, tokenizer, MODEL_NAME, args.temperature, max_tokens=64, log=log, seed=sampling_seed)
     server = policy.start(port=args.port)
     trainer = AglGRPOTrainer(
         model=model,

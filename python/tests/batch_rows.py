@@ -49,8 +49,14 @@ def row(
     }
 
 
-def batch_table(rows: list[dict[str, Any]], batch_id: str = "b-1", step: int = 1, version: str = "0") -> pa.Table:
-    """The rows as a batch table with agl's schema metadata."""
+def batch_table(
+    rows: list[dict[str, Any]],
+    batch_id: str = "b-1",
+    step: int = 1,
+    version: str = "0",
+    settings: dict[str, str] | None = None,
+) -> pa.Table:
+    """The rows as a batch table with agl's schema metadata; ``settings``: the run's (``agl.steps`` ...)."""
     full = [{"batch_id": batch_id, "step": step, "model_version": version, **r} for r in rows]
     table = pa.Table.from_pylist(full, schema=SCHEMA)
     return table.replace_schema_metadata(
@@ -60,5 +66,6 @@ def batch_table(rows: list[dict[str, Any]], batch_id: str = "b-1", step: int = 1
             "agl.model_version": version,
             "agl.estimator": "grpo",
             "agl.aggregation": "trajectory",
+            **(settings or {}),
         }
     )

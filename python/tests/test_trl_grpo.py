@@ -17,7 +17,7 @@ import pytest
 import torch
 from agl_trainer import BatchDirectory
 from agl_trainer.trl import TRL_KEYS, AglGRPOTrainer, PolicyServer, check_config, group_advantages, trl_inputs
-from agl_trainer.trl.grpo import REFERENCE_KEY
+from agl_trainer.trl.grpo import REFERENCE_KEY, content_order
 from batch_rows import batch_table, row
 from peft import LoraConfig
 from trl import GRPOConfig, GRPOTrainer
@@ -82,11 +82,13 @@ def test_without_agl_advantages_trl_normalizes_rewards_by_agl_groups_of_any_size
 
 
 def test_settings_that_would_give_wrong_gradients_are_refused_by_name(tmp_path: Path) -> None:
-    config = GRPOConfig(output_dir=str(tmp_path), gradient_accumulation_steps=2, logging_steps=5, use_cpu=True)
+    config = GRPOConfig(
+        output_dir=str(tmp_path), gradient_accumulation_steps=2, logging_steps=5, num_iterations=2, use_cpu=True
+    )
     with pytest.raises(ValueError) as raised:
         check_config(config, 1)
     message = str(raised.value)
-    for name in ("gradient_accumulation_steps", "max_steps", "logging_steps 1", "disable_dropout"):
+    for name in ("gradient_accumulation_steps", "max_steps", "logging_steps 1", "disable_dropout", "num_iterations 1"):
         assert name in message
     with pytest.raises(ValueError, match="one process"):
         check_config(grpo_config(tmp_path), 2)
@@ -159,3 +161,81 @@ def test_a_batch_whose_groups_do_not_match_num_generations_is_refused(trainer: A
     pq.write_table(batch_table(rows), tmp_path / "batch-000001-b-1.parquet")
     with pytest.raises(ValueError, match="num_generations is 4: set it to agl's --group-size"):
         trainer._generate_and_score_completions([])
+
+
+def test_a_batch_of_a_run_whose_settings_differ_from_grpo_config_is_refused_before_its_update(
+    trainer: AglGRPOTrainer, tmp_path: Path
+) -> None:
+    rows = [row([5], [8, 1], group="g", rollout=f"ro-{index}") for index in range(4)]
+    settings = {"agl.steps": "12", "agl.batch_size": "2", "agl.group_size": "8", "agl.temperature": "0.7"}
+    pq.write_table(batch_table(rows, settings=settings), tmp_path / "batch-000001-b-1.parquet")
+    before = [parameter.detach().clone() for parameter in trainer.model.parameters()]
+    with pytest.raises(ValueError) as raised:
+        trainer._generate_and_score_completions([])
+    message = str(raised.value)
+    assert message.startswith("batch b-1 (step 1): GRPOConfig does not match agl's run: ")
+    assert "agl runs --steps 12, GRPOConfig.max_steps is 1: set max_steps to 12" in message
+    assert "agl runs --group-size 8, GRPOConfig.num_generations is 4: set num_generations to 8" in message
+    assert "agl's llm samples at temperature 0.7 (its sampling_parameters), GRPOConfig.temperature is 1.0" in message
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))
+    assert trainer._pending is None  # not taken: no update, no acknowledgement
+
+
+def test_a_batch_whose_settings_match_is_taken_even_when_its_groups_lost_rollouts(
+    trainer: AglGRPOTrainer, tmp_path: Path
+) -> None:
+    # A failed rollout leaves a group of 3: with agl.group_size the batch's own count is not guessed.
+    rows = [row([5], [8, 1], reward=float(index), group="g", rollout=f"ro-{index}") for index in range(3)]
+    settings = {"agl.steps": "1", "agl.batch_size": "1", "agl.group_size": "4", "agl.temperature": "1"}
+    pq.write_table(batch_table(rows, settings=settings), tmp_path / "batch-000001-b-1.parquet")
+    inputs = trainer._generate_and_score_completions([])
+    assert inputs["completion_ids"].shape[0] == 3
+    assert trainer._pending is not None and trainer._pending.batch_id == "b-1"
+
+
+def test_a_batch_with_a_setting_that_is_not_a_number_is_refused_by_name(
+    trainer: AglGRPOTrainer, tmp_path: Path
+) -> None:
+    rows = [row([5], [8, 1], group="g", rollout=f"ro-{index}") for index in range(4)]
+    pq.write_table(batch_table(rows, settings={"agl.steps": "twelve"}), tmp_path / "batch-000001-b-1.parquet")
+    with pytest.raises(ValueError, match=r"batch b-1 \(step 1\): agl.steps is not a whole number: 'twelve'"):
+        trainer._generate_and_score_completions([])
+
+
+def test_with_a_base_seed_the_policy_servers_answers_per_prompt_do_not_depend_on_arrival_order() -> None:
+    tokenizer = build_tokenizer()
+    prompts = {name: [{"role": "user", "content": text}] for name, text in (("a", "Say a b c."), ("b", "Go."))}
+
+    def answers(order: str, version: str = "0") -> dict[str, list[list[int]]]:
+        policy = PolicyServer(build_model(tokenizer, seed=0), tokenizer, "tiny", 1.0, max_tokens=8, seed=3)
+        policy.version = version
+        got: dict[str, list[list[int]]] = {name: [] for name in prompts}
+        for name in order:
+            body = {"model": "tiny", "messages": prompts[name], "max_tokens": 8, "return_token_ids": True}
+            got[name].append(policy.chat(body)["choices"][0]["token_ids"])
+        return got
+
+    first = answers("aabab")
+    assert first == answers("bbaaa")
+    assert len({tuple(ids) for ids in first["a"]}) == 3  # each repeat of a prompt is a new draw
+    assert answers("aabab", version="1") != first  # another model version draws anew
+    # A request's own seed still decides its draws.
+    policy = PolicyServer(build_model(tokenizer, seed=0), tokenizer, "tiny", 1.0, max_tokens=8, seed=3)
+    seeded = {"model": "tiny", "messages": prompts["a"], "max_tokens": 8, "seed": 11, "return_token_ids": True}
+    ids = policy.chat(seeded)["choices"][0]["token_ids"]
+    assert ids == policy.sample(policy.prompt_ids(prompts["a"]), 1, 8, seed=11)[0][0]
+
+
+def test_the_same_rows_in_any_order_are_laid_out_alike() -> None:
+    rows = [
+        row([5, 6], [8, 9], reward=1.0, advantage=1.0, rollout="ro-1"),
+        row([5], [9], reward=0.0, advantage=-1.0, rollout="ro-2"),
+        row([5], [8, 1], reward=0.5, advantage=0.0, rollout="ro-3"),
+    ]
+    layouts = []
+    for order in ([0, 1, 2], [2, 0, 1], [1, 2, 0]):
+        table = content_order(batch_table([rows[index] for index in order]))
+        inputs = trl_inputs(table, pad_token_id=0, scale_rewards="group", device=torch.device("cpu"))
+        layouts.append({key: value.tolist() for key, value in inputs.items()})
+    assert layouts[0] == layouts[1] == layouts[2]
+    assert layouts[0]["completion_ids"] == [[8, 1], [9, 0], [8, 9]]

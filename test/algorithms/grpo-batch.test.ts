@@ -239,6 +239,7 @@ test("the batch's typed rows and Arrow stream hold what the adapter's array rows
         modelVersion: '1',
         estimator: 'grpo',
         aggregation: limits.aggregation,
+        settings: { steps: 1, batchSize: 1, groupSize: 1 },
         rows: built.rows,
         advantages: built.rows.map(() => 0),
       }),

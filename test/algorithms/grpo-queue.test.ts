@@ -44,6 +44,7 @@ const batch = (step: number): TrainingBatch => ({
     },
   ],
   advantages: [0.5, -0.5],
+  settings: { steps: 3, batchSize: 1, groupSize: 2, temperature: 0.7 },
 });
 
 /** A queue whose dones are recorded; a model version "taken" is refused as a run would. */
@@ -112,6 +113,10 @@ test('next: 204 when none is ready, 200 with the batch as an Arrow stream, its i
     'agl.model_version': '0',
     'agl.estimator': 'grpo',
     'agl.aggregation': 'transition',
+    'agl.steps': '3',
+    'agl.batch_size': '1',
+    'agl.group_size': '2',
+    'agl.temperature': '0.7',
   });
   const rows = table.toArray().map((row) => row.toJSON());
   assert.deepEqual(

@@ -337,10 +337,17 @@ test('files: each batch a Parquet file (renamed into place), each done a JSON fi
       )
     ).map(({ key, value }) => [key, value]),
   );
-  assert.deepEqual(
-    [kv['agl.step'], kv['agl.model_version'], kv['agl.estimator'], kv['agl.aggregation']],
-    ['1', '0', 'rloo', 'transition'],
-  );
+  assert.deepEqual(kv, {
+    'agl.batch_id': kv['agl.batch_id'],
+    'agl.step': '1',
+    'agl.model_version': '0',
+    'agl.estimator': 'rloo',
+    'agl.aggregation': 'transition',
+    // The run's settings a trainer checks its own against; no agl.temperature: the llm sets none.
+    'agl.steps': '2',
+    'agl.batch_size': '1',
+    'agl.group_size': '2',
+  });
   assert.equal(first, join(batchesDir, `batch-000001-${kv['agl.batch_id']}.parquet`));
   const columns = await parquetRows(`DESCRIBE SELECT * FROM '${first}'`);
   assert.deepEqual(

@@ -37,7 +37,7 @@ train: train.jsonl
 db: grpo.duckdb
 runners: 2
 resources:
-  llm: { resource_type: llm, endpoint: "${base.baseURL}", model: base-model }
+  llm: { resource_type: llm, endpoint: "${base.baseURL}", model: base-model, sampling_parameters: { temperature: 0.8 } }
   prompt: { resource_type: prompt_template, template: "{question}", engine: f-string }
 batchSize: 2
 groupSize: 2
@@ -95,6 +95,11 @@ test('agl train grpo: a trainer pulls batches over HTTP from the given port; its
       'agl.model_version': version,
       'agl.estimator': 'grpo',
       'agl.aggregation': 'transition',
+      // The run's settings, for the trainer to check its own against; the temperature is the llm's.
+      'agl.steps': '2',
+      'agl.batch_size': '2',
+      'agl.group_size': '2',
+      'agl.temperature': '0.8',
     });
     const rows = table.toArray().map((row) => row.toJSON() as Record<string, unknown>);
     assert.equal(rows.length, 4);

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import torch
 from conftest import RunningServer
-from tiny_model import build_model, chat_prompt_ids, save_weights
+from model_server import ModelService
+from tiny_model import build_model, build_tokenizer, chat_prompt_ids, save_weights
 
 MESSAGES = [{"role": "user", "content": "Say a b c."}]
 
@@ -80,3 +81,21 @@ def test_requests_it_cannot_answer(server: RunningServer, tmp_path: Path) -> Non
     status, answer = server.post("/reload", {"path": str(tmp_path / "missing"), "version": "2"})
     assert status == 400 and "cannot load weights" in answer["error"]["message"]
     assert server.service.version == "0"
+
+
+def test_with_a_base_seed_each_prompts_answers_do_not_depend_on_the_order_requests_arrive_in() -> None:
+    tokenizer = build_tokenizer()
+    prompts = {name: [{"role": "user", "content": text}] for name, text in (("a", "Say a b c."), ("b", "Go."))}
+
+    def answers(order: str) -> dict[str, list[list[int]]]:
+        service = ModelService(build_model(tokenizer, seed=0), tokenizer, seed=3)
+        got: dict[str, list[list[int]]] = {name: [] for name in prompts}
+        for name in order:
+            body = {"model": "tiny", "messages": prompts[name], "max_tokens": 8, "return_token_ids": True}
+            got[name].append(service.chat(body)["choices"][0]["token_ids"])
+        return got
+
+    first = answers("aabab")
+    assert first == answers("bbaaa")
+    # Repeats of a prompt are new draws, not the same answer again.
+    assert len({tuple(ids) for ids in first["a"]}) == 3

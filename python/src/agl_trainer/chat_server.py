@@ -7,9 +7,11 @@ caller's: the example's ``model_server.py`` and ``agl_trainer.trl.PolicyServer``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -60,6 +62,34 @@ class ChatRequest:
             return_token_ids=body.get("return_token_ids") is True,
         )
 
+
+
+class RequestSeeds:
+    """Seeds for the requests that bring none, so that what a run samples does not hang on timing.
+
+    Concurrent rollouts reach a server in an order that depends on timing; drawing from one
+    generator in that order makes every answer depend on it. Here the k-th request (from 0) for
+    a prompt under a model version is seeded from (``base``, version, prompt ids, k): the answers
+    to each prompt are the same whichever order the requests come in, so a whole closed loop
+    (sampling, then training on what was sampled) is reproducible. Counts are kept for the
+    current version only: a server's versions follow each other and do not come back. Not
+    thread-safe: call it under the server's lock.
+    """
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self._version: str | None = None
+        self._counts: Counter[bytes] = Counter()
+
+    def next(self, version: str, prompt_ids: list[int]) -> int:
+        """The seed of this request: 63 bits of a hash, a new one for each repeat of the prompt."""
+        if version != self._version:
+            self._version, self._counts = version, Counter()
+        prompt = hashlib.sha256(json.dumps([self.base, version, prompt_ids]).encode()).digest()
+        count = self._counts[prompt]
+        self._counts[prompt] += 1
+        digest = hashlib.sha256(prompt + count.to_bytes(8, "big")).digest()
+        return int.from_bytes(digest[:8], "big") >> 1
 
 
 def completion_answer(

@@ -33,6 +33,16 @@ export interface TrainingBatch {
   readonly rows: readonly BatchRow[];
   /** Per row, in order; null with estimator none. */
   readonly advantages: readonly (number | null)[];
+  /** The run's settings a trainer must agree with, checked at each batch (agl_trainer.trl). */
+  readonly settings: BatchSettings;
+}
+
+export interface BatchSettings {
+  readonly steps: number;
+  readonly batchSize: number;
+  readonly groupSize: number;
+  /** The llm's sampling temperature, when its sampling parameters set one. */
+  readonly temperature?: number;
 }
 
 /** The `agl.*` keys of the schema (and of Parquet's key-value metadata). */
@@ -43,6 +53,10 @@ export function batchMetadata(batch: TrainingBatch): Record<string, string> {
     'agl.model_version': batch.modelVersion,
     'agl.estimator': batch.estimator,
     'agl.aggregation': batch.aggregation,
+    'agl.steps': String(batch.settings.steps),
+    'agl.batch_size': String(batch.settings.batchSize),
+    'agl.group_size': String(batch.settings.groupSize),
+    ...(batch.settings.temperature === undefined ? {} : { 'agl.temperature': String(batch.settings.temperature) }),
   };
 }
 

@@ -12,7 +12,7 @@ import {
   type DropCounts,
   type StepRollout,
 } from './batch.js';
-import type { ModelVersions } from './models.js';
+import { llmOf, type ModelVersion, type ModelVersions } from './models.js';
 import type { GrpoOptions } from './options.js';
 import type { StepRecord } from './record.js';
 import { runGroups, type Group } from './rollouts.js';
@@ -61,7 +61,10 @@ export async function prepareStep<T>(context: StepContext<T>): Promise<PreparedS
   const { built } = waves;
   const usable = usableGroups(built).size;
   const started = performance.now();
-  const finished = usable >= minGroups && !context.signal.aborted ? finishBatch(step, built, options) : undefined;
+  const finished =
+    usable >= minGroups && !context.signal.aborted
+      ? finishBatch(step, built, options, context.models.current)
+      : undefined;
   const model = context.models.all[finished?.newestIndex ?? context.models.current.index];
   const record = {
     ...stepFigures(built),
@@ -153,7 +156,7 @@ async function judgeWave<T>(judge: RolloutJudge, wave: readonly StepRollout[], c
 }
 
 /** The batch of the kept rows, with their advantages, and the group counts of the estimator. */
-function finishBatch(step: number, built: BuiltRows, options: GrpoOptions) {
+function finishBatch(step: number, built: BuiltRows, options: GrpoOptions, model: ModelVersion) {
   const { values, singleSampleGroups, zeroVarianceGroups } = computeAdvantages(built.rows, options);
   const newest = built.kept.reduce((a, b) => (b.versionIndex > a.versionIndex ? b : a));
   const batch: TrainingBatch = {
@@ -164,8 +167,20 @@ function finishBatch(step: number, built: BuiltRows, options: GrpoOptions) {
     aggregation: options.aggregation,
     rows: built.rows,
     advantages: values,
+    settings: {
+      steps: options.steps,
+      batchSize: options.batchSize,
+      groupSize: options.groupSize,
+      ...temperatureOf(model),
+    },
   };
   return { batch, newestIndex: newest.versionIndex, singleSampleGroups, zeroVarianceGroups };
+}
+
+/** The temperature the gateway adds to the model's calls, when its sampling parameters set a number. */
+function temperatureOf(model: ModelVersion): { temperature?: number } {
+  const { temperature } = llmOf(model).sampling_parameters ?? {};
+  return typeof temperature === 'number' && Number.isFinite(temperature) ? { temperature } : {};
 }
 
 /** The figures of a step's record that its kept rollouts and rows give. */

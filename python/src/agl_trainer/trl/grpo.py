@@ -83,6 +83,10 @@ def check_config(args: GRPOConfig, num_processes: int) -> None:
         )
     if args.max_steps <= 0:
         wrong.append("max_steps: agl's --steps (batches come from agl, not from a dataset's epochs)")
+    if args.num_iterations != 1:
+        wrong.append(
+            f"num_iterations 1, not {args.num_iterations}: agl's --steps counts batches, one optimizer step each"
+        )
     if args.logging_steps != 1:
         wrong.append("logging_steps 1: each batch is acknowledged with its step's metrics")
     if not args.disable_dropout:
@@ -91,6 +95,63 @@ def check_config(args: GRPOConfig, num_processes: int) -> None:
         wrong.append("use_vllm False: rollouts are agl's, through the policy server (or your server)")
     if wrong:
         raise ValueError("GRPOConfig does not fit agl's batches: " + "; ".join(wrong))
+
+
+def agl_settings_mismatches(metadata: dict[str, str], args: GRPOConfig) -> list[str]:
+    """Where GRPOConfig disagrees with the run's settings a batch carries, each naming both values.
+
+    A key the batch lacks (an older agl; ``agl.temperature`` when agl's llm sets none) is not checked.
+    ``per_device_train_batch_size`` is not among them: each agl batch is one step whatever its rows.
+    """
+    wrong = []
+    steps = _whole(metadata, "agl.steps")
+    if steps is not None and steps != args.max_steps:
+        wrong.append(f"agl runs --steps {steps}, GRPOConfig.max_steps is {args.max_steps}: set max_steps to {steps}")
+    group_size = _whole(metadata, "agl.group_size")
+    if group_size is not None and group_size != args.num_generations:
+        wrong.append(
+            f"agl runs --group-size {group_size}, GRPOConfig.num_generations is {args.num_generations}:"
+            f" set num_generations to {group_size}"
+        )
+    temperature = metadata.get("agl.temperature")
+    if temperature is not None:
+        try:
+            sampled = float(temperature)
+        except ValueError:
+            raise ValueError(f"agl.temperature is not a number: {temperature!r}") from None
+        if sampled != args.temperature:
+            wrong.append(
+                f"agl's llm samples at temperature {sampled} (its sampling_parameters), GRPOConfig.temperature is"
+                f" {args.temperature}: set temperature to {sampled} (and the policy server's with it)"
+            )
+    return wrong
+
+
+def _whole(metadata: dict[str, str], key: str) -> int | None:
+    text = metadata.get(key)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{key} is not a whole number: {text!r}") from None
+
+
+def content_order(table: pa.Table) -> pa.Table:
+    """The rows ordered by what they hold (model version, token ids, mask, reward, advantage).
+
+    agl lays rows out as their rollouts finished, which hangs on timing. A float sum in another
+    order differs in its last bits, and Adam's normalized steps grow such differences: two closed
+    loops fed the same rows in different orders differed by 1e-6 in logprob after one step and
+    sampled other answers from step 5 on. In this order (and TRL's seeded shuffle of it) the same
+    rows make the same update.
+    """
+    names = ("model_version", "prompt_ids", "response_ids", "response_mask", "reward", "advantage")
+    columns = [table.column(name).to_pylist() for name in names]
+    # A null (refused later, naming the row) sorts first instead of failing the comparison.
+    keys = [tuple((0,) if value is None else (1, value) for value in row) for row in zip(*columns, strict=True)]
+    order = sorted(range(table.num_rows), key=keys.__getitem__)
+    return table.take(pa.array(order, type=pa.int64()))
 
 
 def trl_inputs(table: pa.Table, pad_token_id: int, scale_rewards: str, device: torch.device) -> dict[str, Any]:
@@ -145,11 +206,12 @@ class AglGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose completions, rewards and advantages are agl's batches.
 
     ``source`` hands out batches; ``policy`` is the started server the rollouts use (it is given
-    this trainer's model; its temperature must be ``args.temperature``). ``num_generations``
-    must be agl's ``groupSize``. Each batch is acknowledged once TRL logged and saved its step,
-    with TRL's logged metrics and the model the next rollouts must use, version ``<the batch's
-    step>``.
-    Among those metrics, and in TRL's logs, the step's timing: ``agl/wait_seconds``,
+    this trainer's model; its temperature must be ``args.temperature``). Each batch is checked
+    before its update against the run's settings it carries (``agl.steps``, ``agl.group_size``,
+    ``agl.temperature``): ``max_steps``, ``num_generations`` and ``temperature`` must be agl's,
+    or a ValueError names both values. Each batch is acknowledged once TRL logged and saved its
+    step, with TRL's logged metrics and the model the next rollouts must use, version ``<the
+    batch's step>``. Among those metrics, and in TRL's logs, the step's timing: ``agl/wait_seconds``,
     ``agl/decode_seconds``, ``agl/update_seconds`` (agl_trainer's WAIT_SECONDS ...).
 
     ``stop_after_step()`` (a signal handler may call it) ends training after the current step's
@@ -197,14 +259,15 @@ class AglGRPOTrainer(GRPOTrainer):
         received = time.perf_counter()
         self._check_batch(batch)
         self._pending = TrainedBatch(batch.batch_id, batch.step)
-        output = trl_inputs(batch.table, self._pad_id(), self.scale_rewards, self.accelerator.device)
+        table = content_order(batch.table)
+        output = trl_inputs(table, self._pad_id(), self.scale_rewards, self.accelerator.device)
         decoded = time.perf_counter()
         self._handoff_seconds = decoded - started
         self._metrics["train"][WAIT_SECONDS].append(received - asked)
         self._metrics["train"][DECODE_SECONDS].append(decoded - received)
         if self.beta != 0.0:
             output[REFERENCE_KEY] = self._reference_logps(output)
-        rewards = torch.tensor(batch.table.column("reward").to_pylist())
+        rewards = torch.tensor(table.column("reward").to_pylist())
         self._metrics["train"]["reward"].append(rewards.mean().item())
         self._metrics["train"]["reward_std"].append(rewards.std().item() if len(rewards) > 1 else 0.0)
         return output
@@ -260,6 +323,17 @@ class AglGRPOTrainer(GRPOTrainer):
                 )
 
     def _check_batch(self, batch: Batch) -> None:
+        """Refuses, before its update, a batch of a run whose settings GRPOConfig does not match."""
+        where = f"batch {batch.batch_id} (step {batch.step})"
+        try:
+            wrong = agl_settings_mismatches(batch.metadata, self.args)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+        if wrong:
+            raise ValueError(f"{where}: GRPOConfig does not match agl's run: " + "; ".join(wrong))
+        if "agl.group_size" in batch.metadata:
+            return
+        # An older agl's batch: the group size is seen only as its largest group.
         groups: dict[str, set[str]] = defaultdict(set)
         for group, rollout in zip(
             batch.table.column("group_id").to_pylist(), batch.table.column("rollout_id").to_pylist(), strict=True
@@ -268,7 +342,7 @@ class AglGRPOTrainer(GRPOTrainer):
         largest = max(len(rollouts) for rollouts in groups.values())
         if largest != self.num_generations:
             raise ValueError(
-                f"batch {batch.batch_id} (step {batch.step}) has groups of up to {largest} rollouts;"
+                f"{where} has groups of up to {largest} rollouts;"
                 f" num_generations is {self.num_generations}: set it to agl's --group-size"
             )
 

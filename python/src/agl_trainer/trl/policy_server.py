@@ -10,7 +10,11 @@ TRL's GRPOTrainer recomputes.
 
 Routes: ``POST /v1/chat/completions`` (not streamed), ``GET /v1/models``. ``temperature`` must
 be the trainer's (a request without one gets it): logprobs at another temperature would not be
-those TRL trains with.
+those TRL trains with. A request's ``seed`` seeds its draws; with a base ``seed`` given to the
+server, a request without one gets its own seed from (base, model version, prompt ids, how many
+requests for that prompt came before under that version: ``RequestSeeds``), so a closed loop
+samples the same answers whichever order its rollouts arrive in; without a base seed it draws
+from torch's global generator.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any, TextIO
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from ..chat_server import ChatRequest, RequestError, completion_answer, serve_routes
+from ..chat_server import ChatRequest, RequestError, RequestSeeds, completion_answer, serve_routes
 
 
 class PolicyServer:
@@ -32,7 +36,8 @@ class PolicyServer:
     ``lock`` is held while answering; the trainer holds it while the optimizer changes the
     weights, so an answer never mixes two versions. ``version`` names the weights serving (the
     trainer sets it after each step); ``log`` gets one JSON line per request (version, prompt
-    ids, each answer's ids and logprobs).
+    ids, each answer's ids and logprobs). ``seed``: the base seed of requests that bring none
+    (see the module's doc); None: they draw from torch's global generator, in arrival order.
     """
 
     def __init__(
@@ -45,6 +50,7 @@ class PolicyServer:
         version: str = "0",
         max_tokens: int = 256,
         log: TextIO | None = None,
+        seed: int | None = None,
     ) -> None:
         if not temperature > 0:
             raise ValueError(f"the policy server samples at a temperature above 0, not {temperature}")
@@ -58,6 +64,7 @@ class PolicyServer:
         self.max_tokens = max_tokens
         self.lock = threading.Lock()
         self._log = log
+        self._seeds = None if seed is None else RequestSeeds(seed)
         self._server: ThreadingHTTPServer | None = None
 
     def models(self) -> dict[str, Any]:
@@ -76,8 +83,11 @@ class PolicyServer:
             raise RequestError(400, f"max_tokens must be at most {self.max_tokens} (the trainer's completion length)")
         with self.lock:
             prompt_ids = self.prompt_ids(request.messages)
-            answers = self.sample(prompt_ids, request.n, request.max_tokens, request.seed)
             version = self.version
+            seed = request.seed
+            if seed is None and self._seeds is not None:
+                seed = self._seeds.next(version, prompt_ids)
+            answers = self.sample(prompt_ids, request.n, request.max_tokens, seed)
             self._log_generation(version, prompt_ids, answers)
         return self._answer(request, prompt_ids, answers, version)
 

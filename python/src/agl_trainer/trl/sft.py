@@ -24,7 +24,7 @@ from urllib.request import Request, urlopen
 
 from datasets import Dataset
 from peft import LoraConfig
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 from trl import SFTConfig, SFTTrainer
 
 
@@ -81,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model)
+    # SFTTrainer wraps the model in the adapter before Trainer seeds: seeded here, the adapter's
+    # initial weights (and so the trained model) are the same run to run.
+    set_seed(args.seed)
     targets: str | list[str] = args.lora_targets if args.lora_targets == "all-linear" else args.lora_targets.split(",")
     lora = LoraConfig(r=args.lora_rank, lora_alpha=2 * args.lora_rank, target_modules=targets, task_type="CAUSAL_LM")
     config = SFTConfig(
