@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 /** One measured figure of `npm run bench`, held against its target. */
 export interface Figure {
   readonly name: string;
@@ -42,4 +44,12 @@ export function meets(figure: Figure): boolean {
 export function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+/** CPU seconds of a process (Linux /proc), and of its children that ended (`reaped`). */
+export function cpuOf(pid: number): { own: number; reaped: number; parent: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = (i: number) => Number(fields[i]) / 100;
+  return { parent: Number(fields[1]), own: ticks(11) + ticks(12), reaped: ticks(13) + ticks(14) };
 }

@@ -1,8 +1,8 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
 import { startPostgres } from '../test/support/postgres.js';
-import { sized, type Benchmark, type Figure, type Size } from './figures.js';
+import { cpuOf, sized, type Benchmark, type Figure, type Size } from './figures.js';
 import { scaleOutIngest } from './scale-out-ingest.js';
 import { driveRollouts, type RolloutRun } from './store.js';
 
@@ -14,14 +14,6 @@ const WORKLOADS: readonly (readonly [string, number])[] = [
   ['cycles', 0],
   ['with_spans', 6],
 ];
-
-/** CPU seconds of a process (Linux /proc), and of its children that ended (`reaped`). */
-function cpuOf(pid: number): { own: number; reaped: number; parent: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = (i: number) => Number(fields[i]) / 100;
-  return { parent: Number(fields[1]), own: ticks(11) + ticks(12), reaped: ticks(13) + ticks(14) };
-}
 
 /** CPU seconds of a PostgreSQL cluster so far: the postmaster, its backends, and those that ended. */
 function clusterCpu(postmaster: number): number {
