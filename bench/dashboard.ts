@@ -1,8 +1,15 @@
 import { join } from 'node:path';
 import { newTempDir, removeDir, spawnServe } from '../test/support/helpers.js';
-import { rolloutRewardsSql, type RolloutFilters, rolloutsPath } from '../web/src/queries.js';
+import {
+  attemptCallsSql,
+  attemptRewardsSql,
+  rolloutRewardsSql,
+  type RolloutFilters,
+  rolloutsPath,
+} from '../web/src/queries.js';
 import { fillDashboardStore } from './dashboard-data.js';
 import { type Benchmark, type Figure, percentile, sized, type Size } from './figures.js';
+import { cpuOf } from './process-cpu.js';
 
 const ROLLOUTS = Number(process.env.AGL_BENCH_DASHBOARD_ROLLOUTS ?? 100_000);
 const SPANS_PER_ROLLOUT = 50;
@@ -22,7 +29,9 @@ const CASES: [string, RolloutFilters][] = [
 /**
  * The rollouts page on a store of 100,000 rollouts and 5 million spans: the two requests it
  * makes for a page (the store's list, then one SQL query for the page's final rewards), timed
- * together through `agl serve`'s HTTP API, as the browser waits for them.
+ * together through `agl serve`'s HTTP API, as the browser waits for them. Then the rollout
+ * page's SQL requests for an attempt (its calls with their credited rewards, its rewards), each
+ * timed alone, with the server's CPU per request (wall times on a loaded machine are the load's).
  */
 export const dashboard: Benchmark = {
   name: 'dashboard',
@@ -40,7 +49,8 @@ export const dashboard: Benchmark = {
       const serve = await spawnServe(['--quiet', '--db', db]);
       console.error(`  agl serve opened it in ${((performance.now() - start) / 1000).toFixed(1)} s`);
       try {
-        return await timeCases(serve.url, rounds);
+        const rolloutsPage = await timeCases(serve.url, rounds);
+        return [...rolloutsPage, ...(await timeRolloutPage(serve.url, serve.child.pid as number, rollouts, rounds))];
       } finally {
         serve.child.kill('SIGTERM');
         await serve.exited;
@@ -87,17 +97,54 @@ async function timeCases(url: string, rounds: number): Promise<Figure[]> {
 
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
+/** The rollout page's SQL requests for the first attempt of `rounds` rollouts spread over the store. */
+async function timeRolloutPage(url: string, pid: number, rollouts: number, rounds: number): Promise<Figure[]> {
+  const attempt = (k: number) => {
+    const i = (k * 7919) % rollouts;
+    return [`ro-${String(i).padStart(8, '0')}`, `at-${i}-1`] as const;
+  };
+  const requests: [string, (rolloutId: string, attemptId: string) => string][] = [
+    ['calls', attemptCallsSql],
+    ['rewards', attemptRewardsSql],
+  ];
+  const figures: Figure[] = [];
+  for (const [name, sqlOf] of requests) {
+    await query(url, sqlOf(...attempt(rounds)));
+    const times: number[] = [];
+    const cpuBefore = cpuOf(pid).own;
+    for (let k = 0; k < rounds; k++) {
+      const start = performance.now();
+      const rows = await query(url, sqlOf(...attempt(k)));
+      times.push(performance.now() - start);
+      if (rows === 0) throw new Error(`the rollout page's ${name} found no rows for ${attempt(k).join(' ')}`);
+    }
+    const cpuMs = ((cpuOf(pid).own - cpuBefore) * 1000) / rounds;
+    times.sort((a, b) => a - b);
+    figures.push(
+      { name: `dashboard.rollout.${name}.p50`, value: round(percentile(times, 50)), unit: 'ms', target: '' },
+      { name: `dashboard.rollout.${name}.server_cpu`, value: round(cpuMs), unit: 'ms', target: '' },
+    );
+  }
+  return figures;
+}
+
+/** The rows of a query through the query route. */
+async function query(url: string, sql: string): Promise<number> {
+  const answer = await json<{ rows: unknown[] }>(
+    await fetch(`${url}/v1/agl/query`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ sql }),
+    }),
+  );
+  return answer.rows.length;
+}
+
 /** The page's list, then its final rewards; returns how many rollouts it shows. */
 async function loadPage(url: string, filters: RolloutFilters): Promise<number> {
   const page = await json<{ items: { rollout_id: string }[] }>(await fetch(`${url}${rolloutsPath(filters)}`));
   const ids = page.items.map((r) => r.rollout_id);
-  await json(
-    await fetch(`${url}/v1/agl/query`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ sql: rolloutRewardsSql(ids) }),
-    }),
-  );
+  await query(url, rolloutRewardsSql(ids));
   return ids.length;
 }
 

@@ -3,7 +3,7 @@ import { NotFoundError } from '../api/errors.js';
 import { type Feedback, feedbackBody, type FeedbackReceipt } from '../api/feedback.js';
 import type { LightningStore } from '../api/lightning-store.js';
 import { AGL, ATTR } from '../api/semconv.js';
-import { derivedRowsWhere } from '../sql/derived.js';
+import { derivedRowsOf, type SpanKeys, spanKeysCondition } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 import { spanRows } from '../store/span-json.js';
 import type { DuckDBStore } from '../store/store.js';
@@ -89,12 +89,12 @@ const targetOf = (row: Record<string, unknown>): Target => ({
 
 const nowNs = () => BigInt(Date.now()) * 1_000_000n;
 
-/** The last call among the spans that match `condition`, else the last span to end; undefined when none matches. */
-async function lastOf(store: FeedbackStore, condition: string): Promise<Target | undefined> {
+/** The last call among the spans that `keys` select, else the last span to end; undefined when none matches. */
+async function lastOf(store: FeedbackStore, keys: SpanKeys): Promise<Target | undefined> {
   const order = 'ORDER BY end_time DESC NULLS LAST, sequence_id DESC NULLS LAST, span_id DESC LIMIT 1';
-  const [call] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM (${derivedRowsWhere(condition).calls}) ${order}`);
+  const [call] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM (${derivedRowsOf(keys).calls}) ${order}`);
   if (call) return targetOf(call);
-  const [span] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM spans WHERE ${condition} ${order}`);
+  const [span] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM spans WHERE ${spanKeysCondition(keys)} ${order}`);
   return span ? targetOf(span) : undefined;
 }
 
@@ -113,7 +113,7 @@ async function resolveTarget(
     return targetOf(span);
   }
   if (feedback.trace_id !== undefined) {
-    const found = await lastOf(store, `trace_id = '${feedback.trace_id}'`);
+    const found = await lastOf(store, { traceIds: [feedback.trace_id] });
     if (!found) throw new NotFoundError(`no trace ${feedback.trace_id}`);
     return found;
   }
@@ -148,10 +148,7 @@ async function rolloutTarget(
         ? `rollout ${rolloutId} has no attempt`
         : `rollout ${rolloutId} has no attempt ${attemptId}`,
     );
-  const found = await lastOf(
-    store,
-    `rollout_id = ${sqlText(rolloutId)} AND attempt_id = ${sqlText(attempt.attempt_id)}`,
-  );
+  const found = await lastOf(store, { rolloutIds: [rolloutId], attemptIds: [attempt.attempt_id] });
   return (
     found ?? {
       trace_id: createHash('sha256').update(`trace:${feedbackId}`).digest('hex').slice(0, 32),

@@ -15,6 +15,7 @@
  */
 
 import { ATTR } from '../api/semconv.js';
+import { sqlText } from './literals.js';
 
 export const DERIVED_VERSION = '8';
 
@@ -312,6 +313,13 @@ export const CREDITED_CALLS_READY_SQL = 'SELECT ready FROM credited_calls_ready'
 const callRows = (fresh: string) =>
   `SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls UNION ALL SELECT * FROM ${fresh}`;
 
+/** The fresh-row macros: what the store's queries may call besides its tables and views (read-only-sql.ts). */
+export const FRESH_ROW_MACROS = ['fresh_call_rows', 'fresh_reward_rows', 'fresh_agent_spans'] as const;
+const [FRESH_CALLS, FRESH_REWARDS, FRESH_AGENTS] = FRESH_ROW_MACROS;
+
+/** Every span not derived yet, derived now: the fresh-row macros' arguments for any keys. */
+const ANY_KEYS = 'NULL, NULL, NULL';
+
 /**
  * llm_call_rows for a query that reads the rows several times, as llm_calls does five: the CTE
  * `fresh_calls` computes the calls of the spans not derived yet once, not at every read
@@ -322,7 +330,7 @@ const callRows = (fresh: string) =>
  * once is, and a view read back from the file forgets NOT MATERIALIZED): a copy of every stored
  * call, messages and token ids included, for a read of one rollout's six.
  */
-export const FRESH_CALLS_CTE = `fresh_calls AS MATERIALIZED (${callsFrom(UNDERIVED)})`;
+export const FRESH_CALLS_CTE = `fresh_calls AS MATERIALIZED (SELECT * FROM ${FRESH_CALLS}(${ANY_KEYS}))`;
 export const CALL_ROWS = `(${callRows('fresh_calls')})`;
 
 /**
@@ -358,29 +366,81 @@ CREATE OR REPLACE VIEW llm_call_rows AS SELECT * FROM ${STORED_CALL_ROWS};
 CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards;
 CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents;`;
 
+/** The parameters of the fresh-row macros: lists of ids, each NULL for any (SpanKeys). */
+const KEY_PARAMETERS = 'rollout_ids, attempt_ids, trace_ids';
+const KEYS_MATCH = `(rollout_ids IS NULL OR list_contains(rollout_ids, rollout_id))
+  AND (attempt_ids IS NULL OR list_contains(attempt_ids, attempt_id))
+  AND (trace_ids IS NULL OR list_contains(trace_ids, trace_id))`;
+const freshSpans = (where: string) => `(SELECT * FROM underived_spans WHERE ${where} AND ${readable()})`;
+
+/**
+ * The rows of the spans not derived yet that match the keys, derived now: the table macros
+ * `fresh_call_rows`, `fresh_reward_rows` and `fresh_agent_spans` (agents: those of the matching
+ * spans' traces), which the views and derivedRowsOf read. The keys are applied before anything
+ * is derived, so a read of a few rollouts parses their own spans, not every span not derived yet.
+ * The schema derived_only defines the same macros as no rows (STORED_FRESH_MACROS_SQL): a
+ * query that names them is planned without the SQL that derives spans while all are derived.
+ */
+const FRESH_MACROS_SQL = `
+CREATE OR REPLACE MACRO ${FRESH_CALLS}(${KEY_PARAMETERS}) AS TABLE ${callsFrom(freshSpans(KEYS_MATCH))};
+CREATE OR REPLACE MACRO ${FRESH_REWARDS}(${KEY_PARAMETERS}) AS TABLE ${rewardsFrom(freshSpans(KEYS_MATCH))};
+CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE
+  ${agentsFrom(freshSpans(`trace_id IN (SELECT trace_id FROM spans WHERE ${KEYS_MATCH})`))};`;
+
+/** The fresh-row macros of the schema derived_only: the derived tables' shapes, no rows. */
+export const STORED_FRESH_MACROS_SQL = `
+CREATE OR REPLACE MACRO ${FRESH_CALLS}(${KEY_PARAMETERS}) AS TABLE SELECT * FROM ${STORED_CALL_ROWS} WHERE false;
+CREATE OR REPLACE MACRO ${FRESH_REWARDS}(${KEY_PARAMETERS}) AS TABLE SELECT * FROM derived_rewards WHERE false;
+CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE SELECT * FROM derived_agents WHERE false;`;
+
 /**
  * Every derived row: what the deriver stored, and the spans after its watermark derived now.
  * Written over `derived_*` and `underived_spans`, which the span directory's views replace.
  */
-export const DERIVED_VIEWS_SQL = `
-CREATE OR REPLACE VIEW llm_call_rows AS ${callRows(`(${callsFrom(UNDERIVED)})`)};
-CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL (${rewardsFrom(UNDERIVED)});
+export const DERIVED_VIEWS_SQL = `${FRESH_MACROS_SQL}
+CREATE OR REPLACE VIEW llm_call_rows AS ${callRows(`${FRESH_CALLS}(${ANY_KEYS})`)};
+CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL SELECT * FROM ${FRESH_REWARDS}(${ANY_KEYS});
 CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents UNION ALL (${agentsFrom(UNDERIVED)});`;
 
+/** Spans by their ids: each list given restricts them to its ids; none given, every span. */
+export interface SpanKeys {
+  readonly rolloutIds?: readonly string[];
+  readonly attemptIds?: readonly string[];
+  readonly traceIds?: readonly string[];
+}
+
+const KEY_COLUMNS = [
+  ['rolloutIds', 'rollout_id'],
+  ['attemptIds', 'attempt_id'],
+  ['traceIds', 'trace_id'],
+] as const;
+
+/** The SQL condition that `keys` select spans (or derived rows) by. */
+export function spanKeysCondition(keys: SpanKeys): string {
+  const terms = KEY_COLUMNS.flatMap(([key, column]) => {
+    const ids = keys[key];
+    if (ids === undefined) return [];
+    return [ids.length === 0 ? 'false' : `${column} IN (${ids.map(sqlText).join(', ')})`];
+  });
+  return terms.length === 0 ? 'true' : terms.join(' AND ');
+}
+
 /**
- * What `llm_call_rows`, `reward_rows` and `agent_spans` hold for the spans that match `condition`
- * alone (a condition on columns that `spans` and the derived tables share: rollout_id,
- * attempt_id, trace_id, span_id; agents are those of the matching spans' traces). The condition
- * is applied before anything is derived, so a read of a few rollouts parses their own spans
- * not derived yet, not every such span of the store (the dashboard's pages read this way).
+ * What `llm_call_rows`, `reward_rows` and `agent_spans` hold for the spans that `keys` select
+ * alone (agents are those of the selected spans' traces): the dashboard's pages, the judge and
+ * the feedback route read a few rollouts this way. The spans not derived yet come from the
+ * fresh-row macros, so that while every span is derived the query is planned without their SQL.
  */
-export function derivedRowsWhere(condition: string): { calls: string; rewards: string; agents: string } {
-  const fresh = (where: string) => `(SELECT * FROM underived_spans WHERE ${where} AND ${readable()})`;
-  const traces = `trace_id IN (SELECT trace_id FROM spans WHERE ${condition})`;
+export function derivedRowsOf(keys: SpanKeys): { calls: string; rewards: string; agents: string } {
+  const condition = spanKeysCondition(keys);
+  const fresh = KEY_COLUMNS.map(([key]) => {
+    const ids = keys[key];
+    return ids === undefined ? 'NULL' : `[${ids.map(sqlText).join(', ')}]::VARCHAR[]`;
+  }).join(', ');
   return {
-    calls: `SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls WHERE ${condition}
-      UNION ALL SELECT * FROM (${callsFrom(fresh(condition))})`,
-    rewards: `SELECT * FROM derived_rewards WHERE ${condition} UNION ALL (${rewardsFrom(fresh(condition))})`,
-    agents: `SELECT * FROM derived_agents WHERE ${traces} UNION ALL (${agentsFrom(fresh(traces))})`,
+    calls: `SELECT * FROM ${STORED_CALL_ROWS} WHERE ${condition} UNION ALL SELECT * FROM ${FRESH_CALLS}(${fresh})`,
+    rewards: `SELECT * FROM derived_rewards WHERE ${condition} UNION ALL SELECT * FROM ${FRESH_REWARDS}(${fresh})`,
+    agents: `SELECT * FROM derived_agents WHERE trace_id IN (SELECT trace_id FROM spans WHERE ${condition})
+      UNION ALL SELECT * FROM ${FRESH_AGENTS}(${fresh})`,
   };
 }

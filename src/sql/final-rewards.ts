@@ -12,8 +12,7 @@
  * - `trace`: each trace's own, of the spans with no rollout (an app that only exports OTLP, its
  *   rewards given by POST /v1/agl/feedback): the group triplet credit gives such calls too.
  */
-import { derivedRowsWhere } from './derived.js';
-import { sqlText } from './literals.js';
+import { derivedRowsOf } from './derived.js';
 
 export type RewardScope = 'rollout' | 'attempt' | 'trace';
 
@@ -30,10 +29,7 @@ const KEYS: Record<RewardScope, string> = {
  * (300-400 ms a batch, against a few ms).
  */
 export function finalRewardsSql(per: RewardScope, rolloutIds?: readonly string[]): string {
-  const rows =
-    rolloutIds === undefined
-      ? 'rewards'
-      : `(${derivedRowsWhere(`rollout_id IN (${rolloutIds.length ? rolloutIds.map(sqlText).join(', ') : 'NULL'})`).rewards})`;
+  const rows = rolloutIds === undefined ? 'rewards' : `(${derivedRowsOf({ rolloutIds }).rewards})`;
   const keys = KEYS[per];
   return `SELECT ${keys}, arg_max(value, (sequence_id, time, span_id)) AS reward FROM ${rows}
     WHERE is_primary AND value IS NOT NULL AND rollout_id IS ${per === 'trace' ? '' : 'NOT '}NULL GROUP BY ${keys}`;

@@ -24,6 +24,7 @@ import {
   readable,
   STORED_CALL_ROWS,
   STORED_DERIVED_VIEWS_SQL,
+  STORED_FRESH_MACROS_SQL,
   STORED_VIEWS_SQL,
 } from './derived.js';
 
@@ -280,11 +281,12 @@ ${EVALUATION_TASKS_SQL};
 
 /**
  * The schema `derived_only` (DERIVED_ONLY_SCHEMA): llm_calls and rewards over the derived tables
- * alone, which are complete while no span waits for the deriver. Created on the writer's
- * connection: it switches the schema and back.
+ * alone, which are complete while no span waits for the deriver, and the fresh-row macros as no
+ * rows. Created on the writer's connection: it switches the schema and back.
  */
 const DERIVED_ONLY_VIEWS_SQL = `CREATE SCHEMA IF NOT EXISTS ${DERIVED_ONLY_SCHEMA};
 USE ${DERIVED_ONLY_SCHEMA};
+${STORED_FRESH_MACROS_SQL}
 ${STORED_DERIVED_VIEWS_SQL}
 CREATE OR REPLACE VIEW llm_calls AS ${llmCallsOf(STORED_CALL_ROWS)};
 ${REWARDS_VIEW_SQL};

@@ -1,4 +1,5 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
+import { FRESH_ROW_MACROS } from '../sql/derived.js';
 
 /** A query refused before it ran; the message says why, for the person who wrote it. */
 export class QueryRefusedError extends Error {
@@ -8,9 +9,11 @@ export class QueryRefusedError extends Error {
   }
 }
 
-// Table functions that compute or read the catalog; anything else (read_csv, read_parquet,
-// glob, query, ...) could read local files or run other statements.
-const ALLOWED_TABLE_FUNCTIONS = new Set([
+// Table functions that compute or read the catalog, and the store's macros over its own tables;
+// anything else (read_csv, read_parquet, glob, query, ...) could read local files or run other
+// statements.
+const ALLOWED_TABLE_FUNCTIONS = new Set<string>([
+  ...FRESH_ROW_MACROS,
   'range',
   'generate_series',
   'unnest',

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { readFile } from 'node:fs/promises';
 import { spanRows } from '../../src/store/span-json.js';
-import { derivedRowsWhere } from '../../src/sql/derived.js';
+import { derivedRowsOf } from '../../src/sql/derived.js';
 import { compactSpansDir } from '../../src/store/span-files.js';
 import { call, otlpJsonRequest, reward } from '../support/span-fixtures.js';
 import { post, queryRows, runCli, spawnServe, startAgl, tempDir, type InProcessAgl } from '../support/helpers.js';
@@ -191,8 +191,8 @@ test('exports and views through a server, or over the directory, equal those of 
       [1, 2, 3],
       rollout,
     );
-    // The dashboard's reads of one rollout (derivedRowsWhere) too.
-    const rows = derivedRowsWhere(`rollout_id = '${rollout}'`);
+    // The dashboard's reads of one rollout (derivedRowsOf) too.
+    const rows = derivedRowsOf({ rolloutIds: [rollout] });
     const [{ calls, rewards }] = await queryRows(
       server.store,
       `SELECT (SELECT count(*)::INTEGER FROM (${rows.calls})) AS calls, (SELECT count(*)::INTEGER FROM (${rows.rewards})) AS rewards`,

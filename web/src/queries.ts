@@ -7,7 +7,7 @@
  */
 import type { RolloutMode, RolloutStatus } from '../../src/api/types.js';
 import { creditedCallsSql } from '../../src/sql/credited-calls.js';
-import { derivedRowsWhere } from '../../src/sql/derived.js';
+import { derivedRowsOf, type SpanKeys } from '../../src/sql/derived.js';
 import { finalRewardsSql } from '../../src/sql/final-rewards.js';
 import { sqlText } from '../../src/sql/literals.js';
 import { llmCallsOf } from '../../src/sql/views.js';
@@ -44,8 +44,10 @@ export function rolloutsPath(filters: RolloutFilters): string {
 /** The final reward of each of these rollouts, by the rule every algorithm reads them with. */
 export const rolloutRewardsSql = (rolloutIds: readonly string[]): string => finalRewardsSql('rollout', rolloutIds);
 
-const attemptCondition = (rolloutId: string, attemptId: string) =>
-  `rollout_id = ${sqlText(rolloutId)} AND attempt_id = ${sqlText(attemptId)}`;
+const attemptKeys = (rolloutId: string, attemptId: string): SpanKeys => ({
+  rolloutIds: [rolloutId],
+  attemptIds: [attemptId],
+});
 
 /**
  * One attempt's LLM calls, as `llm_calls` gives them, each with the reward TraceToTriplet credits
@@ -53,7 +55,7 @@ const attemptCondition = (rolloutId: string, attemptId: string) =>
  * reward's span. Token ids are counted here and read on demand (`tokenIdsSql`).
  */
 export function attemptCallsSql(rolloutId: string, attemptId: string): string {
-  const rows = derivedRowsWhere(attemptCondition(rolloutId, attemptId));
+  const rows = derivedRowsOf(attemptKeys(rolloutId, attemptId));
   // Each relation is written once and named: inlined, the text grew to 100 KB, and DuckDB took
   // a second to plan it.
   const credited = creditedCallsSql({}, 's.trace_id, s.span_id, s.reward, s.reward_span_id', {
@@ -79,7 +81,7 @@ ORDER BY c.sequence_id NULLS LAST, c.start_time, c.span_id`;
 /** One attempt's rewards (every reward of every reward span), in time order, with who gave each and its text. */
 export function attemptRewardsSql(rolloutId: string, attemptId: string): string {
   return `SELECT span_id, name, value, is_primary, epoch_ns(time) / 1e9 AS time, source, feedback
-FROM (${derivedRowsWhere(attemptCondition(rolloutId, attemptId)).rewards}) ORDER BY time, sequence_id, name`;
+FROM (${derivedRowsOf(attemptKeys(rolloutId, attemptId)).rewards}) ORDER BY time, sequence_id, name`;
 }
 
 /** A call's token ids, read when asked for (they can be thousands of numbers). */

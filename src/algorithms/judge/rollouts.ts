@@ -5,8 +5,7 @@ import { allRows, type QuerySource } from '../../adapters/source.js';
 import type { LightningStore } from '../../api/lightning-store.js';
 import { AGL, ATTR, JUDGE } from '../../api/semconv.js';
 import type { Rollout, Span } from '../../api/types.js';
-import { derivedRowsWhere } from '../../sql/derived.js';
-import { sqlText } from '../../sql/literals.js';
+import { derivedRowsOf } from '../../sql/derived.js';
 import { llmCallsOf } from '../../sql/views.js';
 import type { AlgorithmRun } from '../shared/algorithm-run.js';
 import {
@@ -188,7 +187,7 @@ export class RolloutJudge {
 async function readTranscripts(source: QuerySource, attempts: readonly JudgedAttempt[]): Promise<Map<string, Read>> {
   const reads = new Map<string, Read>();
   if (attempts.length === 0) return reads;
-  const rows = derivedRowsWhere(`attempt_id IN (${attempts.map((a) => sqlText(a.attemptId)).join(', ')})`);
+  const rows = derivedRowsOf({ attemptIds: attempts.map((a) => a.attemptId) });
   const calls = await allRows(
     source,
     `WITH judged_call_rows AS MATERIALIZED (${rows.calls})

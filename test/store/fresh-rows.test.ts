@@ -1,0 +1,116 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { traceToMessages } from '../../src/adapters/messages.js';
+import { traceToTrajectories } from '../../src/adapters/trajectories.js';
+import { derivedRowsOf } from '../../src/sql/derived.js';
+import { finalRewardsSql } from '../../src/sql/final-rewards.js';
+import { spanRows, type SpanInput } from '../../src/store/span-json.js';
+import { attemptCallsSql, attemptRewardsSql } from '../../web/src/queries.js';
+import { call, reward, span } from '../support/span-fixtures.js';
+import { newTempDir, post, queryRows, removeDir, startAgl, type InProcessAgl } from '../support/helpers.js';
+
+// The reads that name the fresh-row macros (the dashboard's rollout page, the feedback route,
+// the judge's transcripts, final rewards, the adapters' batches): the same rows whether the
+// spans are derived now (the file's macros) or were derived before (derived_only's, no rows),
+// and a span written after the derive is read at once.
+
+let dir: string;
+let agl: InProcessAgl;
+const source = { stream: (sql: string) => agl.store.streamQuery(sql, { guard: false }) };
+
+before(async () => {
+  dir = await newTempDir();
+  agl = await startAgl(`${dir}/fresh.duckdb`, { deriveWhenIdleMs: Number.POSITIVE_INFINITY });
+  await write([...rolloutSpans('ro-a', 1, 0), ...rolloutSpans('ro-b', 2, 100)]);
+});
+after(async () => {
+  await agl.close();
+  await removeDir(dir);
+});
+
+const write = (spans: SpanInput[]) => agl.store.writeSpans(spanRows(...spans), 0);
+
+/** An agent span, two calls in it and a reward after them, in trace `trace`. */
+function rolloutSpans(rolloutId: string, trace: number, at: number): SpanInput[] {
+  const agent = span({
+    name: 'agent',
+    start: at,
+    end: at + 10,
+    trace,
+    rollout_id: rolloutId,
+    attributes: { 'agent.name': 'solver' },
+  });
+  const inAgent = { trace, rollout_id: rolloutId, parent_id: agent.span_id };
+  return [
+    agent,
+    call(`${rolloutId} first`, 'one', at + 1, inAgent),
+    call(`${rolloutId} second`, 'two', at + 3, { ...inAgent, promptIds: [1, 2, 3, 4] }),
+    reward(0.5, at + 5, inAgent),
+  ];
+}
+
+const fastPath = async () =>
+  (await queryRows(agl.store, "SELECT current_setting('search_path') AS path"))[0].path === 'derived_only,main';
+
+/** The last call of trace 2, as the feedback route finds it (each request stores a reward span). */
+async function feedbackTarget(): Promise<unknown> {
+  const answer = await post(
+    `${agl.url}/v1/agl/feedback`,
+    JSON.stringify({ trace_id: '2'.padStart(32, '0'), name: 'thumbs', value: 1 }),
+    { 'content-type': 'application/json' },
+  );
+  assert.equal(answer.status, 201, String(answer.body));
+  return (JSON.parse(String(answer.body)) as { target_span_id: unknown }).target_span_id;
+}
+
+/** Every caller's rows of rollout ro-a (the feedback route's: of trace 2). */
+async function reads(): Promise<Record<string, unknown>> {
+  const rows = derivedRowsOf({ attemptIds: ['at-1'], rolloutIds: ['ro-a'] });
+  const all: unknown[] = [];
+  for await (const record of traceToMessages(source, { where: "rollout_id = 'ro-a'" })) all.push(record);
+  return {
+    rolloutCalls: await queryRows(agl.store, attemptCallsSql('ro-a', 'at-1')),
+    rolloutRewards: await queryRows(agl.store, attemptRewardsSql('ro-a', 'at-1')),
+    finalRewards: await queryRows(agl.store, `${finalRewardsSql('attempt', ['ro-a'])} ORDER BY rollout_id`),
+    callRows: await queryRows(agl.store, `SELECT * FROM (${rows.calls}) ORDER BY span_id`),
+    rewardRows: await queryRows(agl.store, `SELECT * FROM (${rows.rewards}) ORDER BY span_id, name`),
+    agentRows: await queryRows(agl.store, `SELECT * FROM (${rows.agents}) ORDER BY span_id`),
+    messages: all,
+    trajectories: await traceToTrajectories(source, {
+      otherAgents: 'mask',
+      agentMatch: 'solver',
+      credit: 'final',
+      attempts: [{ rolloutId: 'ro-a', attemptId: 'at-1' }],
+    }),
+    feedbackTarget: await feedbackTarget(),
+  };
+}
+
+test('the reads of a few rollouts give the same rows derived now and derived before; a span after the derive is read at once', async () => {
+  assert.equal(await fastPath(), false, 'nothing is derived yet');
+  const derivedNow = await reads();
+  assert.equal((derivedNow.rolloutCalls as unknown[]).length, 2);
+  assert.equal((derivedNow.messages as unknown[]).length, 2);
+  assert.equal((derivedNow.trajectories as { rows: unknown[] }).rows.length, 2);
+  assert.equal((derivedNow.agentRows as unknown[]).length, 1);
+  await agl.store.deriveAll();
+  assert.equal(await fastPath(), true);
+  assert.deepEqual(await reads(), derivedNow);
+
+  // A third call in ro-a and one in trace 2, after the derive: read at once, then derived, the same.
+  await agl.store.deriveAll();
+  await write([
+    call('ro-a third', 'three', 8, { trace: 1, rollout_id: 'ro-a' }),
+    call('ro-b third', 'three', 108, { trace: 2, rollout_id: 'ro-b' }),
+  ]);
+  assert.equal(await fastPath(), false);
+  const late = await reads();
+  assert.deepEqual(
+    (late.rolloutCalls as { input_messages: unknown }[]).map((row) => row.input_messages),
+    ['first', 'second', 'third'].map((step) => [{ role: 'user', content: `ro-a ${step}` }]),
+  );
+  assert.notEqual(late.feedbackTarget, derivedNow.feedbackTarget, 'the late call of trace 2 is the last');
+  await agl.store.deriveAll();
+  assert.equal(await fastPath(), true);
+  assert.deepEqual(await reads(), late);
+});
