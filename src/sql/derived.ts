@@ -387,6 +387,15 @@ CREATE OR REPLACE MACRO ${FRESH_REWARDS}(${KEY_PARAMETERS}) AS TABLE ${rewardsFr
 CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE
   ${agentsFrom(freshSpans(`trace_id IN (SELECT trace_id FROM spans WHERE ${KEYS_MATCH})`))};`;
 
+/**
+ * The fresh-row macros as temporary ones, for a file an older agl wrote, opened read-only: its
+ * schema lacks them, and a read-only open cannot add them to the file.
+ */
+export const TEMPORARY_FRESH_MACROS_SQL = FRESH_MACROS_SQL.replaceAll(
+  'CREATE OR REPLACE MACRO',
+  'CREATE OR REPLACE TEMP MACRO',
+);
+
 /** The fresh-row macros of the schema derived_only: the derived tables' shapes, no rows. */
 export const STORED_FRESH_MACROS_SQL = `
 CREATE OR REPLACE MACRO ${FRESH_CALLS}(${KEY_PARAMETERS}) AS TABLE SELECT * FROM ${STORED_CALL_ROWS} WHERE false;

@@ -9,7 +9,7 @@ import {
   type StoreOptions,
 } from './options.js';
 import type { ExportFormat, QueryResult } from '../api/query.js';
-import { exportQuery, runQuery, streamQuery } from './query.js';
+import { exportQuery, runQuery, streamQuery, type ReadSettings } from './query.js';
 import { WriteBudget } from './write-budget.js';
 import { GroupCommitWriter, writeError, type TableRows } from './writer.js';
 
@@ -32,10 +32,13 @@ export class DuckDBFile {
   private invalidated = false;
   private reopening: Promise<void> | null = null;
   private closing = false;
-  /** Set with a span directory: reads resolve names in its schema first (fleet-views.ts). */
-  searchPath: string | undefined;
-  /** The file has the derived-only views (src/sql/derived.ts, DERIVED_ONLY_SCHEMA), which reads use while every span is derived. */
-  derivedOnly = false;
+  /**
+   * How reads are set up: with a span directory, names resolve in its schema first
+   * (fleet-views.ts); `derivedOnly`, the file has the derived-only views (src/sql/derived.ts,
+   * DERIVED_ONLY_SCHEMA), which reads use while every span is derived; `setup`, for a file an
+   * older agl wrote, opened read-only: what it lacks, as temporary macros.
+   */
+  reads: ReadSettings = {};
   /** Settles the work on other connections of the instance (the deriver's) before it is replaced. */
   beforeReopen: () => Promise<void> = () => Promise.resolve();
 
@@ -176,8 +179,7 @@ export class DuckDBFile {
         timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
         maxRows: this.options.maxQueryRows ?? 100_000,
         guard,
-        searchPath: this.searchPath,
-        derivedOnly: this.derivedOnly,
+        ...this.reads,
       }),
     );
   }
@@ -188,8 +190,7 @@ export class DuckDBFile {
     try {
       yield* streamQuery(this.instance, sql, {
         guard,
-        searchPath: this.searchPath,
-        derivedOnly: this.derivedOnly,
+        ...this.reads,
         typedLists,
       });
     } finally {
@@ -208,8 +209,7 @@ export class DuckDBFile {
       exportQuery(this.instance, sql, path, format, {
         timeoutMs: this.options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
         guard: options.guard,
-        searchPath: this.searchPath,
-        derivedOnly: this.derivedOnly,
+        ...this.reads,
         onProgress: options.onProgress,
       }),
     );

@@ -18,12 +18,18 @@ interface QueryOptions {
   readonly searchPath?: string;
   /** The file has the schema DERIVED_ONLY_SCHEMA, read first while no span waits for the deriver (no searchPath). */
   readonly derivedOnly?: boolean;
+  /** SQL each read's connection runs first: a file of an older agl gets temporary macros it lacks. */
+  readonly setup?: string;
 }
 
+/** What a read's connection is set up with (DuckDBFile's read settings). */
+export type ReadSettings = Pick<QueryOptions, 'searchPath' | 'derivedOnly' | 'setup'>;
+
 /** A fresh connection for one read, looking names up in `searchPath` when given. */
-async function readConnection(instance: DuckDBInstance, searchPath: string | undefined): Promise<DuckDBConnection> {
+async function readConnection(instance: DuckDBInstance, settings: ReadSettings): Promise<DuckDBConnection> {
   const connection = await instance.connect();
-  if (searchPath !== undefined) await connection.run(`SET search_path = ${sqlText(searchPath)}`);
+  if (settings.setup !== undefined) await connection.run(settings.setup);
+  if (settings.searchPath !== undefined) await connection.run(`SET search_path = ${sqlText(settings.searchPath)}`);
   return connection;
 }
 
@@ -85,9 +91,9 @@ export async function runQuery(instance: DuckDBInstance, sql: string, options: Q
 export async function* streamQuery(
   instance: DuckDBInstance,
   sql: string,
-  options: Pick<QueryOptions, 'guard' | 'searchPath' | 'derivedOnly'> & { readonly typedLists?: boolean },
+  options: Pick<QueryOptions, 'guard'> & ReadSettings & { readonly typedLists?: boolean },
 ): AsyncGenerator<Record<string, unknown>[]> {
-  const connection = await readConnection(instance, options.searchPath);
+  const connection = await readConnection(instance, options);
   try {
     if (options.guard) await assertReadOnlyQuery(connection, sql);
     await beginRead(connection, options);
@@ -159,7 +165,7 @@ async function withReadOnlyConnection<T>(
     await Promise.race([Promise.all(overrunning), new Promise((resolve) => setTimeout(resolve, 1000))]);
     if (overrunning.size > 0) throw new QueryBusyError();
   }
-  const connection = await readConnection(instance, options.searchPath);
+  const connection = await readConnection(instance, options);
   const running = (async () => {
     if (options.guard) await assertReadOnlyQuery(connection, sql);
     await beginRead(connection, options);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { BatchSink } from '../otlp/batch.js';
 import type { ColumnarRows } from '../otlp/columns.js';
-import { DERIVED_ONLY_SCHEMA } from '../sql/derived.js';
+import { DERIVED_ONLY_SCHEMA, FRESH_ROW_MACROS, TEMPORARY_FRESH_MACROS_SQL } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 import { DuckDBFile } from './duckdb-file.js';
 import { FLEET_SEARCH_PATH, fleetViewsSql } from './fleet-views.js';
@@ -64,12 +64,18 @@ export class DuckDBStore implements BatchSink {
       if (options.readOnly) {
         // A file served with a span directory reads every server's spans, as its server does.
         const schemas = await file.connection.runAndReadAll(
-          `SELECT bool_or(schema_name = 'fleet'), bool_or(schema_name = '${DERIVED_ONLY_SCHEMA}') FROM duckdb_schemas()`,
+          `SELECT bool_or(schema_name = 'fleet'), bool_or(schema_name = '${DERIVED_ONLY_SCHEMA}'),
+            (SELECT count(*) > 0 FROM duckdb_functions() WHERE schema_name = 'main' AND function_name = '${FRESH_ROW_MACROS[0]}')
+          FROM duckdb_schemas()`,
         );
-        const [fleet, derivedOnly] = schemas.getRows()[0];
-        // A file of an older agl has no derived-only views.
-        if (fleet === true) file.searchPath = FLEET_SEARCH_PATH;
-        else file.derivedOnly = derivedOnly === true;
+        const [fleet, derivedOnly, freshMacros] = schemas.getRows()[0];
+        // A file of an older agl has no derived-only views, and may lack the fresh-row macros.
+        if (fleet === true) file.reads = { searchPath: FLEET_SEARCH_PATH };
+        else
+          file.reads = {
+            derivedOnly: derivedOnly === true,
+            setup: freshMacros ? undefined : TEMPORARY_FRESH_MACROS_SQL,
+          };
         state = fileStateHome(file, lightningFile, sequences);
         ingest = new SpanIngest(file, state, sequences, 'spans', maintenance);
         return new DuckDBStore(file, state, ingest, maintenance);
@@ -77,7 +83,7 @@ export class DuckDBStore implements BatchSink {
       await migrate(file.connection);
       const serverId = options.spansDir === undefined ? '' : await openSpansDir(file, maintenance, options);
       // A span directory's views are the fleet's, not the derived-only ones over this file's tables.
-      file.derivedOnly = serverId === '';
+      file.reads = { ...file.reads, derivedOnly: serverId === '' };
       // This server's spans: with a span directory, the moved ones too.
       const ownSpans = serverId === '' ? 'spans' : `fleet.spans WHERE server = ${sqlText(serverId)}`;
       state = await openStateHome(file, lightningFile, sequences, options);
@@ -218,7 +224,7 @@ async function openSpansDir(file: DuckDBFile, maintenance: Maintenance, options:
   } finally {
     connection.closeSync();
   }
-  file.searchPath = FLEET_SEARCH_PATH;
+  file.reads = { ...file.reads, searchPath: FLEET_SEARCH_PATH };
   return serverId;
 }
 

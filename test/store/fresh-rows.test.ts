@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { traceToMessages } from '../../src/adapters/messages.js';
 import { traceToTrajectories } from '../../src/adapters/trajectories.js';
-import { derivedRowsOf } from '../../src/sql/derived.js';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { derivedRowsOf, FRESH_ROW_MACROS } from '../../src/sql/derived.js';
+import { DuckDBStore } from '../../src/store/store.js';
 import { finalRewardsSql } from '../../src/sql/final-rewards.js';
 import { spanRows, type SpanInput } from '../../src/store/span-json.js';
 import { attemptCallsSql, attemptRewardsSql } from '../../web/src/queries.js';
@@ -113,4 +115,32 @@ test('the reads of a few rollouts give the same rows derived now and derived bef
   await agl.store.deriveAll();
   assert.equal(await fastPath(), true);
   assert.deepEqual(await reads(), late);
+});
+
+test('a file an older agl wrote, opened read-only: the reads that name the fresh-row macros still work', async () => {
+  const path = `${dir}/older.duckdb`;
+  const older = await DuckDBStore.open({ path, deriveWhenIdleMs: Number.POSITIVE_INFINITY });
+  await older.writeSpans(spanRows(...rolloutSpans('ro-old', 3, 0)), 0);
+  await older.close();
+  // What an agl before the macros left: no fresh-row macros, views that do not name them.
+  const instance = await DuckDBInstance.create(path);
+  const connection = await instance.connect();
+  for (const view of ['llm_calls', 'rewards', 'llm_call_rows', 'reward_rows', 'agent_spans'])
+    await connection.run(`CREATE OR REPLACE VIEW ${view} AS SELECT 1 AS x`);
+  for (const macro of FRESH_ROW_MACROS) await connection.run(`DROP MACRO TABLE ${macro}`);
+  await connection.run('DROP SCHEMA derived_only CASCADE');
+  connection.closeSync();
+  instance.closeSync();
+  const readOnly = await DuckDBStore.open({ path, readOnly: true });
+  try {
+    const rewards = await queryRows(
+      readOnly,
+      `SELECT value FROM (${derivedRowsOf({ rolloutIds: ['ro-old'] }).rewards})`,
+    );
+    assert.deepEqual(rewards, [{ value: 0.5 }]);
+    const calls = await queryRows(readOnly, `SELECT * FROM ${FRESH_ROW_MACROS[0]}(NULL, NULL, NULL)`);
+    assert.equal(calls.length, 2);
+  } finally {
+    await readOnly.close();
+  }
 });
