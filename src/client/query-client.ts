@@ -27,6 +27,8 @@ export interface QueryClientOptions {
   readonly timeoutSeconds?: number;
   /** Delays between retries of a query the server never answered (default 1, 2, 5 s). */
   readonly retryDelaysSeconds?: readonly number[];
+  /** Retry a refused connection too (default true; ONE_SHOT_RETRY in store-request.ts says false). */
+  readonly retryRefused?: boolean;
 }
 
 /** Rows handed on together when a query's rows are streamed. */
@@ -108,6 +110,7 @@ export class QueryClient implements QueryTarget {
       path: '/query',
       retry: true,
       delaysSeconds: this.options.retryDelaysSeconds ?? RETRY_DELAYS_SECONDS,
+      retryRefused: this.options.retryRefused,
     };
   }
 

@@ -33,6 +33,8 @@ export interface StoreClientOptions {
   readonly timeoutSeconds?: number;
   /** Delays between retries of a request the server never answered (default 1, 2, 5 s). */
   readonly retryDelaysSeconds?: readonly number[];
+  /** Retry a refused connection too (default true; ONE_SHOT_RETRY in store-request.ts says false). */
+  readonly retryRefused?: boolean;
 }
 
 interface RequestOptions {
@@ -229,6 +231,7 @@ export class StoreClient implements LightningStore {
       path,
       retry,
       delaysSeconds: this.options.retryDelaysSeconds ?? RETRY_DELAYS_SECONDS,
+      retryRefused: this.options.retryRefused,
       send: () =>
         httpRequest(
           `${this.base}${path}`,

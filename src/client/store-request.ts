@@ -48,6 +48,8 @@ export interface StoreCall<A extends AnswerHead> {
   readonly retry: boolean | 'unsent';
   /** Delays between retries (seconds); a 503 or 429 waits its Retry-After instead. */
   readonly delaysSeconds: readonly number[];
+  /** A refused connection is retried too (default): false for a caller that must hear at once that nothing listens. */
+  readonly retryRefused?: boolean;
   /** Sends the request once; rejects when no answer came. */
   send(): Promise<A>;
   /** The body of an error answer, as text. */
@@ -56,6 +58,14 @@ export interface StoreCall<A extends AnswerHead> {
 
 /** Delays between retries unless a client is given its own. */
 export const RETRY_DELAYS_SECONDS: readonly number[] = [1, 2, 5];
+
+/**
+ * The retry policy of the command line's one-shot commands (`agl query --url`, `agl export
+ * --url`): a server that answers 503 is waited for as by any client, but one that is not there
+ * (connection refused) is said at once. Retrying a refusal is for runners and algorithms that
+ * outlive a restart; a person at a prompt waited 8 s for the same line.
+ */
+export const ONE_SHOT_RETRY = { retryDelaysSeconds: RETRY_DELAYS_SECONDS, retryRefused: false } as const;
 
 /** Answers that say the store (or the way to it) is away for now, not that the call is wrong. */
 const UNAVAILABLE_STATUSES = new Set([502, 503, 504]);
@@ -77,7 +87,7 @@ export async function storeRequest<A extends AnswerHead>(call: StoreCall<A>): Pr
       // An answer lost after the server acted would create the thing twice: a call that creates
       // something is retried only when it never reached the server.
       const unsent = (error as NodeJS.ErrnoException).code === 'ECONNREFUSED';
-      if (attempt >= delays.length || (call.retry === 'unsent' && !unsent)) {
+      if (attempt >= delays.length || (call.retry === 'unsent' && !unsent) || (unsent && call.retryRefused === false)) {
         throw new StoreUnreachableError(
           `agl store at ${call.base} did not answer ${call.method} ${call.path}: ${(error as Error).message}`,
           undefined,

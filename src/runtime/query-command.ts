@@ -5,7 +5,7 @@ import { extname, join, resolve } from 'node:path';
 import { InvalidQueryError, NotFoundError } from '../api/errors.js';
 import type { ExportFormat } from '../api/query.js';
 import type { QueryTarget } from '../client/query-client.js';
-import { StoreAnswerError, StoreUnreachableError } from '../client/store-request.js';
+import { ONE_SHOT_RETRY, StoreAnswerError, StoreUnreachableError } from '../client/store-request.js';
 import { hasSpanFiles } from '../store/span-files.js';
 import { DuckDBStore } from '../store/store.js';
 import { ArgumentError, choiceArg, parseCommandArgs, UsageError } from './args.js';
@@ -144,7 +144,7 @@ async function spansDirTarget(dir: string): Promise<QueryTarget> {
  */
 async function httpTarget(url: string, token: string | undefined): Promise<QueryTarget> {
   const { QueryClient } = await import('../client/query-client.js');
-  const client = new QueryClient(url, { token });
+  const client = new QueryClient(url, { token, ...ONE_SHOT_RETRY });
   const said = (error: unknown) => usageErrorOf(error, url);
   return {
     query: (sql) => client.query(sql).catch((error: unknown) => Promise.reject(said(error))),

@@ -117,3 +117,20 @@ test('--debug and AGL_DEBUG=1 add the stack trace after the line', async (t) => 
     assert.equal(result.code, 1);
   }
 });
+
+// The retrying client would pause 1 + 2 + 5 s before its line; the one-shot commands say at once
+// that nothing listens. The test's timeout, well below those 8 s, is what holds them to it.
+test('agl query --url and agl export --url to a closed port fail at once, naming the URL', {
+  timeout: 6000,
+}, async (t) => {
+  const dir = await tempDir(t);
+  const closed = `http://127.0.0.1:${await freePort()}`;
+  const [query, exported] = await Promise.all([
+    runCli(['query', 'SELECT 1', '--url', closed]),
+    runCli(['export', 'triplets', '--out', join(dir, 'x.jsonl'), '--url', closed]),
+  ]);
+  for (const result of [query, exported]) {
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr.trim(), new RegExp(`^agl: cannot reach the agl server at ${closed}: .*ECONNREFUSED`));
+  }
+});
