@@ -49,11 +49,35 @@ export interface RunnerOptions<T> {
    * `abandon` aborts their signals and reports them failed at once, so that the store retries them.
    */
   readonly onStop?: 'finish' | 'abandon';
+  /**
+   * How long the store may stay away (unreachable, or answering 502/503/504) before the run
+   * ends with StoreDowntimeError, counted from the first failed call (default: no limit).
+   */
+  readonly maxStoreDowntimeSeconds?: number;
 }
 
 const FLUSH_MS = 5_000;
 /** Waits between tries while the store is away: doubling from 0.5 s up to 10 s. */
 const BACKOFF_MS = [500, 1000, 2000, 5000, 10_000];
+
+/** The store stayed away longer than the runner's maxStoreDowntimeSeconds: the run ends with this. */
+export class StoreDowntimeError extends Error {
+  /** The message of the last failed call. */
+  readonly lastFailure: string;
+
+  constructor(
+    readonly seconds: number,
+    readonly retries: number,
+    last: unknown,
+  ) {
+    const lastFailure = (last as Error)?.message ?? String(last);
+    super(
+      `the store has been away for ${seconds.toFixed(1)} s (${retries} ${retries === 1 ? 'retry' : 'retries'}), longer than maxStoreDowntimeSeconds allows; the last failure: ${lastFailure}`,
+    );
+    this.name = 'StoreDowntimeError';
+    this.lastFailure = lastFailure;
+  }
+}
 
 class AttemptTimeoutError extends Error {
   constructor(seconds: number) {
@@ -100,13 +124,17 @@ export class Runner<T = unknown> {
       throw new TypeError(`maxRollouts must be a whole number, not ${options.maxRollouts}`);
     if (options.onStop !== undefined && options.onStop !== 'finish' && options.onStop !== 'abandon')
       throw new TypeError(`onStop must be finish or abandon, not "${options.onStop}"`);
+    const downtime = options.maxStoreDowntimeSeconds;
+    if (downtime !== undefined && !(typeof downtime === 'number' && downtime > 0))
+      throw new TypeError(`maxStoreDowntimeSeconds must be a number of seconds above 0, not ${downtime}`);
     this.workerId = options.workerId ?? `runner-${process.pid}-${randomBytes(3).toString('hex')}`;
   }
 
   /**
    * Runs rollouts until `maxRollouts` were started and finished, or `signal` aborts (in-flight
    * rollouts finish first). Rejects when the store fails in a way retrying will not fix (a 500
-   * to a dequeue), once the other slots stopped as for an abort.
+   * to a dequeue), or when the store stayed away past maxStoreDowntimeSeconds (StoreDowntimeError),
+   * once the other slots stopped as for an abort.
    */
   async run(signal?: AbortSignal): Promise<{ rollouts: number }> {
     const heartbeat = setInterval(
@@ -147,8 +175,10 @@ export class Runner<T = unknown> {
     return { rollout, spans };
   }
 
-  /** Consecutive failed store calls (0 while the store answers). */
+  /** Failed store calls since the store last answered (0 while it answers): the retries of the outage. */
   private failures = 0;
+  /** When the first of those failed (ms). */
+  private awaySince = 0;
   /** A heartbeat failed for a reason other than the store being away (said once). */
   private heartbeatErrorShown = false;
 
@@ -164,12 +194,23 @@ export class Runner<T = unknown> {
     );
   }
 
+  /**
+   * A store call failed for now: one line at the first failure of an outage (not one per retry),
+   * then a pause that doubles up to 10 s, cut short to try once more when maxStoreDowntimeSeconds
+   * runs out; past it, StoreDowntimeError.
+   */
   private async storeIsAway(error: unknown, signal?: AbortSignal): Promise<void> {
-    if (this.failures === 0)
+    const now = Date.now();
+    if (this.failures === 0) {
+      this.awaySince = now;
       console.error(
         `agl: runner ${this.workerId}: the store is away (${(error as Error).message}); retrying with backoff`,
       );
-    const delay = BACKOFF_MS[Math.min(this.failures, BACKOFF_MS.length - 1)];
+    }
+    const limit = this.options.maxStoreDowntimeSeconds;
+    const left = limit === undefined ? Infinity : this.awaySince + limit * 1000 - now;
+    if (left <= 0) throw new StoreDowntimeError((now - this.awaySince) / 1000, this.failures, error);
+    const delay = Math.min(left, BACKOFF_MS[Math.min(this.failures, BACKOFF_MS.length - 1)]);
     this.failures++;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, delay);
@@ -184,8 +225,13 @@ export class Runner<T = unknown> {
     });
   }
 
+  /** The store answered: the outage's second line, with its retries and length. */
   private storeIsBack(): void {
-    if (this.failures > 0) console.error(`agl: runner ${this.workerId}: the store answers again`);
+    if (this.failures === 0) return;
+    const seconds = (Date.now() - this.awaySince) / 1000;
+    console.error(
+      `agl: runner ${this.workerId}: the store answers again after ${seconds.toFixed(1)} s and ${this.failures} ${this.failures === 1 ? 'retry' : 'retries'}`,
+    );
     this.failures = 0;
   }
 
@@ -383,6 +429,7 @@ export class Runner<T = unknown> {
         Date.now() + patience,
       );
     } catch (error) {
+      if (error instanceof StoreDowntimeError) throw error;
       console.error(
         `agl: runner ${this.workerId}: could not report attempt ${attemptId} of ${rolloutId}: ${(error as Error).message}`,
       );

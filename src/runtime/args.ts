@@ -158,6 +158,20 @@ export function secondsArg(name: string, value: string | undefined): number | un
   return n;
 }
 
+const DURATION_UNITS: Record<string, number> = { '': 1, s: 1, m: 60, h: 3600 };
+
+/** A duration above 0 in seconds: `90`, `90s`, `1.5m`, `2h`; undefined when not given. */
+export function durationArg(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const match = /^(\d+(?:\.\d+)?)\s*(s|m|h)?$/i.exec(value.trim());
+  const seconds = match ? Number(match[1]) * DURATION_UNITS[(match[2] ?? '').toLowerCase()] : Number.NaN;
+  if (!(seconds > 0))
+    throw new UsageError(
+      `${name} must be a duration above 0 such as 90s, 5m or 2h (a bare number is seconds), not "${value}"`,
+    );
+  return seconds;
+}
+
 /** An http(s) URL; undefined when not given. */
 export function urlArg(name: string, value: string | undefined): string | undefined {
   if (value === undefined) return undefined;

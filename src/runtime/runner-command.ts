@@ -4,18 +4,30 @@ import { startTelemetry } from '../instrumentation/telemetry.js';
 import type { Agent } from '../runner/agent.js';
 import { execAgent } from '../runner/exec-agent.js';
 import { AgentModuleError, loadAgent } from '../runner/load-agent.js';
-import { Runner } from '../runner/runner.js';
-import { ArgumentError, choiceArg, countArg, parseCommandArgs, UsageError, urlArg } from './args.js';
+import { Runner, StoreDowntimeError } from '../runner/runner.js';
+import {
+  ArgumentError,
+  choiceArg,
+  CommandError,
+  countArg,
+  durationArg,
+  parseCommandArgs,
+  UsageError,
+  urlArg,
+} from './args.js';
 
 export const RUNNER_USAGE = `agl runner <agent-module> | --exec "<command>" [--store http://127.0.0.1:4318] [--token T]
           [--concurrency 1] [--workers 1] [--max-rollouts N] [--worker-id ID] [--on-stop finish|abandon]
+          [--max-store-downtime DURATION]
   Takes rollouts from the store and runs the agent on each, recording its LLM calls and spans
   (as agl/register does). <agent-module> exports an agent made with rollout() (default export
   or "agent"). --exec runs a command per rollout, any language: AGL_TASK (JSON), AGL_ROLLOUT_ID,
   AGL_ATTEMPT_ID, AGL_ENDPOINT and OPENAI_BASE_URL (the gateway route) are in its environment;
   exit code 0 is success, a last stdout line "agl-reward: <number>" its reward. --workers P starts
-  P runner processes (each --concurrency at once). While the store is away, runners retry with
-  backoff. Ctrl-C lets the running rollouts finish (--on-stop abandon: reports them failed at
+  P runner processes (each --concurrency at once). While the store is away (unreachable, or
+  answering 503), runners retry with backoff up to 10 s, saying so once when it goes and once
+  when it is back; --max-store-downtime (90s, 5m, 2h) ends them, exit 1, after that long
+  (default: no limit). Ctrl-C lets the running rollouts finish (--on-stop abandon: reports them failed at
   once, for the store to retry); a second one exits at once.`;
 
 /** The agent of a module named on the command line: a module with none is a usage error. */
@@ -37,6 +49,7 @@ export async function runner(args: string[]): Promise<void> {
     'worker-id': { type: 'string' },
     workers: { type: 'string' },
     'on-stop': { type: 'string' },
+    'max-store-downtime': { type: 'string' },
   });
   if ((values.exec === undefined) === (positionals.length !== 1))
     throw new ArgumentError('give an agent module or --exec "<command>", one of them');
@@ -44,6 +57,7 @@ export async function runner(args: string[]): Promise<void> {
   const concurrency = countArg('--concurrency', values.concurrency) ?? 1;
   if (concurrency < 1) throw new UsageError('--concurrency must be at least 1');
   const maxRollouts = countArg('--max-rollouts', values['max-rollouts']);
+  const maxStoreDowntimeSeconds = durationArg('--max-store-downtime', values['max-store-downtime']);
   const token = values.token ?? (process.env.AGL_TOKEN || undefined);
   const workers = countArg('--workers', values.workers) ?? 1;
   if (workers < 1) throw new UsageError('--workers must be at least 1');
@@ -71,6 +85,7 @@ export async function runner(args: string[]): Promise<void> {
     gatewayToken: token,
     workerId: values['worker-id'],
     onStop,
+    maxStoreDowntimeSeconds,
   });
 
   const stop = new AbortController();
@@ -87,7 +102,13 @@ export async function runner(args: string[]): Promise<void> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   console.log(`agl: runner ${work.workerId} taking rollouts from ${storeUrl}, ${concurrency} at once`);
-  const { rollouts } = await work.run(stop.signal);
+  const { rollouts } = await work.run(stop.signal).catch((error: unknown) => {
+    if (!(error instanceof StoreDowntimeError)) throw error;
+    const retries = `${error.retries} ${error.retries === 1 ? 'retry' : 'retries'}`;
+    throw new CommandError(
+      `runner ${work.workerId}: the store at ${storeUrl} has been away for ${error.seconds.toFixed(1)} s (${retries}), past --max-store-downtime ${values['max-store-downtime']}; the last failure: ${error.lastFailure}`,
+    );
+  });
   console.log(`agl: runner ${work.workerId} ran ${rollouts} rollout(s)`);
 }
 

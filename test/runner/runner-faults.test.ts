@@ -124,7 +124,8 @@ test('the server killed and restarted while runners work: they reconnect and eve
   );
   server.child.kill('SIGKILL');
   await server.exited;
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+  // Back once the runner has seen it gone (a dequeue refused: the client does not retry those).
+  await until(async () => assert.match(runner.output(), /the store is away/), 20_000);
   server = await spawnServe(['--db', db, '--port', port, '--quiet']);
   servers.add(server.child);
   const done = await finished(store, queued, 60);
@@ -136,8 +137,34 @@ test('the server killed and restarted while runners work: they reconnect and eve
   assert.equal(runner.child.exitCode, null, 'the runner lives on');
   runner.child.kill('SIGINT');
   assert.equal(await runner.exited, 0, runner.output());
+  // One line when the store went, one when it came back with the retries between: not one per retry.
+  const away = runner.output().match(/the store is away/g) ?? [];
+  const back = [...runner.output().matchAll(/the store answers again after \d+\.\d s and (\d+) retr(y|ies)/g)];
+  assert.equal(away.length, 1, runner.output());
+  assert.equal(back.length, 1, runner.output());
+  assert.ok(Number(back[0][1]) >= 1, runner.output());
   server.child.kill('SIGTERM');
   await server.exited;
+});
+
+test('--max-store-downtime: a runner whose store stays away ends with an error naming it, exit 1', async () => {
+  const closed = await new Promise<number>((resolve) => {
+    const probe = createServer();
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+  const url = `http://127.0.0.1:${closed}`;
+  const runner = startRunner(url, ['--max-store-downtime', '2s']);
+  assert.equal(await runner.exited, 1, runner.output());
+  assert.match(
+    runner.output(),
+    new RegExp(
+      `agl: runner \\S+: the store at ${url} has been away for \\d+\\.\\d s \\(\\d+ retr(y|ies)\\), past --max-store-downtime 2s; the last failure: .*ECONNREFUSED`,
+    ),
+  );
+  assert.equal(runner.output().match(/the store is away/g)?.length, 1, runner.output());
 });
 
 test('--workers 2: two runner processes share the queue; Ctrl-C stops both', async () => {

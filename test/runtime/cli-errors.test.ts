@@ -38,6 +38,11 @@ function cases(dir: string, closedPort: number): Case[] {
     { args: ['export', 'messages', '--out', 'x.txt'], code: 2, says: /^agl: --out must end in \.jsonl/ },
     { args: ['export', 'messages', '--out', join(dir, 'x.jsonl'), '--url', closed], code: 2, says: /cannot reach/ },
     { args: ['runner'], code: 2, says: /^agl: give an agent module or --exec "<command>", one of them/ },
+    {
+      args: ['runner', '--exec', 'true', '--max-store-downtime', 'soon'],
+      code: 2,
+      says: /^agl: --max-store-downtime must be a duration above 0 such as 90s, 5m or 2h .*not "soon"$/,
+    },
     { args: ['runner', '--agent', 'a.mjs'], code: 2, says: /^agl: unknown option --agent \(agl runner --help/ },
     { args: ['runner', join(dir, 'missing.mjs')], code: 1, says: /^agl: cannot find the module .*missing\.mjs$/ },
     { args: ['train'], code: 2, says: /^agl: name the algorithm: agl train apo\|gepa\|sft\|grpo/ },
