@@ -86,7 +86,7 @@ test('a --state database that cannot be reached is named, without its password',
   assert.equal(serve.code, 1);
   assert.match(
     serve.stderr,
-    /cannot use the --state database postgres:\/\/agl:\*\*\*@127\.0\.0\.1:1\/agl: PostgreSQL is out of reach: connect ECONNREFUSED/,
+    /cannot use the --state database postgres:\/\/agl:\*\*\*@127\.0\.0\.1:1\/agl: the PostgreSQL state at 127\.0\.0\.1:1 is unreachable: connect ECONNREFUSED/,
   );
   assert.doesNotMatch(serve.stderr, /s3cret/);
 });

@@ -17,8 +17,21 @@ const ATTEMPTS = 8;
 const UNREACHABLE = /^(08|57P0[1-3]|53300$)/;
 const SOCKET_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND']);
 
-/** StoreUnavailableError (503 + Retry-After) for an error that says the database is out of reach. */
-export function unreachable(error: unknown): StoreUnavailableError | null {
+/** host:port of a PostgreSQL URL, for messages (never the password). */
+export function addressOf(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname || 'localhost'}:${parsed.port || 5432}`;
+  } catch {
+    return 'the --state URL';
+  }
+}
+
+/**
+ * StoreUnavailableError (503 + Retry-After) for an error that says the database at `address`
+ * (host:port) is out of reach.
+ */
+export function unreachable(error: unknown, address: string): StoreUnavailableError | null {
   if (error instanceof StoreUnavailableError) return error;
   const { code, message } = error as { code?: string; message?: string };
   const connectionLost =
@@ -26,7 +39,7 @@ export function unreachable(error: unknown): StoreUnavailableError | null {
       message ?? '',
     );
   if ((code && (UNREACHABLE.test(code) || SOCKET_ERRORS.has(code))) || connectionLost)
-    return new StoreUnavailableError(`PostgreSQL is out of reach: ${message ?? code}`, false, 2);
+    return new StoreUnavailableError(`the PostgreSQL state at ${address} is unreachable: ${message ?? code}`, false, 2);
   return null;
 }
 
@@ -68,8 +81,11 @@ export class PgDatabase implements Sql {
   /** Why the last statement could not reach the database (null: the last one did). */
   failure: string | null = null;
   private readonly pool: pg.Pool;
+  /** host:port, as messages name the database. */
+  private readonly address: string;
 
   constructor(url: string, options: PostgresOptions = {}) {
+    this.address = addressOf(url);
     this.pool = new pg.Pool({
       connectionString: url,
       max: options.maxConnections ?? 16,
@@ -122,6 +138,11 @@ export class PgDatabase implements Sql {
   ): Promise<T> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
+    // The pool listens for 'error' only on its idle connections: one that breaks while a
+    // transaction holds it (the server shut down) emits 'error' with no listener, which ends the
+    // process. Its statement fails too, and the broken connection leaves the pool on release.
+    const onError = (error: Error) => (broken = error);
+    client.on('error', onError);
     try {
       const opened = await begin(client, opening);
       const result = await work(
@@ -137,6 +158,7 @@ export class PgDatabase implements Sql {
       await client.query('ROLLBACK').catch((rollback: Error) => (broken = rollback));
       throw error;
     } finally {
+      client.removeListener('error', onError);
       client.release(broken);
     }
   }
@@ -144,6 +166,7 @@ export class PgDatabase implements Sql {
   private async reaching<T>(work: () => Promise<T>): Promise<T> {
     try {
       const result = await work();
+      if (this.failure !== null) console.error(`agl: the PostgreSQL state at ${this.address} answers again`);
       this.failure = null;
       return result;
     } catch (error) {
@@ -152,7 +175,7 @@ export class PgDatabase implements Sql {
   }
 
   private noteFailure(error: unknown): unknown {
-    const failed = unreachable(error);
+    const failed = unreachable(error, this.address);
     if (!failed) return error;
     if (this.failure === null) console.error(`agl: ${failed.reason}; state changes get 503 until it is back`);
     this.failure = failed.reason;

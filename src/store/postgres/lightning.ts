@@ -118,9 +118,15 @@ export class PostgresLightningStore implements ServerLightningStore {
     }
   }
 
-  /** Why PostgreSQL could not be reached last (null: it could). */
+  /**
+   * Why PostgreSQL could not be reached last, or that the connection that listens for other
+   * servers' events is down (null: both are well; health says 'degraded' otherwise).
+   */
   get failure(): string | null {
-    return this.db.failure;
+    if (this.db.failure !== null) return this.db.failure;
+    return this.listener.listening
+      ? null
+      : "the PostgreSQL state's LISTEN connection is down: long polls look every 0.5 s until it is back";
   }
 
   async close(): Promise<void> {
