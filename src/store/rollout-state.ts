@@ -227,8 +227,12 @@ export class RolloutState {
     return revived;
   }
 
-  /** Marks running attempts past their timeout or silent past unresponsive_seconds. */
-  watchdog(now: number, changes: Changes): void {
+  /**
+   * Marks running attempts past their timeout or silent past unresponsive_seconds. `heardSince`:
+   * no heartbeat could arrive before it (the state's database restarted then), so silence counts
+   * from it at the earliest.
+   */
+  watchdog(now: number, changes: Changes, heardSince = 0): void {
     for (const rollout of this.rollouts.values()) {
       if (!ACTIVE.includes(rollout.status)) continue;
       const attempt = this.attempts.get(rollout.rollout_id)?.at(-1);
@@ -236,7 +240,10 @@ export class RolloutState {
       const { timeout_seconds: timeout, unresponsive_seconds: silence } = rollout.config;
       let status: AttemptStatus | null = null;
       if (timeout !== null && now - attempt.start_time > timeout) status = 'timeout';
-      else if (silence !== null && now - (attempt.last_heartbeat_time ?? attempt.start_time) > silence)
+      else if (
+        silence !== null &&
+        now - Math.max(heardSince, attempt.last_heartbeat_time ?? attempt.start_time) > silence
+      )
         status = 'unresponsive';
       if (status === null) continue;
       changes.attempts.add(attempt);
