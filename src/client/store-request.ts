@@ -7,15 +7,20 @@ import { InvalidQueryError, NotFoundError } from '../api/errors.js';
 export class StoreUnreachableError extends Error {
   /** What the store said, when it answered. */
   readonly detail?: string;
+  /** How many times the call was sent and failed, and when the first of those failed (ms since the epoch). */
+  readonly tries: number;
+  readonly failingSince: number;
 
   constructor(
     message: string,
     readonly status?: number,
-    options?: ErrorOptions & { detail?: string },
+    options?: ErrorOptions & { detail?: string; tries?: number; failingSince?: number },
   ) {
     super(message, options);
     this.name = 'StoreUnreachableError';
     this.detail = options?.detail;
+    this.tries = options?.tries ?? 1;
+    this.failingSince = options?.failingSince ?? Date.now();
   }
 }
 
@@ -79,11 +84,13 @@ const UNAVAILABLE_STATUSES = new Set([502, 503, 504]);
  */
 export async function storeRequest<A extends AnswerHead>(call: StoreCall<A>): Promise<A> {
   const delays = call.retry ? call.delaysSeconds : [];
+  let failingSince: number | undefined;
   for (let attempt = 0; ; attempt++) {
     let answer: A;
     try {
       answer = await call.send();
     } catch (error) {
+      failingSince ??= Date.now();
       // An answer lost after the server acted would create the thing twice: a call that creates
       // something is retried only when it never reached the server.
       const unsent = (error as NodeJS.ErrnoException).code === 'ECONNREFUSED';
@@ -91,7 +98,7 @@ export async function storeRequest<A extends AnswerHead>(call: StoreCall<A>): Pr
         throw new StoreUnreachableError(
           `agl store at ${call.base} did not answer ${call.method} ${call.path}: ${(error as Error).message}`,
           undefined,
-          { cause: error },
+          { cause: error, tries: attempt + 1, failingSince },
         );
       }
       await sleep(delays[attempt]);
@@ -101,12 +108,14 @@ export async function storeRequest<A extends AnswerHead>(call: StoreCall<A>): Pr
     const detail = detailOf(await call.text(answer));
     if (answer.status === 404) throw new NotFoundError(detail);
     if (answer.status === 400) throw new InvalidQueryError(detail);
+    if (UNAVAILABLE_STATUSES.has(answer.status) || answer.status === 429) failingSince ??= Date.now();
     if ((answer.status === 503 || answer.status === 429) && attempt < delays.length) {
       await sleep(Number(answer.headers['retry-after'] ?? delays[attempt]));
       continue;
     }
     const message = `agl store answered ${answer.status} to ${call.method} ${call.path}: ${detail}`;
-    if (UNAVAILABLE_STATUSES.has(answer.status)) throw new StoreUnreachableError(message, answer.status, { detail });
+    if (UNAVAILABLE_STATUSES.has(answer.status))
+      throw new StoreUnreachableError(message, answer.status, { detail, tries: attempt + 1, failingSince });
     throw new StoreAnswerError(message, answer.status, detail);
   }
 }

@@ -175,7 +175,7 @@ export class Runner<T = unknown> {
     return { rollout, spans };
   }
 
-  /** Failed store calls since the store last answered (0 while it answers): the retries of the outage. */
+  /** Failed store requests since the store last answered (0 while it answers), the client's own retries included. */
   private failures = 0;
   /** When the first of those failed (ms). */
   private awaySince = 0;
@@ -199,10 +199,12 @@ export class Runner<T = unknown> {
    * then a pause that doubles up to 10 s, cut short to try once more when maxStoreDowntimeSeconds
    * runs out; past it, StoreDowntimeError.
    */
-  private async storeIsAway(error: unknown, signal?: AbortSignal): Promise<void> {
+  private async storeIsAway(error: unknown, signal?: AbortSignal, maxDelayMs = Infinity): Promise<void> {
     const now = Date.now();
+    // The client may have retried the call already: the outage began at its first failure.
+    const unreachable = error instanceof StoreUnreachableError ? error : null;
     if (this.failures === 0) {
-      this.awaySince = now;
+      this.awaySince = unreachable?.failingSince ?? now;
       console.error(
         `agl: runner ${this.workerId}: the store is away (${(error as Error).message}); retrying with backoff`,
       );
@@ -210,8 +212,8 @@ export class Runner<T = unknown> {
     const limit = this.options.maxStoreDowntimeSeconds;
     const left = limit === undefined ? Infinity : this.awaySince + limit * 1000 - now;
     if (left <= 0) throw new StoreDowntimeError((now - this.awaySince) / 1000, this.failures, error);
-    const delay = Math.min(left, BACKOFF_MS[Math.min(this.failures, BACKOFF_MS.length - 1)]);
-    this.failures++;
+    const delay = Math.min(left, maxDelayMs, BACKOFF_MS[Math.min(this.failures, BACKOFF_MS.length - 1)]);
+    this.failures += unreachable?.tries ?? 1;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, delay);
       signal?.addEventListener(
@@ -235,16 +237,22 @@ export class Runner<T = unknown> {
     this.failures = 0;
   }
 
-  /** A store call that must happen (an attempt's outcome): retried while the store is away, until `deadline`. */
-  private async persist<R>(call: () => Promise<R>, deadline: number): Promise<R> {
+  /**
+   * A store call that must happen (an attempt's outcome): retried while the store is away, until
+   * `patienceMs` passed, and at least every third of it. A store that answers 503 (its state,
+   * PostgreSQL, is out of reach) is waited for beyond that: no server can mark the attempt
+   * unresponsive while the state is away, and silence counts from its return (watchdog.ts).
+   */
+  private async persist<R>(call: () => Promise<R>, patienceMs: number): Promise<R> {
+    const deadline = Date.now() + patienceMs;
     for (;;) {
       try {
         const result = await call();
         this.storeIsBack();
         return result;
       } catch (error) {
-        if (Date.now() >= deadline || !isTransient(error)) throw error;
-        await this.storeIsAway(error);
+        if (!isTransient(error) || (Date.now() >= deadline && !stateIsAway(error))) throw error;
+        await this.storeIsAway(error, undefined, patienceMs / 3);
       }
     }
   }
@@ -426,7 +434,7 @@ export class Runner<T = unknown> {
             status: outcome.status,
             ...(metadata ? { metadata } : {}),
           }),
-        Date.now() + patience,
+        patience,
       );
     } catch (error) {
       if (error instanceof StoreDowntimeError) throw error;
@@ -435,6 +443,11 @@ export class Runner<T = unknown> {
       );
     }
   }
+}
+
+/** The store answered that it cannot reach its state now (503): it is there, and will be again. */
+function stateIsAway(error: unknown): boolean {
+  return error instanceof StoreUnreachableError && error.status === 503;
 }
 
 /**
