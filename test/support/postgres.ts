@@ -61,10 +61,18 @@ function run(program: string, args: string[], user: { uid: number; gid: number }
 }
 
 export interface PostgresCluster {
-  /** The postmaster's process id (its children are the cluster's backends). */
+  /** The postmaster's process id (its children are the cluster's backends); another after `restart`. */
   readonly pid: number;
+  /** host:port of the server, as agl's messages name it. */
+  readonly address: string;
   /** A new empty database; answers its URL. */
   createDatabase(): Promise<string>;
+  /**
+   * Takes the server down as an operator does (`pg_ctl stop -m fast`: every connection is
+   * ended), its data kept; `start` brings the same cluster back on the same port.
+   */
+  shutDown(): Promise<void>;
+  start(): Promise<void>;
   /** Stops the server (fast shutdown) and removes its folder. */
   stop(): Promise<void>;
 }
@@ -84,7 +92,7 @@ export async function startPostgres({ durable = false } = {}): Promise<PostgresC
     const port = await freePort();
     try {
       const server = await startServer(data, port, user, durable);
-      return cluster(server, port, dir);
+      return cluster(server, port, dir, () => startServer(data, port, user, durable), user);
     } catch (error) {
       if (tries === 3) throw error;
     }
@@ -117,10 +125,20 @@ function startServer(
   });
 }
 
-function cluster(server: ChildProcess, port: number, dir: string): PostgresCluster {
+function cluster(
+  first: ChildProcess,
+  port: number,
+  dir: string,
+  startAgain: () => Promise<ChildProcess>,
+  user: { uid: number; gid: number } | null,
+): PostgresCluster {
+  let server = first;
   const url = (database: string) => `postgres://agl@127.0.0.1:${port}/${database}`;
   return {
-    pid: server.pid as number,
+    get pid() {
+      return server.pid as number;
+    },
+    address: `127.0.0.1:${port}`,
     async createDatabase() {
       const name = `t_${randomBytes(6).toString('hex')}`;
       const client = new pg.Client(url('postgres'));
@@ -131,6 +149,16 @@ function cluster(server: ChildProcess, port: number, dir: string): PostgresClust
         await client.end();
       }
       return url(name);
+    },
+    async shutDown() {
+      const exited = new Promise((resolve) => server.once('exit', resolve));
+      await run('pg_ctl', ['stop', '-D', join(dir, 'data'), '-m', 'fast', '-w'], user);
+      await exited;
+    },
+    async start() {
+      // The postmaster again as a child of this process (not pg_ctl start's daemon), so that the
+      // exit hook above stops it if the test dies.
+      server = await startAgain();
     },
     async stop() {
       if (server.exitCode === null) {
