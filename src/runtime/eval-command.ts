@@ -24,6 +24,11 @@ const WHERE = z.strictObject({
   processes: z.boolean().default(false).describe('run agl serve and the runners as processes, not in this one'),
   port: z.int().min(0).max(65535).default(0).describe("the server's port on 127.0.0.1 (0: any free one)"),
   upstream: z.url().optional().describe('model server of the gateway, for resources with no llm'),
+  maxStoreDowntime: z
+    .number()
+    .positive()
+    .optional()
+    .describe('seconds a runner waits for a store that is away before it stops (default: no limit)'),
   out: z.string().min(1).optional().describe('report file: .json or .md'),
 });
 
@@ -115,6 +120,7 @@ function inProcess(evaluation: Evaluation, options: EvalCommandOptions): Promise
     port: options.port,
     upstream: options.upstream,
     strategy: options.processes ? 'processes' : 'in-process',
+    maxStoreDowntimeSeconds: options.maxStoreDowntime,
     progress: false,
   }).fit(options.agent as string, { train: options.tasks });
 }

@@ -62,6 +62,11 @@ const COMMON = z.strictObject({
     .default(0)
     .describe("the server's port on 127.0.0.1 (0: any free one); fix it for a trainer that pulls GRPO batches"),
   upstream: z.url().optional().describe('model server of the gateway, for resources with no llm'),
+  maxStoreDowntime: z
+    .number()
+    .positive()
+    .optional()
+    .describe('seconds a runner waits for a store that is away before it stops (default: no limit)'),
   prompt: z.string().min(1).optional().describe('the prompt template to start from, e.g. "Answer: {question}"'),
   promptFile: z.string().min(1).optional().describe('the same, read from a file'),
   llmModel: z.string().min(1).optional().describe("the agent's model (its llm resource)"),
@@ -125,6 +130,7 @@ export async function train(args: string[]): Promise<void> {
     port: common.port,
     upstream: common.upstream,
     strategy: common.processes ? 'processes' : 'in-process',
+    maxStoreDowntimeSeconds: common.maxStoreDowntime,
     progress: false,
   });
   let result: unknown;

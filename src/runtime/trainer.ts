@@ -39,6 +39,11 @@ export interface TrainerOptions<T, R> {
   readonly port?: number;
   /** The model server for rollouts whose resources have no `llm` (the gateway's --upstream). */
   readonly upstream?: string;
+  /**
+   * Seconds a runner waits for a store that is away before it stops (Runner's
+   * maxStoreDowntimeSeconds; `agl runner --max-store-downtime` for runner processes). Default: no limit.
+   */
+  readonly maxStoreDowntimeSeconds?: number;
   /** Seconds runner and server processes get to stop after a signal before they are killed (default 10). */
   readonly graceSeconds?: number;
   /** A progress line on stderr (default: when stderr is a terminal). */
@@ -177,6 +182,7 @@ export class Trainer<T = unknown, R = unknown> {
       concurrency: this.options.nRunners ?? 1,
       gatewayUrl: server.url,
       gatewayToken: token,
+      maxStoreDowntimeSeconds: this.options.maxStoreDowntimeSeconds,
     }).run(runners.signal);
     let closing: Promise<void> | undefined;
     return {
@@ -237,6 +243,9 @@ export class Trainer<T = unknown, R = unknown> {
           `trainer-${process.pid}-${i + 1}`,
           '--concurrency',
           String(this.options.runnerConcurrency ?? 1),
+          ...(this.options.maxStoreDowntimeSeconds === undefined
+            ? []
+            : ['--max-store-downtime', String(this.options.maxStoreDowntimeSeconds)]),
         ],
         {
           stdio: ['ignore', 'inherit', 'inherit'],

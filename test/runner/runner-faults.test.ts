@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
 import { StoreClient } from '../../src/client/store-client.js';
-import { Runner } from '../../src/runner/runner.js';
+import { Runner, StoreDowntimeError } from '../../src/runner/runner.js';
 import { loadAgent } from '../../src/runner/load-agent.js';
 import type { Rollout } from '../../src/api/types.js';
 import { CLI, newTempDir, removeDir, spawnServe, until } from '../support/helpers.js';
@@ -276,4 +276,25 @@ test('a store answering 503 to dequeues is waited for: the rollout runs once it 
   assert.match(runner.output(), /the store is away \(agl store answered 503[\s\S]*the store answers again/);
   server.child.kill('SIGTERM');
   await server.exited;
+});
+
+test("Runner's maxStoreDowntimeSeconds (the Trainer's too): a run whose store stays away rejects with StoreDowntimeError", async () => {
+  const closed = await new Promise<number>((resolve) => {
+    const probe = createServer();
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+  const runner = new Runner({
+    store: new StoreClient(`http://127.0.0.1:${closed}`),
+    agent: await loadAgent(SLEEPY),
+    maxStoreDowntimeSeconds: 1,
+  });
+  await assert.rejects(runner.run(), (error: unknown) => {
+    assert.ok(error instanceof StoreDowntimeError, String(error));
+    assert.ok(error.retries >= 1 && error.seconds >= 1, error.message);
+    assert.match(error.lastFailure, /ECONNREFUSED/);
+    return true;
+  });
 });

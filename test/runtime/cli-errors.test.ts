@@ -48,6 +48,11 @@ function cases(dir: string, closedPort: number): Case[] {
     { args: ['train'], code: 2, says: /^agl: name the algorithm: agl train apo\|gepa\|sft\|grpo/ },
     { args: ['train', 'ppo'], code: 2, says: /^agl: unknown algorithm "ppo"/ },
     {
+      args: ['train', 'apo', '--agent', 'a.mjs', '--train', tasks, '--max-store-downtime', '0'],
+      code: 2,
+      says: /^agl: invalid apo options: --max-store-downtime must be a number > 0 \(given "0"\)$/,
+    },
+    {
       args: ['train', 'apo', '--agent', 'a.mjs', '--train', join(dir, 'missing.jsonl'), '--db', join(dir, 't.duckdb')],
       code: 1,
       says: /^agl: cannot open .*missing\.jsonl: no such file or directory$/,
