@@ -11,6 +11,7 @@ function summary(report: OutageReport): Record<string, unknown> {
   return {
     database: report.database,
     outageSeconds: report.outageSeconds,
+    unresponsiveSeconds: report.unresponsiveSeconds,
     rollouts: report.rollouts,
     finishedBeforeTheOutage: report.finishedBefore,
     duringTheOutage: { enqueue: report.enqueue, query: report.query, health: report.health },

@@ -6,7 +6,8 @@ import { postgresOutage } from '../support/postgres-outage.js';
 // (the scenario: test/support/postgres-outage.ts; scripts/postgres-outage.sh runs 30 s of it).
 
 test('PostgreSQL stopped and started under a fleet: 503s that name it, spans kept, every rollout ends once, LISTEN back', async (t) => {
-  const report = await postgresOutage((fn) => t.after(fn), { outageSeconds: 4 });
+  // Longer than unresponsive_seconds: the attempts running when it began must not count as silent.
+  const report = await postgresOutage((fn) => t.after(fn), { outageSeconds: 6, unresponsiveSeconds: 4 });
   const database = report.database.replace(/\./g, '\\.');
   const names = new RegExp(`the PostgreSQL state at ${database} is unreachable`);
 

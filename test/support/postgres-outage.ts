@@ -28,6 +28,8 @@ export interface OutageReport {
   /** host:port of the database, as messages name it. */
   readonly database: string;
   readonly outageSeconds: number;
+  /** The rollouts' unresponsive_seconds. */
+  readonly unresponsiveSeconds: number;
   /** Rollouts enqueued before the outage (and the one of the LISTEN check after it). */
   readonly rollouts: number;
   /** Rollouts that had finished when PostgreSQL was stopped. */
@@ -98,7 +100,11 @@ async function answerOf(response: Promise<{ status: number; headers: Headers; bo
 /** Runs the scenario; `after` registers what to stop and remove at the end (a test's t.after). */
 export async function postgresOutage(
   after: (fn: () => unknown) => void,
-  { outageSeconds, rollouts = 40 }: { outageSeconds: number; rollouts?: number },
+  {
+    outageSeconds,
+    rollouts = 40,
+    unresponsiveSeconds = 5,
+  }: { outageSeconds: number; rollouts?: number; unresponsiveSeconds?: number },
 ): Promise<OutageReport> {
   const cluster = await startPostgres();
   after(() => cluster.stop());
@@ -112,7 +118,7 @@ export async function postgresOutage(
     for (const server of servers) if (server.child.exitCode === null) server.child.kill('SIGKILL');
   });
   try {
-    return await scenario(cluster, servers, after, outageSeconds, rollouts);
+    return await scenario(cluster, servers, after, { outageSeconds, rollouts, unresponsiveSeconds });
   } catch (error) {
     // What the servers said is what explains a failure here (a crash, a 500).
     throw new Error(`${(error as Error).message}\n${servers.map((server) => server.output()).join('\n')}`, {
@@ -125,14 +131,21 @@ async function scenario(
   cluster: PostgresCluster,
   servers: SpawnedServe[],
   after: (fn: () => unknown) => void,
-  outageSeconds: number,
-  rollouts: number,
+  {
+    outageSeconds,
+    rollouts,
+    unresponsiveSeconds,
+  }: { outageSeconds: number; rollouts: number; unresponsiveSeconds: number },
 ): Promise<OutageReport> {
   const [a, b] = servers.map((server) => new StoreClient(server.url));
 
   // A dequeue answered just before the outage whose answer was lost leaves an attempt no runner
   // has: unresponsive_seconds lets the watchdog run it again.
-  const config: RolloutConfigRequest = { unresponsive_seconds: 5, max_attempts: 3, retry_condition: ['unresponsive'] };
+  const config: RolloutConfigRequest = {
+    unresponsive_seconds: unresponsiveSeconds,
+    max_attempts: 3,
+    retry_condition: ['unresponsive'],
+  };
   const ids = (
     await a.enqueueManyRollouts(Array.from({ length: rollouts }, (_, i) => ({ input: { ms: 200, i }, config })))
   ).map((r) => r.rollout_id);
@@ -229,6 +242,7 @@ async function scenario(
   return {
     database: cluster.address,
     outageSeconds,
+    unresponsiveSeconds,
     rollouts: all.length,
     finishedBefore,
     enqueue,
