@@ -3,8 +3,9 @@ import { NotFoundError } from '../api/errors.js';
 import { type Feedback, feedbackBody, type FeedbackReceipt } from '../api/feedback.js';
 import type { LightningStore } from '../api/lightning-store.js';
 import { AGL, ATTR } from '../api/semconv.js';
-import { derivedRowsOf, type SpanKeys, spanKeysCondition } from '../sql/derived.js';
+import { type SpanKeys, spanKeysCondition } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
+import { llmCallsOfKeys } from '../sql/views.js';
 import { spanRows } from '../store/span-json.js';
 import type { DuckDBStore } from '../store/store.js';
 import type { Route } from './http.js';
@@ -89,10 +90,13 @@ const targetOf = (row: Record<string, unknown>): Target => ({
 
 const nowNs = () => BigInt(Date.now()) * 1_000_000n;
 
-/** The last call among the spans that `keys` select, else the last span to end; undefined when none matches. */
+/**
+ * The last call (a row of `llm_calls`, whichever instrumentation recorded it) among the spans that
+ * `keys` select, else the last span to end; undefined when none matches.
+ */
 async function lastOf(store: FeedbackStore, keys: SpanKeys): Promise<Target | undefined> {
   const order = 'ORDER BY end_time DESC NULLS LAST, sequence_id DESC NULLS LAST, span_id DESC LIMIT 1';
-  const [call] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM (${derivedRowsOf(keys).calls}) ${order}`);
+  const [call] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM (${llmCallsOfKeys(keys)}) ${order}`);
   if (call) return targetOf(call);
   const [span] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM spans WHERE ${spanKeysCondition(keys)} ${order}`);
   return span ? targetOf(span) : undefined;
@@ -118,10 +122,12 @@ async function resolveTarget(
     return found;
   }
   if (feedback.response_id !== undefined) {
-    // The gateway's row (dialect 0) first: the call llm_calls keeps when an agent's capture describes it too.
+    // The rows of llm_calls, whose calls read from GenAI log events no derived row holds; of
+    // several with the id (a retry), the first to start, which triplet credit counts.
     const [call] = await rows(
       store,
-      `SELECT ${TARGET_COLUMNS} FROM llm_call_rows WHERE response_id = ${sqlText(feedback.response_id)} ORDER BY dialect LIMIT 1`,
+      `SELECT ${TARGET_COLUMNS} FROM llm_calls WHERE response_id = ${sqlText(feedback.response_id)}
+       ORDER BY start_time, sequence_id NULLS LAST, span_id LIMIT 1`,
     );
     if (!call) throw new NotFoundError(`no LLM call with response_id ${JSON.stringify(feedback.response_id)}`);
     return targetOf(call);

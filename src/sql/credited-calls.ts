@@ -95,8 +95,9 @@ export function creditedCallsSql(options: CallSelection, select: string, sources
   checkCallSelection(options);
   const ctes = [
     selectedSql(options, select, calls),
-    distinctCallsSql(agents),
-    namedCallsSql(options, agents),
+    callAgentsSql(agents),
+    distinctCallsSql('call_agents'),
+    namedCallsSql(options, 'call_agents'),
     matchedRewardsSql(options, rewards),
   ];
   return `WITH RECURSIVE\n${ctes.join(',\n')}\n${creditedSql(options, select, calls, withCall)}`;
@@ -157,6 +158,15 @@ export function attemptsCondition(attempts: NonNullable<CallSelection['attempts'
 export function rolloutsCondition(attempts: NonNullable<CallSelection['attempts']>): string {
   return attempts.length === 0 ? 'false' : `c.rollout_id IN (${idList(attempts.map((a) => a.rolloutId))})`;
 }
+
+/**
+ * CTE `call_agents`: the agents of the selected calls' traces, read once. The walk up the span
+ * tree reads them at every step and the calls twice more: over spans not derived yet, each read
+ * was a scan of every such span's attributes (a GRPO batch's: 120 MB of token ids).
+ */
+const callAgentsSql = (agents: string) => `call_agents AS MATERIALIZED (
+  SELECT trace_id, span_id, agent_name FROM ${agents} WHERE trace_id IN (SELECT trace_id FROM selected)
+)`;
 
 /** CTEs `shared_response`, `repeated` and `calls`: the selected calls without repeats, each with the agent of its own span or its parent. */
 function distinctCallsSql(agents: string): string {

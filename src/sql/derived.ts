@@ -252,6 +252,31 @@ flat_calls AS (
 SELECT * FROM agl_calls UNION ALL SELECT * FROM semconv_calls UNION ALL SELECT * FROM flat_calls`;
 
 /**
+ * Whether a span's attributes may hold `key`: its text does. A test of the text skips the parse
+ * of the JSON for the spans that cannot (most spans, for the rewards and agents): a GRPO batch's
+ * spans not derived yet are calls of 20 KB of token ids each, and each read of them parsed every
+ * one (DuckDB inlines the CTEs of a view or macro, so several times per read). Keys are JSON text
+ * as agl writes it, with no escapes in these names.
+ */
+const mayHave = (text: string) => `contains(attributes, '${text}')`;
+
+const REWARD_KEY = 'agentlightning.reward.0.value';
+const AGENT_KEYS = [
+  'agent.name',
+  'gen_ai.agent.name',
+  'openinference.span.kind',
+  'agentlightning.operation.name',
+  'langchain.run_type',
+];
+/** Texts one of which the attributes of a span that names an agent hold (`agent.name"` ends both agent name keys). */
+const AGENT_KEY_TEXTS = [
+  'agent.name"',
+  '"openinference.span.kind"',
+  '"agentlightning.operation.name"',
+  '"langchain.run_type"',
+];
+
+/**
  * Agent Lightning's reward spans: `agentlightning.reward.<i>.name/.value`, and v0.2's one reward
  * per span; each with the span's feedback text and source (one per span, on each of its rewards).
  */
@@ -259,7 +284,7 @@ export const rewardsFrom = (spans: string) => `
 SELECT any_value(s.rollout_id), any_value(s.attempt_id), s.trace_id, s.span_id, any_value(s.parent_id), any_value(s.sequence_id), any_value(s.start_time),
   max(e.value->>'$') FILTER (WHERE r.field = 'name'), TRY_CAST(max(e.value->>'$') FILTER (WHERE r.field = 'value') AS DOUBLE), r.i = 0,
   any_value(s.feedback), any_value(s.source)
-FROM (SELECT *, ${rewardTextOf('r')} FROM ${spans} r WHERE (attributes->>'agentlightning.reward.0.value') IS NOT NULL) s, json_each(s.attributes) AS e,
+FROM (SELECT *, ${rewardTextOf('r')} FROM ${spans} r WHERE ${mayHave(`"${REWARD_KEY}"`)} AND (attributes->>'${REWARD_KEY}') IS NOT NULL) s, json_each(s.attributes) AS e,
   (SELECT regexp_extract(e.key, '^agentlightning\\.reward\\.(\\d+)\\.(name|value)$', ['i', 'field']) AS x) t,
   (SELECT TRY_CAST(nullif(t.x['i'], '') AS INTEGER) AS i, t.x['field'] AS field) r
 WHERE r.i IS NOT NULL
@@ -270,11 +295,11 @@ SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_
   ${rewardTextOf('r')}
 FROM ${spans} r WHERE name = 'agentlightning.reward' AND (attributes->>'reward') IS NOT NULL`;
 
-/** The agent a span names, in order of preference (one parse of the attributes). */
+/** The agent a span names, in order of preference (one parse of the attributes, of the spans that may name one). */
 export const agentsFrom = (spans: string) => `
 WITH named AS MATERIALIZED (
-  SELECT trace_id, span_id, name, json_extract_string(attributes, ['agent.name', 'gen_ai.agent.name', 'openinference.span.kind', 'agentlightning.operation.name', 'langchain.run_type']) AS a
-  FROM ${spans}
+  SELECT trace_id, span_id, name, json_extract_string(attributes, [${AGENT_KEYS.map((k) => `'${k}'`).join(', ')}]) AS a
+  FROM ${spans} WHERE ${AGENT_KEY_TEXTS.map(mayHave).join(' OR ')}
 )
 SELECT trace_id, span_id, agent_name FROM (
   SELECT trace_id, span_id, coalesce(a[1], a[2], CASE WHEN a[3] = 'AGENT' THEN name END, a[4], CASE WHEN a[5] = 'chain' THEN name END) AS agent_name FROM named

@@ -20,8 +20,11 @@ import {
   CALL_ROWS,
   DERIVED_ONLY_SCHEMA,
   DERIVED_VIEWS_SQL,
+  derivedRowsOf,
   FRESH_CALLS_CTE,
   readable,
+  type SpanKeys,
+  spanKeysCondition,
   STORED_CALL_ROWS,
   STORED_DERIVED_VIEWS_SQL,
   STORED_FRESH_MACROS_SQL,
@@ -90,6 +93,16 @@ WHERE NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.trace_id = 
 -- A span's calls share its rollout_id: partitioned by it too, a filter on rollout_id reaches the
 -- scans below the window, not only the rows it returns.
 QUALIFY row_number() OVER (PARTITION BY o.rollout_id, o.trace_id, o.span_id ORDER BY o.dialect) = 1`;
+
+/**
+ * The `llm_calls` rows of the spans that `keys` select: the view's rows (one per call, the calls
+ * read from GenAI log events included) with only those spans derived on the fly
+ * (derivedRowsOf), not every span the deriver has not reached yet. The same rows as the view
+ * filtered by the keys while the spans of one call (a capture and its gateway child, a framework
+ * span and its agl child) share their keys, as the spans of one trace or one attempt do.
+ */
+export const llmCallsOfKeys = (keys: SpanKeys) => `WITH key_call_rows AS MATERIALIZED (${derivedRowsOf(keys).calls})
+SELECT * FROM (${llmCallsOf('key_call_rows')}) WHERE ${spanKeysCondition(keys)}`;
 
 /**
  * CTEs that end in `token_calls`: the LLM calls that can carry token ids, llm_calls without the
