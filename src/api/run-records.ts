@@ -165,7 +165,7 @@ export const GEPA_RUN = {
     resourcesId: 'agl.gepa.resources_id',
     /** How it was made: seed, mutation or merge. */
     kind: 'agl.gepa.kind',
-    /** The components it changed against its (first) parent, comma-separated. */
+    /** The components it changed (a merge: against its parents' common ancestor), comma-separated. */
     component: 'agl.gepa.component',
     parents: 'agl.gepa.parents',
     iteration: 'agl.gepa.iteration',

@@ -230,6 +230,8 @@ SELECT c.rollout_id AS run_id, t.sequence_id AS session, c.a->>'${A.version}' AS
   coalesce(l.best = (c.a->>'${A.version}'), false) AS is_best,
   c.start_time AS created, 'apo' AS algorithm, c.a->>'${A.promptResource}' AS component,
   coalesce(TRY_CAST(c.a->>'${A.templates}' AS JSON), json_object(c.a->>'${A.promptResource}', c.a->>'${A.template}')) AS templates,
+  CASE WHEN c.a->>'${A.status}' = 'seed' THEN 'seed' ELSE 'mutation' END AS kind,
+  CASE WHEN c.a->>'${A.parent}' IS NULL THEN []::VARCHAR[] ELSE [c.a->>'${A.parent}'] END AS parents,
   c.sequence_id AS seq
 FROM apo c
 LEFT JOIN scores s ON s.rollout_id = c.rollout_id AND s.version = (c.a->>'${A.version}')
@@ -246,13 +248,31 @@ SELECT c.rollout_id, t.sequence_id, c.a->>'${GA.version}', c.a->>'${GA.resources
   s.val_score, coalesce(s.rollouts, 0), coalesce(s.failed_rollouts, 0),
   coalesce(list_contains(string_split(l.frontier, ','), c.a->>'${GA.version}'), false),
   coalesce(l.best = (c.a->>'${GA.version}'), false),
-  c.start_time, 'gepa', nullif(c.a->>'${GA.component}', ''), TRY_CAST(c.a->>'${GA.templates}' AS JSON), c.sequence_id
+  c.start_time, 'gepa', nullif(c.a->>'${GA.component}', ''), TRY_CAST(c.a->>'${GA.templates}' AS JSON),
+  c.a->>'${GA.kind}', list_filter(string_split(coalesce(c.a->>'${GA.parents}', ''), ','), lambda p: p <> ''), c.sequence_id
 FROM gepa c
 LEFT JOIN gepa_scores s ON s.rollout_id = c.rollout_id AND s.version = (c.a->>'${GA.version}')
 LEFT JOIN gepa_latest l ON l.rollout_id = c.rollout_id
 LEFT JOIN attempts t ON t.rollout_id = c.rollout_id AND t.attempt_id = c.attempt_id
 WHERE c.name = '${G.candidate}'
 ) ORDER BY run_id, seq`;
+
+/**
+ * `prompt_frontiers`: one row per version in the beam (APO) or on the Pareto frontier (GEPA) as
+ * each round or iteration left it, so every frontier a run had is queryable, not only its last.
+ */
+const PROMPT_FRONTIERS_SQL = `CREATE OR REPLACE VIEW prompt_frontiers AS
+SELECT rollout_id AS run_id, algorithm, round, f.version, f.version = best AS is_best, end_time AS time
+FROM (
+  SELECT rollout_id, 'apo' AS algorithm, TRY_CAST(attributes->>'${A.round}' AS INTEGER) AS round,
+    attributes->>'${A.beam}' AS members, attributes->>'${A.best}' AS best, end_time, sequence_id
+  FROM spans WHERE name = '${S.round}' AND ${readable()}
+  UNION ALL
+  SELECT rollout_id, 'gepa', TRY_CAST(attributes->>'${GA.iteration}' AS INTEGER),
+    attributes->>'${GA.frontier}', attributes->>'${GA.best}', end_time, sequence_id
+  FROM spans WHERE name = '${G.iteration}' AND ${readable()}
+), unnest(list_filter(string_split(coalesce(members, ''), ','), lambda v: v <> '')) AS f(version)
+ORDER BY run_id, sequence_id, f.version`;
 
 const REWARDS_VIEW_SQL = `CREATE OR REPLACE VIEW rewards AS
 SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value, is_primary, feedback, source FROM reward_rows`;
@@ -286,6 +306,8 @@ ${SFT_ITERATIONS_SQL};
 ${TRAINING_STEPS_SQL};
 
 ${PROMPT_VERSIONS_SQL};
+
+${PROMPT_FRONTIERS_SQL};
 
 ${EVALUATIONS_SQL};
 

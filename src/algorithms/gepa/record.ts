@@ -18,7 +18,7 @@ export interface GepaCandidate {
   /** Its resources version; null for a candidate rejected before it ran (it drops a placeholder). */
   readonly resourcesId: string | null;
   readonly kind: 'seed' | 'mutation' | 'merge';
-  /** The components it changed against its first parent; empty for the seed. */
+  /** The components it changed: a mutation's against its parent, a merge's against the parents' common ancestor; empty for the seed. */
   readonly components: readonly string[];
   /** One for a mutation, two for a merge. */
   readonly parents: readonly string[];

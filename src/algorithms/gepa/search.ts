@@ -270,12 +270,14 @@ export class GepaSearch<T> {
     this.tried.add(pairKey(...plan.parents));
     const indices = this.valBatches.next(this.settings.minibatchSize);
     const parentScores = plan.parents.map((v) => mean(indices.map((i) => this.version(v).valScores?.[i] ?? 0)));
-    const first = this.version(plan.parents[0]);
+    const ancestor = this.version(plan.ancestor);
     this.log(`${this.label}: merging ${plan.parents.join(' and ')} (common ancestor ${plan.ancestor})`);
     return this.tryCandidate(
       {
         kind: 'merge',
-        components: this.components.filter((name) => plan.templates[name] !== first.templates[name]),
+        // What the two lineages changed and the merge combines: against either parent alone, a
+        // merge would hide the half that parent brought.
+        components: this.components.filter((name) => plan.templates[name] !== ancestor.templates[name]),
         parents: [...plan.parents],
         templates: plan.templates,
         reflection: null,

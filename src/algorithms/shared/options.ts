@@ -183,7 +183,7 @@ export function searchOptions(words: SearchWords) {
     modelApi: z
       .enum(['openai', 'anthropic'])
       .default('openai')
-      .describe(`the API ${words.models} speak: OpenAI's chat completions or Anthropic's Messages`),
+      .describe(`the API of ${words.models}: OpenAI's chat completions or Anthropic's Messages`),
     baseURL: z
       .url({ protocol: /^https?$/ })
       .optional()
