@@ -59,7 +59,7 @@ export async function v1Settings(file: string | undefined, model: string | undef
   if (model !== undefined && model.trim() === '') throw new UsageError('--v1-model needs a model name');
   if (file === undefined) return { proxy: { ...DEFAULT_V1_PROXY, modelName: model ?? DEFAULT_V1_PROXY.modelName } };
   const path = resolve(file);
-  const { options } = await readConfigFile(path, KEYS, new Set());
+  const { options } = await readConfigFile(path, KEYS, new Set(), '--v1-config');
   const interpolated = findInterpolation(options);
   if (interpolated !== undefined)
     throw new UsageError(
