@@ -54,6 +54,18 @@ export const ATTR = {
 } as const;
 
 /**
+ * What Agent Lightning v1's proxy (`/proxy/rollout/...`) adds to a gateway call's span: the
+ * rollout's mode and the registered server the call went to, which v1's `model_request` event
+ * holds as `server` (`model`, `endpoint`, `version`) and `model_version`.
+ */
+export const V1_PROXY_ATTR = {
+  mode: 'agl.v1.mode',
+  serverModel: 'agl.v1.server.model',
+  serverEndpoint: 'agl.v1.server.endpoint',
+  serverVersion: 'agl.v1.server.version',
+} as const;
+
+/**
  * The span an algorithm records on its run's own rollout for each LLM judge call (judge
  * options of GRPO, SFT, APO): the judge's model, the rollouts it scored, what it was asked and
  * answered, and its tokens. No `gen_ai.*` attributes: a judge call is never an `llm_calls` row,

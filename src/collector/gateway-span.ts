@@ -79,8 +79,10 @@ export class CallRecord {
     private readonly startTime: number,
     private readonly ids: Attribution,
     traceparent: string | string[] | undefined,
+    extra?: Record<string, unknown>,
   ) {
     this.attributes = {
+      ...extra,
       ...requestAttributes(api, sentBody),
       'gen_ai.provider.name': codecOf(api).provider(url.hostname),
       'server.address': url.hostname,

@@ -49,11 +49,21 @@ const APIS: [path: string, api: LlmApi][] = [
   ['messages', 'messages'],
 ];
 
-interface Upstream {
+/** Where one call goes, and what the gateway changes in it on the way. */
+export interface Upstream {
   readonly base: string;
   readonly apiKey?: string;
+  /** The model the call is sent to, in place of the agent's. */
   readonly model?: string;
+  /** Sampling parameters for those the agent's request leaves out. */
   readonly sampling: Record<string, unknown>;
+  /** Parameters that replace the agent's own (Agent Lightning v1's per-mode sampling). */
+  readonly forced?: Record<string, unknown>;
+  /** Token ids (and logprobs) asked for on completion calls whatever the agent asked; else the gateway's options say. */
+  readonly tokenIds?: boolean;
+  readonly logprobs?: boolean;
+  /** Attributes the call's span gets beside the exchange's own. */
+  readonly attributes?: Record<string, unknown>;
 }
 
 /** An error answered to the agent in its API's error shape, so its client shows the message. */
@@ -87,6 +97,18 @@ const fromHeaders = (request: IncomingMessage): Attribution => {
 
 export interface Gateway {
   readonly routes: Route[];
+  /**
+   * Forwards one call to `upstream` and records it, as the gateway's own routes do (Agent
+   * Lightning v1's proxy): resolves once the exchange has ended, answered, failed or cut.
+   */
+  forward(
+    api: LlmApi,
+    path: string,
+    ids: Attribution,
+    upstream: Upstream,
+    request: IncomingMessage,
+    response: ServerResponse,
+  ): Promise<void>;
   /** Stores the spans still buffered (the server calls it when closing). */
   flush(): Promise<void>;
 }
@@ -109,19 +131,21 @@ export function gateway(store: LightningStore, sink: BatchSink, options: Gateway
       routes.push({
         method: 'POST',
         path: `${prefix}/${path}`,
-        handle: (request, response, params) =>
-          forwardCall(
-            store,
+        handle: (request, response, params) => {
+          const ids = attribution(request, params);
+          return forwardCall(
             spans,
             deadlines,
             options,
             api,
             path,
-            attribution(request, params),
+            ids,
+            () => upstreamFor(store, options, ids, api),
             agentKey(request),
             request,
             response,
-          ),
+          );
+        },
       });
     }
     routes.push({
@@ -131,7 +155,23 @@ export function gateway(store: LightningStore, sink: BatchSink, options: Gateway
         forwardModels(store, options, attribution(request, params), agentKey(request), response),
     });
   }
-  return { routes, flush: () => spans.flush() };
+  return {
+    routes,
+    forward: (api, path, ids, upstream, request, response) =>
+      forwardCall(
+        spans,
+        deadlines,
+        options,
+        api,
+        path,
+        ids,
+        async () => upstream,
+        agentKey(request),
+        request,
+        response,
+      ),
+    flush: () => spans.flush(),
+  };
 }
 
 /**
@@ -299,13 +339,22 @@ function upstreamBody(
   options: GatewayOptions,
 ): Record<string, unknown> | null {
   const completion = api === 'chat' || api === 'text_completion';
-  const askTokenIds = options.returnTokenIds && completion && body.return_token_ids === undefined;
+  const askTokenIds =
+    completion &&
+    (upstream.tokenIds === undefined
+      ? options.returnTokenIds && body.return_token_ids === undefined
+      : upstream.tokenIds && body.return_token_ids !== true);
   // Chat takes `logprobs: true`; the completions API a count of alternatives (1: the sampled token).
-  const askLogprobs = options.returnLogprobs === true && completion && body.logprobs === undefined;
+  const askLogprobs =
+    completion &&
+    (upstream.logprobs === undefined
+      ? options.returnLogprobs === true && body.logprobs === undefined
+      : upstream.logprobs && !body.logprobs);
   const newModel = upstream.model !== undefined && upstream.model !== body.model;
   const defaults = Object.keys(upstream.sampling).some((key) => !(key in body));
-  if (!askTokenIds && !askLogprobs && !newModel && !defaults) return null;
-  const sent: Record<string, unknown> = { ...upstream.sampling, ...body };
+  const forced = Object.entries(upstream.forced ?? {}).some(([key, value]) => body[key] !== value);
+  if (!askTokenIds && !askLogprobs && !newModel && !defaults && !forced) return null;
+  const sent: Record<string, unknown> = { ...upstream.sampling, ...body, ...upstream.forced };
   if (newModel) sent.model = upstream.model;
   if (askTokenIds) sent.return_token_ids = true;
   if (askLogprobs) sent.logprobs = api === 'chat' ? true : 1;
@@ -313,13 +362,13 @@ function upstreamBody(
 }
 
 async function forwardCall(
-  store: LightningStore,
   spans: SpanBuffer,
   deadlines: Deadlines,
   options: GatewayOptions,
   api: LlmApi,
   path: string,
   ids: Attribution,
+  upstreamOf: () => Promise<Upstream>,
   agentKey: string | undefined,
   request: IncomingMessage,
   response: ServerResponse,
@@ -343,7 +392,7 @@ async function forwardCall(
     }
     if (body === null || typeof body !== 'object' || Array.isArray(body))
       throw new GatewayError(400, 'agl gateway: the body must be a JSON object', 'invalid_request_error');
-    upstream = await upstreamFor(store, options, ids, api);
+    upstream = await upstreamOf();
   } catch (error) {
     sendError(response, asGatewayError(error, path), api);
     return;
@@ -354,7 +403,16 @@ async function forwardCall(
   const sent = changed ? JSON.stringify(changed) : raw;
   const sentBytes = changed ? Buffer.from(sent) : bytes; // the agent's bytes, not encoded again
   const url = parsedUrl(upstreamUrl(upstream.base, path));
-  const record = new CallRecord(api, url, sentBody, sent, startTime, ids, request.headers.traceparent);
+  const record = new CallRecord(
+    api,
+    url,
+    sentBody,
+    sent,
+    startTime,
+    ids,
+    request.headers.traceparent,
+    upstream.attributes,
+  );
   const headers =
     api === 'messages' ? anthropicHeaders(upstream, request, options) : upstreamHeaders(upstream, agentKey);
   try {

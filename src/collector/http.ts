@@ -38,6 +38,14 @@ export async function readJsonObject(
   maxBytes: number,
   { orEmpty = false } = {},
 ): Promise<Record<string, unknown>> {
+  const value = await readJson(request, maxBytes, { orEmpty });
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new HttpError(400, 'the body must be a JSON object');
+  return value as Record<string, unknown>;
+}
+
+/** Reads a JSON body of any shape (Agent Lightning v1 posts lists); with `orEmpty`, an empty body or `null` is {}. */
+export async function readJson(request: IncomingMessage, maxBytes: number, { orEmpty = false } = {}): Promise<unknown> {
   const text = (await readBody(request, maxBytes)).toString('utf8');
   if (orEmpty && /^\s*(null\s*)?$/.test(text)) return {};
   let value: unknown;
@@ -46,11 +54,9 @@ export async function readJsonObject(
   } catch (error) {
     throw new HttpError(400, `the body is not JSON: ${(error as Error).message}`);
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value))
-    throw new HttpError(400, 'the body must be a JSON object');
   // What is stored must read back: lone surrogates (an escape such as \ud800) become U+FFFD.
   replaceLoneSurrogates(text, value);
-  return value as Record<string, unknown>;
+  return value;
 }
 
 /** The media type of a request without parameters, lowercased ("application/json"). */

@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import type { DuckDBStore } from '../store/store.js';
 import { StoreBusyError, StoreUnavailableError } from '../api/errors.js';
 import { BodyError } from './body.js';
-import { gateway, type GatewayOptions } from './gateway.js';
+import { gateway, type Gateway, type GatewayOptions } from './gateway.js';
 import { DecodePool } from './decode-pool.js';
 import { browserGuard } from './browser-guard.js';
 import { bearerCheck, HttpError, isJsonOrEmpty, sendJson, type Route } from './http.js';
@@ -16,6 +16,10 @@ import { DASHBOARD_DIR, staticFiles } from './static-files.js';
 import { storeRoutes } from './store-routes.js';
 import type { TrainingBatchSource } from '../api/training.js';
 import { trainingRoutes } from './training-routes.js';
+import { ModelRegistry } from './al-v1/model-registry.js';
+import { modelRoutes } from './al-v1/model-routes.js';
+import { ProxyState, proxyRoutes } from './al-v1/proxy-routes.js';
+import { DEFAULT_V1_PROXY, type V1ProxySettings } from './al-v1/proxy-settings.js';
 
 const DEFAULT_HOST = '127.0.0.1';
 /** The port of OTLP/HTTP. */
@@ -50,6 +54,8 @@ export interface ServerOptions {
   readonly grpcPort?: number;
   /** Training batches to serve under /v1/agl/training/ (a GRPO run's, docs/training.md); none by default. */
   readonly training?: TrainingBatchSource;
+  /** Agent Lightning v1's proxy settings (its server.yaml's default_proxy; default DEFAULT_V1_PROXY, v1's own). */
+  readonly v1Proxy?: V1ProxySettings;
 }
 
 /** One line per answered request: method, path, status and time taken. */
@@ -198,6 +204,7 @@ export async function startServer(
     feedbackRoute(store, store.lightning),
     ...(options.training ? trainingRoutes(options.training) : []),
     ...llmGateway.routes,
+    ...agentLightningV1Routes(store, llmGateway, options.v1Proxy ?? DEFAULT_V1_PROXY),
   ];
   server.off('request', answerStarting);
   server.on('request', requestHandler(routes, new Set(otlpRoutes), options));
@@ -223,6 +230,12 @@ export async function startServer(
   };
 }
 
+/** Agent Lightning v1's model registry and LLM proxy (/api/models, /proxy/...). */
+function agentLightningV1Routes(store: DuckDBStore, llmGateway: Gateway, settings: V1ProxySettings): Route[] {
+  const registry = new ModelRegistry(store.lightning);
+  return [...modelRoutes(registry), ...proxyRoutes(store.lightning, llmGateway, registry, settings, new ProxyState())];
+}
+
 /**
  * Answers each request by its route, after the browser guard and the token check; routes other
  * than GET and `otlp` take JSON bodies only.
@@ -244,7 +257,7 @@ function requestHandler(
     // The dashboard's files hold no data (they are the package's own), so they need no token:
     // a browser cannot put an Authorization header on a page load, and the page asks for the
     // token itself and sends it on every API call. The guard above still applies to them.
-    if (path !== '/v1' && !path.startsWith('/v1/')) {
+    if (path !== '/v1' && !path.startsWith('/v1/') && !isAgentLightningV1Path(path)) {
       dashboard(request, response, path).catch((error: unknown) => answerError(response, error));
       return;
     }
@@ -287,6 +300,9 @@ function requestHandler(
       .catch((error: unknown) => answerError(response, error));
   };
 }
+
+/** Agent Lightning v1's API paths: its store API under /api/, its LLM proxy under /proxy/. */
+const isAgentLightningV1Path = (path: string) => path.startsWith('/api/') || path.startsWith('/proxy/');
 
 function answerError(response: ServerResponse, error: unknown): void {
   if (response.headersSent) {

@@ -23,6 +23,7 @@ import {
 import { StoreUnavailableError } from '../api/errors.js';
 import { SERVER_ID } from '../store/span-files.js';
 import { serverFileOf } from './query-command.js';
+import { v1Settings, type V1ServerSettings } from './v1-config.js';
 import { bytesArg, CommandError, countArg, parseCommandArgs, portArg, secondsArg, urlArg, UsageError } from './args.js';
 
 const mib = (bytes: number) => `${bytes / 2 ** 20}MiB`;
@@ -34,7 +35,7 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}
           [--upstream URL] [--upstream-key KEY] [--anthropic-upstream URL] [--anthropic-upstream-key KEY]
           [--upstream-timeout ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000}] [--return-token-ids]
           [--return-logprobs] [--pass-agent-key] [--spans-dir DIR] [--server-id ID]
-          [--spans-move-every ${DEFAULT_SPANS_MOVE_EVERY_MS / 1000}] [--quiet]
+          [--spans-move-every ${DEFAULT_SPANS_MOVE_EVERY_MS / 1000}] [--v1-config server.yaml] [--v1-model NAME] [--quiet]
   Receives OpenTelemetry data (OTLP/HTTP, protobuf or JSON, on /v1/traces and /v1/logs, and
   OTLP/gRPC on --grpc-port, 0 for none) and stores it in a DuckDB file; answers agl's API
   under /v1/agl/ and records LLM calls made through its OpenAI- and Anthropic-compatible
@@ -63,6 +64,11 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}
   --return-token-ids, --return-logprobs: ask the upstream (vLLM) for token ids, and for the
   logprobs of the sampled tokens, on completion calls.
   --pass-agent-key: send the agent's own API key on to an upstream that has none configured.
+  --v1-config: Agent Lightning v1's server.yaml (YAML or JSON): its default_proxy (the served
+  model, the train and val sampling parameters, include_log_probs) for v1's proxy under
+  /proxy/, and its host, port and key where --host, --port and --token are not given.
+  --v1-model: the served model (default_proxy.model_name; default Qwen/Qwen2.5-7B-Instruct,
+  v1's): calls through v1's proxy go to the endpoints registered for it (POST /api/models).
   Each store and gateway request is logged on a line of its own (OTLP ingest is not); --quiet
   logs only the start and the stop.`;
 
@@ -91,6 +97,8 @@ const OPTIONS = {
   'spans-dir': { type: 'string' },
   'server-id': { type: 'string' },
   'spans-move-every': { type: 'string' },
+  'v1-config': { type: 'string' },
+  'v1-model': { type: 'string' },
   quiet: { type: 'boolean', default: false },
 } as const;
 
@@ -100,15 +108,15 @@ export async function serve(args: string[]): Promise<void> {
   const { values } = parseCommandArgs(args, OPTIONS);
   // Every argument is checked before anything is opened.
   const path = resolve(values.db);
-  const serverOptions = serverOptionsOf(values);
+  const serverOptions = serverOptionsOf(values, await v1Settings(values['v1-config'], values['v1-model']));
   const storeOptions = storeOptionsOf(values);
   // V8 grows the young generation to 128 MB under ingest (request buffers and decoded columns
   // live until their commit), which is most of a busy server's JS memory and bought no
   // throughput: keep it at the size it has by now. The flag is read whenever it would grow.
   setFlagsFromString('--semi-space-growth-factor=1');
-  if (!serverOptions.token && values.host !== undefined && !isLoopbackHost(values.host)) {
+  if (!serverOptions.token && serverOptions.host !== undefined && !isLoopbackHost(serverOptions.host)) {
     console.error(
-      `agl: warning: listening on ${values.host} without --token: anyone who can reach this address can read ` +
+      `agl: warning: listening on ${serverOptions.host} without --token: anyone who can reach this address can read ` +
         "all stored data, enqueue work and redirect agents' LLM calls; set --token (or AGL_TOKEN)",
     );
   }
@@ -127,16 +135,20 @@ export async function serve(args: string[]): Promise<void> {
   console.log(`agl: serving on ${server.url}${grpc}, storing in ${path}${state}`);
 }
 
-/** The server's options from the command line; each one not given is left to the server's default. */
-function serverOptionsOf(values: Values): ServerOptions {
+/**
+ * The server's options from the command line (and Agent Lightning v1's server.yaml, for what the
+ * flags do not say); each one not given is left to the server's default.
+ */
+function serverOptionsOf(values: Values, v1: V1ServerSettings): ServerOptions {
   const upstreamTimeout = secondsArg('--upstream-timeout', values['upstream-timeout']);
   return {
-    host: values.host,
-    port: portArg(values.port),
+    host: values.host ?? v1.host,
+    port: portArg(values.port) ?? v1.port,
     grpcPort: grpcPortArg(values['grpc-port']),
     maxBodyBytes: bytesArg('--max-body', values['max-body']),
     decodeThreads: countArg('--decode-threads', values['decode-threads']),
-    token: values.token ?? (process.env.AGL_TOKEN || undefined),
+    token: values.token ?? (process.env.AGL_TOKEN || undefined) ?? v1.key,
+    v1Proxy: v1.proxy,
     allowOrigins: originsArg(values['allow-origin']),
     logRequests: !values.quiet,
     gateway: {

@@ -100,13 +100,14 @@ export async function readConfigFile(
   path: string,
   keys: readonly string[],
   pathKeys: ReadonlySet<string>,
+  flag = '--config',
 ): Promise<{ options: Record<string, unknown>; names: Map<string, string> }> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
   } catch (error) {
     throw new UsageError(
-      `--config ${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`,
+      `${flag} ${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`,
     );
   }
   let parsed: unknown;

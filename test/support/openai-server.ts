@@ -17,7 +17,7 @@ import type { AddressInfo } from 'node:net';
  *   `cut-stream` ends a stream mid-way without `[DONE]`; `gzip-<model>` gzips the answer
  *   whatever the request's accept-encoding (as some servers do).
  * - `chat`: a script for chat completions: for each request body it may answer with its own
- *   content, an error status, or a delay first (tests of algorithms that play agent model, critic
+ *   content, an error status, or a delay or a promise to wait for first (tests of algorithms that play agent model, critic
  *   and editor through one server); what it leaves out behaves as above.
  */
 export interface OpenAITestServer {
@@ -34,6 +34,8 @@ export interface ChatScript {
   readonly content?: string;
   readonly status?: number;
   readonly delayMs?: number;
+  /** The answer waits for this (a test holds a call open, then lets it finish). */
+  readonly hold?: Promise<void>;
 }
 
 /** A chat completion request, as far as a script reads it. */
@@ -122,6 +124,7 @@ async function handle(
   requests.push({ path, headers: req.headers, body });
   const script = path === '/v1/chat/completions' ? options.chat?.(body as ChatRequest) : undefined;
   if (script?.delayMs) await new Promise((resolve) => setTimeout(resolve, script.delayMs));
+  if (script?.hold) await script.hold;
   if (script?.status)
     return json(res, script.status, {
       error: { message: `test server answers ${script.status}`, type: 'test_error', code: null },
