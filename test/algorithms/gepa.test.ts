@@ -79,6 +79,25 @@ test('GEPA finds the better pair of prompts, the same with the same seed, and sh
   );
   assert.equal(versions.find((v) => v.is_best)?.version, first.best.version);
   assert.equal(versions.find((v) => v.is_best)?.val_score, 1);
+
+  // What each candidate is, in SQL: its kind and every parent.
+  const lineage = await fileRows(
+    join(dir, 'a.duckdb'),
+    "SELECT version, kind, parent, to_json(parents)::VARCHAR AS parents FROM prompt_versions WHERE algorithm = 'gepa'",
+  );
+  assert.deepEqual(
+    lineage.map((v) => [v.version, v.kind, v.parent, JSON.parse(String(v.parents))]),
+    first.candidates.map((c) => [c.version, c.kind, c.parents[0] ?? null, c.parents]),
+  );
+  // Every iteration's frontier, not only the last.
+  const frontiers = await fileRows(
+    join(dir, 'a.duckdb'),
+    "SELECT round, count(*)::INTEGER AS n FROM prompt_frontiers WHERE algorithm = 'gepa' GROUP BY round ORDER BY round",
+  );
+  assert.deepEqual(
+    frontiers.map((f) => f.round),
+    Array.from({ length: first.iterations + 1 }, (_, i) => i),
+  );
 });
 
 test('GEPA stops within its rollout budget, survives a failed reflection, never keeps a dropped placeholder, and resumes', async (t) => {
