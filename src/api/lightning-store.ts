@@ -53,7 +53,8 @@ export interface LightningStore {
   dequeueRollout(options?: DequeueOptions): Promise<AttemptedRollout | null>;
   dequeueManyRollouts(options?: DequeueOptions & { limit?: number }): Promise<AttemptedRollout[]>;
   startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout>;
-  startAttempt(rolloutId: string, workerId?: string | null): Promise<AttemptedRollout>;
+  /** A new attempt of the rollout (named `attemptId` when given: one it has already is a ConflictError). */
+  startAttempt(rolloutId: string, workerId?: string | null, attemptId?: string | null): Promise<AttemptedRollout>;
   queryRollouts(query?: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>>;
   getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null>;
   queryAttempts(rolloutId: string, query?: Pagination): Promise<PaginatedResult<Attempt>>;

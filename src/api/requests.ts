@@ -33,9 +33,19 @@ export const rolloutConfigRequest = z.object({
   retry_condition: listOf(z.enum(ATTEMPT_STATUSES)),
 });
 
+/**
+ * A client-chosen id of a rollout or attempt: it goes into URL paths (Agent Lightning v1's proxy
+ * and event routes), so no slashes, spaces or control characters.
+ */
+export const clientId = z
+  .string()
+  .regex(/^[^\s/\\?#%\p{Cc}]{1,200}$/u, { error: mustBe('1 to 200 characters without spaces, /, \\, ?, # or %') });
+
 /** One rollout to enqueue or start; every field but `input` may be absent. */
 export const rolloutRequest = z.object({
   input: z.unknown(),
+  /** agl's own: enqueuing an id that exists answers that rollout, unchanged (a retry is safe). */
+  rollout_id: clientId.nullish(),
   mode: z.enum(ROLLOUT_MODES).nullish(),
   resources_id: z.string().nullish(),
   config: rolloutConfigRequest.nullish(),
@@ -69,7 +79,11 @@ export const rolloutUpdate = z.object({
 export const waitBody = z.object({ rollout_ids: z.array(z.string()), timeout: optional(numberIn({ min: 0 })) });
 
 /** POST /rollouts/{id}/attempts */
-export const startAttemptBody = z.object({ worker_id: z.string().nullish() });
+export const startAttemptBody = z.object({
+  worker_id: z.string().nullish(),
+  /** agl's own: the new attempt's id (Agent Lightning v1 names its attempts); one the rollout has is a 409. */
+  attempt_id: clientId.nullish(),
+});
 
 /** POST /rollouts/{id}/attempts/{attempt_id}: an absent field is left as it is; none can be cleared. */
 export const attemptUpdate = z.object({

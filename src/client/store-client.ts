@@ -94,8 +94,13 @@ export class StoreClient implements LightningStore {
     return this.post('/rollouts', request, { retry: 'unsent' });
   }
 
-  startAttempt(rolloutId: string, workerId: string | null = null): Promise<AttemptedRollout> {
-    return this.post(`/rollouts/${enc(rolloutId)}/attempts`, { worker_id: workerId }, { retry: 'unsent' });
+  startAttempt(
+    rolloutId: string,
+    workerId: string | null = null,
+    attemptId?: string | null,
+  ): Promise<AttemptedRollout> {
+    const body = attemptId ? { worker_id: workerId, attempt_id: attemptId } : { worker_id: workerId };
+    return this.post(`/rollouts/${enc(rolloutId)}/attempts`, body, { retry: 'unsent' });
   }
 
   queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {

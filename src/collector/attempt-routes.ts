@@ -10,7 +10,9 @@ export function attemptRoutes(store: LightningStore): Route[] {
     get('/rollouts/{id}/attempts', pagination, (query, [id]) => store.queryAttempts(id, query)),
     // Before /attempts/{attempt}, which "search" would match too.
     post('/rollouts/{id}/attempts/search', pagination, (query, [id]) => store.queryAttempts(id, query)),
-    create('/rollouts/{id}/attempts', startAttemptBody, (body, [id]) => store.startAttempt(id, body.worker_id ?? null)),
+    create('/rollouts/{id}/attempts', startAttemptBody, (body, [id]) =>
+      store.startAttempt(id, body.worker_id ?? null, body.attempt_id),
+    ),
     post('/rollouts/{id}/attempts/{attempt}', attemptUpdate, (update, [id, attempt]) =>
       store.updateAttempt(id, attempt, update),
     ),

@@ -3,28 +3,14 @@ import { NotFoundError } from '../api/errors.js';
 import { type Feedback, feedbackBody, type FeedbackReceipt } from '../api/feedback.js';
 import type { LightningStore } from '../api/lightning-store.js';
 import { AGL, ATTR } from '../api/semconv.js';
-import { type SpanKeys, spanKeysCondition } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
-import { llmCallsOfKeys } from '../sql/views.js';
 import { spanRows } from '../store/span-json.js';
 import type { DuckDBStore } from '../store/store.js';
 import type { Route } from './http.js';
 import { create } from './rest-route.js';
+import { lastTargetOf, nowNs, rows, TARGET_COLUMNS, type Target, targetOf } from './span-target.js';
 
 type FeedbackStore = Pick<DuckDBStore, 'query' | 'writeSpans'>;
-
-/** Where a feedback goes: the span it is credited to, its trace, rollout and place in time. */
-interface Target {
-  readonly trace_id: string;
-  readonly span_id: string | null;
-  readonly parent_id: string | null;
-  readonly rollout_id: string | null;
-  readonly attempt_id: string | null;
-  /** The target's end in nanoseconds: the feedback is dated there, so credit gives it to that call. */
-  readonly end_ns: bigint;
-}
-
-const TARGET_COLUMNS = 'trace_id, span_id, parent_id, rollout_id, attempt_id, epoch_ns(end_time) AS end_ns';
 
 /**
  * POST /v1/agl/feedback (api/feedback.ts): resolves the target to a stored span and writes an
@@ -53,10 +39,6 @@ export function feedbackRoute(store: FeedbackStore, lightning: LightningStore): 
   });
 }
 
-async function rows(store: FeedbackStore, sql: string): Promise<Record<string, unknown>[]> {
-  return (await store.query(sql, { guard: false })).rows;
-}
-
 async function storedReceipt(
   store: FeedbackStore,
   feedbackId: string,
@@ -79,29 +61,6 @@ async function storedReceipt(
   };
 }
 
-const targetOf = (row: Record<string, unknown>): Target => ({
-  trace_id: String(row.trace_id),
-  span_id: String(row.span_id),
-  parent_id: (row.parent_id as string | null) ?? null,
-  rollout_id: (row.rollout_id as string | null) ?? null,
-  attempt_id: (row.attempt_id as string | null) ?? null,
-  end_ns: row.end_ns === null || row.end_ns === undefined ? nowNs() : BigInt(String(row.end_ns)),
-});
-
-const nowNs = () => BigInt(Date.now()) * 1_000_000n;
-
-/**
- * The last call (a row of `llm_calls`, whichever instrumentation recorded it) among the spans that
- * `keys` select, else the last span to end; undefined when none matches.
- */
-async function lastOf(store: FeedbackStore, keys: SpanKeys): Promise<Target | undefined> {
-  const order = 'ORDER BY end_time DESC NULLS LAST, sequence_id DESC NULLS LAST, span_id DESC LIMIT 1';
-  const [call] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM (${llmCallsOfKeys(keys)}) ${order}`);
-  if (call) return targetOf(call);
-  const [span] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM spans WHERE ${spanKeysCondition(keys)} ${order}`);
-  return span ? targetOf(span) : undefined;
-}
-
 async function resolveTarget(
   store: FeedbackStore,
   lightning: LightningStore,
@@ -117,7 +76,7 @@ async function resolveTarget(
     return targetOf(span);
   }
   if (feedback.trace_id !== undefined) {
-    const found = await lastOf(store, { traceIds: [feedback.trace_id] });
+    const found = await lastTargetOf(store, { traceIds: [feedback.trace_id] });
     if (!found) throw new NotFoundError(`no trace ${feedback.trace_id}`);
     return found;
   }
@@ -154,7 +113,7 @@ async function rolloutTarget(
         ? `rollout ${rolloutId} has no attempt`
         : `rollout ${rolloutId} has no attempt ${attemptId}`,
     );
-  const found = await lastOf(store, { rolloutIds: [rolloutId], attemptIds: [attempt.attempt_id] });
+  const found = await lastTargetOf(store, { rolloutIds: [rolloutId], attemptIds: [attempt.attempt_id] });
   return (
     found ?? {
       trace_id: createHash('sha256').update(`trace:${feedbackId}`).digest('hex').slice(0, 32),

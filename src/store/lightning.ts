@@ -120,8 +120,12 @@ export class EmbeddedLightningStore implements ServerLightningStore {
     return this.change((now, changes) => this.state.startRollout(request, request.worker_id ?? null, now, changes));
   }
 
-  startAttempt(rolloutId: string, workerId: string | null = null): Promise<AttemptedRollout> {
-    return this.change((now, changes) => this.state.startAttempt(rolloutId, workerId, now, changes));
+  startAttempt(
+    rolloutId: string,
+    workerId: string | null = null,
+    attemptId?: string | null,
+  ): Promise<AttemptedRollout> {
+    return this.change((now, changes) => this.state.startAttempt(rolloutId, workerId, now, changes, attemptId));
   }
 
   async queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {

@@ -15,7 +15,7 @@ import {
   type RolloutUpdate,
   type Worker,
 } from '../api/types.js';
-import { NotFoundError } from '../api/errors.js';
+import { ConflictError, NotFoundError } from '../api/errors.js';
 
 const newId = (prefix: string, hexDigits: number) =>
   `${prefix}${randomBytes(Math.ceil(hexDigits / 2))
@@ -114,9 +114,12 @@ export class RolloutState {
     return this.latestResources()?.resources_id ?? null;
   }
 
+  /** Queues new rollouts; a request naming a rollout that exists answers it as it is (a retried enqueue). */
   enqueue(requests: readonly RolloutRequest[], now: number, changes: Changes): Rollout[] {
     const resourcesId = this.latestResourcesId();
     return requests.map((request) => {
+      const existing = request.rollout_id ? this.rollouts.get(request.rollout_id) : undefined;
+      if (existing) return existing;
       const rollout = this.createRollout(request, 'queuing', resourcesId, now, changes);
       this.pushQueue(rollout.rollout_id);
       return rollout;
@@ -144,15 +147,25 @@ export class RolloutState {
   }
 
   startRollout(request: RolloutRequest, workerId: string | null, now: number, changes: Changes): AttemptedRollout {
+    if (request.rollout_id && this.rollouts.has(request.rollout_id))
+      throw new ConflictError(`rollout ${request.rollout_id} exists already`);
     const rollout = this.createRollout(request, 'preparing', this.latestResourcesId(), now, changes);
     const attempt = this.createAttempt(rollout, workerId, now, changes);
     if (workerId !== null) this.syncWorker(workerId, attempt, now, changes, false);
     return { ...rollout, attempt };
   }
 
-  startAttempt(rolloutId: string, workerId: string | null, now: number, changes: Changes): AttemptedRollout {
+  startAttempt(
+    rolloutId: string,
+    workerId: string | null,
+    now: number,
+    changes: Changes,
+    attemptId?: string | null,
+  ): AttemptedRollout {
     const rollout = this.rollout(rolloutId);
-    const attempt = this.createAttempt(rollout, workerId, now, changes);
+    if (attemptId && this.attempts.get(rolloutId)?.some((a) => a.attempt_id === attemptId))
+      throw new ConflictError(`rollout ${rolloutId} has an attempt ${attemptId} already`);
+    const attempt = this.createAttempt(rollout, workerId, now, changes, attemptId);
     this.setRolloutStatus(rollout, 'preparing', now, changes);
     if (workerId !== null) this.syncWorker(workerId, attempt, now, changes, false);
     return { ...rollout, attempt };
@@ -303,7 +316,7 @@ export class RolloutState {
     changes: Changes,
   ): Rollout {
     const rollout: Rollout = {
-      rollout_id: newId('ro-', 12),
+      rollout_id: request.rollout_id ?? newId('ro-', 12),
       input: request.input ?? null,
       start_time: now,
       end_time: null,
@@ -318,11 +331,17 @@ export class RolloutState {
     return rollout;
   }
 
-  private createAttempt(rollout: Rollout, workerId: string | null, now: number, changes: Changes): Attempt {
+  private createAttempt(
+    rollout: Rollout,
+    workerId: string | null,
+    now: number,
+    changes: Changes,
+    attemptId?: string | null,
+  ): Attempt {
     const attempts = this.attempts.get(rollout.rollout_id) ?? [];
     const attempt: Attempt = {
       rollout_id: rollout.rollout_id,
-      attempt_id: newId('at-', 8),
+      attempt_id: attemptId ?? newId('at-', 8),
       sequence_id: attempts.length + 1,
       start_time: now,
       end_time: null,

@@ -325,6 +325,25 @@ for (const [label, open] of variants) {
     await assert.rejects(ls.queryRollouts({ offset: -1 }), /offset/);
   });
 
+  test(`${label}: a client-named rollout is enqueued once and keeps its state; named attempts are unique`, async (t) => {
+    const { lightning: ls } = await open(t);
+    const [first] = await ls.enqueueManyRollouts([{ input: 'a', rollout_id: 'r-named' }]);
+    assert.equal(first.rollout_id, 'r-named');
+    const started = await ls.startAttempt('r-named', null, '0');
+    assert.equal(started.attempt.attempt_id, '0');
+    const [again, fresh] = await ls.enqueueManyRollouts([{ input: 'changed', rollout_id: 'r-named' }, { input: 'b' }]);
+    assert.deepEqual(
+      [again.rollout_id, again.input, again.status],
+      ['r-named', 'a', 'preparing'],
+      'a retry changes nothing',
+    );
+    assert.notEqual(fresh.rollout_id, 'r-named');
+    assert.equal((await ls.queryRollouts({ rollout_id_in: ['r-named'] })).total, 1);
+    await assert.rejects(ls.startAttempt('r-named', null, '0'), /has an attempt 0 already/);
+    await assert.rejects(ls.startRollout({ input: 'c', rollout_id: 'r-named' }), /exists already/);
+    assert.equal((await ls.queryAttempts('r-named')).total, 1);
+  });
+
   test(`${label}: rollouts are queried with filters, sorting and paging`, async (t) => {
     const { lightning: ls } = await open(t);
     const made = await ls.enqueueManyRollouts([{ input: 1 }, { input: 2 }, { input: 3 }]);

@@ -137,11 +137,15 @@ export class PostgresLightningStore implements ServerLightningStore {
   }
 
   enqueueRollout(request: RolloutRequest): Promise<Rollout> {
-    return this.change({ latestResources: true }, (state, now, changes) => state.enqueue([request], now, changes)[0]);
+    return this.enqueueManyRollouts([request]).then(([rollout]) => rollout);
   }
 
   enqueueManyRollouts(requests: RolloutRequest[]): Promise<Rollout[]> {
-    return this.change({ latestResources: true }, (state, now, changes) => state.enqueue(requests, now, changes));
+    // Rollouts named by id are read (and locked) first: an enqueue retried answers them as they are.
+    const named = requests.flatMap((r) => (r.rollout_id ? [r.rollout_id] : []));
+    return this.change({ latestResources: true, rollouts: named }, (state, now, changes) =>
+      state.enqueue(requests, now, changes),
+    );
   }
 
   dequeueRollout(options: DequeueOptions = {}): Promise<AttemptedRollout | null> {
@@ -164,14 +168,20 @@ export class PostgresLightningStore implements ServerLightningStore {
   }
 
   startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout> {
-    return this.change({ latestResources: true, workers: [request.worker_id] }, (state, now, changes) =>
-      state.startRollout(request, request.worker_id ?? null, now, changes),
+    const named = request.rollout_id ? [request.rollout_id] : [];
+    return this.change(
+      { latestResources: true, rollouts: named, workers: [request.worker_id] },
+      (state, now, changes) => state.startRollout(request, request.worker_id ?? null, now, changes),
     );
   }
 
-  startAttempt(rolloutId: string, workerId: string | null = null): Promise<AttemptedRollout> {
+  startAttempt(
+    rolloutId: string,
+    workerId: string | null = null,
+    attemptId?: string | null,
+  ): Promise<AttemptedRollout> {
     return this.change({ rollouts: [rolloutId], workers: [workerId] }, (state, now, changes) =>
-      state.startAttempt(rolloutId, workerId, now, changes),
+      state.startAttempt(rolloutId, workerId, now, changes, attemptId),
     );
   }
 
