@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=.venv
-PACKAGES=(torch==2.13.0 transformers==5.18.0 trl==1.13.0 peft==0.21.0 accelerate==1.15.0 datasets==5.0.1 pyarrow pytest numpy aiohttp)
+PACKAGES=(torch==2.13.0 transformers==5.18.0 trl==1.13.0 peft==0.21.0 accelerate==1.15.0 datasets==5.0.1 pyarrow pytest numpy aiohttp httpx)
 # What the environment was made from: a change of either makes it again.
 wanted="${PACKAGES[*]} $(cksum < python/pyproject.toml)"
 marker="$VENV/.agl-packages"

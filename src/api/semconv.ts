@@ -66,6 +66,17 @@ export const V1_PROXY_ATTR = {
 } as const;
 
 /**
+ * An event posted to Agent Lightning v1's events route: its type and data as posted. A reward is
+ * an `agentlightning.annotation` span (a row of `rewards`) with these too; any other type is an
+ * `agl.v1.event` span of the attempt.
+ */
+export const V1_EVENT_ATTR = {
+  span: 'agl.v1.event',
+  type: 'agl.v1.event.type',
+  data: 'agl.v1.event.data',
+} as const;
+
+/**
  * The span an algorithm records on its run's own rollout for each LLM judge call (judge
  * options of GRPO, SFT, APO): the judge's model, the rollouts it scored, what it was asked and
  * answered, and its tokens. No `gen_ai.*` attributes: a judge call is never an `llm_calls` row,

@@ -17,9 +17,11 @@ import { storeRoutes } from './store-routes.js';
 import type { TrainingBatchSource } from '../api/training.js';
 import { trainingRoutes } from './training-routes.js';
 import { ModelRegistry } from './al-v1/model-registry.js';
+import { eventRoutes } from './al-v1/event-routes.js';
 import { modelRoutes } from './al-v1/model-routes.js';
 import { ProxyState, proxyRoutes } from './al-v1/proxy-routes.js';
 import { DEFAULT_V1_PROXY, type V1ProxySettings } from './al-v1/proxy-settings.js';
+import { rolloutRoutes as v1RolloutRoutes } from './al-v1/rollout-routes.js';
 
 const DEFAULT_HOST = '127.0.0.1';
 /** The port of OTLP/HTTP. */
@@ -230,10 +232,15 @@ export async function startServer(
   };
 }
 
-/** Agent Lightning v1's model registry and LLM proxy (/api/models, /proxy/...). */
+/** Agent Lightning v1's server API: rollouts, events, the model registry and the LLM proxy (/api/..., /proxy/...). */
 function agentLightningV1Routes(store: DuckDBStore, llmGateway: Gateway, settings: V1ProxySettings): Route[] {
   const registry = new ModelRegistry(store.lightning);
-  return [...modelRoutes(registry), ...proxyRoutes(store.lightning, llmGateway, registry, settings, new ProxyState())];
+  return [
+    ...v1RolloutRoutes(store.lightning),
+    ...eventRoutes(store, store.lightning),
+    ...modelRoutes(registry),
+    ...proxyRoutes(store.lightning, llmGateway, registry, settings, new ProxyState()),
+  ];
 }
 
 /**
@@ -254,6 +261,8 @@ function requestHandler(
     if (options.logRequests && (path.startsWith('/v1/agl/') || path.startsWith('/v1/gateway/')))
       logRequest(request, response, path);
     if (!guard(request, response)) return;
+    // v1's liveness probe, open as v1's is: it says the process answers, nothing of the data.
+    if (path === '/healthz' && request.method === 'GET') return sendJson(response, 200, { status: 'ok' });
     // The dashboard's files hold no data (they are the package's own), so they need no token:
     // a browser cannot put an Authorization header on a page load, and the page asks for the
     // token itself and sends it on every API call. The guard above still applies to them.

@@ -9,10 +9,10 @@ import { HttpError } from './http.js';
  * bad request.
  */
 
-/** `value` as `schema` makes it, or a 400 that names the first field found wrong. */
-export function parseRequest<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
+/** `value` as `schema` makes it, or a 400 (or `status`) that names the first field found wrong. */
+export function parseRequest<S extends z.ZodType>(schema: S, value: unknown, status = 400): z.output<S> {
   const result = schema.safeParse(value, { error: problemOf });
-  if (!result.success) throw new HttpError(400, issueMessage(result.error));
+  if (!result.success) throw new HttpError(status, issueMessage(result.error));
   return result.data;
 }
 

@@ -9,6 +9,7 @@ import type { Gateway, Upstream } from '../gateway.js';
 import { readJsonObject, sendJson, type Route } from '../http.js';
 import { parseRequest } from '../validate.js';
 import type { ModelRegistry, ModelServer } from './model-registry.js';
+import { liveRollout } from './rollout-routes.js';
 import type { V1ProxySettings } from './proxy-settings.js';
 
 /**
@@ -98,7 +99,7 @@ export function proxyRoutes(
     async (request, response, [rolloutId, attemptId, mode]) => {
       if (!(MODES as readonly string[]).includes(mode))
         return refuse(response, 404, `Unsupported proxy mode: ${mode} (train or val)`);
-      if (!(await store.getRolloutById(rolloutId))) return refuse(response, 404, `Rollout not found: ${rolloutId}`);
+      await liveRollout(store, rolloutId);
       const servers = await registry.serversOf(settings.modelName);
       if (servers.length === 0)
         return refuse(response, 503, `No servers available for model '${settings.modelName}' (POST /api/models)`);
