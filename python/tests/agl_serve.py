@@ -39,9 +39,9 @@ def project_node() -> str:
 
 
 @contextmanager
-def agl_serve(db: Path) -> Iterator[str]:
-    """`agl serve` on a port the system picks, storing in ``db``; yields its URL, stops it after."""
-    args = [project_node(), str(CLI), "serve", "--port", "0", "--grpc-port", "0", "--db", str(db), "--quiet"]
+def agl_serve(db: Path, *options: str, port: int = 0) -> Iterator[str]:
+    """`agl serve` with ``options`` on ``port`` (0: one the system picks), storing in ``db``; yields its URL, stops it after."""
+    args = [project_node(), str(CLI), "serve", "--port", str(port), "--grpc-port", "0", "--db", str(db), "--quiet", *options]
     process = subprocess.Popen(args, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         yield wait_for_url(process)

@@ -17,6 +17,8 @@ export interface Attribution {
 export class SpanBuffer {
   private spans: SpanInput[] = [];
   private timer: NodeJS.Timeout | undefined;
+  /** Writes in flight, a timer's included. */
+  private readonly writing = new Set<Promise<void>>();
 
   constructor(
     private readonly sink: BatchSink,
@@ -30,17 +32,21 @@ export class SpanBuffer {
     else this.timer ??= setTimeout(() => void this.flush(), this.delayMs);
   }
 
-  async flush(): Promise<void> {
+  /** Resolves once every span added so far is stored (or its write failed): a reader after it sees them. */
+  flush(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
     const spans = this.spans;
     this.spans = [];
-    if (spans.length === 0) return;
-    try {
-      await this.sink.writeSpans(spanRows(...spans), 0);
-    } catch (error) {
-      console.error(`agl: ${spans.length} gateway span(s) not stored:`, error);
+    if (spans.length > 0) {
+      const write = this.sink.writeSpans(spanRows(...spans), 0).then(
+        () => {},
+        (error: unknown) => console.error(`agl: ${spans.length} gateway span(s) not stored:`, error),
+      );
+      this.writing.add(write);
+      void write.finally(() => this.writing.delete(write));
     }
+    return Promise.all(this.writing).then(() => {});
   }
 }
 

@@ -237,7 +237,7 @@ function agentLightningV1Routes(store: DuckDBStore, llmGateway: Gateway, setting
   const registry = new ModelRegistry(store.lightning);
   return [
     ...v1RolloutRoutes(store.lightning),
-    ...eventRoutes(store, store.lightning),
+    ...eventRoutes(store, store.lightning, () => llmGateway.flush()),
     ...modelRoutes(registry),
     ...proxyRoutes(store.lightning, llmGateway, registry, settings, new ProxyState()),
   ];

@@ -25,7 +25,12 @@ const eventsQuery = z.object({ event_type: z.string().nullish(), format: z.strin
  * alike), a `reward` a row of `rewards`, any other event a span of the attempt. What v1 posts
  * becomes such a span, beside the attempt's last call, so that agl's exports credit it there.
  */
-export function eventRoutes(store: EventStore, lightning: LightningStore): Route[] {
+export function eventRoutes(
+  store: EventStore,
+  lightning: LightningStore,
+  /** Stores the proxy's calls recorded so far: what an agent was answered is an event from then on. */
+  flushCalls: () => Promise<void>,
+): Route[] {
   return [
     {
       method: 'POST',
@@ -37,6 +42,7 @@ export function eventRoutes(store: EventStore, lightning: LightningStore): Route
         await liveRollout(lightning, rolloutId);
         if (event.event_type === 'reward') parseRequest(z.object({ value: rewardValue }), event.data, 422);
         const timestamp = Date.now() / 1000;
+        await flushCalls();
         await writeEvent(store, { ...event, rollout_id: rolloutId, attempt_id: attemptId, timestamp });
         sendJson(response, 200, { ...event, rollout_id: rolloutId, attempt_id: attemptId, timestamp });
       },
@@ -53,6 +59,7 @@ export function eventRoutes(store: EventStore, lightning: LightningStore): Route
           (await lightning.getLatestAttempt(rolloutId))?.attempt_id ??
           DEFAULT_ATTEMPT_ID;
         const triplet = query.format === 'triplet';
+        await flushCalls();
         let events = await eventsOf(store, { rolloutIds: [rolloutId], attemptIds: [attemptId] }, triplet);
         if (query.event_type) events = events.filter((event) => event.event_type === query.event_type);
         sendJson(response, 200, triplet ? dedupeModelRequests(events) : events);
@@ -121,7 +128,7 @@ async function eventsOf(store: EventStore, keys: SpanKeys, triplet: boolean): Pr
   const [calls, posted, rewards] = await Promise.all([
     rows(
       store,
-      `SELECT c.*, epoch_us(c.start_time) AS start_us, epoch_us(c.end_time) AS end_us, s.status_code,
+      `SELECT c.*, epoch_us(c.start_time) AS start_us, epoch_us(c.end_time) AS end_us, s.status_code, s.status_message,
          s.attributes->>'${ATTR.llmRequest}' AS request, s.attributes->>'${ATTR.llmResponse}' AS response,
          s.attributes->>'http.response.status_code' AS http_status,
          s.attributes->>'${V1_PROXY_ATTR.serverModel}' AS server_model,

@@ -32,7 +32,10 @@ export function modelRequestOf(call: Row, request: unknown, response: unknown): 
     version,
   };
   const httpStatus = numberOr(call.http_status);
-  const answered = objectOr(response) ?? chatCompletionOf(call);
+  const failed = (httpStatus ?? 200) >= 400 || call.status_code === 'ERROR';
+  // agl keeps a refused call's error message (the span's status), not the body it came in.
+  const refusal: Row = { error: { message: call.status_message ?? `HTTP ${httpStatus}`, code: httpStatus } };
+  const answered = objectOr(response) ?? (failed ? refusal : chatCompletionOf(call));
   const usage =
     objectOr(answered.usage) ??
     (call.input_tokens === null && call.output_tokens === null
@@ -50,7 +53,7 @@ export function modelRequestOf(call: Row, request: unknown, response: unknown): 
     server,
     latency_ms: (Number(call.end_us ?? call.start_us) - Number(call.start_us)) / 1000,
     http_status: httpStatus,
-    status: (httpStatus ?? 200) >= 400 || call.status_code === 'ERROR' ? 'error' : 'ok',
+    status: failed ? 'error' : 'ok',
     retry_count: 0,
     usage,
     finish_reason: call.finish_reason ?? null,
