@@ -15,6 +15,7 @@ import { store } from './store.js';
 import { trl } from './trl.js';
 import { scaleOut } from './scale-out.js';
 import { spansDir } from './spans-dir.js';
+import { alV1 } from './al-v1.js';
 
 /** Every benchmark of `npm run bench`, in run order. Later issues add theirs here. */
 const BENCHMARKS: Benchmark[] = [
@@ -25,6 +26,7 @@ const BENCHMARKS: Benchmark[] = [
   spansDir,
   instrumentation,
   gateway,
+  alV1,
   adapters,
   runtime,
   apo,

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import type { LightningStore } from '../../api/lightning-store.js';
 import { AGL, ATTR, V1_EVENT_ATTR, V1_PROXY_ATTR } from '../../api/semconv.js';
@@ -8,7 +8,7 @@ import { spanRows } from '../../store/span-json.js';
 import type { DuckDBStore } from '../../store/store.js';
 import { readJsonObject, sendJson, type Route } from '../http.js';
 import { queryObject } from '../rest-route.js';
-import { lastTargetOf, rows } from '../span-target.js';
+import { rows } from '../span-target.js';
 import { checkNesting, parseRequest } from '../validate.js';
 import { liveRollout } from './rollout-routes.js';
 import { dedupeModelRequests, modelRequestOf, tripletOfCall, trimModelRequest, type V1Event } from './v1-events.js';
@@ -42,7 +42,6 @@ export function eventRoutes(
         await liveRollout(lightning, rolloutId);
         if (event.event_type === 'reward') parseRequest(z.object({ value: rewardValue }), event.data, 422);
         const timestamp = Date.now() / 1000;
-        await flushCalls();
         await writeEvent(store, { ...event, rollout_id: rolloutId, attempt_id: attemptId, timestamp });
         sendJson(response, 200, { ...event, rollout_id: rolloutId, attempt_id: attemptId, timestamp });
       },
@@ -68,10 +67,12 @@ export function eventRoutes(
   ];
 }
 
-/** A posted event as a span of its attempt: a reward as agl's reward span, anything else as `agl.v1.event`. */
+/**
+ * A posted event as a span of its attempt: a reward as agl's reward span, anything else as
+ * `agl.v1.event`. Dated when posted: agl credits a reward to the attempt's last call before it.
+ * The attempt's events share a trace of their own (v1's proxy calls each have theirs).
+ */
 async function writeEvent(store: EventStore, event: V1Event): Promise<void> {
-  const keys = { rolloutIds: [event.rollout_id], attemptIds: [event.attempt_id] };
-  const target = await lastTargetOf(store, keys);
   const reward = event.event_type === 'reward';
   const data = event.data as { value?: number; message?: unknown };
   const ns = BigInt(Math.round(event.timestamp * 1e6)) * 1000n;
@@ -79,9 +80,9 @@ async function writeEvent(store: EventStore, event: V1Event): Promise<void> {
     rollout_id: event.rollout_id,
     attempt_id: event.attempt_id,
     sequence_id: null,
-    trace_id: target?.trace_id ?? randomBytes(16).toString('hex'),
+    trace_id: createHash('sha256').update(`agl-v1:${event.rollout_id}/${event.attempt_id}`).digest('hex').slice(0, 32),
     span_id: randomBytes(8).toString('hex'),
-    parent_id: target?.parent_id ?? null,
+    parent_id: null,
     name: reward ? AGL.annotation : V1_EVENT_ATTR.span,
     status: { status_code: 'OK' as const, description: null },
     attributes: {
@@ -119,78 +120,61 @@ const parsed = (text: unknown): unknown => {
 
 /**
  * The events of an attempt, in time order: its calls, the events posted for it, and the rewards
- * agl holds for it that were not posted as events (an agent's own, a feedback, a judge's).
+ * agl holds for it that were not posted as events (an agent's own, a feedback, a judge's). One
+ * query: a trainer reads every rollout's events, one after another.
  */
 async function eventsOf(store: EventStore, keys: SpanKeys, triplet: boolean): Promise<V1Event[]> {
   const [rolloutId] = keys.rolloutIds as string[];
   const [attemptId] = keys.attemptIds as string[];
-  const of = { rollout_id: rolloutId, attempt_id: attemptId };
-  const [calls, posted, rewards] = await Promise.all([
-    rows(
-      store,
-      `SELECT c.*, epoch_us(c.start_time) AS start_us, epoch_us(c.end_time) AS end_us, s.status_code, s.status_message,
-         s.attributes->>'${ATTR.llmRequest}' AS request, s.attributes->>'${ATTR.llmResponse}' AS response,
-         s.attributes->>'http.response.status_code' AS http_status,
-         s.attributes->>'${V1_PROXY_ATTR.serverModel}' AS server_model,
-         s.attributes->>'${V1_PROXY_ATTR.serverEndpoint}' AS server_endpoint,
-         s.attributes->>'${V1_PROXY_ATTR.serverVersion}' AS server_version
-       FROM (${llmCallsOfKeys(keys)}) c LEFT JOIN spans s ON s.trace_id = c.trace_id AND s.span_id = c.span_id`,
-    ),
-    rows(
-      store,
-      `SELECT span_id, epoch_us(start_time) AS start_us, attributes->>'${V1_EVENT_ATTR.type}' AS event_type,
-         attributes->>'${V1_EVENT_ATTR.data}' AS data
-       FROM spans WHERE ${spanKeysCondition(keys)} AND (attributes->>'${V1_EVENT_ATTR.type}') IS NOT NULL`,
-    ),
-    rows(
-      store,
-      `SELECT r.span_id, epoch_us(r.time) AS start_us, r.name, r.value, r.feedback, r.source
+  const attr = (name: string, t = 's') => `${t}.attributes->>'${name}'`;
+  const found = await rows(
+    store,
+    `WITH calls AS MATERIALIZED (${llmCallsOfKeys(keys)}),
+     posted AS MATERIALIZED (SELECT span_id, start_time, attributes FROM spans
+       WHERE ${spanKeysCondition(keys)} AND (${attr(V1_EVENT_ATTR.type, 'spans')}) IS NOT NULL)
+     SELECT 'call' AS kind, epoch_us(coalesce(c.end_time, c.start_time)) AS at_us, json_object(
+         'model', c.model, 'response_id', c.response_id, 'finish_reason', c.finish_reason,
+         'input_tokens', c.input_tokens, 'output_tokens', c.output_tokens,
+         'input_messages', c.input_messages, 'output_messages', c.output_messages,
+         'prompt_token_ids', c.prompt_token_ids, 'response_token_ids', c.response_token_ids,
+         'response_logprobs', c.response_logprobs,
+         'start_us', epoch_us(c.start_time), 'end_us', epoch_us(c.end_time),
+         'status_code', s.status_code, 'status_message', s.status_message,
+         'request', ${attr(ATTR.llmRequest)}, 'response', ${attr(ATTR.llmResponse)},
+         'http_status', ${attr('http.response.status_code')},
+         'server_model', ${attr(V1_PROXY_ATTR.serverModel)}, 'server_endpoint', ${attr(V1_PROXY_ATTR.serverEndpoint)},
+         'server_version', ${attr(V1_PROXY_ATTR.serverVersion)}) AS payload
+       FROM calls c LEFT JOIN spans s ON s.trace_id = c.trace_id AND s.span_id = c.span_id
+     UNION ALL
+     SELECT 'posted', epoch_us(p.start_time),
+         json_object('event_type', ${attr(V1_EVENT_ATTR.type, 'p')}, 'data', ${attr(V1_EVENT_ATTR.data, 'p')})
+       FROM posted p
+     UNION ALL
+     SELECT 'reward', epoch_us(r.time), json_object('value', r.value, 'feedback', r.feedback, 'source', r.source, 'name', r.name)
        FROM (${derivedRowsOf(keys).rewards}) r
-       WHERE r.is_primary AND r.span_id NOT IN (SELECT span_id FROM spans WHERE ${spanKeysCondition(keys)}
-         AND (attributes->>'${V1_EVENT_ATTR.type}') IS NOT NULL)`,
-    ),
-  ]);
-  const seconds = (us: unknown) => Number(us ?? 0) / 1e6;
-  const events: (V1Event & { order: number })[] = [
-    ...calls.map((call) => {
-      const raw = modelRequestOf(call, parsed(call.request), parsed(call.response));
-      return {
-        event_type: 'model_request',
-        ...of,
-        timestamp: seconds(call.end_us ?? call.start_us),
-        data: triplet ? tripletOfCall(call, raw) : raw,
-        order: 0,
-      };
-    }),
-    ...posted.map((event) => {
-      const data = (parsed(event.data) ?? {}) as Record<string, unknown>;
-      const eventType = String(event.event_type);
-      return {
-        event_type: eventType,
-        ...of,
-        timestamp: seconds(event.start_us),
-        data: triplet ? trimEvent(eventType, data) : data,
-        order: 1,
-      };
-    }),
-    ...rewards.map((reward) => {
-      const data = {
-        value: Number(reward.value),
-        ...(reward.feedback === null ? {} : { message: String(reward.feedback) }),
-        source: String(reward.source),
-        reason: String(reward.name),
-      };
-      return {
-        event_type: 'reward',
-        ...of,
-        timestamp: seconds(reward.start_us),
-        data: triplet ? trimEvent('reward', data) : data,
-        order: 1,
-      };
-    }),
-  ];
-  events.sort((a, b) => a.timestamp - b.timestamp || a.order - b.order);
-  return events.map(({ order: _, ...event }) => event);
+       WHERE r.is_primary AND r.span_id NOT IN (SELECT span_id FROM posted)
+     ORDER BY at_us, kind`,
+  );
+  return found.map(({ kind, at_us, payload }) => {
+    const row = payload as Record<string, unknown>;
+    const event = { rollout_id: rolloutId, attempt_id: attemptId, timestamp: Number(at_us ?? 0) / 1e6 };
+    if (kind === 'call') {
+      const raw = modelRequestOf(row, parsed(row.request), parsed(row.response));
+      return { event_type: 'model_request', ...event, data: triplet ? tripletOfCall(row, raw) : raw };
+    }
+    if (kind === 'posted') {
+      const eventType = String(row.event_type);
+      const data = (parsed(row.data) ?? {}) as Record<string, unknown>;
+      return { event_type: eventType, ...event, data: triplet ? trimEvent(eventType, data) : data };
+    }
+    const data = {
+      value: Number(row.value),
+      ...(row.feedback === null ? {} : { message: String(row.feedback) }),
+      source: String(row.source),
+      reason: String(row.name),
+    };
+    return { event_type: 'reward', ...event, data: triplet ? trimEvent('reward', data) : data };
+  });
 }
 
 /** v1's triplet trim of a posted event: a model_request to its token ids, a reward to its value. */
