@@ -109,6 +109,9 @@ def test_healthz_needs_no_key_and_every_api_and_proxy_route_does(agl: httpx.Clie
         assert bare.request(method, path).status_code == 401, path
         wrong = bare.request(method, path, headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401, path
+        assert bare.request(method, path, headers={"x-api-key": "nope"}).status_code == 401, path
+    assert bare.get("/proxy/state", headers={"x-api-key": KEY}).status_code == 200, "v1 takes x-api-key too"
+    assert bare.get("/v1/agl/health", headers={"x-api-key": KEY}).status_code == 401, "agl's own routes take a bearer"
 
 
 def test_enqueue_answers_v1_rollouts_and_is_idempotent_by_id(agl: httpx.Client) -> None:

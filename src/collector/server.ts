@@ -270,7 +270,10 @@ function requestHandler(
       dashboard(request, response, path).catch((error: unknown) => answerError(response, error));
       return;
     }
-    if (!authorized(request.headers.authorization)) {
+    // v1's routes take the key as x-api-key too, as v1 does (an Anthropic client sends it so).
+    const apiKey = request.headers['x-api-key'];
+    const v1Key = isAgentLightningV1Path(path) && typeof apiKey === 'string' && authorized(`Bearer ${apiKey}`);
+    if (!v1Key && !authorized(request.headers.authorization)) {
       sendJson(
         response,
         401,
