@@ -199,6 +199,16 @@ test('APO stops cleanly when its rollout budget would be passed, and when its to
     "SELECT count(*)::INTEGER AS n FROM rollouts WHERE metadata->>'agl_run' IS NOT NULL",
   );
   assert.equal(n, 28);
+  // The cost is what the run spent, round 1's rollouts before the budget stopped it included.
+  assert.equal(byRollouts.cost.total.rollouts, 28);
+  assert.equal(byRollouts.rounds, 0, 'no round was completed');
+  assert.deepEqual(
+    byRollouts.cost.rounds.map((c) => [c.round, c.rollouts]),
+    [
+      [0, 8],
+      [1, 20],
+    ],
+  );
 
   const before = models.calls.critic + models.calls.editor;
   const byTokens = await runApo(models, join(dir, 'tokens.duckdb'), { maxTokens: 1 });

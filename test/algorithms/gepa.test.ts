@@ -123,7 +123,19 @@ test('GEPA stops within its rollout budget, survives a failed reflection, never 
   const log: string[] = [];
   const first = await runGepa(server.baseURL, db, { ...options, maxRollouts: 20 }, log);
   assert.equal(first.stopped, 'budget');
-  assert.ok(first.cost.total.rollouts <= 20);
+  // The cost is what the run spent, as SQL counts it: the iteration the budget cut short included.
+  const spent = Number(/\((\d+) spent\)/.exec(first.stopReason)?.[1]);
+  const [{ n }] = await fileRows(
+    db,
+    `SELECT count(*)::INTEGER AS n FROM rollouts WHERE metadata->>'agl_run' = '${first.runId}'`,
+  );
+  assert.deepEqual([first.cost.total.rollouts, spent], [Number(n), Number(n)]);
+  assert.equal(
+    first.cost.iterations.reduce((sum, c) => sum + c.rollouts, 0),
+    Number(n),
+    'the iterations add up',
+  );
+  assert.ok(Number(n) <= 20);
   assert.ok(
     log.some((line) => /reflection failed/.test(line)),
     log.join('\n'),

@@ -68,7 +68,7 @@ export interface APOResult {
   readonly beam: readonly string[];
   /** Every candidate of the run, seed first, in the order they were made. */
   readonly candidates: readonly Candidate[];
-  /** Per completed round (round 0 scores the seed), and in all. */
+  /** Per round (round 0 scores the seed; the last may be one a stop cut short), and in all (its rollouts as SQL counts them). */
   readonly cost: { readonly rounds: readonly (Cost & { round: number })[]; readonly total: Cost };
 }
 
@@ -543,12 +543,17 @@ export class Search<T> {
       this.log(
         `best ${best.version} ${score(best.valScore)} (seed ${score(seed.valScore)}), now the latest resources (${best.resourcesId})${this.settings.out ? `, written to ${this.settings.out}` : ''}`,
       );
+    const completed = this.costs.at(-1)?.round ?? 0;
+    const cut = this.clock.cutShort();
+    if (cut) this.costs.push({ ...cut, round: this.round });
     const total = this.clock.total(this.costs);
+    // Counted as SQL counts them (every session's rollouts of the run, a cut-short round's too).
+    total.rollouts = await this.run.rollouts(this.context.source);
     return {
       runId: this.run.runId,
       stopped,
       stopReason,
-      rounds: this.costs.at(-1)?.round ?? 0,
+      rounds: completed,
       components: this.components,
       seed,
       best,

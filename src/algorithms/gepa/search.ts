@@ -67,6 +67,7 @@ export interface GEPAResult {
   readonly candidates: readonly GepaCandidate[];
   /** Best minus seed, task by task over the validation set, with its 95% interval; null when they share no task. */
   readonly difference: PairedDifference | null;
+  /** Per iteration (the last may be one a stop cut short), and in all (its rollouts as SQL counts them). */
   readonly cost: { readonly iterations: readonly (GepaCost & { iteration: number })[]; readonly total: GepaCost };
 }
 
@@ -477,12 +478,17 @@ export class GepaSearch<T> {
       this.log(
         `best ${best.version} ${score(valScoreOf(best))} (seed ${score(valScoreOf(seed))}), now the latest resources (${best.resourcesId})`,
       );
+    const completed = this.costs.at(-1)?.iteration ?? 0;
+    const cut = this.clock.cutShort();
+    if (cut) this.costs.push({ ...cut, iteration: this.iteration });
     const total = this.clock.total(this.costs);
+    // Counted as SQL counts them (every session's rollouts of the run, a cut-short round's too).
+    total.rollouts = await this.run.rollouts(this.context.source);
     return {
       runId: this.run.runId,
       stopped,
       stopReason,
-      iterations: this.costs.at(-1)?.iteration ?? 0,
+      iterations: completed,
       components: this.components,
       seed,
       best,

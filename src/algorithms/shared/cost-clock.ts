@@ -20,6 +20,8 @@ export class CostClock<C extends SearchCost> {
   private started = 0;
   private calls = 0;
   private callsSince = 0;
+  /** Whether the round in flight was lapped (recorded); a round a stop cut short was not. */
+  private lapped = true;
 
   constructor(private readonly none: () => C) {
     this.cost = none();
@@ -29,6 +31,7 @@ export class CostClock<C extends SearchCost> {
   start(): void {
     this.cost = this.none();
     this.started = performance.now();
+    this.lapped = false;
   }
 
   /** Model time counts while at least one call is in flight, so that calls at once are not counted twice. */
@@ -49,7 +52,18 @@ export class CostClock<C extends SearchCost> {
   /** The round's cost, its wall-clock seconds up to now. */
   lap(): C {
     this.cost.seconds = (performance.now() - this.started) / 1000;
+    this.lapped = true;
     return this.cost;
+  }
+
+  /**
+   * The cost of the round a stop cut short (a budget spent mid-round, a signal), lapped now; null
+   * when every round was lapped or the cut one spent nothing. Its rollouts ran and count.
+   */
+  cutShort(): C | null {
+    if (this.lapped) return null;
+    const cost = this.lap();
+    return cost.rollouts > 0 || cost.modelSeconds > 0 ? cost : null;
   }
 
   /** The sum of these costs. */
