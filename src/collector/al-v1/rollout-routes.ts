@@ -79,8 +79,7 @@ export function rolloutRoutes(store: LightningStore): Route[] {
         const body = await readJson(request, BODY_LIMIT);
         checkNesting(body);
         const creates = parseRequest(rolloutCreates, body, UNPROCESSABLE);
-        const now = Date.now() / 1000;
-        const rollouts = await store.enqueueManyRollouts(creates.map((create) => rolloutRequestOf(create, now)));
+        const rollouts = await store.enqueueManyRollouts(creates.map(rolloutRequestOf));
         const deleted = rollouts.find(isDeleted);
         if (deleted)
           throw new HttpError(

@@ -116,22 +116,23 @@ export function bookkeepingOf(rollout: Rollout): V1Bookkeeping {
     last_attempt_id: null,
     error_message: null,
     version: 1,
-    updated_at: rollout.start_time,
+    updated_at: 0,
   };
 }
 
 export const isDeleted = (rollout: Rollout) => bookkeepingOf(rollout).deleted === true;
 
 /** The agl rollout a v1 RolloutCreate enqueues: one attempt, timed out as v1's controller would. */
-export function rolloutRequestOf(create: V1RolloutCreate, now: number): RolloutRequest {
+export function rolloutRequestOf(create: V1RolloutCreate): RolloutRequest {
   const config = create.config ?? DEFAULT_CONFIG;
+  // updated_at 0: the rollout's creation time stands (the store sets it), until a PATCH.
   const bookkeeping: V1Bookkeeping = {
     config,
     k8s_job_name: null,
     last_attempt_id: null,
     error_message: null,
     version: 1,
-    updated_at: now,
+    updated_at: 0,
   };
   return {
     input: create.input,
@@ -169,7 +170,7 @@ export function v1RolloutOf(rollout: Rollout, latest: Attempt | null = null) {
       version: kept.version,
       created_at: rollout.start_time,
       // A step agl took itself (an agl runner, the watchdog) moves the time on, not the version.
-      updated_at: Math.max(kept.updated_at, rollout.end_time ?? 0, latest?.start_time ?? 0),
+      updated_at: Math.max(kept.updated_at, rollout.start_time, rollout.end_time ?? 0, latest?.start_time ?? 0),
     },
   };
 }
