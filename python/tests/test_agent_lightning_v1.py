@@ -358,6 +358,19 @@ def test_pause_lets_calls_in_flight_finish_and_turns_new_ones_away(agl: httpx.Cl
     assert chat(agl, rid, "new").status_code == 200
 
 
+def test_the_trainer_clears_its_models_and_the_proxy_has_nowhere_to_send(agl: httpx.Client, model: ModelServer) -> None:
+    [made] = enqueue(agl, {"input": "models"})
+    assert patch(agl, made["rollout_id"], state="running").status_code == 200
+    assert agl.delete("/api/models").json() == {"status": "ok"}
+    nowhere = chat(agl, made["rollout_id"], "hi")
+    assert nowhere.status_code == 503 and SERVED in nowhere.json()["detail"]
+    again = agl.post("/api/models", json=[{"model": SERVED, "endpoint": model.url, "version": 8}])
+    assert again.status_code == 201
+    assert chat(agl, made["rollout_id"], "hi").status_code == 200
+    [event] = agl.get(f"/api/rollouts/{made['rollout_id']}/events").json()
+    assert event["data"]["model_version"] == 8
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
