@@ -3,9 +3,9 @@ import { llmCallsOfKeys } from '../sql/views.js';
 import type { DuckDBStore } from '../store/store.js';
 
 /**
- * Where a span that agl writes beside an agent's own goes (a feedback, an Agent Lightning v1
- * event): a sibling of the call it is credited to (same parent, trace and rollout), so that the
- * `rewards` view, triplet credit and the final-reward filters give it to that call.
+ * Where a span that agl writes beside an agent's own goes (a feedback): a sibling of the call it
+ * is credited to (same parent, trace and rollout), so that the `rewards` view, triplet credit and
+ * the final-reward filters give it to that call.
  */
 export interface Target {
   readonly trace_id: string;
