@@ -4,7 +4,7 @@
  * that a run that would hang fails in minutes and says where. Each file's spec output is printed
  * whole when it ends (files running side by side do not interleave), then one summary of all.
  *
- *   node dist/test/support/run-test-files.js [--concurrency 4] [--file-timeout 300] PATTERN...
+ *   node dist/test/support/run-test-files.js [--concurrency 4] [--file-timeout 600] PATTERN...
  *
  * (npm test runs the suite through it; node's own multi-file runner once sat at 99% CPU with no
  * test process left, for 12 minutes, until CI killed it.)
@@ -31,7 +31,7 @@ interface FileResult {
 function options() {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { concurrency: { type: 'string', default: '4' }, 'file-timeout': { type: 'string', default: '300' } },
+    options: { concurrency: { type: 'string', default: '4' }, 'file-timeout': { type: 'string', default: '600' } },
   });
   const concurrency = Number(values.concurrency);
   const timeoutSeconds = Number(values['file-timeout']);
