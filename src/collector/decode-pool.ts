@@ -32,23 +32,36 @@ export class DecodePool {
   /** For the bodies decoded on the calling thread. */
   private readonly inline = new OtlpDecoder();
   private nextId = 1;
+  private closing = false;
 
   constructor(threads: number) {
-    for (let i = 0; i < threads; i++) {
-      const worker = new Worker(new URL('./decode-worker.js', import.meta.url));
-      const thread: DecodeThread = { worker, pending: new Map() };
-      worker.on('message', (message: DecodeAnswer) => {
-        const pending = thread.pending.get(message.id);
-        thread.pending.delete(message.id);
-        if ('error' in message) pending?.reject(decodeErrorFromName(message.error.name, message.error.message));
-        else pending?.resolve(message.batch);
-      });
-      worker.on('error', (error) => {
-        for (const pending of thread.pending.values()) pending.reject(error);
-        thread.pending.clear();
-      });
-      this.threads.push(thread);
-    }
+    for (let i = 0; i < threads; i++) this.threads.push(this.startThread());
+  }
+
+  /**
+   * A thread that dies (a crash, an exit) fails what it held and is replaced at once: bodies
+   * sent to a dead worker would never be answered, and their requests would hang.
+   */
+  private startThread(): DecodeThread {
+    const worker = new Worker(new URL('./decode-worker.js', import.meta.url));
+    const thread: DecodeThread = { worker, pending: new Map() };
+    worker.on('message', (message: DecodeAnswer) => {
+      const pending = thread.pending.get(message.id);
+      thread.pending.delete(message.id);
+      if ('error' in message) pending?.reject(decodeErrorFromName(message.error.name, message.error.message));
+      else pending?.resolve(message.batch);
+    });
+    const fail = (error: Error) => {
+      for (const pending of thread.pending.values()) pending.reject(error);
+      thread.pending.clear();
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => {
+      fail(new Error(`an OTLP decode thread stopped (exit code ${code})`));
+      const index = this.threads.indexOf(thread);
+      if (index >= 0 && !this.closing) this.threads[index] = this.startThread();
+    });
+    return thread;
   }
 
   /**
@@ -76,6 +89,7 @@ export class DecodePool {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     await Promise.all(this.threads.map((t) => t.worker.terminate()));
   }
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { Worker } from 'node:worker_threads';
 import { DecodePool } from '../../src/collector/decode-pool.js';
 import { makeBatch } from '../support/otlp-batches.js';
 
@@ -31,4 +32,21 @@ test('a view handed over with its whole buffer moves to the decode thread; witho
   assert.equal(fromMoved.rows.length, spanCount);
   assert.equal(moved.buffer.byteLength, 0, 'transferred (detached here), not copied');
   assert.deepEqual(fromMoved, fromCopy);
+});
+
+test('a decode thread that dies fails the bodies it held and is replaced: nothing waits forever', async (t) => {
+  const pool = new DecodePool(1);
+  t.after(() => pool.close());
+  const { body, spanCount } = await makeBatch(200);
+  // Reach the thread as a crash would: from outside, while it holds a body.
+  const { threads } = pool as unknown as { threads: { worker: Worker }[] };
+  const held = pool.decode('traces', 'protobuf', Buffer.from(body));
+  await threads[0].worker.terminate();
+  // Settled either way: decoded before the end came, or failed with why.
+  await held.then(
+    (batch) => assert.equal(batch.rows.length, spanCount),
+    (error: Error) => assert.match(error.message, /decode thread stopped/),
+  );
+  const next = await pool.decode('traces', 'protobuf', Buffer.from(body));
+  assert.equal(next.rows.length, spanCount);
 });
