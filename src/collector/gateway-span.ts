@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { answerOutcome, codecOf, requestAttributes, type AssembledStream, type LlmApi } from '../otlp/llm-exchange.js';
 import { ATTR } from '../api/semconv.js';
+import { wellFormedJsonText } from '../otlp/well-formed.js';
 import { spanRows, type SpanInput } from '../store/span-json.js';
 import type { BatchSink } from '../otlp/batch.js';
 
@@ -120,6 +121,7 @@ export class CallRecord {
 
   span(): SpanInput {
     if (this.error) this.attributes['error.type'] = this.error.type;
+    wellFormed(this.attributes);
     const model = this.attributes['gen_ai.request.model'];
     const operation = codecOf(this.api).operation;
     return {
@@ -132,7 +134,7 @@ export class CallRecord {
       name: typeof model === 'string' ? `${operation} ${model}` : operation,
       kind: 'CLIENT',
       status: this.error
-        ? { status_code: 'ERROR', description: this.error.message }
+        ? { status_code: 'ERROR', description: this.error.message.toWellFormed() }
         : { status_code: 'UNSET', description: null },
       attributes: this.attributes,
       events: [],
@@ -143,5 +145,23 @@ export class CallRecord {
       parent: null,
       resource: GATEWAY_RESOURCE,
     };
+  }
+}
+
+/** The attributes that hold the exchange's JSON text, whose escapes DuckDB reads as lone surrogates too. */
+const EXCHANGE_KEYS = new Set<string>([ATTR.llmRequest, ATTR.llmResponse]);
+
+/**
+ * Lone surrogates replaced with U+FFFD in the attributes' strings, in place. The gateway's spans
+ * go to the store without the OTLP decoders, which do this where spans enter: a model name or
+ * answer field parsed from a body with a `\ud800` escape (or the body's text itself) was stored as JSON that DuckDB cannot
+ * read back, and the deriver skipped the call (found by `npm run fuzz`).
+ */
+function wellFormed(attributes: Record<string, unknown>): void {
+  for (const [key, value] of Object.entries(attributes)) {
+    if (typeof value === 'string')
+      attributes[key] = EXCHANGE_KEYS.has(key) ? wellFormedJsonText(value) : value.toWellFormed();
+    else if (Array.isArray(value))
+      attributes[key] = value.map((item) => (typeof item === 'string' ? item.toWellFormed() : item));
   }
 }

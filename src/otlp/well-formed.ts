@@ -31,3 +31,18 @@ export function replaceLoneSurrogates(text: string, parsed: unknown): number {
   }
   return replaced;
 }
+
+/**
+ * JSON text as DuckDB can read it back: `text` with its lone surrogate escapes replaced by
+ * U+FFFD (parsed and written again only when it holds such an escape; text that is not JSON
+ * is returned as it is).
+ */
+export function wellFormedJsonText(text: string): string {
+  if (!SURROGATE_ESCAPE.test(text)) return text;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return replaceLoneSurrogates(text, parsed) > 0 ? JSON.stringify(parsed) : text;
+  } catch {
+    return text;
+  }
+}

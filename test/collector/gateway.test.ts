@@ -206,6 +206,21 @@ describe('recording through the gateway', () => {
     assert.equal(call.attempt_id, attemptId);
   });
 
+  test('a lone surrogate escape in the request: the call is in llm_calls, the text with U+FFFD', async () => {
+    const { rolloutId, baseURL } = await startedRollout();
+    // JSON.stringify writes a lone surrogate as the escape \ud800, as a careless agent would send it.
+    const answer = await post(`${baseURL}/chat/completions`, {
+      model: 'test-\ud800model',
+      messages: [{ role: 'user', content: 'odd \udc00 text' }],
+    });
+    assert.equal(answer.status, 200);
+    const [call] = await callsOf(rolloutId);
+    assert.equal(call.model, 'test-\ufffdmodel');
+    assert.deepEqual(json(call.input_messages), [{ role: 'user', content: 'odd \ufffd text' }]);
+    const [span] = await rows(`SELECT name FROM spans WHERE rollout_id = '${rolloutId}'`);
+    assert.equal(span.name, 'chat test-\ufffdmodel');
+  });
+
   test("a rollout's llm resource picks endpoint, model and default sampling; a new version takes effect at once", async () => {
     const llm = {
       resource_type: 'llm',
