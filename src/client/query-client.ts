@@ -61,9 +61,10 @@ export class QueryClient implements QueryTarget {
   /** Rows as newline-delimited JSON that the server's COPY wrote: no row limit. */
   async *stream(sql: string): AsyncGenerator<Record<string, unknown>[]> {
     const answer = await this.file(sql, 'ndjson');
+    const lines = createInterface({ input: answer.body, crlfDelay: Infinity });
     try {
       let batch: Record<string, unknown>[] = [];
-      for await (const line of createInterface({ input: answer.body, crlfDelay: Infinity })) {
+      for await (const line of lines) {
         if (line === '') continue;
         batch.push(parseJsonExact(line) as Record<string, unknown>);
         if (batch.length === STREAM_BATCH_ROWS) {
@@ -73,7 +74,11 @@ export class QueryClient implements QueryTarget {
       }
       if (batch.length > 0) yield batch;
     } finally {
-      // A reader that stops early leaves the rest unread: the connection is not kept for it.
+      // A reader that stops early leaves the rest unread: the connection is not kept for it. The
+      // body destroyed unread errs (undici's "Request aborted"), which readline passed on as an
+      // 'error' event nobody listened to any more: it ended the process (found by npm run fuzz).
+      lines.close();
+      answer.body.on('error', () => {});
       answer.body.destroy();
     }
   }
