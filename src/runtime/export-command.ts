@@ -169,14 +169,25 @@ async function writeRecords<K extends RecordKind>(
   try {
     const lines = scratch ? join(scratch, 'records.jsonl') : out;
     const file = createWriteStream(lines);
+    // A value the agent sent nested thousands deep (a tool schema) is stored and read, but
+    // JSON.stringify overflows the stack on it: that record is left out and counted, not the export failed.
+    let tooDeep = 0;
     for await (const record of counted()) {
-      if (!file.write(`${JSON.stringify(record)}\n`))
-        await new Promise<void>((done) => file.once('drain', () => done()));
+      let line: string;
+      try {
+        line = JSON.stringify(record);
+      } catch (error) {
+        if (!(error instanceof RangeError)) throw error;
+        tooDeep++;
+        continue;
+      }
+      if (!file.write(`${line}\n`)) await new Promise<void>((done) => file.once('drain', () => done()));
     }
     file.end();
     await finished(file);
+    if (tooDeep > 0) console.error(`  ${tooDeep} record(s) left out: nested too deep to write as JSON`);
     if (scratch) await jsonlToParquet(lines, out, PARQUET_COLUMNS[kind]);
-    return written;
+    return written - tooDeep;
   } finally {
     if (scratch) await rm(scratch, { recursive: true, force: true });
   }

@@ -345,3 +345,41 @@ describe('record validation', () => {
     );
   });
 });
+
+test('a tool schema nested 5,000 deep: that record is left out and said, the export goes on', async (t) => {
+  const own = await startAgl(join(dir, 'deep.duckdb'));
+  t.after(() => own.close());
+  // Written as text: JSON.stringify overflows the stack on it, as it did in the export.
+  const deep = `${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`;
+  const request = `{"model":"m","messages":[{"role":"user","content":"q"}],"tools":[{"type":"function","function":{"name":"t","parameters":${deep}}}]}`;
+  const response = JSON.stringify({
+    id: 'r-deep',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'a' }, finish_reason: 'stop' }],
+  });
+  await own.store.writeSpans(
+    spanRows({
+      rollout_id: 'ro-deep',
+      attempt_id: 'at-1',
+      sequence_id: null,
+      trace_id: 'd'.repeat(32),
+      span_id: 'd'.repeat(16),
+      parent_id: null,
+      name: 'chat m',
+      kind: 'CLIENT',
+      status: { status_code: 'UNSET', description: null },
+      attributes: { 'agl.llm.api': 'chat', 'agl.llm.request': request, 'agl.llm.response': response },
+      events: [],
+      links: [],
+      start_time: 1,
+      end_time: 2,
+      context: null,
+      parent: null,
+      resource: { attributes: {}, schema_url: '' },
+    }),
+    0,
+  );
+  const result = await runCli(['export', 'messages', '--url', own.url, '--out', join(dir, 'deep.jsonl')]);
+  assert.equal(result.code, 0, result.stderr);
+  assert.match(result.stderr, /wrote 0 record\(s\)/);
+  assert.match(result.stderr, /1 record\(s\) left out: nested too deep to write as JSON/);
+});
