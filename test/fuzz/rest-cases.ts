@@ -80,7 +80,7 @@ function deepObject(depth: number, shape: 'object' | 'array'): unknown {
 }
 
 /** Any JSON value a field might get: random, odd text, invalid UTF-8, deep nesting, numbers past double. */
-const fieldValue: fc.Arbitrary<unknown> = fc.oneof(
+export const fieldValue: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 4, arbitrary: fc.jsonValue({ maxDepth: 3 }) },
   { weight: 2, arbitrary: oddString },
   { weight: 1, arbitrary: fc.constantFrom(...BAD_UTF8).map((bytes) => new RawBytes(Uint8Array.from(bytes))) },
@@ -100,7 +100,7 @@ const fieldValue: fc.Arbitrary<unknown> = fc.oneof(
 );
 
 /** Mostly a value of the kind the field wants, sometimes anything. */
-const near = <T>(valid: fc.Arbitrary<T>) =>
+export const near = <T>(valid: fc.Arbitrary<T>) =>
   fc.oneof({ weight: 3, arbitrary: valid }, { weight: 1, arbitrary: fieldValue });
 const knownId = fc.nat().map((known) => ({ known }));
 /** Ids in bodies: "@N" is replaced by the Nth known id when the request is made. */

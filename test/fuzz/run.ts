@@ -2,10 +2,20 @@ import fc from 'fast-check';
 import { jsonBytes } from './otlp-model.js';
 import { jsonRequests, loadSeeds, protobufRequests } from './otlp-cases.js';
 import { IdPool, restCases, restRequest, type RestCase } from './rest-cases.js';
+import {
+  anthropicCases,
+  anthropicRequest,
+  type AnthropicCase,
+  type CallIds,
+  feedbackCases,
+  feedbackRequest,
+  type FeedbackCase,
+} from './call-cases.js';
 import { FuzzServer, InvariantBroken, type FuzzRequest } from './server.js';
 import { sqlCases, type SqlCase } from './sql-cases.js';
 
-export const TARGETS = ['otlp-protobuf', 'otlp-json', 'rest', 'sql'] as const;
+// In this order: the calls the Anthropic target records are what feedback cases name.
+export const TARGETS = ['otlp-protobuf', 'otlp-json', 'rest', 'sql', 'anthropic', 'feedback'] as const;
 export type TargetName = (typeof TARGETS)[number];
 
 export interface FuzzOptions {
@@ -18,6 +28,8 @@ export interface FuzzOptions {
   /**
    * Cases between two full read checks (1: after each case). With more, a failed check
    * replays the cases since the last good one, each on a fresh database, to find the one to blame.
+   * Left out: at least every AUTO_CHECK_MIN cases, and no more often than keeps the checks
+   * to a tenth of the time (they read the whole database, which grows as the run goes on).
    */
   readonly checkEvery?: number;
   /** Cases tried while shrinking a failure before the smallest so far is reported. */
@@ -29,6 +41,9 @@ export interface FuzzOptions {
   readonly keepGoing?: boolean;
   /** Told each target's report as soon as the target is done. */
   readonly onReport?: (report: TargetReport) => void;
+  /** Told the running target's report so far, every `progressEveryMs` (default 10 s). */
+  readonly onProgress?: (report: TargetReport) => void;
+  readonly progressEveryMs?: number;
 }
 
 export interface Failure {
@@ -113,12 +128,12 @@ const sqlTarget: Target<SqlCase> = {
       body: Buffer.from(JSON.stringify({ sql, format })),
     };
     await server.derive(); // the deriver writes derived rows: done first, so that only the query could change the store
-    const before = await server.fingerprint();
+    const before = await server.storeStamp();
     const answer = await server.send(request);
     assertAnswered(request, answer.status, answer.text);
     if (forbidden && answer.status < 300)
       throw new InvariantBroken(`a statement that writes or reads outside the store was run (${answer.status})`);
-    if ((await server.fingerprint()) !== before)
+    if ((await server.storeStamp()) !== before)
       throw new InvariantBroken(
         `the query changed the store (answered ${answer.status}: ${answer.text.slice(0, 300)})`,
       );
@@ -126,19 +141,68 @@ const sqlTarget: Target<SqlCase> = {
   },
 };
 
+/** Ids for the call targets, read from the store again every 100 cases (it grows as they run). */
+function callIdsOf(server: FuzzServer): () => Promise<CallIds> {
+  let ids: CallIds | undefined;
+  let uses = 0;
+  return async () => {
+    if (ids === undefined || ++uses % 100 === 0) ids = await server.callIds();
+    return ids;
+  };
+}
+
+function anthropicTarget(server: FuzzServer): Target<AnthropicCase> {
+  const ids = callIdsOf(server);
+  return {
+    cases: anthropicCases,
+    describe: (testCase) => describeValue(testCase),
+    run: async (server, testCase) => {
+      const request = anthropicRequest(testCase, await ids());
+      const answer = await server.send(request);
+      server.forgetModelRequests();
+      assertAnswered(request, answer.status, answer.text);
+      return answer.status;
+    },
+  };
+}
+
+const ANNOTATIONS = "SELECT count(*)::VARCHAR AS n FROM spans WHERE name = 'agentlightning.annotation'";
+
+function feedbackTarget(server: FuzzServer): Target<FeedbackCase> {
+  const ids = callIdsOf(server);
+  const annotations = async () => String((await server.storeRows(ANNOTATIONS))[0].n);
+  return {
+    cases: feedbackCases,
+    describe: (testCase) => describeValue(testCase),
+    run: async (server, testCase) => {
+      const request = feedbackRequest(testCase, await ids());
+      const before = await annotations();
+      const answer = await server.send(request);
+      assertAnswered(request, answer.status, answer.text);
+      if (answer.status >= 400 && (await annotations()) !== before)
+        throw new InvariantBroken(
+          `feedback was refused (${answer.status}: ${answer.text.slice(0, 300)}) yet stored: ${before} -> ${await annotations()} annotations`,
+        );
+      return answer.status;
+    },
+  };
+}
+
 /** Runs the targets one after the other against one in-process agl server; never throws for a broken invariant. */
 export async function runFuzz(options: FuzzOptions): Promise<TargetReport[]> {
   const seeds = await loadSeeds();
   // Each target has a case type of its own: a target is kept as the run it makes.
   const runOf =
-    <Case>(make: () => Target<Case>) =>
+    <Case>(make: (server: FuzzServer) => Target<Case>) =>
     (name: TargetName, server: FuzzServer, runOptions: FuzzOptions) =>
-      runTarget(name, make(), server, runOptions);
+      runTarget(name, make(server), server, runOptions);
   const targets: Record<TargetName, ReturnType<typeof runOf>> = {
     'otlp-protobuf': runOf(() => otlpTarget(protobufRequests(seeds))),
     'otlp-json': runOf(() => otlpTarget(jsonRequests(seeds))),
     rest: runOf(() => restTarget(new IdPool())),
     sql: runOf(() => sqlTarget),
+    anthropic: runOf(anthropicTarget),
+    feedback: runOf(feedbackTarget),
   };
   const names = options.targets ?? TARGETS;
   const server = await FuzzServer.start();
@@ -155,13 +219,23 @@ export async function runFuzz(options: FuzzOptions): Promise<TargetReport[]> {
   return reports;
 }
 
+/** The fewest cases between two checks when checkEvery is left out. */
+const AUTO_CHECK_MIN = 50;
+/** Time spent on cases for each unit of time spent checking, when checkEvery is left out. */
+const AUTO_CHECK_RATIO = 9;
+
 async function runTarget<Case>(
   name: TargetName,
   target: Target<Case>,
   server: FuzzServer,
   options: FuzzOptions,
 ): Promise<TargetReport> {
-  const checkEvery = options.path !== undefined ? 1 : Math.max(1, options.checkEvery ?? 1);
+  const fixedEvery = options.path !== undefined ? 1 : options.checkEvery;
+  let casesSince = Date.now();
+  const checkDue = (pending: number) =>
+    fixedEvery !== undefined
+      ? pending >= Math.max(1, fixedEvery)
+      : pending >= AUTO_CHECK_MIN && Date.now() - casesSince >= AUTO_CHECK_RATIO * server.lastCheckMs;
   const maxShrinks = options.maxShrinks ?? 200;
   const report: TargetReport = { target: name, tried: 0, rejected: 0, broken: 0, seconds: 0, failures: [] };
   const kinds = new Map<string, Failure>();
@@ -169,6 +243,11 @@ async function runTarget<Case>(
   let lastFailure: Failure | undefined;
   let shrinkRuns = 0;
   const started = Date.now();
+  // A timer, not a count of cases: a slow case or check is when a word of progress matters most.
+  const progress = setInterval(() => {
+    report.seconds = (Date.now() - started) / 1000;
+    options.onProgress?.(report);
+  }, options.progressEveryMs ?? 10_000);
 
   const property = fc.asyncProperty(target.cases, async (testCase) => {
     if (lastFailure !== undefined && ++shrinkRuns > maxShrinks) return;
@@ -178,8 +257,9 @@ async function runTarget<Case>(
     try {
       const status = await target.run(server, testCase);
       if (status >= 400 && !shrinking) report.rejected++;
-      if (shrinking || pending.length >= checkEvery || report.tried === options.runs) {
+      if (shrinking || checkDue(pending.length) || report.tried === options.runs) {
         await server.checkReads();
+        casesSince = Date.now();
         pending = [];
       }
     } catch (error) {
@@ -202,12 +282,9 @@ async function runTarget<Case>(
     }
   });
 
-  const result = await fc.check(property, {
-    numRuns: options.runs,
-    seed: options.seed,
-    path: options.path,
-    endOnFailure: maxShrinks === 0,
-  });
+  const result = await fc
+    .check(property, { numRuns: options.runs, seed: options.seed, path: options.path, endOnFailure: maxShrinks === 0 })
+    .finally(() => clearInterval(progress));
   if (result.errorInstance && !(result.errorInstance instanceof InvariantBroken)) throw result.errorInstance;
   if (result.failed && lastFailure)
     report.failures.push({

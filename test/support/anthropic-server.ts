@@ -67,11 +67,22 @@ async function handle(req: IncomingMessage, res: ServerResponse, requests: Anthr
   }
   requests.push({ path, headers: req.headers, body });
   if (req.method !== 'POST') return error(res, 404, 'not_found_error', `no route ${path}`);
-  if (path === '/v1/messages/count_tokens') return json(res, 200, { input_tokens: promptWords(body) });
-  if (path !== '/v1/messages') return error(res, 404, 'not_found_error', `no route ${path}`);
-  const failing = /^error-(\d{3})$/.exec(body.model ?? '');
-  if (failing) return error(res, Number(failing[1]), 'overloaded_error', `test server answers ${failing[1]}`);
-  const answer = answerOf(body);
+  if (path !== '/v1/messages' && path !== '/v1/messages/count_tokens')
+    return error(res, 404, 'not_found_error', `no route ${path}`);
+  // A body not shaped as Messages is a 400, as Anthropic answers it (the fuzz sends such bodies).
+  let answer: Message;
+  try {
+    if (body === null || typeof body !== 'object') throw new Error('the body is not an object');
+    if (body.model !== undefined && typeof body.model !== 'string') throw new Error('model: not a string');
+    if (body.messages !== undefined && !Array.isArray(body.messages)) throw new Error('messages: not a list');
+    if (path === '/v1/messages/count_tokens') return json(res, 200, { input_tokens: promptWords(body) });
+    const failing = /^error-(\d{3})$/.exec(body.model ?? '');
+    if (failing) return error(res, Number(failing[1]), 'overloaded_error', `test server answers ${failing[1]}`);
+    answer = answerOf(body);
+    JSON.stringify(answer); // what it echoes may nest too deep to write
+  } catch (problem) {
+    return error(res, 400, 'invalid_request_error', `not a Messages request: ${(problem as Error).message}`);
+  }
   if (body.stream) streamMessage(res, body, answer);
   else json(res, 200, answer);
 }
