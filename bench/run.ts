@@ -16,6 +16,7 @@ import { trl } from './trl.js';
 import { scaleOut } from './scale-out.js';
 import { spansDir } from './spans-dir.js';
 import { alV1 } from './al-v1.js';
+import { soak } from './soak.js';
 
 /** Every benchmark of `npm run bench`, in run order. Later issues add theirs here. */
 const BENCHMARKS: Benchmark[] = [
@@ -34,6 +35,7 @@ const BENCHMARKS: Benchmark[] = [
   grpo,
   trl,
   dashboard,
+  soak,
 ];
 
 interface Failure {
