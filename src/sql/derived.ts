@@ -15,9 +15,16 @@
  */
 
 import { ATTR } from '../api/semconv.js';
+import {
+  detailsDocuments,
+  EVALUATION_RESULT,
+  GENAI_MACROS_SQL,
+  OPERATION_DETAILS,
+  PARAMETER_ATTRIBUTES,
+} from './genai-messages.js';
 import { sqlText } from './literals.js';
 
-export const DERIVED_VERSION = '8';
+export const DERIVED_VERSION = '9';
 
 const FLAT_KEY = String.raw`^(gen_ai\.prompt|gen_ai\.completion|llm\.input_messages|llm\.output_messages|llm\.tools|llm\.request\.functions)\.(\d+)\.(?:message\.|tool\.)?(.+)$`;
 const FLAT_TOOL_CALL = String.raw`^tool_calls\.(\d+)\.(?:tool_call\.)?(?:function\.)?(name|arguments|id)$`;
@@ -37,6 +44,8 @@ export const CALL_FIELDS = [
   'response_id',
   'finish_reason',
   'dialect',
+  'parameters',
+  'extra_parts',
 ] as const;
 
 const CALL_COLUMNS = `rollout_id VARCHAR, attempt_id VARCHAR, trace_id VARCHAR NOT NULL, span_id VARCHAR NOT NULL, parent_id VARCHAR, name VARCHAR,
@@ -68,6 +77,19 @@ export const CREDIT_COLUMNS = 'agent_name, reward, in_triplets';
 export const DERIVED_REWARD_TEXT_DDL = `
 ALTER TABLE derived_rewards ADD COLUMN feedback VARCHAR;
 ALTER TABLE derived_rewards ADD COLUMN source VARCHAR;`;
+
+/**
+ * A call's request parameters (OpenAI's names) and the GenAI message parts chat messages cannot
+ * hold (genai-messages.ts), after the credit columns: statements that write derived_calls name
+ * their columns (BY NAME).
+ */
+export const DERIVED_CALL_PARTS_DDL = `
+ALTER TABLE derived_calls ADD COLUMN parameters JSON;
+ALTER TABLE derived_calls ADD COLUMN extra_parts JSON;`;
+
+/** An evaluator's label of a reward (`gen_ai.evaluation.score.label`); NULL for agl's own rewards. */
+export const DERIVED_REWARD_LABEL_DDL = `
+ALTER TABLE derived_rewards ADD COLUMN label VARCHAR;`;
 
 /** The feedback and source columns of a reward span `t` (its attributes). */
 export const rewardTextOf = (t: string) =>
@@ -101,6 +123,11 @@ const SPAN_FIELD_KEYS = [
   'gen_ai.prompt.0.content',
   'llm.input_messages.0.message.role', // 23-25
   'agl.gateway', // 26
+  'gen_ai.operation.name', // 27
+];
+/** The GenAI attributes llm_calls reads (the coverage figure of test/collector/genai-semconv.test.ts). */
+export const GENAI_ATTRIBUTES_READ = [
+  ...new Set([...SPAN_FIELD_KEYS, ...PARAMETER_ATTRIBUTES].filter((key) => key.startsWith('gen_ai.'))),
 ];
 const FIELDS = `json_extract_string(attributes, [${SPAN_FIELD_KEYS.map((k) => `'${k}'`).join(', ')}])`;
 
@@ -108,18 +135,28 @@ const FIELDS = `json_extract_string(attributes, [${SPAN_FIELD_KEYS.map((k) => `'
 const SPAN_COLUMNS = `rollout_id, attempt_id, trace_id, span_id, parent_id, name, sequence_id, start_time, end_time,
   lower(coalesce(f[1], f[2], f[3], f[4])) AS provider`;
 
+/** The `gen_ai.operation.name`s of a model inference (not embeddings, tools or agents). */
+const INFERENCE_OPERATIONS = "('chat', 'text_completion', 'generate_content')";
+/** Whether a span (of `src`) has GenAI documents: as attributes, or on an operation.details span event. */
+const SEMCONV_DOCUMENTS = `(f[19] IS NOT NULL OR f[20] IS NOT NULL
+  OR (contains(events, '"${OPERATION_DETAILS}"') AND (f[27] IS NULL OR f[27] IN ${INFERENCE_OPERATIONS})))`;
+
 /**
  * LLM calls, one row per span, in OpenAI chat format (messages with role, content, tool_calls,
  * tool_call_id), by dialect:
  *   0, 1. agl's gateway and agl's capture in the agent: the exact HTTP exchange (`agl.llm.request` / `.response`),
  *      by its API (`agl.llm.api`: OpenAI chat, completions, Responses; Anthropic Messages through the
  *      macros of anthropic-messages.ts);
- *   2. OpenTelemetry GenAI conventions with `gen_ai.input.messages` (parts format);
+ *   2. OpenTelemetry GenAI conventions: the documents `gen_ai.input.messages` & co. (parts, genai-messages.ts) as
+ *      span attributes or on a `gen_ai.client.inference.operation.details` span event, the attributes first; an
+ *      inference span with no content recorded (`gen_ai.operation.name` chat, text_completion or
+ *      generate_content, content capture off) is a call too, with its model, usage and parameters;
  *   3. flattened attributes: OpenLLMetry `gen_ai.prompt.N.*`, OpenInference `llm.input_messages.N.*`;
  *      for Anthropic calls, OpenLLMetry's content as JSON block lists goes through the Messages macros,
  *      OpenInference's user turn with a `tool_call_id` (a tool result) is a tool message, Anthropic
  *      tool schemas and stop reasons read as chat's.
- * (4, GenAI log-record events, joins logs to spans and lives in the `llm_calls` view.)
+ * (4 and 5, GenAI log-record events, join logs to spans and live in the `llm_calls` view.)
+ * Every dialect ends in `parameters` (the request's, agl_genai_parameters) and `extra_parts`.
  * Every parse of recorded text is wrapped in try(): a malformed body gives NULL columns, never
  * a failed commit.
  */
@@ -165,30 +202,37 @@ agl_calls AS (
     coalesce(r[1]->>'$', f[14]) AS response_id,
     CASE WHEN api = 'messages' THEN agl_anthropic_finish(coalesce(r[15]->>'$', try(f[15]->>0)))
       ELSE coalesce(r[10]->>'$', r[11]->>'$', try(f[15]->>0)) END AS finish_reason,
-    CASE WHEN f[26] = 'true' THEN 0 ELSE 1 END AS dialect
+    CASE WHEN f[26] = 'true' THEN 0 ELSE 1 END AS dialect,
+    agl_genai_parameters(attributes) AS parameters, NULL::JSON AS extra_parts
   FROM agl
 ),
+semconv_src AS (
+  SELECT *, ${SEMCONV_DOCUMENTS} AS documents FROM src WHERE f[16] IS NULL
+),
 semconv AS (
-  SELECT *, try(json(f[19])) AS inputs, try(json(f[20])) AS outputs, try(json(f[21])) AS system
-  FROM src WHERE f[19] IS NOT NULL AND f[16] IS NULL
+  SELECT *, CASE WHEN contains(events, '"${OPERATION_DETAILS}"') THEN list_transform(
+      list_filter(try_cast(events AS JSON[]), lambda e: (e->>'name') = '${OPERATION_DETAILS}'), lambda e: e->'attributes') END AS details
+  FROM semconv_src
+  WHERE documents OR (f[27] IN ${INFERENCE_OPERATIONS} AND f[23] IS NULL AND f[24] IS NULL AND f[25] IS NULL)
+),
+semconv_docs AS (
+  SELECT *, coalesce(f[19], details_input) AS input_doc, coalesce(f[20], details_output) AS output_doc,
+    coalesce(f[21], details_system) AS system_doc, coalesce(f[22], details_tools) AS tools_doc
+  FROM (SELECT *, ${detailsDocuments('coalesce(details, [])')} FROM semconv)
 ),
 semconv_calls AS (
   SELECT ${SPAN_COLUMNS}, coalesce(f[5], f[6], f[7]) AS model,
-    to_json(list_concat(
-      CASE WHEN system IS NOT NULL THEN [json_object('role', 'system', 'content',
-        array_to_string(list_transform(try_cast(system AS JSON[]), lambda p: p->>'content'), ''))] ELSE [] END,
-      list_transform(try_cast(inputs AS JSON[]), lambda m: agl_semconv_message(m)))) AS input_messages,
-    to_json(list_transform(try_cast(outputs AS JSON[]), lambda m: agl_semconv_message(m))) AS output_messages,
-    try(json(f[22])) AS tools,
+    agl_genai_input(system_doc, input_doc) AS input_messages, agl_genai_output(output_doc) AS output_messages,
+    CASE WHEN tools_doc IS NOT NULL THEN agl_genai_tools(tools_doc) END AS tools,
     NULL::INTEGER[], NULL::INTEGER[], NULL::DOUBLE[],
     TRY_CAST(coalesce(f[8], f[9], f[10]) AS BIGINT), TRY_CAST(coalesce(f[11], f[12], f[13]) AS BIGINT), f[14],
-    coalesce(try_cast(outputs AS JSON[])[1]->>'finish_reason', try(f[15]->>0)),
-    2
-  FROM semconv
+    agl_genai_finish(f[15], output_doc),
+    2, agl_genai_parameters(attributes), agl_genai_extra(system_doc, input_doc, output_doc)
+  FROM semconv_docs
 ),
 flat_src AS (
   SELECT *, lower(coalesce(f[1], f[2], f[3], f[4])) = 'anthropic' IS TRUE AS anthropic
-  FROM src WHERE (f[23] IS NOT NULL OR f[24] IS NOT NULL OR f[25] IS NOT NULL) AND f[16] IS NULL AND f[19] IS NULL
+  FROM semconv_src WHERE (f[23] IS NOT NULL OR f[24] IS NOT NULL OR f[25] IS NOT NULL) AND NOT documents
 ),
 flat_pairs AS (
   SELECT s.trace_id, s.span_id, e.key, e.value FROM flat_src s, json_each(s.attributes) AS e
@@ -246,7 +290,7 @@ flat_calls AS (
     NULL::INTEGER[], NULL::INTEGER[], NULL::DOUBLE[],
     TRY_CAST(coalesce(f[8], f[9], f[10]) AS BIGINT), TRY_CAST(coalesce(f[11], f[12], f[13]) AS BIGINT), f[14],
     CASE WHEN s.anthropic THEN agl_anthropic_finish(coalesce(m.finish_reason, try(f[15]->>0))) ELSE coalesce(m.finish_reason, try(f[15]->>0)) END,
-    3
+    3, agl_genai_parameters(attributes), NULL::JSON
   FROM flat_messages m JOIN flat_src s USING (trace_id, span_id)
 )
 SELECT * FROM agl_calls UNION ALL SELECT * FROM semconv_calls UNION ALL SELECT * FROM flat_calls`;
@@ -277,13 +321,41 @@ const AGENT_KEY_TEXTS = [
 ];
 
 /**
+ * A `gen_ai.evaluation.result`'s reward columns from its attributes `a`: the evaluation's name,
+ * score, explanation as the feedback text, source `evaluation`, and its label.
+ */
+export const evaluationColumns = (a: string) => `coalesce(${a}->>'gen_ai.evaluation.name', 'evaluation') AS name,
+  TRY_CAST(${a}->>'gen_ai.evaluation.score.value' AS DOUBLE) AS value`;
+export const evaluationText = (
+  a: string,
+) => `${a}->>'gen_ai.evaluation.explanation' AS feedback, 'evaluation' AS source,
+  ${a}->>'gen_ai.evaluation.score.label' AS label`;
+
+/**
+ * The `gen_ai.evaluation.result` span events of `spans`: rewards of the span they are on, the
+ * call evaluated, dated at its end as feedback is (so triplet credit and the final-reward
+ * filters give them to that call). A call's first evaluation is its primary reward, the others
+ * are not (two primaries would be credited to two calls).
+ */
+export const evaluationsFrom = (spans: string) => `
+SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, end_time AS time, ${evaluationColumns('e.a')},
+  e.i = 1 AS is_primary, ${evaluationText('e.a')}
+FROM (
+  SELECT *, unnest(list_transform(list_filter(try_cast(events AS JSON[]), lambda x: (x->>'name') = '${EVALUATION_RESULT}'),
+    lambda x, i: struct_pack(a := x->'attributes', i := i))) AS e
+  FROM ${spans} WHERE contains(events, '"${EVALUATION_RESULT}"')
+)`;
+
+/**
  * Agent Lightning's reward spans: `agentlightning.reward.<i>.name/.value`, and v0.2's one reward
- * per span; each with the span's feedback text and source (one per span, on each of its rewards).
+ * per span; each with the span's feedback text and source (one per span, on each of its rewards);
+ * then the GenAI evaluation results on spans.
  */
 export const rewardsFrom = (spans: string) => `
-SELECT any_value(s.rollout_id), any_value(s.attempt_id), s.trace_id, s.span_id, any_value(s.parent_id), any_value(s.sequence_id), any_value(s.start_time),
-  max(e.value->>'$') FILTER (WHERE r.field = 'name'), TRY_CAST(max(e.value->>'$') FILTER (WHERE r.field = 'value') AS DOUBLE), r.i = 0,
-  any_value(s.feedback), any_value(s.source)
+SELECT any_value(s.rollout_id) AS rollout_id, any_value(s.attempt_id) AS attempt_id, s.trace_id, s.span_id, any_value(s.parent_id) AS parent_id,
+  any_value(s.sequence_id) AS sequence_id, any_value(s.start_time) AS time,
+  max(e.value->>'$') FILTER (WHERE r.field = 'name') AS name, TRY_CAST(max(e.value->>'$') FILTER (WHERE r.field = 'value') AS DOUBLE) AS value,
+  r.i = 0 AS is_primary, any_value(s.feedback) AS feedback, any_value(s.source) AS source, NULL::VARCHAR AS label
 FROM (SELECT *, ${rewardTextOf('r')} FROM ${spans} r WHERE ${mayHave(`"${REWARD_KEY}"`)} AND (attributes->>'${REWARD_KEY}') IS NOT NULL) s, json_each(s.attributes) AS e,
   (SELECT regexp_extract(e.key, '^agentlightning\\.reward\\.(\\d+)\\.(name|value)$', ['i', 'field']) AS x) t,
   (SELECT TRY_CAST(nullif(t.x['i'], '') AS INTEGER) AS i, t.x['field'] AS field) r
@@ -292,8 +364,10 @@ GROUP BY s.trace_id, s.span_id, r.i
 HAVING count(*) FILTER (WHERE r.field = 'value') > 0
 UNION ALL
 SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_time, 'primary', TRY_CAST(attributes->>'reward' AS DOUBLE), true,
-  ${rewardTextOf('r')}
-FROM ${spans} r WHERE name = 'agentlightning.reward' AND (attributes->>'reward') IS NOT NULL`;
+  ${rewardTextOf('r')}, NULL
+FROM ${spans} r WHERE name = 'agentlightning.reward' AND (attributes->>'reward') IS NOT NULL
+UNION ALL
+${evaluationsFrom(spans)}`;
 
 /** The agent a span names, in order of preference (one parse of the attributes, of the spans that may name one). */
 export const agentsFrom = (spans: string) => `
@@ -336,7 +410,7 @@ export const CREDITED_CALLS_READY_SQL = 'SELECT ready FROM credited_calls_ready'
 
 /** The stored calls, then `fresh`: the calls of the spans after the watermark. */
 const callRows = (fresh: string) =>
-  `SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls UNION ALL SELECT * FROM ${fresh}`;
+  `SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls UNION ALL BY NAME SELECT * FROM ${fresh}`;
 
 /** The fresh-row macros: what the store's queries may call besides its tables and views (read-only-sql.ts). */
 export const FRESH_ROW_MACROS = ['fresh_call_rows', 'fresh_reward_rows', 'fresh_agent_spans'] as const;
@@ -367,6 +441,18 @@ export const STORED_VIEWS_SQL = `
 CREATE OR REPLACE VIEW underived_spans AS SELECT * FROM spans WHERE commit_seq > ${WATERMARK};
 ${CREDITED_CALLS_READY_VIEW};`;
 
+/**
+ * The `gen_ai.evaluation.result` log records, as reward rows of the span they are tied to by
+ * trace and span id (the call evaluated; read when read, as the calls of log records are): dated
+ * at the call's end, the first of a call's evaluations its primary reward (evaluationsFrom). A
+ * record whose span has not arrived yet is dated and attributed by itself.
+ */
+export const LOG_EVALUATIONS = `(SELECT coalesce(s.rollout_id, l.rollout_id) AS rollout_id, coalesce(s.attempt_id, l.attempt_id) AS attempt_id,
+  l.trace_id, l.span_id, s.parent_id, s.sequence_id, coalesce(s.end_time, l.time) AS time, ${evaluationColumns('l.attributes')},
+  row_number() OVER (PARTITION BY l.trace_id, l.span_id ORDER BY l.time, l.commit_seq) = 1 AS is_primary, ${evaluationText('l.attributes')}
+FROM logs l LEFT JOIN spans s ON s.trace_id = l.trace_id AND s.span_id = l.span_id
+WHERE coalesce(l.event_name, l.attributes->>'event.name') = '${EVALUATION_RESULT}' AND l.trace_id IS NOT NULL AND l.span_id IS NOT NULL)`;
+
 /** The stored calls alone, as llm_call_rows gives them. */
 export const STORED_CALL_ROWS = `(SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls)`;
 
@@ -388,7 +474,7 @@ export const CAUGHT_UP_SQL = 'SELECT NOT EXISTS (SELECT 1 FROM underived_spans) 
 /** The derived rows' views over the derived tables alone. */
 export const STORED_DERIVED_VIEWS_SQL = `
 CREATE OR REPLACE VIEW llm_call_rows AS SELECT * FROM ${STORED_CALL_ROWS};
-CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards;
+CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL BY NAME ${LOG_EVALUATIONS};
 CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents;`;
 
 /** The parameters of the fresh-row macros: lists of ids, each NULL for any (SpanKeys). */
@@ -416,7 +502,7 @@ CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE
  * The fresh-row macros as temporary ones, for a file an older agl wrote, opened read-only: its
  * schema lacks them, and a read-only open cannot add them to the file.
  */
-export const TEMPORARY_FRESH_MACROS_SQL = FRESH_MACROS_SQL.replaceAll(
+export const TEMPORARY_FRESH_MACROS_SQL = `${GENAI_MACROS_SQL}\n${FRESH_MACROS_SQL}`.replaceAll(
   'CREATE OR REPLACE MACRO',
   'CREATE OR REPLACE TEMP MACRO',
 );
@@ -433,7 +519,8 @@ CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE SELECT * FRO
  */
 export const DERIVED_VIEWS_SQL = `${FRESH_MACROS_SQL}
 CREATE OR REPLACE VIEW llm_call_rows AS ${callRows(`${FRESH_CALLS}(${ANY_KEYS})`)};
-CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL SELECT * FROM ${FRESH_REWARDS}(${ANY_KEYS});
+CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL BY NAME SELECT * FROM ${FRESH_REWARDS}(${ANY_KEYS})
+  UNION ALL BY NAME ${LOG_EVALUATIONS};
 CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents UNION ALL (${agentsFrom(UNDERIVED)});`;
 
 /** Spans by their ids: each list given restricts them to its ids; none given, every span. */
@@ -472,8 +559,9 @@ export function derivedRowsOf(keys: SpanKeys): { calls: string; rewards: string;
     return ids === undefined ? 'NULL' : `[${ids.map(sqlText).join(', ')}]::VARCHAR[]`;
   }).join(', ');
   return {
-    calls: `SELECT * FROM ${STORED_CALL_ROWS} WHERE ${condition} UNION ALL SELECT * FROM ${FRESH_CALLS}(${fresh})`,
-    rewards: `SELECT * FROM derived_rewards WHERE ${condition} UNION ALL SELECT * FROM ${FRESH_REWARDS}(${fresh})`,
+    calls: `SELECT * FROM ${STORED_CALL_ROWS} WHERE ${condition} UNION ALL BY NAME SELECT * FROM ${FRESH_CALLS}(${fresh})`,
+    rewards: `SELECT * FROM derived_rewards WHERE ${condition} UNION ALL BY NAME SELECT * FROM ${FRESH_REWARDS}(${fresh})
+      UNION ALL BY NAME SELECT * FROM ${LOG_EVALUATIONS} WHERE ${condition}`,
     agents: `SELECT * FROM derived_agents WHERE trace_id IN (SELECT trace_id FROM spans WHERE ${condition})
       UNION ALL SELECT * FROM ${FRESH_AGENTS}(${fresh})`,
   };

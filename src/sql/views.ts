@@ -17,6 +17,13 @@ import { APO_RUN, EVAL_TASK, GEPA_RUN, EVAL_VARIANT, GRPO_STEP, SFT_ITERATION } 
 import { EVAL, GRPO, SFT } from '../api/semconv.js';
 import { ANTHROPIC_MACROS_SQL } from './anthropic-messages.js';
 import {
+  detailsDocuments,
+  EVALUATION_RESULT,
+  GENAI_DOCUMENTS,
+  GENAI_MACROS_SQL,
+  OPERATION_DETAILS,
+} from './genai-messages.js';
+import {
   CALL_ROWS,
   DERIVED_ONLY_SCHEMA,
   DERIVED_VIEWS_SQL,
@@ -33,7 +40,7 @@ import {
 
 const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_time, end_time, provider, model,
   input_messages, output_messages, tools, prompt_token_ids, response_token_ids, response_logprobs,
-  input_tokens, output_tokens, response_id, finish_reason, parent_id, name`;
+  input_tokens, output_tokens, response_id, finish_reason, parent_id, name, parameters, extra_parts`;
 
 /**
  * The llm_calls rows of `rows` (a relation shaped like llm_call_rows); `withEvents` adds the
@@ -43,8 +50,9 @@ export const llmCallsOf = (rows: string, withEvents = true) => `WITH
 ${
   withEvents
     ? `events AS (
-  SELECT trace_id, span_id, coalesce(event_name, attributes->>'event.name') AS event, try(json(body)) AS body, time
+  SELECT trace_id, span_id, coalesce(event_name, attributes->>'event.name') AS event, try(json(body)) AS body, attributes, time, commit_seq
   FROM logs WHERE coalesce(event_name, attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND span_id IS NOT NULL
+    AND coalesce(event_name, attributes->>'event.name') <> '${EVALUATION_RESULT}'
 ),
 event_messages AS (
   SELECT trace_id, span_id,
@@ -54,30 +62,45 @@ event_messages AS (
       ORDER BY time) FILTER (WHERE event LIKE '%.message')) AS input_messages,
     to_json(list(json_merge_patch(json_object('role', coalesce(body->>'$.message.role', 'assistant'), 'content', body->'$.message.content'),
       json_object('tool_calls', body->'$.message.tool_calls')) ORDER BY TRY_CAST(body->>'index' AS INTEGER)) FILTER (WHERE event = 'gen_ai.choice')) AS output_messages,
-    min(body->>'finish_reason' ORDER BY TRY_CAST(body->>'index' AS INTEGER)) FILTER (WHERE event = 'gen_ai.choice') AS finish_reason
+    min(body->>'finish_reason' ORDER BY TRY_CAST(body->>'index' AS INTEGER)) FILTER (WHERE event = 'gen_ai.choice') AS finish_reason,
+    list(attributes ORDER BY time, commit_seq) FILTER (WHERE event = '${OPERATION_DETAILS}') AS details
   FROM events GROUP BY trace_id, span_id
 ),
 -- The span's own GenAI attributes, read after the join: only spans with events are parsed.
-event_calls AS (
-  SELECT s.rollout_id, s.attempt_id, s.trace_id, s.span_id, s.parent_id, s.name, s.sequence_id, s.start_time, s.end_time,
-    coalesce(s.attributes->>'gen_ai.provider.name', s.attributes->>'gen_ai.system') AS provider,
-    coalesce(s.attributes->>'gen_ai.response.model', s.attributes->>'gen_ai.request.model') AS model,
-    e.input_messages, e.output_messages, NULL::JSON AS tools,
-    NULL::INTEGER[] AS prompt_token_ids, NULL::INTEGER[] AS response_token_ids, NULL::DOUBLE[] AS response_logprobs,
-    TRY_CAST(coalesce(s.attributes->>'gen_ai.usage.input_tokens', s.attributes->>'gen_ai.usage.prompt_tokens') AS BIGINT) AS input_tokens,
-    TRY_CAST(coalesce(s.attributes->>'gen_ai.usage.output_tokens', s.attributes->>'gen_ai.usage.completion_tokens') AS BIGINT) AS output_tokens,
-    s.attributes->>'gen_ai.response.id' AS response_id,
-    coalesce(e.finish_reason, s.attributes->'gen_ai.response.finish_reasons'->>0) AS finish_reason,
-    4 AS dialect
-  FROM event_messages e JOIN spans s USING (trace_id, span_id)
+-- The documents of operation.details records (dialect 5): the span's own attributes first, then the records'.
+event_documents AS (
+  SELECT e.*, s.rollout_id, s.attempt_id, s.parent_id, s.name, s.sequence_id, s.start_time, s.end_time, s.attributes AS a,
+    coalesce(s.attributes->>'${GENAI_DOCUMENTS.input}', d.details_input) AS input_doc,
+    coalesce(s.attributes->>'${GENAI_DOCUMENTS.output}', d.details_output) AS output_doc,
+    coalesce(s.attributes->>'${GENAI_DOCUMENTS.system}', d.details_system) AS system_doc,
+    coalesce(s.attributes->>'${GENAI_DOCUMENTS.tools}', d.details_tools) AS tools_doc
+  FROM event_messages e JOIN spans s USING (trace_id, span_id), (SELECT ${detailsDocuments('coalesce(e.details, [])')}) d
   -- Tested after the join (e.span_id is never NULL): pushed into the scan of spans, it parsed
   -- the attributes of every span a filter on llm_calls kept (a rollout's llm_calls: 10,000
   -- spans' JSON, 14 ms), with no log event to join.
   WHERE ${readable('s.attributes')} OR e.span_id IS NULL
 ),
+event_calls AS (
+  SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, name, sequence_id, start_time, end_time,
+    lower(coalesce(a->>'gen_ai.provider.name', a->>'gen_ai.system')) AS provider,
+    coalesce(a->>'gen_ai.response.model', a->>'gen_ai.request.model') AS model,
+    CASE WHEN details IS NULL THEN input_messages ELSE agl_genai_input(system_doc, input_doc) END AS input_messages,
+    CASE WHEN details IS NULL THEN output_messages ELSE agl_genai_output(output_doc) END AS output_messages,
+    CASE WHEN details IS NOT NULL AND tools_doc IS NOT NULL THEN agl_genai_tools(tools_doc) END AS tools,
+    NULL::INTEGER[] AS prompt_token_ids, NULL::INTEGER[] AS response_token_ids, NULL::DOUBLE[] AS response_logprobs,
+    TRY_CAST(coalesce(a->>'gen_ai.usage.input_tokens', a->>'gen_ai.usage.prompt_tokens') AS BIGINT) AS input_tokens,
+    TRY_CAST(coalesce(a->>'gen_ai.usage.output_tokens', a->>'gen_ai.usage.completion_tokens') AS BIGINT) AS output_tokens,
+    a->>'gen_ai.response.id' AS response_id,
+    CASE WHEN details IS NULL THEN coalesce(finish_reason, a->'gen_ai.response.finish_reasons'->>0)
+      ELSE agl_genai_finish(a->>'gen_ai.response.finish_reasons', output_doc) END AS finish_reason,
+    CASE WHEN details IS NULL THEN 4 ELSE 5 END AS dialect,
+    agl_genai_parameters(a) AS parameters,
+    CASE WHEN details IS NOT NULL THEN agl_genai_extra(system_doc, input_doc, output_doc) END AS extra_parts
+  FROM event_documents
+),
 `
     : ''
-}others AS (SELECT * FROM ${rows} WHERE dialect > 1${withEvents ? ' UNION ALL SELECT * FROM event_calls' : ''})
+}others AS (SELECT * FROM ${rows} WHERE dialect > 1${withEvents ? ' UNION ALL BY NAME SELECT * FROM event_calls' : ''})
 -- An instrumented agent calling through the gateway: the agent's capture (dialect 1) is the
 -- parent of the gateway's (0), which holds the exact upstream exchange (token ids); the
 -- gateway's row is kept. (Rows are read in place, not through a materialized CTE, so that a
@@ -91,8 +114,11 @@ SELECT ${COLUMNS} FROM others o
 WHERE NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
   AND NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.response_id = o.response_id)
 -- A span's calls share its rollout_id: partitioned by it too, a filter on rollout_id reaches the
--- scans below the window, not only the rows it returns.
-QUALIFY row_number() OVER (PARTITION BY o.rollout_id, o.trace_id, o.span_id ORDER BY o.dialect) = 1`;
+-- scans below the window, not only the rows it returns. Of a span's rows, the one read with its
+-- operation.details records (5) holds its attributes' documents too; a row with no content
+-- (an inference span whose content came as log events, 4) comes last.
+QUALIFY row_number() OVER (PARTITION BY o.rollout_id, o.trace_id, o.span_id
+  ORDER BY CASE WHEN o.dialect = 5 THEN 0 WHEN o.input_messages IS NULL AND o.output_messages IS NULL THEN 9 ELSE o.dialect END) = 1`;
 
 /**
  * The `llm_calls` rows of the spans that `keys` select: the view's rows (one per call, the calls
@@ -275,7 +301,7 @@ FROM (
 ORDER BY run_id, sequence_id, f.version`;
 
 const REWARDS_VIEW_SQL = `CREATE OR REPLACE VIEW rewards AS
-SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value, is_primary, feedback, source FROM reward_rows`;
+SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value, is_primary, feedback, source, label FROM reward_rows`;
 
 /**
  * The views users and adapters read, over `spans`, `logs`, the `derived_*` tables and
@@ -283,16 +309,7 @@ SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value
  * directory's schema over every server's spans (src/store/fleet-views.ts).
  */
 export const READ_VIEWS_SQL = `
-CREATE OR REPLACE MACRO agl_semconv_message(m) AS json_merge_patch(
-  json_object('role', m->>'role', 'content', coalesce(
-    nullif(array_to_string(list_transform(list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'text'), lambda p: p->>'content'), ''), ''),
-    list_transform(list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call_response'),
-      lambda p: CASE WHEN json_type(p->'response') = 'VARCHAR' THEN p->>'response' ELSE CAST(p->'response' AS VARCHAR) END)[1])),
-  json_object(
-    'tool_calls', nullif(to_json(list_transform(list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call'),
-      lambda p: json_object('id', p->>'id', 'type', 'function', 'function', json_object('name', p->>'name',
-        'arguments', CASE WHEN json_type(p->'arguments') = 'VARCHAR' THEN p->>'arguments' ELSE CAST(p->'arguments' AS VARCHAR) END)))), '[]'::JSON),
-    'tool_call_id', list_filter(try_cast(m->'parts' AS JSON[]), lambda p: p->>'type' = 'tool_call_response')[1]->>'id'));
+${GENAI_MACROS_SQL}
 ${ANTHROPIC_MACROS_SQL}
 
 ${DERIVED_VIEWS_SQL}

@@ -50,10 +50,10 @@ export async function deriveSpans(connection: DuckDBConnection, maxSpans: number
         UNION SELECT group_id FROM derived_calls WHERE trace_id IN (SELECT trace_id FROM ${spans}) OR response_id IN (SELECT response_id FROM round_calls);
       -- Their calls join the round's and leave their place: they are written again after all
       -- others, together and in call order, so the rows of derived_calls stay grouped by attempt.
-      INSERT INTO round_calls SELECT * EXCLUDE (${CREDIT_COLUMNS}) FROM derived_calls WHERE group_id IN ${touched};
+      INSERT INTO round_calls BY NAME SELECT * EXCLUDE (${CREDIT_COLUMNS}) FROM derived_calls WHERE group_id IN ${touched};
       DELETE FROM derived_calls WHERE group_id IN ${touched};
       CREATE OR REPLACE TEMP TABLE round_credits AS ${ROUND_CREDITS};
-      INSERT INTO derived_calls SELECT c.*, m.agent_name, m.reward, m.span_id IS NOT NULL
+      INSERT INTO derived_calls BY NAME SELECT c.*, m.agent_name, m.reward, m.span_id IS NOT NULL AS in_triplets
         FROM round_calls c LEFT JOIN round_credits m USING (trace_id, span_id)
         ORDER BY c.group_id, c.sequence_id NULLS LAST, c.start_time, c.span_id;
       UPDATE agl_meta SET value = '${through}' WHERE key = 'derived_through';

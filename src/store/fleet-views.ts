@@ -14,7 +14,7 @@
  */
 import { join } from 'node:path';
 import { LOG_COLUMNS, SPAN_COLUMNS } from '../otlp/span-columns.js';
-import { CALL_FIELDS, rewardTextOf } from '../sql/derived.js';
+import { CALL_FIELDS, evaluationsFrom, rewardTextOf } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 import { READ_VIEWS_SQL } from '../sql/views.js';
 
@@ -40,9 +40,10 @@ calls AS (
   WHERE EXISTS (SELECT 1 FROM moved m WHERE ${sameSpan('m', 'c')})
   QUALIFY row_number() OVER (PARTITION BY trace_id, span_id) = 1
 ),
+-- Evaluation results are read from the moved spans' events (evaluationsFrom), with their own texts.
 rewards AS (
   SELECT trace_id, span_id, list(struct_pack(name, value, is_primary) ORDER BY name, value) AS derived_rewards
-  FROM derived_rewards r WHERE EXISTS (SELECT 1 FROM moved m WHERE ${sameSpan('m', 'r')}) GROUP BY ALL
+  FROM derived_rewards r WHERE EXISTS (SELECT 1 FROM moved m WHERE ${sameSpan('m', 'r')}) AND r.source IS DISTINCT FROM 'evaluation' GROUP BY ALL
 ),
 agents AS (
   SELECT trace_id, span_id, any_value(agent_name) AS derived_agent
@@ -146,7 +147,8 @@ CREATE OR REPLACE VIEW derived_calls AS ${local('derived_calls')}
   UNION ALL BY NAME SELECT ${CALL_SPAN_LIST}, unnest(derived_call) FROM ${files} WHERE derived_call IS NOT NULL;
 CREATE OR REPLACE VIEW derived_rewards AS ${local('derived_rewards')}
   UNION ALL BY NAME SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_time AS time, unnest(reward), feedback, source
-  FROM (SELECT *, unnest(derived_rewards) AS reward, ${rewardTextOf('f')} FROM ${files} f WHERE derived_rewards IS NOT NULL);
+  FROM (SELECT *, unnest(derived_rewards) AS reward, ${rewardTextOf('f')} FROM ${files} f WHERE derived_rewards IS NOT NULL)
+  UNION ALL BY NAME ${evaluationsFrom(files)};
 CREATE OR REPLACE VIEW derived_agents AS ${local('derived_agents')}
   UNION ALL BY NAME SELECT trace_id, span_id, derived_agent AS agent_name FROM ${files} WHERE derived_agent IS NOT NULL;
 CREATE OR REPLACE VIEW derived_skipped AS ${local('derived_skipped')}

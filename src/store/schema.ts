@@ -1,7 +1,9 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { columnsDdl } from './appender.js';
 import {
+  DERIVED_CALL_PARTS_DDL,
   DERIVED_CREDITS_DDL,
+  DERIVED_REWARD_LABEL_DDL,
   DERIVED_REWARD_TEXT_DDL,
   DERIVED_SKIPPED_DDL,
   DERIVED_TABLES_DDL,
@@ -31,6 +33,8 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE logs ADD COLUMN commit_seq BIGINT;
    UPDATE logs SET commit_seq = rowid;`,
   DERIVED_REWARD_TEXT_DDL,
+  DERIVED_CALL_PARTS_DDL,
+  DERIVED_REWARD_LABEL_DDL,
 ];
 
 const SCHEMA_VERSION = MIGRATIONS.length;

@@ -156,11 +156,15 @@ test('spans are numbered in commit order, and a file from before commit_seq gets
     // A file written before the column existed (schema 6): the migration numbers its rows by rowid.
     const raw = await DuckDBInstance.create(path);
     const connection = await raw.connect();
-    // Later migrations' columns go too (the rewards' feedback text and source): a schema-6 file had none.
+    // Later migrations' columns go too (the rewards' feedback text, source and label, the calls'
+    // parameters and extra parts): a schema-6 file had none.
     await connection.run(`ALTER TABLE spans DROP COLUMN commit_seq;
       ALTER TABLE logs DROP COLUMN commit_seq;
       ALTER TABLE derived_rewards DROP COLUMN feedback;
       ALTER TABLE derived_rewards DROP COLUMN source;
+      ALTER TABLE derived_rewards DROP COLUMN label;
+      ALTER TABLE derived_calls DROP COLUMN parameters;
+      ALTER TABLE derived_calls DROP COLUMN extra_parts;
       UPDATE agl_meta SET value = '6' WHERE key = 'schema_version';`);
     connection.closeSync();
     raw.closeSync();

@@ -1,0 +1,137 @@
+/**
+ * OpenTelemetry's GenAI messages (semantic conventions 1.37 and later, now
+ * open-telemetry/semantic-conventions-genai) in OpenAI chat shape, as SQL macros that the
+ * derivation of llm_calls (derived.ts, dialect 2) and the calls read from log records
+ * (views.ts) call. The documents are `gen_ai.input.messages`, `gen_ai.output.messages`,
+ * `gen_ai.system_instructions` and `gen_ai.tool.definitions`, whether they came as span
+ * attributes, on a `gen_ai.client.inference.operation.details` span event or log record, as JSON
+ * text or as structured values: each macro takes the document as text (`->>'$'` of a JSON value
+ * gives a string's own text and any other value's JSON).
+ *
+ * A message is a role and a list of parts:
+ * - `text` parts are the content (joined); with media among them, the content is OpenAI's list of
+ *   content parts: `uri` and `blob` images as `image_url` (a blob as a data URL), wav and mp3
+ *   `blob` audio as `input_audio`, a `file` with an id as `file`;
+ * - `tool_call` parts are the message's `tool_calls` (arguments as JSON text);
+ * - each `tool_call_response` part is a tool message of its own, before the rest of its turn;
+ * - `reasoning` parts are `reasoning_content` (the field vLLM, DeepSeek and chat templates use).
+ * The finish reason is the provider's (`gen_ai.response.finish_reasons`), else the first output
+ * message's, whose `tool_call` reads as chat's `tool_calls`.
+ * System instructions are the first message, unless the input holds that very system message
+ * already (@opentelemetry/instrumentation-openai records the Responses API's instructions both ways).
+ * Every other part (video, a uri to audio, a server tool call, a vendor's own type, anything
+ * that is no object) is kept as it came in `extra_parts`, with where it was: never dropped.
+ */
+
+/** The part types chat messages hold beside content parts (agl_genai_content_part). */
+const HELD_TYPES = "('text', 'reasoning', 'tool_call', 'tool_call_response')";
+
+/**
+ * The request parameters in OpenAI's names, from the GenAI request attributes (and
+ * OpenInference's `llm.invocation_parameters`, which holds the provider's own): [name, attribute].
+ */
+const PARAMETERS: [string, string][] = [
+  ['temperature', 'gen_ai.request.temperature'],
+  ['top_p', 'gen_ai.request.top_p'],
+  ['top_k', 'gen_ai.request.top_k'],
+  ['max_tokens', 'gen_ai.request.max_tokens'],
+  ['frequency_penalty', 'gen_ai.request.frequency_penalty'],
+  ['presence_penalty', 'gen_ai.request.presence_penalty'],
+  ['seed', 'gen_ai.request.seed'],
+  ['stop', 'gen_ai.request.stop_sequences'],
+  ['n', 'gen_ai.request.choice.count'],
+  ['encoding_formats', 'gen_ai.request.encoding_formats'],
+  ['output_type', 'gen_ai.output.type'],
+];
+export const PARAMETER_ATTRIBUTES = PARAMETERS.map(([, key]) => key);
+
+/**
+ * A macro's argument is pasted wherever the macro names it: one that names a list several times
+ * takes it as `list_transform([list], lambda x: ...)[1]`, one copy of the expression (as the
+ * Anthropic macros do, anthropic-messages.ts).
+ */
+export const GENAI_MACROS_SQL = `
+CREATE OR REPLACE MACRO agl_genai_text(v) AS CASE WHEN json_type(v) = 'VARCHAR' THEN v->>'$' ELSE CAST(v AS VARCHAR) END;
+CREATE OR REPLACE MACRO agl_genai_list(t) AS list_filter(coalesce(try_cast(try(json(t)) AS JSON[]), []), lambda x: json_type(x) = 'OBJECT');
+CREATE OR REPLACE MACRO agl_genai_parts(m) AS coalesce(try_cast(m->'parts' AS JSON[]), []);
+CREATE OR REPLACE MACRO agl_genai_system(t) AS list_transform([try(json(t))], lambda d: CASE
+  WHEN json_type(d) = 'ARRAY' THEN coalesce(try_cast(d AS JSON[]), [])
+  WHEN t IS NOT NULL AND json_type(d) IS DISTINCT FROM 'ARRAY' THEN [json_object('type', 'text', 'content', t)]
+  ELSE [] END)[1];
+CREATE OR REPLACE MACRO agl_genai_content_part(p) AS CASE p->>'type'
+  WHEN 'text' THEN json_object('type', 'text', 'text', p->>'content')
+  WHEN 'uri' THEN CASE WHEN (p->>'modality') = 'image' THEN json_object('type', 'image_url', 'image_url', json_object('url', p->>'uri')) END
+  WHEN 'blob' THEN CASE
+    WHEN (p->>'modality') = 'image' THEN json_object('type', 'image_url', 'image_url',
+      json_object('url', concat('data:', p->>'mime_type', ';base64,', p->>'content')))
+    WHEN (p->>'modality') = 'audio' AND (p->>'mime_type') IN ('audio/wav', 'audio/x-wav', 'audio/wave', 'audio/mpeg', 'audio/mp3')
+      THEN json_object('type', 'input_audio', 'input_audio', json_object('data', p->>'content',
+        'format', CASE WHEN (p->>'mime_type') IN ('audio/mpeg', 'audio/mp3') THEN 'mp3' ELSE 'wav' END)) END
+  WHEN 'file' THEN CASE WHEN (p->>'file_id') IS NOT NULL THEN json_object('type', 'file', 'file', json_object('file_id', p->>'file_id')) END
+  END;
+CREATE OR REPLACE MACRO agl_genai_held(p) AS json_type(p) = 'OBJECT'
+  AND ((p->>'type') IN ${HELD_TYPES} OR agl_genai_content_part(p) IS NOT NULL);
+CREATE OR REPLACE MACRO agl_genai_message(role, name, parts) AS list_transform([parts], lambda ps: json_merge_patch(
+  json_object('role', role, 'content', CASE
+    WHEN len(list_filter(ps, lambda p: (p->>'type') IN ('uri', 'blob', 'file') AND agl_genai_content_part(p) IS NOT NULL)) > 0
+      THEN to_json(list_filter(list_transform(ps, lambda p: agl_genai_content_part(p)), lambda c: c IS NOT NULL))
+    ELSE to_json(nullif(array_to_string(list_transform(list_filter(ps, lambda p: (p->>'type') = 'text'), lambda p: p->>'content'), ''), '')) END),
+  json_object(
+    'name', name,
+    'tool_calls', nullif(to_json(list_transform(list_filter(ps, lambda p: (p->>'type') = 'tool_call'),
+      lambda p: json_object('id', p->>'id', 'type', 'function', 'function', json_object('name', p->>'name', 'arguments', agl_genai_text(p->'arguments'))))), '[]'::JSON),
+    'reasoning_content', nullif(array_to_string(list_transform(list_filter(ps, lambda p: (p->>'type') = 'reasoning'), lambda p: p->>'content'), ''), ''))))[1];
+CREATE OR REPLACE MACRO agl_genai_turn(m) AS list_transform([agl_genai_parts(m)], lambda ps: list_concat(
+  list_transform(list_filter(ps, lambda p: (p->>'type') = 'tool_call_response'),
+    lambda p: json_object('role', 'tool', 'content', agl_genai_text(p->'response'), 'tool_call_id', p->>'id')),
+  CASE WHEN len(ps) > 0 AND len(list_filter(ps, lambda p: (p->>'type') IS DISTINCT FROM 'tool_call_response')) = 0 THEN []
+    ELSE [agl_genai_message(m->>'role', m->>'name', list_filter(ps, lambda p: (p->>'type') IS DISTINCT FROM 'tool_call_response'))] END))[1];
+CREATE OR REPLACE MACRO agl_genai_input(system, input) AS CASE WHEN system IS NOT NULL OR input IS NOT NULL THEN list_transform(
+  [flatten(list_transform(agl_genai_list(input), lambda m: agl_genai_turn(m)))], lambda ms: to_json(list_concat(
+    list_transform([agl_genai_system(system)], lambda sp: CASE WHEN len(sp) > 0
+      THEN list_filter([agl_genai_message('system', NULL, sp)], lambda s: NOT list_contains(ms, s)) ELSE [] END)[1],
+    ms)))[1] END;
+CREATE OR REPLACE MACRO agl_genai_output(output) AS CASE WHEN output IS NOT NULL
+  THEN to_json(flatten(list_transform(agl_genai_list(output), lambda m: agl_genai_turn(m)))) END;
+CREATE OR REPLACE MACRO agl_genai_finish(reasons, output) AS list_transform([coalesce(try(reasons->>0), agl_genai_list(output)[1]->>'finish_reason')],
+  lambda r: CASE WHEN r = 'tool_call' THEN 'tool_calls' ELSE r END)[1];
+CREATE OR REPLACE MACRO agl_genai_tools(t) AS to_json(list_transform(agl_genai_list(t), lambda d: CASE
+  WHEN json_type(d->'function') = 'OBJECT' THEN d
+  ELSE json_object('type', coalesce(d->>'type', 'function'), 'function', json_merge_patch(d, '{"type":null}')) END));
+CREATE OR REPLACE MACRO agl_genai_extra_of(side, messages) AS flatten(list_transform(messages, lambda m, i:
+  list_transform(list_filter(agl_genai_parts(m), lambda p: NOT agl_genai_held(p)),
+    lambda p: json_object('in', side, 'message', i - 1, 'part', p))));
+CREATE OR REPLACE MACRO agl_genai_extra(system, input, output) AS nullif(to_json(list_concat(
+  list_transform(list_filter(agl_genai_system(system), lambda p: NOT agl_genai_held(p)), lambda p: json_object('in', 'system_instructions', 'part', p)),
+  agl_genai_extra_of('input', agl_genai_list(input)),
+  agl_genai_extra_of('output', agl_genai_list(output)))), '[]'::JSON);
+CREATE OR REPLACE MACRO agl_genai_parameters(a) AS list_transform(
+  [json_extract(a, [${PARAMETER_ATTRIBUTES.map((k) => `'${k}'`).join(', ')}, 'llm.invocation_parameters'])],
+  lambda r: nullif(json_merge_patch(coalesce(CASE WHEN json_type(r[${PARAMETERS.length + 1}]) = 'VARCHAR' THEN try(json(r[${PARAMETERS.length + 1}]->>'$')) END, '{}'),
+    json_object(${PARAMETERS.map(([name], i) => `'${name}', r[${i + 1}]`).join(', ')})), '{}'::JSON))[1];`;
+
+/** The event that carries a call's content beside its span (a span event or a log record). */
+export const OPERATION_DETAILS = 'gen_ai.client.inference.operation.details';
+/** The event that carries an evaluator's verdict on a call. */
+export const EVALUATION_RESULT = 'gen_ai.evaluation.result';
+
+/** The documents, by their attribute: what the macros above read. */
+export const GENAI_DOCUMENTS = {
+  input: 'gen_ai.input.messages',
+  output: 'gen_ai.output.messages',
+  system: 'gen_ai.system_instructions',
+  tools: 'gen_ai.tool.definitions',
+} as const;
+
+/**
+ * The documents of a list of operation.details records' attributes `records` (JSON[], in time
+ * order), as text: the first record's input, system instructions and tools that has them, and
+ * the output messages of every record together (an instrumentation that streams writes one
+ * record per output item).
+ */
+export const detailsDocuments = (records: string) => `
+  list_filter(list_transform(${records}, lambda d: d->>'${GENAI_DOCUMENTS.input}'), lambda x: x IS NOT NULL)[1] AS details_input,
+  list_filter(list_transform(${records}, lambda d: d->>'${GENAI_DOCUMENTS.system}'), lambda x: x IS NOT NULL)[1] AS details_system,
+  list_filter(list_transform(${records}, lambda d: d->>'${GENAI_DOCUMENTS.tools}'), lambda x: x IS NOT NULL)[1] AS details_tools,
+  CASE WHEN len(list_filter(${records}, lambda d: (d->'${GENAI_DOCUMENTS.output}') IS NOT NULL)) > 0
+    THEN CAST(to_json(flatten(list_transform(${records}, lambda d: agl_genai_list(d->>'${GENAI_DOCUMENTS.output}')))) AS VARCHAR) END AS details_output`;
