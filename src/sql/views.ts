@@ -332,16 +332,17 @@ ${EVALUATION_TASKS_SQL};
 `;
 
 /**
- * The schema `derived_only` (DERIVED_ONLY_SCHEMA): llm_calls and rewards over the derived tables
- * alone, which are complete while no span waits for the deriver, and the fresh-row macros as no
- * rows. Created on the writer's connection: it switches the schema and back.
+ * The schema `schema` (DERIVED_ONLY_SCHEMA, or the span directory's: fleet-views.ts): llm_calls
+ * and rewards over the derived tables alone, which are complete while no span waits for the
+ * deriver, and the fresh-row macros as no rows. Run on a connection of its own: it switches the
+ * schema and back.
  */
-const DERIVED_ONLY_VIEWS_SQL = `CREATE SCHEMA IF NOT EXISTS ${DERIVED_ONLY_SCHEMA};
-USE ${DERIVED_ONLY_SCHEMA};
+export const derivedOnlyViewsSql = (schema: string) => `CREATE SCHEMA IF NOT EXISTS ${schema};
+USE ${schema};
 ${STORED_FRESH_MACROS_SQL}
 ${STORED_DERIVED_VIEWS_SQL}
 CREATE OR REPLACE VIEW llm_calls AS ${llmCallsOf(STORED_CALL_ROWS)};
 ${REWARDS_VIEW_SQL};
 USE main;`;
 
-export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}\n${DERIVED_ONLY_VIEWS_SQL}`;
+export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}\n${derivedOnlyViewsSql(DERIVED_ONLY_SCHEMA)}`;

@@ -34,9 +34,10 @@ export class DuckDBFile {
   private closing = false;
   /**
    * How reads are set up: with a span directory, names resolve in its schema first
-   * (fleet-views.ts); `derivedOnly`, the file has the derived-only views (src/sql/derived.ts,
-   * DERIVED_ONLY_SCHEMA), which reads use while every span is derived; `setup`, for a file an
-   * older agl wrote, opened read-only: what it lacks, as temporary macros.
+   * (fleet-views.ts); `caughtUpSearchPath`, the derived-only views (src/sql/derived.ts,
+   * DERIVED_ONLY_SCHEMA) first, which reads use while every span is derived; `setup`, for a file
+   * an older agl wrote, opened read-only: what it lacks, as temporary macros (with a span
+   * directory: DuckDB's settings for its files).
    */
   reads: ReadSettings = {};
   /** Settles the work on other connections of the instance (the deriver's) before it is replaced. */
@@ -215,10 +216,17 @@ export class DuckDBFile {
     );
   }
 
-  /** Writes the store's own SQL over this file's tables (not the span directory's) to Parquet, with no time limit. */
-  copyToParquet(sql: string, path: string): Promise<number> {
+  /**
+   * Writes the store's own SQL over this file's tables (not the span directory's) to Parquet, with
+   * no time limit, in row groups of `rowGroupRows` (default: DuckDB's).
+   */
+  copyToParquet(sql: string, path: string, rowGroupRows?: number): Promise<number> {
     return this.read(() =>
-      exportQuery(this.instance, sql, path, 'parquet', { timeoutMs: Number.POSITIVE_INFINITY, guard: false }),
+      exportQuery(this.instance, sql, path, 'parquet', {
+        timeoutMs: Number.POSITIVE_INFINITY,
+        guard: false,
+        rowGroupRows,
+      }),
     );
   }
 

@@ -205,7 +205,7 @@ export class Maintenance implements SpanWriteListener {
           (await this.file.query(`SELECT coalesce(max(commit_seq), -1) AS n FROM main.${kind.table}`, false)).rows[0].n,
         ),
       movableThrough,
-      copyToParquet: (sql, path) => this.file.copyToParquet(sql, path),
+      copyToParquet: (sql, path) => this.file.copyToParquet(sql, path, kind.rowGroupRows),
       // On the deriver's connection: a delete of spans changes the derived tables too.
       deleteThrough: (through) =>
         this.onDeriveConnection(undefined, async (connection) => {

@@ -4,7 +4,7 @@ import type { ExportFormat, QueryResult } from '../api/query.js';
 import { jsonTextTooDeep } from '../otlp/nesting.js';
 import { chunkRows } from './chunk-rows.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
-import { CAUGHT_UP_SQL, DERIVED_ONLY_SCHEMA } from '../sql/derived.js';
+import { CAUGHT_UP_SQL } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 
 interface QueryOptions {
@@ -16,14 +16,17 @@ interface QueryOptions {
   readonly guard: boolean;
   /** Where unqualified names are looked up (DuckDB's search_path), if not in the file's schema. */
   readonly searchPath?: string;
-  /** The file has the schema DERIVED_ONLY_SCHEMA, read first while no span waits for the deriver (no searchPath). */
-  readonly derivedOnly?: boolean;
+  /**
+   * Where names are looked up while no span waits for the deriver: the derived-only views first
+   * (DERIVED_ONLY_SCHEMA, or the span directory's), when the file has them.
+   */
+  readonly caughtUpSearchPath?: string;
   /** SQL each read's connection runs first: a file of an older agl gets temporary macros it lacks. */
   readonly setup?: string;
 }
 
 /** What a read's connection is set up with (DuckDBFile's read settings). */
-export type ReadSettings = Pick<QueryOptions, 'searchPath' | 'derivedOnly' | 'setup'>;
+export type ReadSettings = Pick<QueryOptions, 'searchPath' | 'caughtUpSearchPath' | 'setup'>;
 
 /** A fresh connection for one read, looking names up in `searchPath` when given. */
 async function readConnection(instance: DuckDBInstance, settings: ReadSettings): Promise<DuckDBConnection> {
@@ -38,11 +41,12 @@ async function readConnection(instance: DuckDBInstance, settings: ReadSettings):
  * snapshot, every stored span is derived, names are looked up in them first: the same rows,
  * planned without the SQL that derives spans (src/sql/derived.ts, DERIVED_ONLY_SCHEMA).
  */
-async function beginRead(connection: DuckDBConnection, options: Pick<QueryOptions, 'searchPath' | 'derivedOnly'>) {
+async function beginRead(connection: DuckDBConnection, options: Pick<QueryOptions, 'caughtUpSearchPath'>) {
   await connection.run('BEGIN TRANSACTION READ ONLY');
-  if (!options.derivedOnly || options.searchPath !== undefined) return;
+  if (options.caughtUpSearchPath === undefined) return;
   const reader = await connection.runAndReadAll(CAUGHT_UP_SQL);
-  if (reader.getRows()[0]?.[0] === true) await connection.run(`SET search_path = '${DERIVED_ONLY_SCHEMA},main'`);
+  if (reader.getRows()[0]?.[0] === true)
+    await connection.run(`SET search_path = ${sqlText(options.caughtUpSearchPath)}`);
 }
 
 export class QueryTimeoutError extends Error {
@@ -127,10 +131,11 @@ export async function exportQuery(
   sql: string,
   path: string,
   format: ExportFormat,
-  options: Omit<QueryOptions, 'maxRows'> & { onProgress?: (fraction: number) => void },
+  options: Omit<QueryOptions, 'maxRows'> & { onProgress?: (fraction: number) => void; rowGroupRows?: number },
 ): Promise<number> {
   const body = sql.trim().replace(/;\s*$/, '');
-  const copyOptions = COPY_OPTIONS[format];
+  const rowGroups = options.rowGroupRows === undefined ? '' : `, ROW_GROUP_SIZE ${options.rowGroupRows}`;
+  const copyOptions = `${COPY_OPTIONS[format]}${rowGroups}`;
   return withReadOnlyConnection(instance, sql, { ...options, maxRows: 0 }, async (connection) => {
     const { onProgress } = options;
     const timer =

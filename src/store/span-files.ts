@@ -199,7 +199,7 @@ export async function compactSpansDir(dir: string): Promise<number> {
   let merged = 0;
   try {
     for (const partition of await partitions(dir))
-      for (const { prefix } of [MOVED_SPANS, MOVED_LOGS]) {
+      for (const { prefix, rowGroupRows } of [MOVED_SPANS, MOVED_LOGS]) {
         const ranged = rangeFile(prefix);
         const parts = partition.files.filter((file) => ranged.test(file));
         if (parts.length < 2) continue;
@@ -208,9 +208,12 @@ export async function compactSpansDir(dir: string): Promise<number> {
         const last = Math.max(...ranges.map((range) => Number(range[2])));
         const paths = parts.map((file) => join(partition.path, file));
         const target = join(partition.path, `${prefix}-${first}-${last}.parquet`);
+        // Sorted and grouped as a move writes them (fleet-views.ts, MOVED_SPANS).
+        const rowGroups = rowGroupRows === undefined ? '' : `, ROW_GROUP_SIZE ${rowGroupRows}`;
         await connection.run(
-          `COPY (SELECT * FROM read_parquet([${paths.map(sqlText).join(', ')}], hive_partitioning = false, union_by_name = true))
-         TO ${sqlText(`${target}.tmp`)} (FORMAT parquet)`,
+          `COPY (SELECT * FROM read_parquet([${paths.map(sqlText).join(', ')}], hive_partitioning = false, union_by_name = true)
+            ORDER BY rollout_id, commit_seq)
+         TO ${sqlText(`${target}.tmp`)} (FORMAT parquet${rowGroups})`,
         );
         await rename(`${target}.tmp`, target);
         for (const path of paths) if (path !== target) await rm(path, { force: true });

@@ -4,7 +4,7 @@ import type { ColumnarRows } from '../otlp/columns.js';
 import { DERIVED_ONLY_SCHEMA, FRESH_ROW_MACROS, TEMPORARY_FRESH_MACROS_SQL } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 import { DuckDBFile } from './duckdb-file.js';
-import { FLEET_SEARCH_PATH, fleetViewsSql } from './fleet-views.js';
+import { fleetReads, fleetViewsSql, HAS_FLEET_DERIVED_ONLY_SQL } from './fleet-views.js';
 import { SpanIngest, type WriteResult } from './ingest.js';
 import { Maintenance } from './maintenance.js';
 import type { StoreOptions } from './options.js';
@@ -64,16 +64,16 @@ export class DuckDBStore implements BatchSink {
       if (options.readOnly) {
         // A file served with a span directory reads every server's spans, as its server does.
         const schemas = await file.connection.runAndReadAll(
-          `SELECT bool_or(schema_name = 'fleet'), bool_or(schema_name = '${DERIVED_ONLY_SCHEMA}'),
+          `SELECT bool_or(schema_name = 'fleet'), bool_or(schema_name = '${DERIVED_ONLY_SCHEMA}'), (${HAS_FLEET_DERIVED_ONLY_SQL}),
             (SELECT count(*) > 0 FROM duckdb_functions() WHERE schema_name = 'main' AND function_name = '${FRESH_ROW_MACROS[0]}')
           FROM duckdb_schemas()`,
         );
-        const [fleet, derivedOnly, freshMacros] = schemas.getRows()[0];
+        const [fleet, derivedOnly, fleetDerivedOnly, freshMacros] = schemas.getRows()[0];
         // A file of an older agl has no derived-only views, and may lack the fresh-row macros.
-        if (fleet === true) file.reads = { searchPath: FLEET_SEARCH_PATH };
+        if (fleet === true) file.reads = fleetReads(fleetDerivedOnly === true);
         else
           file.reads = {
-            derivedOnly: derivedOnly === true,
+            caughtUpSearchPath: derivedOnly === true ? `${DERIVED_ONLY_SCHEMA},main` : undefined,
             setup: freshMacros ? undefined : TEMPORARY_FRESH_MACROS_SQL,
           };
         state = fileStateHome(file, lightningFile, sequences);
@@ -82,8 +82,8 @@ export class DuckDBStore implements BatchSink {
       }
       await migrate(file.connection);
       const serverId = options.spansDir === undefined ? '' : await openSpansDir(file, maintenance, options);
-      // A span directory's views are the fleet's, not the derived-only ones over this file's tables.
-      file.reads = { ...file.reads, derivedOnly: serverId === '' };
+      // A span directory's reads are the fleet's (openSpansDir), not those of this file's tables alone.
+      if (serverId === '') file.reads = { caughtUpSearchPath: `${DERIVED_ONLY_SCHEMA},main` };
       // This server's spans: with a span directory, the moved ones too.
       const ownSpans = serverId === '' ? 'spans' : `fleet.spans WHERE server = ${sqlText(serverId)}`;
       state = await openStateHome(file, lightningFile, sequences, options);
@@ -224,7 +224,7 @@ async function openSpansDir(file: DuckDBFile, maintenance: Maintenance, options:
   } finally {
     connection.closeSync();
   }
-  file.reads = { ...file.reads, searchPath: FLEET_SEARCH_PATH };
+  file.reads = fleetReads(true);
   return serverId;
 }
 

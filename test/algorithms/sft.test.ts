@@ -395,6 +395,16 @@ test('Ctrl-C during training: the command and what it started are killed, the ru
   child.kill('SIGINT');
   assert.equal(await exited, 0, output);
   assert.match(output, /done \{"stopped":true,"statuses":\["stopped"\]\}/);
+  // The iteration the signal cut short counts: its rollout ran, with its call and tokens.
+  const cost = JSON.parse(/\ncost (\{.*\})\n/.exec(output)?.[1] ?? '{}');
+  const [spent] = await fileRows(
+    db,
+    `SELECT count(DISTINCT r.rollout_id)::INTEGER AS rollouts, count(c.span_id)::INTEGER AS calls,
+       sum(c.input_tokens + c.output_tokens)::INTEGER AS tokens
+     FROM rollouts r LEFT JOIN llm_calls c USING (rollout_id) WHERE (r.metadata->>'agl.sft.run') IS NOT NULL`,
+  );
+  assert.deepEqual([cost.rollouts, cost.calls, cost.tokens], [spent.rollouts, spent.calls, spent.tokens]);
+  assert.equal(spent.rollouts, 1);
   const pids = JSON.parse(await readFile(join(outDir, 'iteration-1', 'model', 'pids.json'), 'utf8')) as number[];
   await until(async () => {
     for (const pid of pids) assert.throws(() => process.kill(pid, 0), /ESRCH/);

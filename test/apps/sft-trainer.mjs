@@ -14,3 +14,4 @@ const result = await new Trainer({ algorithm: new SFT(JSON.parse(options)), db }
   train: JSON.parse(tasks),
 });
 console.log(`done ${JSON.stringify({ stopped: result.stopped, statuses: result.iterations.map((i) => i.status) })}`);
+console.log(`cost ${JSON.stringify(result.cost)}`);

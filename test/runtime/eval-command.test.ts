@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { startExampleModel, EXAMPLE_MODEL } from '../../src/runtime/example-model.js';
 import { fileRows, ROOT, runCli, spawnServe, tempDir } from '../support/helpers.js';
+import { assertCostAsSql } from '../support/run-cost.js';
 
 const AGENT = join(ROOT, 'examples', 'demo', 'agent.mjs');
 const QUESTIONS: [number, string, number][] = [
@@ -107,6 +108,10 @@ test('agl eval in process: the better prompt wins with an interval that excludes
     `SELECT count(DISTINCT metadata->>'seed')::INTEGER AS n FROM rollouts WHERE mode = 'test'`,
   );
   assert.equal(seeds[0].n, 12);
+  // The cost is what SQL counts over the evaluation's rollouts: 3 variants x 6 tasks x 2 samples.
+  const runId = /Evaluation (ro-\w+)/.exec(result.stdout)?.[1];
+  const where = `(metadata->'agl_eval'->>'run_id') = '${runId}'`;
+  assert.equal(await assertCostAsSql(result.stdout, db, where), 36);
 
   const bad = await runCli([
     'eval',

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { tableFromIPC } from 'apache-arrow';
 import { CLI, fileRows, newTempDir, removeDir, runCli } from '../support/helpers.js';
+import { assertCostAsSql } from '../support/run-cost.js';
 import { APPS } from '../support/instrumented-app.js';
 import { startOpenAITestServer, testTokenIds, type OpenAITestServer } from '../support/openai-server.js';
 
@@ -140,6 +141,10 @@ test('agl train grpo: a trainer pulls batches over HTTP from the given port; its
     { step: 1, model_version: '0', metrics: { loss: 1 } },
     { step: 2, model_version: '1', metrics: { loss: 0.5 } },
   ]);
+  // The cost is what SQL counts over the run's rollouts: 2 steps of 2 groups of 2.
+  const runId = /^GRPO run (ro-\w+)/.exec(stdout)?.[1];
+  const where = `(metadata->>'agl.grpo.run') = '${runId}'`;
+  assert.equal(await assertCostAsSql(stdout, join(dir, 'grpo.duckdb'), where), 8);
 });
 
 test('agl train grpo: --processes needs the files hand-off; bad options are named', async () => {

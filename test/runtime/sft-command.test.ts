@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { EXAMPLE_MODEL, startExampleModel } from '../../src/runtime/example-model.js';
 import { fileRows, newTempDir, removeDir, ROOT, runCli } from '../support/helpers.js';
+import { assertCostAsSql } from '../support/run-cost.js';
 import { APPS } from '../support/instrumented-app.js';
 import { startOpenAITestServer, type OpenAITestServer } from '../support/openai-server.js';
 
@@ -128,6 +129,9 @@ test('agl train sft: the starting model from the config file, options from flags
     versions.map((v) => v.model),
     ['base-model', 'tuned-1', 'tuned-2'],
   );
+  // The cost is what SQL counts over the run's rollouts: 2 iterations x 2 tasks x 2 samples.
+  const runId = /^SFT run (ro-\w+)/.exec(run.stdout)?.[1];
+  assert.equal(await assertCostAsSql(run.stdout, db, `(metadata->>'agl.sft.run') = '${runId}'`), 8);
 });
 
 test('agl train sft: the starting model from --llm-model and --llm-endpoint', async () => {

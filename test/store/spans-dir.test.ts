@@ -178,6 +178,17 @@ test('exports and views through a server, or over the directory, equal those of 
   await b.store.moveSpans();
   for (let r = 6; r < 8; r++) await store(r, a);
   await single.close();
+  // Server b stores no span it has not derived: its reads look names up in the directory's
+  // derived-only views first, which give a rollout's calls as the fleet's own view does.
+  const [{ path }] = await queryRows(b.store, "SELECT current_setting('search_path') AS path");
+  assert.equal(path, 'fleet_derived_only,fleet,main');
+  const callsOf = (view: string) =>
+    `SELECT span_id, model, output_messages, input_tokens FROM ${view} WHERE rollout_id = 'ro-2' ORDER BY span_id`;
+  const fast = await queryRows(b.store, callsOf('llm_calls'));
+  assert.equal(fast.length, 2);
+  assert.deepEqual(fast, await queryRows(b.store, callsOf('fleet.llm_calls')));
+  // Server a has spans waiting for its deriver: the fleet's views, which derive them.
+  assert.deepEqual(await queryRows(a.store, "SELECT current_setting('search_path') AS path"), [{ path: 'fleet,main' }]);
   // The REST API lists a rollout's spans wherever they are: moved, on another server, or local.
   for (const [server, rollout] of [
     [a, 'ro-0'],

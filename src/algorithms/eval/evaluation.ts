@@ -5,6 +5,7 @@ import type { LlmResource, NamedResources, Rollout } from '../../api/types.js';
 import { sqlText } from '../../sql/literals.js';
 import { type Algorithm, type AlgorithmContext, waitUntilFinished } from '../algorithm.js';
 import { AlgorithmRun } from '../shared/algorithm-run.js';
+import { runClock } from '../shared/cost-clock.js';
 import { OptionsError } from '../shared/options.js';
 import { Random, streamSeed } from '../shared/random.js';
 import { type EvalOptionsInput, type EvalSettings, type EvalVariant, parseEvalOptions } from './options.js';
@@ -53,9 +54,13 @@ export class Evaluation implements Algorithm<unknown, EvalResult> {
       resources_ids: resourcesIds,
     });
     this.log(`eval: run ${run.runId}: ${variants.length} variants x ${tasks.length} tasks x ${samples} samples`);
+    const clock = runClock();
     try {
       const scores = await this.runAll(context, run.runId, resourcesIds);
-      const result = summarize(run.runId, this.settings, tasks, resourcesIds, scores);
+      const result = {
+        ...summarize(run.runId, this.settings, tasks, resourcesIds, scores),
+        cost: await clock.spent(source, `(metadata->'agl_eval'->>'run_id') = ${sqlText(run.runId)}`),
+      };
       await recordEvaluation(run, result);
       await run.end('succeeded');
       return result;

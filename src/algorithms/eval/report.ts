@@ -1,3 +1,4 @@
+import { formatRunCost } from '../shared/cost-clock.js';
 import { textTable } from '../shared/report-text.js';
 import type { Interval, PairedDifference } from './statistics.js';
 import type { EvalResult, PairSummary, VariantSummary } from './summary.js';
@@ -26,6 +27,7 @@ export function formatEvalReport(result: EvalResult, format: 'text' | 'md' = 'te
           .map(([why, n]) => `${n} ${why}`)
           .join(', ')})`,
       );
+  lines.push('', formatRunCost(result.cost));
   if (result.pairs.length) lines.push('', `${format === 'md' ? '## ' : ''}Paired differences (same tasks)`);
   for (const pair of result.pairs) lines.push('', ...pairLines(pair, format));
   return `${lines.join('\n')}\n`;

@@ -1,4 +1,5 @@
 import type { RolloutStatus } from '../../api/types.js';
+import type { RunCost } from '../shared/cost-clock.js';
 import type { EvalSettings } from './options.js';
 import {
   bootstrapMean,
@@ -79,6 +80,8 @@ export interface EvalResult {
   readonly pairs: readonly PairSummary[];
   /** The task inputs, by task index. */
   readonly inputs: readonly unknown[];
+  /** What the evaluation spent, as SQL counts it over its rollouts. */
+  readonly cost: RunCost;
 }
 
 const MOST_CHANGED = 5;
@@ -90,7 +93,7 @@ export function summarize(
   inputs: readonly unknown[],
   resourcesIds: readonly string[],
   scores: readonly RolloutScore[],
-): EvalResult {
+): Omit<EvalResult, 'cost'> {
   const variants = settings.variants.map((variant, v) =>
     summarizeVariant(
       variant.name,

@@ -3,7 +3,9 @@ import type { QuerySource } from '../../adapters/source.js';
 import type { TrainingDone, TrainingDoneAnswer } from '../../api/training.js';
 import type { NamedResources } from '../../api/types.js';
 import type { Algorithm, AlgorithmContext } from '../algorithm.js';
+import { sqlText } from '../../sql/literals.js';
 import { AlgorithmRun } from '../shared/algorithm-run.js';
+import { type RunCost, runClock } from '../shared/cost-clock.js';
 import { checkJudgeOptions, judgeSettingsOf } from '../judge/options.js';
 import { RolloutJudge } from '../judge/rollouts.js';
 import type { TrainingBatch } from './arrow.js';
@@ -12,6 +14,7 @@ import type { BatchHandoff } from './handoff.js';
 import { llmOf, ModelVersions, type ModelVersion } from './models.js';
 import { type GrpoOptions, type GrpoOptionsInput, parseGrpoOptions } from './options.js';
 import { BatchQueue } from './queue.js';
+import { RUN_METADATA } from './rollouts.js';
 import { recordStep, type StepRecord } from './record.js';
 import { dropSummary, prepareStep, type PreparedStep } from './step.js';
 import { Batches } from '../shared/random.js';
@@ -42,6 +45,8 @@ export interface GrpoResult {
   readonly endpoint: string;
   /** True when the signal stopped the run before its end. */
   readonly stopped: boolean;
+  /** What the run spent, its rollouts as SQL counts them (those of a step a stop cut short too). */
+  readonly cost: RunCost;
 }
 
 /** A step could not make a batch: too few usable groups after its extra rounds of tasks. */
@@ -107,7 +112,8 @@ export class GRPO<T = unknown> implements Algorithm<T, GrpoResult> {
     this.announce(context.serverUrl);
     const steps: StepRecord[] = [];
     const firstResourcesId = models.current.resourcesId;
-    const result = (stopped: boolean): GrpoResult => ({
+    const clock = runClock();
+    const result = async (stopped: boolean): Promise<GrpoResult> => ({
       runId: run.runId,
       firstResourcesId,
       steps: steps.sort((a, b) => a.step - b.step),
@@ -116,12 +122,13 @@ export class GRPO<T = unknown> implements Algorithm<T, GrpoResult> {
       model: llmOf(models.current).model,
       endpoint: llmOf(models.current).endpoint,
       stopped,
+      cost: await clock.spent(source, `(metadata->>'${RUN_METADATA}') = ${sqlText(run.runId)}`),
     });
     try {
       await this.steps({ ...context, source }, run, models, steps, judge);
       const stopped = context.signal.aborted;
       await run.end(stopped ? 'cancelled' : 'succeeded');
-      return result(stopped);
+      return await result(stopped);
     } catch (error) {
       await run.end('failed').catch(() => {});
       throw error;

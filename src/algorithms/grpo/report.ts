@@ -1,5 +1,6 @@
 import type { GrpoResult } from './grpo.js';
 import type { StepRecord } from './record.js';
+import { formatRunCost } from '../shared/cost-clock.js';
 import { formatScore, textTable } from '../shared/report-text.js';
 
 /**
@@ -18,6 +19,7 @@ export function formatGrpoReport(result: GrpoResult): string {
     ),
     '',
     `final model  ${result.model} at ${result.endpoint} (version ${result.modelVersion}, resources ${result.resourcesId})`,
+    formatRunCost(result.cost),
     '',
     `each step's figures: agl query "SELECT * FROM training_steps WHERE run_id = '${result.runId}'"`,
   ];

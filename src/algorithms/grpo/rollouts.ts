@@ -16,9 +16,12 @@ export interface Group<T> {
   readonly input: T;
 }
 
+/** The metadata key of a GRPO rollout that names its run. */
+export const RUN_METADATA = 'agl.grpo.run';
+
 /** The metadata keys of a GRPO rollout (SQL: `metadata->>'agl.grpo.step'`). */
 const ROLLOUT_METADATA = {
-  run: 'agl.grpo.run',
+  run: RUN_METADATA,
   step: 'agl.grpo.step',
   group: 'agl.grpo.group',
   task: 'agl.grpo.task',

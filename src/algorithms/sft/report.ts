@@ -1,3 +1,4 @@
+import { formatRunCost } from '../shared/cost-clock.js';
 import { formatScore, textTable } from '../shared/report-text.js';
 import type { IterationRecord } from './record.js';
 import type { SftResult } from './sft.js';
@@ -20,6 +21,7 @@ export function formatSftReport(result: SftResult): string {
     ...(result.finalValMeanReward === null
       ? []
       : [`validation mean reward  ${formatScore(result.finalValMeanReward)}`]),
+    formatRunCost(result.cost),
     '',
     `each iteration's dataset, command and output: agl query "SELECT * FROM sft_iterations WHERE run_id = '${result.runId}'"`,
   ];

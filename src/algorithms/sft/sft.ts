@@ -3,7 +3,10 @@ import { join, resolve } from 'node:path';
 import type { LightningStore } from '../../api/lightning-store.js';
 import type { LlmResource, NamedResources, ResourcesUpdate } from '../../api/types.js';
 import { type Algorithm, type AlgorithmContext, meanReward } from '../algorithm.js';
+import type { QuerySource } from '../../adapters/source.js';
+import { sqlText } from '../../sql/literals.js';
 import { AlgorithmRun } from '../shared/algorithm-run.js';
+import { type RunCost, runClock } from '../shared/cost-clock.js';
 import { checkJudgeOptions, judgeSettingsOf } from '../judge/options.js';
 import { RolloutJudge } from '../judge/rollouts.js';
 import { formatScore } from '../shared/report-text.js';
@@ -44,6 +47,8 @@ export interface SftResult {
   readonly finalValMeanReward: number | null;
   /** True when the signal stopped the run before its end. */
   readonly stopped: boolean;
+  /** What the run spent, its rollouts as SQL counts them (those of an iteration a stop cut short too). */
+  readonly cost: RunCost;
 }
 
 /** The training command failed, timed out, or the iteration had nothing to train on. */
@@ -111,7 +116,8 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
     if (judgeSettings && source)
       this.judge = new RolloutJudge(judgeSettings, store, source, run, (line) => this.say(line));
     const iterations: IterationRecord[] = [];
-    const result = (stopped: boolean, finalValMeanReward: number | null = null): SftResult => ({
+    const clock = runClock();
+    const result = async (stopped: boolean, finalValMeanReward: number | null = null): Promise<SftResult> => ({
       runId: run.runId,
       iterations,
       resourcesId: current.id,
@@ -119,6 +125,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
       endpoint: llmOf(current).endpoint,
       finalValMeanReward,
       stopped,
+      cost: await clock.spent(sourceOf(source), `(metadata->>'agl.sft.run') = ${sqlText(run.runId)}`),
     });
     try {
       for (let i = 1; i <= this.options.iterations; i++) {
@@ -133,7 +140,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
         await recordIteration(run, record);
         if (record.status === 'stopped') {
           await run.end('cancelled');
-          return result(true);
+          return await result(true);
         }
         if (!next) throw new SftError(failureMessage(record), record);
         current = next;
@@ -150,10 +157,10 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
       }
       if (signal.aborted) {
         await run.end('cancelled');
-        return result(true);
+        return await result(true);
       }
       await run.end('succeeded');
-      return result(false, evaluation?.valMeanReward ?? null);
+      return await result(false, evaluation?.valMeanReward ?? null);
     } catch (error) {
       await run.end('failed').catch(() => {});
       throw error;
@@ -277,9 +284,7 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
       ),
       ...val.map((input, task) => request(input, 'val', task, 0)),
     ];
-    if (!source)
-      throw new TypeError('SFT reads rewards with SQL: run it with the Trainer (or give the context a `source`)');
-    const finished = await runRollouts(store, source, requests, signal, this.judge);
+    const finished = await runRollouts(store, sourceOf(source), requests, signal, this.judge);
     return {
       samples: finished
         .filter((r) => r.mode === 'train')
@@ -407,6 +412,13 @@ export class SFT<T = unknown> implements Algorithm<T, SftResult> {
 /** An SFT algorithm from options as a config file or command line gives them (checked, defaults filled in). */
 export function sftFromOptions<T = unknown>(options: unknown): SFT<T> {
   return new SFT<T>(options as SftOptionsInput);
+}
+
+/** SFT reads rewards and its cost with SQL. */
+function sourceOf(source: QuerySource | undefined): QuerySource {
+  if (!source)
+    throw new TypeError('SFT reads rewards with SQL: run it with the Trainer (or give the context a `source`)');
+  return source;
 }
 
 /** Writes the records: JSONL as they are, Parquet through DuckDB from a JSONL scratch file beside it. */
