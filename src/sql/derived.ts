@@ -211,7 +211,7 @@ semconv_src AS (
 ),
 semconv AS (
   SELECT *, CASE WHEN contains(events, '"${OPERATION_DETAILS}"') THEN list_transform(
-      list_filter(try_cast(events AS JSON[]), lambda e: (e->>'name') = '${OPERATION_DETAILS}'), lambda e: e->'attributes') END AS details
+      list_filter(try_cast(events AS JSON[]), lambda g_e: (g_e->>'name') = '${OPERATION_DETAILS}'), lambda g_e: g_e->'attributes') END AS details
   FROM semconv_src
   WHERE documents OR (f[27] IN ${INFERENCE_OPERATIONS} AND f[23] IS NULL AND f[24] IS NULL AND f[25] IS NULL)
 ),
@@ -341,8 +341,8 @@ export const evaluationsFrom = (spans: string) => `
 SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, end_time AS time, ${evaluationColumns('e.a')},
   e.i = 1 AS is_primary, ${evaluationText('e.a')}
 FROM (
-  SELECT *, unnest(list_transform(list_filter(try_cast(events AS JSON[]), lambda x: (x->>'name') = '${EVALUATION_RESULT}'),
-    lambda x, i: struct_pack(a := x->'attributes', i := i))) AS e
+  SELECT *, unnest(list_transform(list_filter(try_cast(events AS JSON[]), lambda g_e: (g_e->>'name') = '${EVALUATION_RESULT}'),
+    lambda g_e, g_i: struct_pack(a := g_e->'attributes', i := g_i))) AS e
   FROM ${spans} WHERE contains(events, '"${EVALUATION_RESULT}"')
 )`;
 

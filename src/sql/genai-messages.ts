@@ -41,6 +41,8 @@ const PARAMETERS: [string, string][] = [
   ['stop', 'gen_ai.request.stop_sequences'],
   ['n', 'gen_ai.request.choice.count'],
   ['encoding_formats', 'gen_ai.request.encoding_formats'],
+  ['stream', 'gen_ai.request.stream'],
+  ['reasoning_effort', 'gen_ai.request.reasoning.level'],
   ['output_type', 'gen_ai.output.type'],
 ];
 export const PARAMETER_ATTRIBUTES = PARAMETERS.map(([, key]) => key);
@@ -52,63 +54,63 @@ export const PARAMETER_ATTRIBUTES = PARAMETERS.map(([, key]) => key);
  */
 export const GENAI_MACROS_SQL = `
 CREATE OR REPLACE MACRO agl_genai_text(v) AS CASE WHEN json_type(v) = 'VARCHAR' THEN v->>'$' ELSE CAST(v AS VARCHAR) END;
-CREATE OR REPLACE MACRO agl_genai_list(t) AS list_filter(coalesce(try_cast(try(json(t)) AS JSON[]), []), lambda x: json_type(x) = 'OBJECT');
-CREATE OR REPLACE MACRO agl_genai_parts(m) AS coalesce(try_cast(m->'parts' AS JSON[]), []);
-CREATE OR REPLACE MACRO agl_genai_system(t) AS list_transform([try(json(t))], lambda d: CASE
-  WHEN json_type(d) = 'ARRAY' THEN coalesce(try_cast(d AS JSON[]), [])
-  WHEN t IS NOT NULL AND json_type(d) IS DISTINCT FROM 'ARRAY' THEN [json_object('type', 'text', 'content', t)]
+CREATE OR REPLACE MACRO agl_genai_list(t) AS list_filter(coalesce(try_cast(try(json(t)) AS JSON[]), []), lambda g_x: json_type(g_x) = 'OBJECT');
+CREATE OR REPLACE MACRO agl_genai_parts(g_m) AS coalesce(try_cast(g_m->'parts' AS JSON[]), []);
+CREATE OR REPLACE MACRO agl_genai_system(t) AS list_transform([try(json(t))], lambda g_d: CASE
+  WHEN json_type(g_d) = 'ARRAY' THEN coalesce(try_cast(g_d AS JSON[]), [])
+  WHEN t IS NOT NULL AND json_type(g_d) IS DISTINCT FROM 'ARRAY' THEN [json_object('type', 'text', 'content', t)]
   ELSE [] END)[1];
-CREATE OR REPLACE MACRO agl_genai_content_part(p) AS CASE p->>'type'
-  WHEN 'text' THEN json_object('type', 'text', 'text', p->>'content')
-  WHEN 'uri' THEN CASE WHEN (p->>'modality') = 'image' THEN json_object('type', 'image_url', 'image_url', json_object('url', p->>'uri')) END
+CREATE OR REPLACE MACRO agl_genai_content_part(g_p) AS CASE g_p->>'type'
+  WHEN 'text' THEN json_object('type', 'text', 'text', g_p->>'content')
+  WHEN 'uri' THEN CASE WHEN (g_p->>'modality') = 'image' THEN json_object('type', 'image_url', 'image_url', json_object('url', g_p->>'uri')) END
   WHEN 'blob' THEN CASE
-    WHEN (p->>'modality') = 'image' THEN json_object('type', 'image_url', 'image_url',
-      json_object('url', concat('data:', p->>'mime_type', ';base64,', p->>'content')))
-    WHEN (p->>'modality') = 'audio' AND (p->>'mime_type') IN ('audio/wav', 'audio/x-wav', 'audio/wave', 'audio/mpeg', 'audio/mp3')
-      THEN json_object('type', 'input_audio', 'input_audio', json_object('data', p->>'content',
-        'format', CASE WHEN (p->>'mime_type') IN ('audio/mpeg', 'audio/mp3') THEN 'mp3' ELSE 'wav' END)) END
-  WHEN 'file' THEN CASE WHEN (p->>'file_id') IS NOT NULL THEN json_object('type', 'file', 'file', json_object('file_id', p->>'file_id')) END
+    WHEN (g_p->>'modality') = 'image' THEN json_object('type', 'image_url', 'image_url',
+      json_object('url', concat('data:', g_p->>'mime_type', ';base64,', g_p->>'content')))
+    WHEN (g_p->>'modality') = 'audio' AND (g_p->>'mime_type') IN ('audio/wav', 'audio/g_x-wav', 'audio/wave', 'audio/mpeg', 'audio/mp3')
+      THEN json_object('type', 'input_audio', 'input_audio', json_object('data', g_p->>'content',
+        'format', CASE WHEN (g_p->>'mime_type') IN ('audio/mpeg', 'audio/mp3') THEN 'mp3' ELSE 'wav' END)) END
+  WHEN 'file' THEN CASE WHEN (g_p->>'file_id') IS NOT NULL THEN json_object('type', 'file', 'file', json_object('file_id', g_p->>'file_id')) END
   END;
-CREATE OR REPLACE MACRO agl_genai_held(p) AS json_type(p) = 'OBJECT'
-  AND ((p->>'type') IN ${HELD_TYPES} OR agl_genai_content_part(p) IS NOT NULL);
-CREATE OR REPLACE MACRO agl_genai_message(role, name, parts) AS list_transform([parts], lambda ps: json_merge_patch(
+CREATE OR REPLACE MACRO agl_genai_held(g_p) AS json_type(g_p) = 'OBJECT'
+  AND ((g_p->>'type') IN ${HELD_TYPES} OR agl_genai_content_part(g_p) IS NOT NULL);
+CREATE OR REPLACE MACRO agl_genai_message(role, name, parts) AS list_transform([parts], lambda g_ps: json_merge_patch(
   json_object('role', role, 'content', CASE
-    WHEN len(list_filter(ps, lambda p: (p->>'type') IN ('uri', 'blob', 'file') AND agl_genai_content_part(p) IS NOT NULL)) > 0
-      THEN to_json(list_filter(list_transform(ps, lambda p: agl_genai_content_part(p)), lambda c: c IS NOT NULL))
-    ELSE to_json(nullif(array_to_string(list_transform(list_filter(ps, lambda p: (p->>'type') = 'text'), lambda p: p->>'content'), ''), '')) END),
+    WHEN len(list_filter(g_ps, lambda g_p: (g_p->>'type') IN ('uri', 'blob', 'file') AND agl_genai_content_part(g_p) IS NOT NULL)) > 0
+      THEN to_json(list_filter(list_transform(g_ps, lambda g_p: agl_genai_content_part(g_p)), lambda g_c: g_c IS NOT NULL))
+    ELSE to_json(nullif(array_to_string(list_transform(list_filter(g_ps, lambda g_p: (g_p->>'type') = 'text'), lambda g_p: g_p->>'content'), ''), '')) END),
   json_object(
     'name', name,
-    'tool_calls', nullif(to_json(list_transform(list_filter(ps, lambda p: (p->>'type') = 'tool_call'),
-      lambda p: json_object('id', p->>'id', 'type', 'function', 'function', json_object('name', p->>'name', 'arguments', agl_genai_text(p->'arguments'))))), '[]'::JSON),
-    'reasoning_content', nullif(array_to_string(list_transform(list_filter(ps, lambda p: (p->>'type') = 'reasoning'), lambda p: p->>'content'), ''), ''))))[1];
-CREATE OR REPLACE MACRO agl_genai_turn(m) AS list_transform([agl_genai_parts(m)], lambda ps: list_concat(
-  list_transform(list_filter(ps, lambda p: (p->>'type') = 'tool_call_response'),
-    lambda p: json_object('role', 'tool', 'content', agl_genai_text(p->'response'), 'tool_call_id', p->>'id')),
-  CASE WHEN len(ps) > 0 AND len(list_filter(ps, lambda p: (p->>'type') IS DISTINCT FROM 'tool_call_response')) = 0 THEN []
-    ELSE [agl_genai_message(m->>'role', m->>'name', list_filter(ps, lambda p: (p->>'type') IS DISTINCT FROM 'tool_call_response'))] END))[1];
+    'tool_calls', nullif(to_json(list_transform(list_filter(g_ps, lambda g_p: (g_p->>'type') = 'tool_call'),
+      lambda g_p: json_object('id', g_p->>'id', 'type', 'function', 'function', json_object('name', g_p->>'name', 'arguments', agl_genai_text(g_p->'arguments'))))), '[]'::JSON),
+    'reasoning_content', nullif(array_to_string(list_transform(list_filter(g_ps, lambda g_p: (g_p->>'type') = 'reasoning'), lambda g_p: g_p->>'content'), ''), ''))))[1];
+CREATE OR REPLACE MACRO agl_genai_turn(g_m) AS list_transform([agl_genai_parts(g_m)], lambda g_ps: list_concat(
+  list_transform(list_filter(g_ps, lambda g_p: (g_p->>'type') = 'tool_call_response'),
+    lambda g_p: json_object('role', 'tool', 'content', agl_genai_text(g_p->'response'), 'tool_call_id', g_p->>'id')),
+  CASE WHEN len(g_ps) > 0 AND len(list_filter(g_ps, lambda g_p: (g_p->>'type') IS DISTINCT FROM 'tool_call_response')) = 0 THEN []
+    ELSE [agl_genai_message(g_m->>'role', g_m->>'name', list_filter(g_ps, lambda g_p: (g_p->>'type') IS DISTINCT FROM 'tool_call_response'))] END))[1];
 CREATE OR REPLACE MACRO agl_genai_input(system, input) AS CASE WHEN system IS NOT NULL OR input IS NOT NULL THEN list_transform(
-  [flatten(list_transform(agl_genai_list(input), lambda m: agl_genai_turn(m)))], lambda ms: to_json(list_concat(
-    list_transform([agl_genai_system(system)], lambda sp: CASE WHEN len(sp) > 0
-      THEN list_filter([agl_genai_message('system', NULL, sp)], lambda s: NOT list_contains(ms, s)) ELSE [] END)[1],
-    ms)))[1] END;
+  [flatten(list_transform(agl_genai_list(input), lambda g_m: agl_genai_turn(g_m)))], lambda g_ms: to_json(list_concat(
+    list_transform([agl_genai_system(system)], lambda g_sp: CASE WHEN len(g_sp) > 0
+      THEN list_filter([agl_genai_message('system', NULL, g_sp)], lambda g_s: NOT list_contains(g_ms, g_s)) ELSE [] END)[1],
+    g_ms)))[1] END;
 CREATE OR REPLACE MACRO agl_genai_output(output) AS CASE WHEN output IS NOT NULL
-  THEN to_json(flatten(list_transform(agl_genai_list(output), lambda m: agl_genai_turn(m)))) END;
+  THEN to_json(flatten(list_transform(agl_genai_list(output), lambda g_m: agl_genai_turn(g_m)))) END;
 CREATE OR REPLACE MACRO agl_genai_finish(reasons, output) AS list_transform([coalesce(try(reasons->>0), agl_genai_list(output)[1]->>'finish_reason')],
-  lambda r: CASE WHEN r = 'tool_call' THEN 'tool_calls' ELSE r END)[1];
-CREATE OR REPLACE MACRO agl_genai_tools(t) AS to_json(list_transform(agl_genai_list(t), lambda d: CASE
-  WHEN json_type(d->'function') = 'OBJECT' THEN d
-  ELSE json_object('type', coalesce(d->>'type', 'function'), 'function', json_merge_patch(d, '{"type":null}')) END));
-CREATE OR REPLACE MACRO agl_genai_extra_of(side, messages) AS flatten(list_transform(messages, lambda m, i:
-  list_transform(list_filter(agl_genai_parts(m), lambda p: NOT agl_genai_held(p)),
-    lambda p: json_object('in', side, 'message', i - 1, 'part', p))));
+  lambda g_r: CASE WHEN g_r = 'tool_call' THEN 'tool_calls' ELSE g_r END)[1];
+CREATE OR REPLACE MACRO agl_genai_tools(t) AS to_json(list_transform(agl_genai_list(t), lambda g_d: CASE
+  WHEN json_type(g_d->'function') = 'OBJECT' THEN g_d
+  ELSE json_object('type', coalesce(g_d->>'type', 'function'), 'function', json_merge_patch(g_d, '{"type":null}')) END));
+CREATE OR REPLACE MACRO agl_genai_extra_of(side, messages) AS flatten(list_transform(messages, lambda g_m, g_i:
+  list_transform(list_filter(agl_genai_parts(g_m), lambda g_p: NOT agl_genai_held(g_p)),
+    lambda g_p: json_object('in', side, 'message', g_i - 1, 'part', g_p))));
 CREATE OR REPLACE MACRO agl_genai_extra(system, input, output) AS nullif(to_json(list_concat(
-  list_transform(list_filter(agl_genai_system(system), lambda p: NOT agl_genai_held(p)), lambda p: json_object('in', 'system_instructions', 'part', p)),
+  list_transform(list_filter(agl_genai_system(system), lambda g_p: NOT agl_genai_held(g_p)), lambda g_p: json_object('in', 'system_instructions', 'part', g_p)),
   agl_genai_extra_of('input', agl_genai_list(input)),
   agl_genai_extra_of('output', agl_genai_list(output)))), '[]'::JSON);
 CREATE OR REPLACE MACRO agl_genai_parameters(a) AS list_transform(
   [json_extract(a, [${PARAMETER_ATTRIBUTES.map((k) => `'${k}'`).join(', ')}, 'llm.invocation_parameters'])],
-  lambda r: nullif(json_merge_patch(coalesce(CASE WHEN json_type(r[${PARAMETERS.length + 1}]) = 'VARCHAR' THEN try(json(r[${PARAMETERS.length + 1}]->>'$')) END, '{}'),
-    json_object(${PARAMETERS.map(([name], i) => `'${name}', r[${i + 1}]`).join(', ')})), '{}'::JSON))[1];`;
+  lambda g_r: nullif(json_merge_patch(coalesce(CASE WHEN json_type(g_r[${PARAMETERS.length + 1}]) = 'VARCHAR' THEN try(json(g_r[${PARAMETERS.length + 1}]->>'$')) END, '{}'),
+    json_object(${PARAMETERS.map(([name], g_i) => `'${name}', g_r[${g_i + 1}]`).join(', ')})), '{}'::JSON))[1];`;
 
 /** The event that carries a call's content beside its span (a span event or a log record). */
 export const OPERATION_DETAILS = 'gen_ai.client.inference.operation.details';
@@ -130,8 +132,8 @@ export const GENAI_DOCUMENTS = {
  * record per output item).
  */
 export const detailsDocuments = (records: string) => `
-  list_filter(list_transform(${records}, lambda d: d->>'${GENAI_DOCUMENTS.input}'), lambda x: x IS NOT NULL)[1] AS details_input,
-  list_filter(list_transform(${records}, lambda d: d->>'${GENAI_DOCUMENTS.system}'), lambda x: x IS NOT NULL)[1] AS details_system,
-  list_filter(list_transform(${records}, lambda d: d->>'${GENAI_DOCUMENTS.tools}'), lambda x: x IS NOT NULL)[1] AS details_tools,
-  CASE WHEN len(list_filter(${records}, lambda d: (d->'${GENAI_DOCUMENTS.output}') IS NOT NULL)) > 0
-    THEN CAST(to_json(flatten(list_transform(${records}, lambda d: agl_genai_list(d->>'${GENAI_DOCUMENTS.output}')))) AS VARCHAR) END AS details_output`;
+  list_filter(list_transform(${records}, lambda g_d: g_d->>'${GENAI_DOCUMENTS.input}'), lambda g_x: g_x IS NOT NULL)[1] AS details_input,
+  list_filter(list_transform(${records}, lambda g_d: g_d->>'${GENAI_DOCUMENTS.system}'), lambda g_x: g_x IS NOT NULL)[1] AS details_system,
+  list_filter(list_transform(${records}, lambda g_d: g_d->>'${GENAI_DOCUMENTS.tools}'), lambda g_x: g_x IS NOT NULL)[1] AS details_tools,
+  CASE WHEN len(list_filter(${records}, lambda g_d: (g_d->'${GENAI_DOCUMENTS.output}') IS NOT NULL)) > 0
+    THEN CAST(to_json(flatten(list_transform(${records}, lambda g_d: agl_genai_list(g_d->>'${GENAI_DOCUMENTS.output}')))) AS VARCHAR) END AS details_output`;

@@ -70,11 +70,11 @@ event_messages AS (
 -- The documents of operation.details records (dialect 5): the span's own attributes first, then the records'.
 event_documents AS (
   SELECT e.*, s.rollout_id, s.attempt_id, s.parent_id, s.name, s.sequence_id, s.start_time, s.end_time, s.attributes AS a,
-    coalesce(s.attributes->>'${GENAI_DOCUMENTS.input}', d.details_input) AS input_doc,
-    coalesce(s.attributes->>'${GENAI_DOCUMENTS.output}', d.details_output) AS output_doc,
-    coalesce(s.attributes->>'${GENAI_DOCUMENTS.system}', d.details_system) AS system_doc,
-    coalesce(s.attributes->>'${GENAI_DOCUMENTS.tools}', d.details_tools) AS tools_doc
-  FROM event_messages e JOIN spans s USING (trace_id, span_id), (SELECT ${detailsDocuments('coalesce(e.details, [])')}) d
+    coalesce(s.attributes->>'${GENAI_DOCUMENTS.input}', e.details_input) AS input_doc,
+    coalesce(s.attributes->>'${GENAI_DOCUMENTS.output}', e.details_output) AS output_doc,
+    coalesce(s.attributes->>'${GENAI_DOCUMENTS.system}', e.details_system) AS system_doc,
+    coalesce(s.attributes->>'${GENAI_DOCUMENTS.tools}', e.details_tools) AS tools_doc
+  FROM (SELECT *, ${detailsDocuments('coalesce(details, [])')} FROM event_messages) e JOIN spans s USING (trace_id, span_id)
   -- Tested after the join (e.span_id is never NULL): pushed into the scan of spans, it parsed
   -- the attributes of every span a filter on llm_calls kept (a rollout's llm_calls: 10,000
   -- spans' JSON, 14 ms), with no log event to join.

@@ -11,6 +11,7 @@ import { OTLPTraceExporter as ProtoTraceExporter } from '@opentelemetry/exporter
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
 import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { GENAI_ATTRIBUTES_READ } from '../../src/sql/derived.js';
 import { GENAI_DOCUMENTS, OPERATION_DETAILS } from '../../src/sql/genai-messages.js';
 import { FIXTURES, json, newTempDir, queryRows, removeDir, startAgl, type InProcessAgl } from '../support/helpers.js';
 
@@ -205,4 +206,116 @@ test('every worked example gives its llm_calls row, whatever the form and encodi
         }
   }
   t.diagnostic(`${examples.length} examples x ${FORMS.length} forms x ${ENCODINGS.length} encodings`);
+});
+
+/** The test documents of the conventions' own suite, valid or invalid. */
+async function cases(kind: 'valid' | 'invalid'): Promise<{ file: string; schema: string; document: unknown }[]> {
+  const folder = join(SEMCONV, 'cases', kind);
+  const files = (await readdir(folder)).filter((f) => f.endsWith('.json')).sort();
+  return Promise.all(files.map(async (file) => ({ file, ...JSON.parse(await readFile(join(folder, file), 'utf8')) })));
+}
+
+/** Where each schema's document goes on a call: the attribute, or the tool call part that holds it. */
+function callWith(schema: string, document: unknown): Record<string, AttributeValue> {
+  const text = typeof document === 'string' ? document : JSON.stringify(document);
+  const attribute = {
+    input: GENAI_DOCUMENTS.input,
+    output: GENAI_DOCUMENTS.output,
+    system_instructions: GENAI_DOCUMENTS.system,
+    tool_definitions: GENAI_DOCUMENTS.tools,
+  }[schema];
+  if (attribute) return { [attribute]: text };
+  // Tool call arguments and results, retrieval documents, memory records: inside a message.
+  const part =
+    schema === 'tool_call_result'
+      ? { type: 'tool_call_response', id: 'c1', response: document }
+      : { type: 'tool_call', id: 'c1', name: schema, arguments: document };
+  return { [GENAI_DOCUMENTS.input]: JSON.stringify([{ role: 'assistant', parts: [part] }]) };
+}
+
+test("every test document of the conventions' suite, valid or not, is stored and every view still reads", async () => {
+  const all = [...(await cases('valid')), ...(await cases('invalid'))];
+  assert.ok(all.length >= 20);
+  const traces: string[] = [];
+  for (const { file, schema, document } of all) {
+    const attributes = {
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'openai',
+      ...callWith(schema, document),
+    };
+    for (const form of ['attributes', 'log record'] as const)
+      traces.push(
+        await send({ file, span_name: `chat ${file}`, span_attributes: attributes, expected: null }, form, 'protobuf'),
+      );
+  }
+  for (const derived of [false, true]) {
+    if (derived) await agl.store.deriveAll();
+    const ids = traces.map((id) => `'${id}'`).join(', ');
+    const calls = await queryRows(agl.store, `SELECT trace_id FROM llm_calls WHERE trace_id IN (${ids})`);
+    // Each is a call whatever its content: invalid parts are kept in extra_parts, never fail a read.
+    assert.equal(calls.length, traces.length, derived ? 'derived' : 'not derived yet');
+    for (const view of ['rewards', 'spans', 'logs', 'prompt_versions', 'training_steps'])
+      await queryRows(agl.store, `SELECT count(*) AS n FROM ${view}`);
+  }
+  const answer = await fetch(`${agl.url}/v1/traces`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"resourceSpans":[]}',
+  });
+  assert.equal(answer.status, 200);
+});
+
+test('an unknown part is kept in extra_parts, where it was', async () => {
+  const unknown = { type: 'vendor_citation', source: 'doc-7', span: [3, 9] };
+  const traceId = await send(
+    {
+      file: 'unknown-part',
+      span_name: 'chat unknown',
+      span_attributes: {
+        'gen_ai.operation.name': 'chat',
+        [GENAI_DOCUMENTS.output]: JSON.stringify([
+          { role: 'assistant', parts: [{ type: 'text', content: 'see doc 7' }, unknown, 42], finish_reason: 'stop' },
+        ]),
+      },
+      expected: null,
+    },
+    'attributes',
+    'json',
+  );
+  const row = await rowOf(traceId);
+  assert.deepEqual(row?.output_messages, [{ role: 'assistant', content: 'see doc 7' }]);
+  assert.deepEqual(row?.extra_parts, [
+    { in: 'output', message: 0, part: unknown },
+    { in: 'output', message: 0, part: 42 },
+  ]);
+});
+
+test('the coverage of the inference attributes the reference scenarios list', async (t) => {
+  const reference = JSON.parse(await readFile(join(SEMCONV, 'inference-attributes.json'), 'utf8')) as {
+    attributes: string[];
+  };
+  const listed = reference.attributes.filter((key) => key.startsWith('gen_ai.'));
+  const read = listed.filter((key) => GENAI_ATTRIBUTES_READ.includes(key));
+  t.diagnostic(`GenAI inference attributes read: ${read.length} of ${listed.length} the reference scenarios list`);
+  t.diagnostic(`not read: ${listed.filter((key) => !read.includes(key)).join(', ')}`);
+  const core = [
+    'gen_ai.request.model',
+    'gen_ai.response.model',
+    'gen_ai.provider.name',
+    'gen_ai.input.messages',
+    'gen_ai.output.messages',
+    'gen_ai.system_instructions',
+    'gen_ai.tool.definitions',
+    'gen_ai.usage.input_tokens',
+    'gen_ai.usage.output_tokens',
+    'gen_ai.response.finish_reasons',
+    'gen_ai.response.id',
+    'gen_ai.request.temperature',
+    'gen_ai.request.max_tokens',
+    'gen_ai.request.top_p',
+  ];
+  assert.deepEqual(
+    core.filter((key) => !GENAI_ATTRIBUTES_READ.includes(key)),
+    [],
+  );
 });
