@@ -25,3 +25,17 @@ test('a test file that hangs is killed after its time, named with the test it wa
   assert.match(stdout, /^ℹ files 2$/m);
   assert.match(stdout, /^ℹ pass 2$/m, 'the file that passed is counted');
 });
+
+test('a test file that leaves a process holding its output is not waited for', { timeout: 60_000 }, async () => {
+  const started = performance.now();
+  const { code, stdout } = await new Promise<{ code: number; stdout: string }>((resolve) =>
+    execFile(process.execPath, [RUNNER, '--file-timeout', '30', fixture('leaves-a-process')], (error, out) =>
+      resolve({ code: error ? Number(error.code) : 0, stdout: out }),
+    ),
+  );
+  const left = Number(/left pid (\d+)/.exec(stdout)?.[1]);
+  if (left > 0) process.kill(left, 'SIGKILL');
+  assert.equal(code, 0, stdout);
+  assert.match(stdout, /✖ .*leaves-a-process\.js left a process running that holds its output open; not waited for/);
+  assert.ok(performance.now() - started < 25_000, `waited ${Math.round(performance.now() - started)} ms`);
+});

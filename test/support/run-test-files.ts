@@ -13,9 +13,12 @@ import { spawn } from 'node:child_process';
 import { glob, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { finished } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 
 const REPORTER = new URL('./started-tests-reporter.js', import.meta.url).href;
+/** After a file's process exited, how long its pipes may stay open (its last lines are in them). */
+const DRAIN_MS = 2_000;
 const COUNTS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'todo'] as const;
 
 interface FileResult {
@@ -98,8 +101,19 @@ async function runFile(file: string, timeoutSeconds: number, dir: string, index:
     kill('SIGTERM');
     setTimeout(() => kill('SIGKILL'), 5_000).unref();
   }, timeoutSeconds * 1000);
-  const code = await new Promise<number | null>((resolve) => child.once('close', (exitCode) => resolve(exitCode)));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', (exitCode) => resolve(exitCode)));
   clearTimeout(timer);
+  // Not 'close': a process the file started outside its group (detached) that inherited the
+  // pipes holds them open after the file's end, and the run would wait on it for ever.
+  const drained = await Promise.race([
+    Promise.all([child.stdout, child.stderr].map((stream) => finished(stream).catch(() => {}))).then(() => true),
+    new Promise<false>((resolve) => setTimeout(() => resolve(false), DRAIN_MS)),
+  ]);
+  if (!drained) {
+    child.stdout.destroy();
+    child.stderr.destroy();
+    output += `\n✖ ${file} left a process running that holds its output open; not waited for\n`;
+  }
   const running = timedOut ? stillRunning(await readFile(log, 'utf8').catch(() => '')) : [];
   return { file, output, code, timedOut, running, counts: countsOf(output) };
 }
