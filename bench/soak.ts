@@ -34,7 +34,9 @@ class Latencies {
     const buckets = this.byKind.get(kind) ?? [];
     this.byKind.set(kind, buckets);
     const bucket = Math.floor((started - this.start) / this.bucketMs);
-    (buckets[bucket] ??= []).push(performance.now() - started);
+    const times = buckets[bucket] ?? [];
+    buckets[bucket] = times;
+    times.push(performance.now() - started);
     return value;
   }
 
