@@ -1,5 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { answerOutcome, codecOf, requestAttributes, type AssembledStream, type LlmApi } from '../otlp/llm-exchange.js';
+import {
+  genAiAttributes,
+  genAiEventAttributes,
+  type GenAiRecording,
+  NO_GENAI,
+  OPERATION_DETAILS_EVENT,
+} from '../otlp/genai-documents.js';
+import {
+  answerOutcome,
+  codecOf,
+  genAiDocuments,
+  requestAttributes,
+  type AssembledStream,
+  type LlmApi,
+} from '../otlp/llm-exchange.js';
 import { ATTR } from '../api/semconv.js';
 import { wellFormedJsonText } from '../otlp/well-formed.js';
 import { spanRows, type SpanInput } from '../store/span-json.js';
@@ -75,23 +89,30 @@ export class CallRecord {
   private readonly attributes: Record<string, unknown>;
   private error: { message: string; type: string } | undefined;
   private endTime: number | undefined;
+  private readonly events: { name: string; attributes: Record<string, unknown>; timestamp: number | null }[] = [];
   private readonly traceId: string;
   private readonly parentId: string | null;
 
   constructor(
     readonly api: LlmApi,
     url: URL,
-    sentBody: Record<string, unknown>,
+    private readonly sentBody: Record<string, unknown>,
     sent: string,
     private readonly startTime: number,
     private readonly ids: Attribution,
     traceparent: string | string[] | undefined,
     extra?: Record<string, unknown>,
+    /**
+     * The GenAI documents to record besides the exchange, for other OpenTelemetry backends that
+     * read agl's spans (genai-documents.ts); the event form is a span event on the call's span.
+     */
+    private readonly genAi: GenAiRecording = NO_GENAI,
   ) {
     this.attributes = {
       ...extra,
       ...requestAttributes(api, sentBody),
       'gen_ai.provider.name': codecOf(api).provider(url.hostname),
+      ...(genAi.olderSystem ? { 'gen_ai.system': codecOf(api).provider(url.hostname) } : {}),
       'server.address': url.hostname,
       'url.full': url.href,
       [ATTR.llmApi]: api,
@@ -117,6 +138,16 @@ export class CallRecord {
     const { attributes, error } = answerOutcome(this.api, this.status, body, true);
     Object.assign(this.attributes, attributes);
     if (error) this.fail(error.message, error.type);
+    else if (this.genAi.span || this.genAi.event) {
+      const { request, output } = genAiDocuments(this.api, this.sentBody, body);
+      if (this.genAi.span) Object.assign(this.attributes, genAiAttributes(request, output));
+      if (this.genAi.event)
+        this.events.push({
+          name: OPERATION_DETAILS_EVENT,
+          timestamp: this.endTime,
+          attributes: genAiEventAttributes(request, output),
+        });
+    }
   }
 
   span(): SpanInput {
@@ -137,7 +168,7 @@ export class CallRecord {
         ? { status_code: 'ERROR', description: this.error.message.toWellFormed() }
         : { status_code: 'UNSET', description: null },
       attributes: this.attributes,
-      events: [],
+      events: this.events,
       links: [],
       start_time: this.startTime,
       end_time: this.endTime ?? Date.now() / 1000,

@@ -8,6 +8,7 @@
  * the span gets the assembled response, with the same attributes as agl's fetch capture, so
  * `llm_calls` reads both alike.
  */
+import type { GenAiRecording } from '../otlp/genai-documents.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Transform } from 'node:stream';
 import { createBrotliDecompress, createUnzip } from 'node:zlib';
@@ -40,6 +41,8 @@ export interface GatewayOptions {
   /** agl's own token (`--token`), which agents send as their key: never sent upstream. */
   readonly serverToken?: string;
   readonly maxBodyBytes: number;
+  /** The GenAI documents recorded besides the exchange (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT). */
+  readonly genAi?: GenAiRecording;
 }
 
 const APIS: [path: string, api: LlmApi][] = [
@@ -412,6 +415,7 @@ async function forwardCall(
     ids,
     request.headers.traceparent,
     upstream.attributes,
+    options.genAi,
   );
   const headers =
     api === 'messages' ? anthropicHeaders(upstream, request, options) : upstreamHeaders(upstream, agentKey);

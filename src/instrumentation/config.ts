@@ -1,3 +1,5 @@
+import { type GenAiRecording, genAiRecordingOf } from '../otlp/genai-documents.js';
+
 /**
  * `agl/register`'s settings, from the environment. Standard `OTEL_*` variables are honoured by
  * the OpenTelemetry SDK itself (service name, resource attributes, headers, OTEL_SDK_DISABLED,
@@ -9,6 +11,8 @@ export interface RegisterConfig {
   /** Where the app's OpenTelemetry log records go (GenAI events among them): the logs URL. */
   readonly logsUrl: string;
   readonly captureContent: boolean;
+  /** The GenAI documents recorded besides the exchange, for other OpenTelemetry backends. */
+  readonly genAi: GenAiRecording;
   readonly returnTokenIds: boolean;
   readonly instrumentations: ReadonlySet<InstrumentationName>;
   /**
@@ -162,7 +166,8 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): RegisterConfig
   return {
     tracesUrl,
     logsUrl,
-    captureContent: !off(contentSetting),
+    captureContent: !off(contentSetting) && contentSetting?.trim().toUpperCase() !== 'NO_CONTENT',
+    genAi: genAiRecordingOf(env),
     returnTokenIds: on(env.AGL_RETURN_TOKEN_IDS),
     instrumentations,
     sdkCallSpans,

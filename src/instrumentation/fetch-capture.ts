@@ -1,11 +1,15 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import {
   context,
+  logs,
   propagation,
+  ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
   trace,
+  type Attributes,
   type Context,
+  type LogRecord,
   type Span,
   type Tracer,
 } from '@opentelemetry/api';
@@ -13,6 +17,7 @@ import { isTracingSuppressed } from '@opentelemetry/core';
 import {
   answerOutcome,
   codecOf,
+  genAiDocuments,
   llmApiOf,
   parsedUrl,
   requestAttributes,
@@ -21,6 +26,12 @@ import {
   type LlmApi,
 } from '../otlp/llm-exchange.js';
 import { ATTR } from '../api/semconv.js';
+import {
+  genAiAttributes,
+  genAiEventAttributes,
+  type GenAiRecording,
+  OPERATION_DETAILS_EVENT,
+} from '../otlp/genai-documents.js';
 import type { CallSpanStarter } from './call-span.js';
 
 /**
@@ -40,6 +51,8 @@ interface FetchCaptureOptions {
   readonly llmParent?: () => Context | undefined;
   /** Starts LLM spans without the tracer's span machinery (call-span.ts), where agl/register may. */
   readonly startLlmSpan?: CallSpanStarter;
+  /** The GenAI documents to record besides the exchange, for other backends (with captureContent). */
+  readonly genAi?: GenAiRecording;
 }
 
 type Fetch = typeof globalThis.fetch;
@@ -250,7 +263,7 @@ export class FetchCapture {
     const span =
       options.startLlmSpan?.(operation, parent) ??
       options.tracer.startSpan(operation, { kind: SpanKind.CLIENT }, parent);
-    const call = new LlmCall(span, operation, api, url, request.text, request.body, options.captureContent);
+    const call = new LlmCall(span, operation, api, url, request.text, request.body, options);
     let response: Response;
     try {
       response = await this.send(original, trace.setSpan(parent, span), request.input, request.init);
@@ -398,7 +411,7 @@ class LlmCall {
     private readonly text: string | undefined,
     /** The request parsed, once needed: after the call (its size is the conversation's), unless it had to change. */
     private body: RequestBody | undefined,
-    private readonly captureContent: boolean,
+    private readonly options: Pick<FetchCaptureOptions, 'captureContent' | 'genAi'>,
   ) {}
 
   /** The request failed: the span ends with its error. */
@@ -414,7 +427,26 @@ class LlmCall {
     this.ended = true;
     this.describeRequest();
     this.span.setAttribute('http.response.status_code', this.status);
-    finishLlmSpan(this.span, this.api, this.status, answer, failure, this.captureContent, endedAt);
+    if (this.options.captureContent && this.status < 400) this.recordGenAi(answer);
+    finishLlmSpan(this.span, this.api, this.status, answer, failure, this.options.captureContent, endedAt);
+  }
+
+  /** The call's GenAI documents on the span and as an operation.details log record, as asked. */
+  private recordGenAi(answer: string | AssembledStream): void {
+    const { span: onSpan = false, event = false } = this.options.genAi ?? {};
+    if (!onSpan && !event) return;
+    const { request, output } = genAiDocuments(this.api, this.body, answer);
+    if (onSpan) this.span.setAttributes(genAiAttributes(request, output) as Attributes);
+    if (event)
+      logs.getLogger('agl').emit({
+        eventName: OPERATION_DETAILS_EVENT,
+        context: trace.setSpan(ROOT_CONTEXT, this.span),
+        attributes: {
+          'gen_ai.operation.name': this.operation,
+          'gen_ai.provider.name': codecOf(this.api).provider(this.url.hostname),
+          ...genAiEventAttributes(request, output),
+        } as LogRecord['attributes'],
+      });
   }
 
   /** Names the span by its model and adds the request's attributes. */
@@ -426,8 +458,9 @@ class LlmCall {
     span.setAttributes({
       ...urlAttributes('POST', url),
       'gen_ai.provider.name': codecOf(api).provider(url.hostname),
+      ...(this.options.genAi?.olderSystem ? { 'gen_ai.system': codecOf(api).provider(url.hostname) } : {}),
       [ATTR.llmApi]: api,
-      ...(this.captureContent && text !== undefined ? { [ATTR.llmRequest]: text } : {}),
+      ...(this.options.captureContent && text !== undefined ? { [ATTR.llmRequest]: text } : {}),
       ...requestAttributes(api, body),
       [ATTR.llmStreamed]: body?.stream === true,
     });

@@ -416,6 +416,7 @@ export function startTelemetry(): void {
           returnTokenIds: config.returnTokenIds,
           llmParent: langchain?.modelRunContext,
           startLlmSpan: callTarget && callSpanStarter(callTarget),
+          genAi: config.genAi,
         })
       : undefined;
     fetchCapture?.enable();

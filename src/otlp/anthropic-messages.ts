@@ -6,7 +6,16 @@
  * tool inputs parsed from their JSON deltas, stop reason and usage from the final delta.
  */
 import type { Attributes } from '@opentelemetry/api';
-import { fieldsOf, isFields, type Fields } from './json-fields.js';
+import {
+  contentText,
+  finishOf,
+  functionTool,
+  type GenAiMessage,
+  type GenAiPart,
+  type GenAiRequest,
+  textPart,
+} from './genai-documents.js';
+import { fieldsOf, isFields, objectsIn, type Fields } from './json-fields.js';
 import type { LlmCodec, LlmFailure, StreamAccumulator } from './llm-codec.js';
 
 const REQUEST_PARAMETERS: [string, string][] = [
@@ -156,11 +165,52 @@ function withoutNulls(value: Fields): Fields {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== null && v !== undefined));
 }
 
+/** A content block as a GenAI part: text, images, tool use and results, thinking; others as they are. */
+function blockPart(block: Fields): GenAiPart {
+  const source = fieldsOf(block.source);
+  switch (block.type) {
+    case 'text':
+      return textPart(String(block.text ?? ''));
+    case 'image':
+      return source.type === 'url'
+        ? { type: 'uri', modality: 'image', uri: source.url }
+        : { type: 'blob', modality: 'image', mime_type: source.media_type, content: source.data };
+    case 'tool_use':
+      return { type: 'tool_call', id: block.id, name: block.name, arguments: block.input };
+    case 'tool_result':
+      return { type: 'tool_call_response', id: block.tool_use_id, response: contentText(block.content) };
+    case 'thinking':
+      return { type: 'reasoning', content: block.thinking };
+    default:
+      return { ...block, type: String(block.type) };
+  }
+}
+
+const blocksOf = (content: unknown): GenAiPart[] =>
+  typeof content === 'string' ? [textPart(content)] : objectsIn(content).map(blockPart);
+
+function genAiRequest(request: Fields): GenAiRequest {
+  return {
+    input: objectsIn(request.messages).map((m) => ({ role: String(m.role ?? 'user'), parts: blocksOf(m.content) })),
+    ...(request.system !== undefined ? { system: blocksOf(request.system) } : {}),
+    tools: objectsIn(request.tools).map((t) =>
+      t.input_schema !== undefined ? functionTool(t.name, t.description, t.input_schema) : t,
+    ),
+  };
+}
+
+function genAiResponse(response: Fields): GenAiMessage[] {
+  if (!Array.isArray(response.content)) return [];
+  return [{ role: 'assistant', parts: blocksOf(response.content), ...finishOf(response.stop_reason) }];
+}
+
 export const anthropicMessagesCodec: LlmCodec = {
   api: 'messages',
   operation: 'chat',
   provider: () => 'anthropic',
   requestAttributes,
   responseAttributes,
+  genAiRequest,
+  genAiResponse,
   streamAccumulator: () => new MessagesAccumulator(),
 };

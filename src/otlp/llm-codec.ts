@@ -6,6 +6,7 @@
  * in llm-exchange.ts's table of paths.
  */
 import type { Attributes } from '@opentelemetry/api';
+import type { GenAiMessage, GenAiRequest } from './genai-documents.js';
 import type { Fields } from './json-fields.js';
 
 /** Why a call failed, as its span says it: `error.type` and the status message. */
@@ -33,6 +34,10 @@ export interface LlmCodec {
   requestAttributes(request: Fields): Attributes;
   /** The answer's id, model, finish reasons and usage. */
   responseAttributes(response: Fields): Attributes;
+  /** The request as OpenTelemetry GenAI documents (none for an API without messages: embeddings). */
+  genAiRequest?(request: Fields): GenAiRequest;
+  /** The answer's output messages, as GenAI documents. */
+  genAiResponse?(response: Fields): GenAiMessage[];
   /** A fresh accumulator for one streamed answer. */
   streamAccumulator(): StreamAccumulator;
 }

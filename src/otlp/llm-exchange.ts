@@ -7,6 +7,7 @@
 import type { Attributes } from '@opentelemetry/api';
 import { ATTR } from '../api/semconv.js';
 import { anthropicMessagesCodec } from './anthropic-messages.js';
+import type { GenAiMessage, GenAiRequest } from './genai-documents.js';
 import { fieldsOf } from './json-fields.js';
 import type { LlmCodec, LlmFailure, StreamAccumulator } from './llm-codec.js';
 import { chatCodec, completionsCodec, embeddingsCodec } from './openai-chat.js';
@@ -99,6 +100,29 @@ export function answerOutcome(
   const attributes = CODECS[api].responseAttributes(fieldsOf(result));
   if (content) attributes[ATTR.llmResponse] = typeof body === 'string' ? body : JSON.stringify(result);
   return typeof body === 'string' || !body.failure ? { attributes } : { attributes, error: body.failure };
+}
+
+/**
+ * The call as GenAI documents: the request's messages, system instructions and tools, and the
+ * answer's output messages (a JSON text, or a stream's assembled answer); none that the API
+ * has not (embeddings) or that do not parse.
+ */
+export function genAiDocuments(
+  api: LlmApi,
+  request: unknown,
+  answer: string | AssembledStream | undefined,
+): { request?: GenAiRequest; output?: GenAiMessage[] } {
+  const codec = CODECS[api];
+  let result: unknown;
+  try {
+    result = typeof answer === 'string' ? (answer === '' ? undefined : JSON.parse(answer)) : answer?.answer;
+  } catch {
+    result = undefined;
+  }
+  return {
+    request: request === undefined ? undefined : codec.genAiRequest?.(fieldsOf(request)),
+    output: result === undefined ? undefined : codec.genAiResponse?.(fieldsOf(result)),
+  };
 }
 
 /** The message of an error body (`{"error": {"message": ...}}`), else the text itself, cut short. */

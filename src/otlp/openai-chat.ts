@@ -7,6 +7,12 @@
 import type { Attributes } from '@opentelemetry/api';
 import { fieldsOf, isFields, keepPresent, objectsIn, type Fields } from './json-fields.js';
 import type { LlmCodec, StreamAccumulator } from './llm-codec.js';
+import {
+  chatGenAiRequest,
+  chatGenAiResponse,
+  completionGenAiRequest,
+  completionGenAiResponse,
+} from './openai-genai.js';
 
 const REQUEST_PARAMETERS: [string, string][] = [
   ['temperature', 'gen_ai.request.temperature'],
@@ -58,17 +64,28 @@ export function openAIResponseAttributes(response: Fields): Attributes {
 /** `openai` for OpenAI's own service, `openai_compatible` for every other server of its APIs. */
 export const openAIProvider = (host: string) => (host === 'api.openai.com' ? 'openai' : 'openai_compatible');
 
-const openAICodec = (api: string, streamAccumulator: () => StreamAccumulator): LlmCodec => ({
+const openAICodec = (
+  api: string,
+  streamAccumulator: () => StreamAccumulator,
+  genAi: Pick<LlmCodec, 'genAiRequest' | 'genAiResponse'> = {},
+): LlmCodec => ({
   api,
   operation: api,
   provider: openAIProvider,
   requestAttributes: openAIRequestAttributes,
   responseAttributes: openAIResponseAttributes,
   streamAccumulator,
+  ...genAi,
 });
 
-export const chatCodec = openAICodec('chat', () => new ChatAccumulator());
-export const completionsCodec = openAICodec('text_completion', () => new CompletionAccumulator());
+export const chatCodec = openAICodec('chat', () => new ChatAccumulator(), {
+  genAiRequest: chatGenAiRequest,
+  genAiResponse: chatGenAiResponse,
+});
+export const completionsCodec = openAICodec('text_completion', () => new CompletionAccumulator(), {
+  genAiRequest: completionGenAiRequest,
+  genAiResponse: completionGenAiResponse,
+});
 /** Embeddings are never streamed; a stream would be kept as chunks of chat. */
 export const embeddingsCodec = openAICodec('embeddings', () => new ChatAccumulator());
 

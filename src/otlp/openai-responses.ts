@@ -5,6 +5,7 @@
 import { isFields, type Fields } from './json-fields.js';
 import type { LlmCodec, StreamAccumulator } from './llm-codec.js';
 import { openAIProvider, openAIRequestAttributes, openAIResponseAttributes } from './openai-chat.js';
+import { responsesGenAiRequest, responsesGenAiResponse } from './openai-genai.js';
 
 class ResponsesAccumulator implements StreamAccumulator {
   private response: unknown;
@@ -24,5 +25,7 @@ export const responsesCodec: LlmCodec = {
   provider: openAIProvider,
   requestAttributes: openAIRequestAttributes,
   responseAttributes: openAIResponseAttributes,
+  genAiRequest: responsesGenAiRequest,
+  genAiResponse: responsesGenAiResponse,
   streamAccumulator: () => new ResponsesAccumulator(),
 };

@@ -1,3 +1,4 @@
+import { genAiRecordingOf } from '../otlp/genai-documents.js';
 import { rm, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
@@ -160,6 +161,7 @@ function serverOptionsOf(values: Values, v1: V1ServerSettings): ServerOptions {
       returnTokenIds: values['return-token-ids'],
       returnLogprobs: values['return-logprobs'],
       passAgentKey: values['pass-agent-key'],
+      genAi: genAiRecordingOf(process.env),
     },
   };
 }

@@ -14,7 +14,7 @@
  * DuckDB's `->>` binds looser than AND, OR and =: always parenthesize it in conditions.
  */
 import { APO_RUN, EVAL_TASK, GEPA_RUN, EVAL_VARIANT, GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
-import { EVAL, GRPO, SFT } from '../api/semconv.js';
+import { ATTR, EVAL, GRPO, SFT } from '../api/semconv.js';
 import { ANTHROPIC_MACROS_SQL } from './anthropic-messages.js';
 import {
   detailsDocuments,
@@ -97,6 +97,9 @@ event_calls AS (
     agl_genai_parameters(a) AS parameters,
     CASE WHEN details IS NOT NULL THEN agl_genai_extra(system_doc, input_doc, output_doc) END AS extra_parts
   FROM event_documents
+  -- agl's own capture asked to write the GenAI event too (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT):
+  -- its span's exact exchange is the call.
+  WHERE (a->>'${ATTR.llmApi}') IS NULL
 ),
 `
     : ''
