@@ -136,11 +136,12 @@ function fillSql({ rollouts, spansPerRollout, callsPerRollout }: DashboardData):
       NULL AS tools, NULL AS prompt_token_ids, NULL AS response_token_ids, NULL AS response_logprobs,
       40 + j AS input_tokens, 12 AS output_tokens, 'chatcmpl-' || i || '-' || j AS response_id, 'stop' AS finish_reason,
       1 AS dialect, rid || '/' || aid AS group_id, 'solver' AS agent_name,
-      CASE WHEN j = ${callsPerRollout} THEN CASE WHEN i % 3 = 0 THEN 0.0 ELSE 1.0 END END AS reward, true AS in_triplets
+      CASE WHEN j = ${callsPerRollout} THEN CASE WHEN i % 3 = 0 THEN 0.0 ELSE 1.0 END END AS reward, true AS in_triplets,
+      json_object('temperature', 0.7) AS parameters, NULL AS extra_parts
     FROM (${spanRows}) WHERE j BETWEEN 1 AND ${callsPerRollout}`;
   const rewards = `SELECT rid AS rollout_id, aid AS attempt_id, trace AS trace_id, sid AS span_id, parent AS parent_id,
       j + 1 AS sequence_id, st AS time, 'primary' AS name, CASE WHEN i % 3 = 0 THEN 0.0 ELSE 1.0 END AS value, true AS is_primary,
-      NULL AS feedback, 'agent' AS source
+      NULL AS feedback, 'agent' AS source, NULL AS label
     FROM (${spanRows}) WHERE j = ${last}`;
   const agents = `SELECT trace AS trace_id, sid AS span_id, 'solver' AS agent_name FROM (${spanRows}) WHERE j = 0`;
   return [
