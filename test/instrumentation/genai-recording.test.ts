@@ -43,6 +43,18 @@ after(async () => {
 
 const rows = (sql: string) => queryRows(agl.store, sql);
 
+/** Runs an agent under agl/register, to this file's models, as `service`; fails the test if the agent fails. */
+async function runAgent(app: string, service: string, env: Record<string, string>): Promise<void> {
+  const run = await runApp(app, {
+    AGL_ENDPOINT: agl.url,
+    OPENAI_BASE_URL: llm.baseURL,
+    ANTHROPIC_BASE_URL: claude.url,
+    OTEL_SERVICE_NAME: service,
+    ...env,
+  });
+  assert.equal(run.code, 0, run.stderr);
+}
+
 /** A message as both readings must agree on it: role, text, tool calls (arguments parsed), tool result. */
 function essentials(message: Record<string, unknown>) {
   const calls = (message.tool_calls as { id: string; function: { name: string; arguments: string } }[]) ?? [];
@@ -120,13 +132,9 @@ function assertSameCall(
 }
 
 test('agl/register with SPAN_AND_EVENT: documents on the span and an operation.details log record, read as agl reads the exchange', async () => {
-  const run = await runApp('openai-chat.mjs', {
-    AGL_ENDPOINT: agl.url,
-    OPENAI_BASE_URL: llm.baseURL,
-    OTEL_SERVICE_NAME: 'genai-both',
+  await runAgent('openai-chat.mjs', 'genai-both', {
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'SPAN_AND_EVENT',
   });
-  assert.equal(run.code, 0, run.stderr);
   const pairs = await bothReadings('genai-both');
   assert.equal(pairs.length, 2);
   // Each call one row: the log record agl wrote does not make a second.
@@ -163,13 +171,7 @@ test('agl/register with SPAN_AND_EVENT: documents on the span and an operation.d
 });
 
 test('agl/register with the latest conventions alone and no GenAI content: no gen_ai.system, no documents', async () => {
-  const run = await runApp('openai-chat.mjs', {
-    AGL_ENDPOINT: agl.url,
-    OPENAI_BASE_URL: llm.baseURL,
-    OTEL_SERVICE_NAME: 'genai-latest',
-    OTEL_SEMCONV_STABILITY_OPT_IN: 'gen_ai_latest_experimental',
-  });
-  assert.equal(run.code, 0, run.stderr);
+  await runAgent('openai-chat.mjs', 'genai-latest', { OTEL_SEMCONV_STABILITY_OPT_IN: 'gen_ai_latest_experimental' });
   const spans = await rows(
     `SELECT attributes->>'gen_ai.system' AS older, attributes->>'gen_ai.provider.name' AS provider,
        attributes->>'gen_ai.input.messages' AS messages
@@ -180,13 +182,9 @@ test('agl/register with the latest conventions alone and no GenAI content: no ge
 });
 
 test("an Anthropic agent's calls, as documents on the span, read as agl reads the exchange", async () => {
-  const run = await runApp('anthropic-agent.mjs', {
-    AGL_ENDPOINT: agl.url,
-    ANTHROPIC_BASE_URL: claude.url,
-    OTEL_SERVICE_NAME: 'genai-claude',
+  await runAgent('anthropic-agent.mjs', 'genai-claude', {
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'SPAN_ONLY',
   });
-  assert.equal(run.code, 0, run.stderr);
   const pairs = await bothReadings('genai-claude');
   assert.ok(pairs.length >= 2);
   // The conventions keep the provider's stop reason; agl's reading of the exchange gives chat's.
