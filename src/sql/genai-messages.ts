@@ -50,7 +50,8 @@ export const PARAMETER_ATTRIBUTES = PARAMETERS.map(([, key]) => key);
 /**
  * A macro's argument is pasted wherever the macro names it: one that names a list several times
  * takes it as `list_transform([list], lambda x: ...)[1]`, one copy of the expression (as the
- * Anthropic macros do, anthropic-messages.ts).
+ * Anthropic macros do, anthropic-messages.ts). Lambda parameters are `g_` names: the macros are
+ * pasted into queries whose tables have one-letter aliases (`c`, `s`, `r` ...).
  */
 export const GENAI_MACROS_SQL = `
 CREATE OR REPLACE MACRO agl_genai_text(v) AS CASE WHEN json_type(v) = 'VARCHAR' THEN v->>'$' ELSE CAST(v AS VARCHAR) END;
@@ -66,7 +67,7 @@ CREATE OR REPLACE MACRO agl_genai_content_part(g_p) AS CASE g_p->>'type'
   WHEN 'blob' THEN CASE
     WHEN (g_p->>'modality') = 'image' THEN json_object('type', 'image_url', 'image_url',
       json_object('url', concat('data:', g_p->>'mime_type', ';base64,', g_p->>'content')))
-    WHEN (g_p->>'modality') = 'audio' AND (g_p->>'mime_type') IN ('audio/wav', 'audio/g_x-wav', 'audio/wave', 'audio/mpeg', 'audio/mp3')
+    WHEN (g_p->>'modality') = 'audio' AND (g_p->>'mime_type') IN ('audio/wav', 'audio/x-wav', 'audio/wave', 'audio/mpeg', 'audio/mp3')
       THEN json_object('type', 'input_audio', 'input_audio', json_object('data', g_p->>'content',
         'format', CASE WHEN (g_p->>'mime_type') IN ('audio/mpeg', 'audio/mp3') THEN 'mp3' ELSE 'wav' END)) END
   WHEN 'file' THEN CASE WHEN (g_p->>'file_id') IS NOT NULL THEN json_object('type', 'file', 'file', json_object('file_id', g_p->>'file_id')) END
