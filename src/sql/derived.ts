@@ -436,6 +436,9 @@ const ANY_KEYS = 'NULL, NULL, NULL';
  * call, messages and token ids included, for a read of one rollout's six.
  */
 export const FRESH_CALLS_CTE = `fresh_calls AS MATERIALIZED (SELECT * FROM ${FRESH_CALLS}(${ANY_KEYS}))`;
+/** FRESH_CALLS_CTE of the spans that `keys` select alone (as derivedRowsOf reads them). */
+export const freshCallsCte = (keys: SpanKeys) =>
+  `fresh_calls AS MATERIALIZED (SELECT * FROM ${FRESH_CALLS}(${freshKeys(keys)}))`;
 export const CALL_ROWS = `(${callRows('fresh_calls')})`;
 
 /**
@@ -542,6 +545,14 @@ const KEY_COLUMNS = [
   ['traceIds', 'trace_id'],
 ] as const;
 
+/** The fresh-row macros' arguments for `keys` (ANY_KEYS for none). */
+function freshKeys(keys: SpanKeys): string {
+  return KEY_COLUMNS.map(([key]) => {
+    const ids = keys[key];
+    return ids === undefined ? 'NULL' : `[${ids.map(sqlText).join(', ')}]::VARCHAR[]`;
+  }).join(', ');
+}
+
 /** The SQL condition that `keys` select spans (or derived rows) by. */
 export function spanKeysCondition(keys: SpanKeys): string {
   const terms = KEY_COLUMNS.flatMap(([key, column]) => {
@@ -560,10 +571,7 @@ export function spanKeysCondition(keys: SpanKeys): string {
  */
 export function derivedRowsOf(keys: SpanKeys): { calls: string; rewards: string; agents: string } {
   const condition = spanKeysCondition(keys);
-  const fresh = KEY_COLUMNS.map(([key]) => {
-    const ids = keys[key];
-    return ids === undefined ? 'NULL' : `[${ids.map(sqlText).join(', ')}]::VARCHAR[]`;
-  }).join(', ');
+  const fresh = freshKeys(keys);
   return {
     calls: `SELECT * FROM ${STORED_CALL_ROWS} WHERE ${condition} UNION ALL BY NAME SELECT * FROM ${FRESH_CALLS}(${fresh})`,
     rewards: `SELECT * FROM derived_rewards WHERE ${condition} UNION ALL BY NAME SELECT * FROM ${FRESH_REWARDS}(${fresh})
