@@ -24,7 +24,7 @@ import {
 } from '../sql/credited-calls.js';
 import { sqlRegex } from '../sql/literals.js';
 import { CALL_ROWS } from '../sql/derived.js';
-import { TOKEN_CALLS_CTES } from '../sql/views.js';
+import { TOKEN_CALLS_CTES, tokenCallsCtes } from '../sql/views.js';
 import { derivedSelection, type TripletOptions } from './triplets.js';
 
 export interface TrajectoryOptions extends TripletOptions {
@@ -131,6 +131,7 @@ const masksOtherAgents = (options: TrajectoryOptions) =>
  * need not be made again for them; made, it hashed the token lists again, and as a second read
  * of token_calls, DuckDB materialized it whole. A batch's token rows are those of its rollouts:
  * a row of another attempt is never looked up, and a second list of 1,024 ids cost planning time.
+ * Of the spans not derived yet, only its rollouts' are parsed (tokenCallsCtes).
  */
 function callsSql(options: TrajectoryOptions): string {
   const masks = masksOtherAgents(options);
@@ -148,7 +149,10 @@ function callsSql(options: TrajectoryOptions): string {
   const calls = options.attempts ? 'batch_calls' : 'token_calls';
   const select = `${KEY_SELECT}, ${groupKeySelect(options)}, ${trained} AS trained`;
   const keys = creditedCallsSql(selection, select, { calls, withCall: false });
-  return `WITH ${TOKEN_CALLS_CTES}, ${selected}
+  const tokenCalls = options.attempts
+    ? tokenCallsCtes({ rolloutIds: [...new Set(options.attempts.map((a) => a.rolloutId))] })
+    : TOKEN_CALLS_CTES;
+  return `WITH ${tokenCalls}, ${selected}
 keys AS (${keys})
 SELECT * FROM keys
 UNION ALL BY NAME

@@ -29,6 +29,7 @@ import {
   DERIVED_VIEWS_SQL,
   derivedRowsOf,
   FRESH_CALLS_CTE,
+  freshCallsCte,
   readable,
   type SpanKeys,
   spanKeysCondition,
@@ -141,6 +142,15 @@ SELECT * FROM (${llmCallsOf('key_call_rows')}) WHERE ${spanKeysCondition(keys)}`
  * The spans not derived yet are parsed once per statement however often it reads token_calls.
  */
 export const TOKEN_CALLS_CTES = `${FRESH_CALLS_CTE},
+token_calls AS (${llmCallsOf(CALL_ROWS, false)})`;
+
+/**
+ * TOKEN_CALLS_CTES with only the spans not derived yet that `keys` select derived on the fly: a
+ * batch's token calls are its rollouts', and the spans of other rollouts still waiting for the
+ * deriver (the next step's, under way) are not parsed for it. The same rows for those rollouts
+ * while the spans of one call share their rollout (llmCallsOfKeys).
+ */
+export const tokenCallsCtes = (keys: SpanKeys) => `${freshCallsCte(keys)},
 token_calls AS (${llmCallsOf(CALL_ROWS, false)})`;
 
 /**

@@ -137,7 +137,23 @@ test('the rows built in SQL are those built in JS, derived or not, other agents 
     ]);
     assert.deepEqual(masked.rows[0].response_logprobs, [-0.5, 0, 0, 0, 0]);
     assert.equal(masked.stats.untrained, 1); // the helper's call after the reward, alone in its row
+    // Another rollout's call, not derived yet either: a batch of ro-m's attempt derives ro-m's spans alone.
+    await own.writeSpans(
+      spanRows(
+        call('x', 'X', 10, { rollout_id: 'ro-x', attempt_id: 'at-x', trace: 3, promptIds: [4], responseIds: [5] }),
+      ),
+      0,
+    );
+    const batch: TrajectoryOptions = {
+      mode: 'trajectory',
+      agentMatch: '^solver$',
+      otherAgents: 'mask',
+      attempts: [{ rolloutId: 'ro-m', attemptId: 'at-1' }],
+    };
+    const batchBefore = await readers.js(from, batch);
+    assert.deepEqual(batchBefore.rows, masked.rows);
     const optionSets: TrajectoryOptions[] = [
+      batch,
       {},
       { mode: 'trajectory' },
       { mode: 'trajectory', agentMatch: '^solver$', otherAgents: 'mask' },
@@ -152,6 +168,7 @@ test('the rows built in SQL are those built in JS, derived or not, other agents 
     await compare();
     await own.deriveAll(); // the default options now read the deriver's answer per call
     await compare();
+    assert.deepEqual(await readers.js(from, batch), batchBefore); // a GRPO batch's read, derived or not
   } finally {
     await own.close();
   }
