@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readFile, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { computeAdvantages } from '../src/algorithms/grpo/advantages.js';
 import { arrowStream } from '../src/algorithms/grpo/arrow.js';
 import { buildRows, type StepRollout } from '../src/algorithms/grpo/batch.js';
@@ -16,6 +17,7 @@ import { startLlmServer } from './gateway.js';
 // latency, the file) and whether anything is lost. AGL_SOAK_MINUTES sets the length (default 10).
 const MINUTES = Number(process.env.AGL_SOAK_MINUTES ?? 10);
 const RUNNERS = 32;
+const MEMORY_PROBE = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'apps', 'memory-probe.mjs');
 const GROUP = 8;
 
 type Json = Record<string, unknown>;
@@ -34,9 +36,8 @@ class Latencies {
     const buckets = this.byKind.get(kind) ?? [];
     this.byKind.set(kind, buckets);
     const bucket = Math.floor((started - this.start) / this.bucketMs);
-    const times = buckets[bucket] ?? [];
-    buckets[bucket] = times;
-    times.push(performance.now() - started);
+    buckets[bucket] ??= [];
+    buckets[bucket].push(performance.now() - started);
     return value;
   }
 
@@ -102,7 +103,12 @@ export const soak: Benchmark = {
     const dir = await newTempDir();
     const db = join(dir, 'soak.duckdb');
     const llm = await startLlmServer();
-    const serve = await spawnServe(['--quiet', '--db', db, '--upstream', llm.baseURL, '--return-token-ids']);
+    const probeFile = join(dir, 'memory.jsonl');
+    const serve = await spawnServe(['--quiet', '--db', db, '--upstream', llm.baseURL, '--return-token-ids'], {
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import ${pathToFileURL(MEMORY_PROBE).href}`,
+      AGL_MEMORY_PROBE_FILE: probeFile,
+      AGL_MEMORY_PROBE_MS: String(sampleMs),
+    });
     const base = serve.url;
     const pid = serve.child.pid as number;
     const start = performance.now();
@@ -257,6 +263,13 @@ export const soak: Benchmark = {
         )
       ).reduce((a, b) => a + b, 0);
       const afterWarmup = rss.filter(([hours]) => hours * 3_600_000 >= warmupMs);
+      const heap = (await readFile(probeFile, 'utf8'))
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { seconds: number; heapUsed: number })
+        .filter((p) => p.seconds * 1000 >= warmupMs)
+        .map((p): [number, number] => [p.seconds / 3600, p.heapUsed / 2 ** 20]);
+      const rssAfterWarmup = afterWarmup.map(([, mb]) => mb);
       const p99s = latencies.firstAndLast();
       const worst = Math.max(...p99s.map((p) => p.last / Math.max(p.first, 1)));
       const figures: Figure[] = [
@@ -268,6 +281,15 @@ export const soak: Benchmark = {
           unit: 'MB/hour',
           target: '< 20',
         },
+        {
+          name: 'server RSS after warm-up, lowest sample',
+          value: Math.round(Math.min(...rssAfterWarmup)),
+          unit: `MB (highest ${Math.round(Math.max(...rssAfterWarmup))})`,
+          target: '',
+        },
+        // agl's own objects (maps of rollouts, attempts, sequence ids; buffers): what RSS holds
+        // besides DuckDB, whose memory swings by hundreds of MB with reads and checkpoints.
+        { name: 'server JS heap slope after warm-up', value: Math.round(slope(heap)), unit: 'MB/hour', target: '' },
         ...p99s.map(({ kind, first, last }) => ({
           name: `${kind} p99, last minute / first`,
           value: Number((last / Math.max(first, 1)).toFixed(2)),

@@ -96,11 +96,12 @@ export interface SpawnedServe {
   readonly output: () => string;
 }
 
-/** `agl serve` as a child process; resolves once it printed its address. */
-export async function spawnServe(args: string[]): Promise<SpawnedServe> {
+/** `agl serve` as a child process (`env` added to this process's); resolves once it printed its address. */
+export async function spawnServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<SpawnedServe> {
   // Any free HTTP port and no OTLP/gRPC unless `args` say otherwise (the last of a flag wins).
   const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--grpc-port', '0', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
   });
   children.add(child);
   const exited = new Promise<number | null>((resolve) =>
