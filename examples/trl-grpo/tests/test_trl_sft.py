@@ -30,10 +30,10 @@ SAMPLES = 4  # rollouts per task and iteration; the best one is trained on
 WHOLE_MODEL = ["--epochs", "60", "--batch-size", "64", "--lr", "1e-2"]
 # LoRA learns slower than the whole model on this random tiny model: at rank 16 it barely moved
 # at 1e-2 and diverged at 5e-2; rank 64 (full rank for its 64-wide layers) with lm_head wrapped too
-# brings the loss down within the same 60 epochs.
+# brings the loss down within the same 60 epochs; lr 3e-2 leaves a margin on the processors tried.
 LORA = [
     "--lora", "--lora-rank", "64", "--lora-targets", "c_attn,c_proj,c_fc,lm_head",
-    "--epochs", "60", "--batch-size", "64", "--lr", "1e-2",
+    "--epochs", "60", "--batch-size", "64", "--lr", "3e-2",
 ]  # fmt: skip
 
 
@@ -102,5 +102,7 @@ def test_the_second_iteration_runs_on_the_trained_model_and_scores_higher(tmp_pa
 
 def test_with_lora_the_second_iteration_runs_on_the_merged_model_and_scores_higher(tmp_path: Path) -> None:
     first, second = run_iterations(tmp_path, LORA)
-    # Measured 0.043 -> 0.109 (the adapter seeded; an unseeded adapter gave 0.043 -> 0.096).
+    # Measured 0.043 -> 0.094 at lr 3e-2 on an AMD EPYC (the adapter seeded). At lr 1e-2 the
+    # machine it was first measured on gave 0.043 -> 0.109 and the EPYC 0.043 -> 0.055: float
+    # arithmetic differs between processors, and this tiny model's training follows it.
     assert second > first + 0.04, f"mean reward {first:.3f} -> {second:.3f}"
