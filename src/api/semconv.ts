@@ -54,6 +54,20 @@ export const ATTR = {
 } as const;
 
 /**
+ * OpenTelemetry's GenAI conventions (semantic-conventions-genai) that agl reads and writes
+ * besides the summary attributes: the documents of a call's content, the event that carries
+ * them beside the span, and the event of an evaluator's verdict on a call.
+ */
+export const GENAI = {
+  inputMessages: 'gen_ai.input.messages',
+  outputMessages: 'gen_ai.output.messages',
+  systemInstructions: 'gen_ai.system_instructions',
+  toolDefinitions: 'gen_ai.tool.definitions',
+  operationDetails: 'gen_ai.client.inference.operation.details',
+  evaluationResult: 'gen_ai.evaluation.result',
+} as const;
+
+/**
  * What Agent Lightning v1's proxy (`/proxy/rollout/...`) adds to a gateway call's span: the
  * rollout's mode and the registered server the call went to, which v1's `model_request` event
  * holds as `server` (`model`, `endpoint`, `version`) and `model_version`.

@@ -1,11 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import {
-  genAiAttributes,
-  genAiEventAttributes,
-  type GenAiRecording,
-  NO_GENAI,
-  OPERATION_DETAILS_EVENT,
-} from '../otlp/genai-documents.js';
+import { genAiAttributes, genAiEventAttributes, type GenAiRecording, NO_GENAI } from '../otlp/genai-documents.js';
 import {
   answerOutcome,
   codecOf,
@@ -14,7 +8,7 @@ import {
   type AssembledStream,
   type LlmApi,
 } from '../otlp/llm-exchange.js';
-import { ATTR } from '../api/semconv.js';
+import { ATTR, GENAI } from '../api/semconv.js';
 import { wellFormedJsonText } from '../otlp/well-formed.js';
 import { spanRows, type SpanInput } from '../store/span-json.js';
 import type { BatchSink } from '../otlp/batch.js';
@@ -143,7 +137,7 @@ export class CallRecord {
       if (this.genAi.span) Object.assign(this.attributes, genAiAttributes(request, output));
       if (this.genAi.event)
         this.events.push({
-          name: OPERATION_DETAILS_EVENT,
+          name: GENAI.operationDetails,
           timestamp: this.endTime,
           attributes: genAiEventAttributes(request, output),
         });

@@ -25,13 +25,8 @@ import {
   type AssembledStream,
   type LlmApi,
 } from '../otlp/llm-exchange.js';
-import { ATTR } from '../api/semconv.js';
-import {
-  genAiAttributes,
-  genAiEventAttributes,
-  type GenAiRecording,
-  OPERATION_DETAILS_EVENT,
-} from '../otlp/genai-documents.js';
+import { ATTR, GENAI } from '../api/semconv.js';
+import { genAiAttributes, genAiEventAttributes, type GenAiRecording } from '../otlp/genai-documents.js';
 import type { CallSpanStarter } from './call-span.js';
 
 /**
@@ -439,7 +434,7 @@ class LlmCall {
     if (onSpan) this.span.setAttributes(genAiAttributes(request, output) as Attributes);
     if (event)
       logs.getLogger('agl').emit({
-        eventName: OPERATION_DETAILS_EVENT,
+        eventName: GENAI.operationDetails,
         context: trace.setSpan(ROOT_CONTEXT, this.span),
         attributes: {
           'gen_ai.operation.name': this.operation,

@@ -6,6 +6,7 @@
  * add them when asked (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: docs/recording.md).
  * agl itself reads the exact exchange (`agl.llm.*`); src/sql/genai-messages.ts reads these back.
  */
+import { GENAI } from '../api/semconv.js';
 import { fieldsOf, type Fields } from './json-fields.js';
 
 export type GenAiPart = Fields & { type: string };
@@ -103,14 +104,12 @@ export function genAiRecordingOf(env: Record<string, string | undefined>): GenAi
   };
 }
 
-export const OPERATION_DETAILS_EVENT = 'gen_ai.client.inference.operation.details';
-
 /** The documents as an event's attributes: structured values, as the conventions want them on events. */
 export function genAiEventAttributes(request: GenAiRequest | undefined, output: GenAiMessage[] | undefined): Fields {
   const attributes: Fields = {};
-  if (request && request.input.length > 0) attributes['gen_ai.input.messages'] = request.input;
-  if (request?.system?.length) attributes['gen_ai.system_instructions'] = request.system;
-  if (request?.tools?.length) attributes['gen_ai.tool.definitions'] = request.tools;
-  if (output && output.length > 0) attributes['gen_ai.output.messages'] = output;
+  if (request && request.input.length > 0) attributes[GENAI.inputMessages] = request.input;
+  if (request?.system?.length) attributes[GENAI.systemInstructions] = request.system;
+  if (request?.tools?.length) attributes[GENAI.toolDefinitions] = request.tools;
+  if (output && output.length > 0) attributes[GENAI.outputMessages] = output;
   return attributes;
 }

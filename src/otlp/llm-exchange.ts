@@ -88,14 +88,7 @@ export function answerOutcome(
       },
     };
   if (body === undefined) return { attributes: {} };
-  let result: unknown;
-  if (typeof body === 'string') {
-    try {
-      result = JSON.parse(body);
-    } catch {
-      return { attributes: {} };
-    }
-  } else result = body.answer;
+  const result = answerOf(body);
   if (result === undefined) return { attributes: {} };
   const attributes = CODECS[api].responseAttributes(fieldsOf(result));
   if (content) attributes[ATTR.llmResponse] = typeof body === 'string' ? body : JSON.stringify(result);
@@ -113,16 +106,21 @@ export function genAiDocuments(
   answer: string | AssembledStream | undefined,
 ): { request?: GenAiRequest; output?: GenAiMessage[] } {
   const codec = CODECS[api];
-  let result: unknown;
-  try {
-    result = typeof answer === 'string' ? (answer === '' ? undefined : JSON.parse(answer)) : answer?.answer;
-  } catch {
-    result = undefined;
-  }
+  const result = answerOf(answer);
   return {
     request: request === undefined ? undefined : codec.genAiRequest?.(fieldsOf(request)),
     output: result === undefined ? undefined : codec.genAiResponse?.(fieldsOf(result)),
   };
+}
+
+/** The answer a body holds: its JSON parsed, or a stream's assembled answer; none when it does not parse. */
+function answerOf(body: string | AssembledStream | undefined): unknown {
+  if (typeof body !== 'string') return body?.answer;
+  try {
+    return JSON.parse(body);
+  } catch {
+    return undefined;
+  }
 }
 
 /** The message of an error body (`{"error": {"message": ...}}`), else the text itself, cut short. */

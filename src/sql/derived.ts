@@ -14,14 +14,8 @@
  * (src/store/schema.ts).
  */
 
-import { ATTR } from '../api/semconv.js';
-import {
-  detailsDocuments,
-  EVALUATION_RESULT,
-  GENAI_MACROS_SQL,
-  OPERATION_DETAILS,
-  PARAMETER_ATTRIBUTES,
-} from './genai-messages.js';
+import { ATTR, GENAI } from '../api/semconv.js';
+import { detailsDocuments, GENAI_MACROS_SQL, PARAMETER_ATTRIBUTES } from './genai-messages.js';
 import { sqlText } from './literals.js';
 
 export const DERIVED_VERSION = '9';
@@ -139,7 +133,7 @@ const SPAN_COLUMNS = `rollout_id, attempt_id, trace_id, span_id, parent_id, name
 const INFERENCE_OPERATIONS = "('chat', 'text_completion', 'generate_content')";
 /** Whether a span (of `src`) has GenAI documents: as attributes, or on an operation.details span event. */
 const SEMCONV_DOCUMENTS = `(f[19] IS NOT NULL OR f[20] IS NOT NULL
-  OR (contains(events, '"${OPERATION_DETAILS}"') AND (f[27] IS NULL OR f[27] IN ${INFERENCE_OPERATIONS})))`;
+  OR (contains(events, '"${GENAI.operationDetails}"') AND (f[27] IS NULL OR f[27] IN ${INFERENCE_OPERATIONS})))`;
 
 /**
  * LLM calls, one row per span, in OpenAI chat format (messages with role, content, tool_calls,
@@ -216,8 +210,8 @@ semconv_src AS (
   SELECT *, ${SEMCONV_DOCUMENTS} AS documents FROM src WHERE f[16] IS NULL
 ),
 semconv AS (
-  SELECT *, CASE WHEN contains(events, '"${OPERATION_DETAILS}"') THEN list_transform(
-      list_filter(try_cast(events AS JSON[]), lambda g_e: (g_e->>'name') = '${OPERATION_DETAILS}'), lambda g_e: g_e->'attributes') END AS details
+  SELECT *, CASE WHEN contains(events, '"${GENAI.operationDetails}"') THEN list_transform(
+      list_filter(try_cast(events AS JSON[]), lambda g_e: (g_e->>'name') = '${GENAI.operationDetails}'), lambda g_e: g_e->'attributes') END AS details
   FROM semconv_src
   WHERE documents OR (f[27] IN ${INFERENCE_OPERATIONS} AND f[23] IS NULL AND f[24] IS NULL AND f[25] IS NULL)
 ),
@@ -347,9 +341,9 @@ export const evaluationsFrom = (spans: string) => `
 SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, end_time AS time, ${evaluationColumns('e.a')},
   e.i = 1 AS is_primary, ${evaluationText('e.a')}
 FROM (
-  SELECT *, unnest(list_transform(list_filter(try_cast(events AS JSON[]), lambda g_e: (g_e->>'name') = '${EVALUATION_RESULT}'),
+  SELECT *, unnest(list_transform(list_filter(try_cast(events AS JSON[]), lambda g_e: (g_e->>'name') = '${GENAI.evaluationResult}'),
     lambda g_e, g_i: struct_pack(a := g_e->'attributes', i := g_i))) AS e
-  FROM ${spans} WHERE contains(events, '"${EVALUATION_RESULT}"')
+  FROM ${spans} WHERE contains(events, '"${GENAI.evaluationResult}"')
 )`;
 
 /**
@@ -460,7 +454,7 @@ export const LOG_EVALUATIONS = `(SELECT coalesce(s.rollout_id, l.rollout_id) AS 
   l.trace_id, l.span_id, s.parent_id, s.sequence_id, coalesce(s.end_time, l.time) AS time, ${evaluationColumns('l.attributes')},
   row_number() OVER (PARTITION BY l.trace_id, l.span_id ORDER BY l.time, l.commit_seq) = 1 AS is_primary, ${evaluationText('l.attributes')}
 FROM logs l LEFT JOIN spans s ON s.trace_id = l.trace_id AND s.span_id = l.span_id
-WHERE coalesce(l.event_name, l.attributes->>'event.name') = '${EVALUATION_RESULT}' AND l.trace_id IS NOT NULL AND l.span_id IS NOT NULL)`;
+WHERE coalesce(l.event_name, l.attributes->>'event.name') = '${GENAI.evaluationResult}' AND l.trace_id IS NOT NULL AND l.span_id IS NOT NULL)`;
 
 /** The stored calls alone, as llm_call_rows gives them. */
 export const STORED_CALL_ROWS = `(SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls)`;

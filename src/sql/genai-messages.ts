@@ -23,6 +23,8 @@
  * that is no object) is kept as it came in `extra_parts`, with where it was: never dropped.
  */
 
+import { GENAI } from '../api/semconv.js';
+
 /** The part types chat messages hold beside content parts (agl_genai_content_part). */
 const HELD_TYPES = "('text', 'reasoning', 'tool_call', 'tool_call_response')";
 
@@ -113,19 +115,6 @@ CREATE OR REPLACE MACRO agl_genai_parameters(a) AS list_transform(
   lambda g_r: nullif(json_merge_patch(coalesce(CASE WHEN json_type(g_r[${PARAMETERS.length + 1}]) = 'VARCHAR' THEN try(json(g_r[${PARAMETERS.length + 1}]->>'$')) END, '{}'),
     json_object(${PARAMETERS.map(([name], g_i) => `'${name}', g_r[${g_i + 1}]`).join(', ')})), '{}'::JSON))[1];`;
 
-/** The event that carries a call's content beside its span (a span event or a log record). */
-export const OPERATION_DETAILS = 'gen_ai.client.inference.operation.details';
-/** The event that carries an evaluator's verdict on a call. */
-export const EVALUATION_RESULT = 'gen_ai.evaluation.result';
-
-/** The documents, by their attribute: what the macros above read. */
-export const GENAI_DOCUMENTS = {
-  input: 'gen_ai.input.messages',
-  output: 'gen_ai.output.messages',
-  system: 'gen_ai.system_instructions',
-  tools: 'gen_ai.tool.definitions',
-} as const;
-
 /**
  * The documents of a list of operation.details records' attributes `records` (JSON[], in time
  * order), as text: the first record's input, system instructions and tools that has them, and
@@ -133,8 +122,8 @@ export const GENAI_DOCUMENTS = {
  * record per output item).
  */
 export const detailsDocuments = (records: string) => `
-  list_filter(list_transform(${records}, lambda g_d: g_d->>'${GENAI_DOCUMENTS.input}'), lambda g_x: g_x IS NOT NULL)[1] AS details_input,
-  list_filter(list_transform(${records}, lambda g_d: g_d->>'${GENAI_DOCUMENTS.system}'), lambda g_x: g_x IS NOT NULL)[1] AS details_system,
-  list_filter(list_transform(${records}, lambda g_d: g_d->>'${GENAI_DOCUMENTS.tools}'), lambda g_x: g_x IS NOT NULL)[1] AS details_tools,
-  CASE WHEN len(list_filter(${records}, lambda g_d: (g_d->'${GENAI_DOCUMENTS.output}') IS NOT NULL)) > 0
-    THEN CAST(to_json(flatten(list_transform(${records}, lambda g_d: agl_genai_list(g_d->>'${GENAI_DOCUMENTS.output}')))) AS VARCHAR) END AS details_output`;
+  list_filter(list_transform(${records}, lambda g_d: g_d->>'${GENAI.inputMessages}'), lambda g_x: g_x IS NOT NULL)[1] AS details_input,
+  list_filter(list_transform(${records}, lambda g_d: g_d->>'${GENAI.systemInstructions}'), lambda g_x: g_x IS NOT NULL)[1] AS details_system,
+  list_filter(list_transform(${records}, lambda g_d: g_d->>'${GENAI.toolDefinitions}'), lambda g_x: g_x IS NOT NULL)[1] AS details_tools,
+  CASE WHEN len(list_filter(${records}, lambda g_d: (g_d->'${GENAI.outputMessages}') IS NOT NULL)) > 0
+    THEN CAST(to_json(flatten(list_transform(${records}, lambda g_d: agl_genai_list(g_d->>'${GENAI.outputMessages}')))) AS VARCHAR) END AS details_output`;

@@ -14,15 +14,9 @@
  * DuckDB's `->>` binds looser than AND, OR and =: always parenthesize it in conditions.
  */
 import { APO_RUN, EVAL_TASK, GEPA_RUN, EVAL_VARIANT, GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
-import { ATTR, EVAL, GRPO, SFT } from '../api/semconv.js';
+import { ATTR, EVAL, GENAI, GRPO, SFT } from '../api/semconv.js';
 import { ANTHROPIC_MACROS_SQL } from './anthropic-messages.js';
-import {
-  detailsDocuments,
-  EVALUATION_RESULT,
-  GENAI_DOCUMENTS,
-  GENAI_MACROS_SQL,
-  OPERATION_DETAILS,
-} from './genai-messages.js';
+import { detailsDocuments, GENAI_MACROS_SQL } from './genai-messages.js';
 import {
   CALL_ROWS,
   DERIVED_ONLY_SCHEMA,
@@ -53,7 +47,7 @@ ${
     ? `events AS (
   SELECT trace_id, span_id, coalesce(event_name, attributes->>'event.name') AS event, try(json(body)) AS body, attributes, time, commit_seq
   FROM logs WHERE coalesce(event_name, attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND span_id IS NOT NULL
-    AND coalesce(event_name, attributes->>'event.name') <> '${EVALUATION_RESULT}'
+    AND coalesce(event_name, attributes->>'event.name') <> '${GENAI.evaluationResult}'
 ),
 event_messages AS (
   SELECT trace_id, span_id,
@@ -64,17 +58,17 @@ event_messages AS (
     to_json(list(json_merge_patch(json_object('role', coalesce(body->>'$.message.role', 'assistant'), 'content', body->'$.message.content'),
       json_object('tool_calls', body->'$.message.tool_calls')) ORDER BY TRY_CAST(body->>'index' AS INTEGER)) FILTER (WHERE event = 'gen_ai.choice')) AS output_messages,
     min(body->>'finish_reason' ORDER BY TRY_CAST(body->>'index' AS INTEGER)) FILTER (WHERE event = 'gen_ai.choice') AS finish_reason,
-    list(attributes ORDER BY time, commit_seq) FILTER (WHERE event = '${OPERATION_DETAILS}') AS details
+    list(attributes ORDER BY time, commit_seq) FILTER (WHERE event = '${GENAI.operationDetails}') AS details
   FROM events GROUP BY trace_id, span_id
 ),
 -- The span's own GenAI attributes, read after the join: only spans with events are parsed.
 -- The documents of operation.details records (dialect 5): the span's own attributes first, then the records'.
 event_documents AS (
   SELECT e.*, s.rollout_id, s.attempt_id, s.parent_id, s.name, s.sequence_id, s.start_time, s.end_time, s.attributes AS a,
-    coalesce(s.attributes->>'${GENAI_DOCUMENTS.input}', e.details_input) AS input_doc,
-    coalesce(s.attributes->>'${GENAI_DOCUMENTS.output}', e.details_output) AS output_doc,
-    coalesce(s.attributes->>'${GENAI_DOCUMENTS.system}', e.details_system) AS system_doc,
-    coalesce(s.attributes->>'${GENAI_DOCUMENTS.tools}', e.details_tools) AS tools_doc
+    coalesce(s.attributes->>'${GENAI.inputMessages}', e.details_input) AS input_doc,
+    coalesce(s.attributes->>'${GENAI.outputMessages}', e.details_output) AS output_doc,
+    coalesce(s.attributes->>'${GENAI.systemInstructions}', e.details_system) AS system_doc,
+    coalesce(s.attributes->>'${GENAI.toolDefinitions}', e.details_tools) AS tools_doc
   FROM (SELECT *, ${detailsDocuments('coalesce(details, [])')} FROM event_messages) e JOIN spans s USING (trace_id, span_id)
   -- Tested after the join (e.span_id is never NULL): pushed into the scan of spans, it parsed
   -- the attributes of every span a filter on llm_calls kept (a rollout's llm_calls: 10,000

@@ -8,7 +8,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
 import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { EVALUATION_RESULT, GENAI_DOCUMENTS } from '../../src/sql/genai-messages.js';
+import { GENAI } from '../../src/api/semconv.js';
 import { json, newTempDir, queryRows, removeDir, runCli, startAgl, type InProcessAgl } from '../support/helpers.js';
 import { runApp } from '../support/instrumented-app.js';
 import { startOpenAITestServer, type OpenAITestServer } from '../support/openai-server.js';
@@ -57,8 +57,8 @@ function call(rolloutId: string, question: string) {
         'gen_ai.operation.name': 'chat',
         'gen_ai.provider.name': 'openai',
         'gen_ai.request.model': 'gpt-test',
-        [GENAI_DOCUMENTS.input]: JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: question }] }]),
-        [GENAI_DOCUMENTS.output]: JSON.stringify([
+        [GENAI.inputMessages]: JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: question }] }]),
+        [GENAI.outputMessages]: JSON.stringify([
           { role: 'assistant', parts: [{ type: 'text', content: `answer to ${question}` }], finish_reason: 'stop' },
         ]),
       },
@@ -77,13 +77,13 @@ const verdict = (score: number, label: string, explanation: string) => ({
 test('an evaluation result on a call is a reward of that call, and agl export messages --min-reward follows it', async () => {
   // On a span event: the first of two evaluations is the call's primary reward.
   const good = call('ro-eval-good', 'two plus two');
-  good.addEvent(EVALUATION_RESULT, verdict(0.9, 'pass', 'four is right'));
-  good.addEvent(EVALUATION_RESULT, { ...verdict(1, 'polite', 'kind words'), 'gen_ai.evaluation.name': 'tone' });
+  good.addEvent(GENAI.evaluationResult, verdict(0.9, 'pass', 'four is right'));
+  good.addEvent(GENAI.evaluationResult, { ...verdict(1, 'polite', 'kind words'), 'gen_ai.evaluation.name': 'tone' });
   good.end();
   // As a log record tied to the call by trace and span id, sent before the span itself.
   const bad = call('ro-eval-bad', 'capital of France');
   loggers.getLogger('evaluator').emit({
-    eventName: EVALUATION_RESULT,
+    eventName: GENAI.evaluationResult,
     context: trace.setSpan(ROOT_CONTEXT, bad),
     attributes: verdict(0.1, 'fail', 'it is Paris, not Lyon'),
   });

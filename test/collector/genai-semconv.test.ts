@@ -12,7 +12,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
 import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { GENAI_ATTRIBUTES_READ } from '../../src/sql/derived.js';
-import { GENAI_DOCUMENTS, OPERATION_DETAILS } from '../../src/sql/genai-messages.js';
+import { GENAI } from '../../src/api/semconv.js';
 import { FIXTURES, json, newTempDir, queryRows, removeDir, startAgl, type InProcessAgl } from '../support/helpers.js';
 
 // OpenTelemetry's GenAI conventions as their own repository states them: every worked example
@@ -82,7 +82,12 @@ function pipeline(encoding: Encoding) {
   return { tracers, loggers };
 }
 
-const DOCUMENT_KEYS: string[] = Object.values(GENAI_DOCUMENTS);
+const DOCUMENT_KEYS: string[] = [
+  GENAI.inputMessages,
+  GENAI.outputMessages,
+  GENAI.systemInstructions,
+  GENAI.toolDefinitions,
+];
 
 /** The span attributes without the documents, and the documents. */
 function split(attributes: Record<string, AttributeValue>): [Attributes, Record<string, AttributeValue>] {
@@ -118,17 +123,17 @@ async function send(example: Example, form: Form, encoding: Encoding): Promise<s
       ROOT_CONTEXT,
     );
   const content = Object.keys(documents).length > 0;
-  if (form === 'span event' && content) span.addEvent(OPERATION_DETAILS, documents);
+  if (form === 'span event' && content) span.addEvent(GENAI.operationDetails, documents);
   if (form === 'log record' && content) {
     // As @opentelemetry/instrumentation-openai emits them: the input when the call starts, the
     // output when it ends, each a record of its own.
     const logger = loggers.getLogger('genai-semconv-test');
     const context = trace.setSpan(ROOT_CONTEXT, span);
-    const { [GENAI_DOCUMENTS.output]: output, ...request } = documents;
-    const records = [request, output === undefined ? {} : { [GENAI_DOCUMENTS.output]: output }];
+    const { [GENAI.outputMessages]: output, ...request } = documents;
+    const records = [request, output === undefined ? {} : { [GENAI.outputMessages]: output }];
     for (const record of records.filter((r) => Object.keys(r).length > 0))
       logger.emit({
-        eventName: OPERATION_DETAILS,
+        eventName: GENAI.operationDetails,
         context,
         attributes: Object.fromEntries(Object.entries(record).map(([k, v]) => [k, structured(v)])) as AnyValueMap,
       });
@@ -219,10 +224,10 @@ async function cases(kind: 'valid' | 'invalid'): Promise<{ file: string; schema:
 function callWith(schema: string, document: unknown): Record<string, AttributeValue> {
   const text = typeof document === 'string' ? document : JSON.stringify(document);
   const attribute = {
-    input: GENAI_DOCUMENTS.input,
-    output: GENAI_DOCUMENTS.output,
-    system_instructions: GENAI_DOCUMENTS.system,
-    tool_definitions: GENAI_DOCUMENTS.tools,
+    input: GENAI.inputMessages,
+    output: GENAI.outputMessages,
+    system_instructions: GENAI.systemInstructions,
+    tool_definitions: GENAI.toolDefinitions,
   }[schema];
   if (attribute) return { [attribute]: text };
   // Tool call arguments and results, retrieval documents, memory records: inside a message.
@@ -230,7 +235,7 @@ function callWith(schema: string, document: unknown): Record<string, AttributeVa
     schema === 'tool_call_result'
       ? { type: 'tool_call_response', id: 'c1', response: document }
       : { type: 'tool_call', id: 'c1', name: schema, arguments: document };
-  return { [GENAI_DOCUMENTS.input]: JSON.stringify([{ role: 'assistant', parts: [part] }]) };
+  return { [GENAI.inputMessages]: JSON.stringify([{ role: 'assistant', parts: [part] }]) };
 }
 
 test("every test document of the conventions' suite, valid or not, is stored and every view still reads", async () => {
@@ -273,7 +278,7 @@ test('an unknown part is kept in extra_parts, where it was', async () => {
       span_name: 'chat unknown',
       span_attributes: {
         'gen_ai.operation.name': 'chat',
-        [GENAI_DOCUMENTS.output]: JSON.stringify([
+        [GENAI.outputMessages]: JSON.stringify([
           { role: 'assistant', parts: [{ type: 'text', content: 'see doc 7' }, unknown, 42], finish_reason: 'stop' },
         ]),
       },
