@@ -15,7 +15,7 @@
  */
 
 import { ATTR, GENAI } from '../api/semconv.js';
-import { detailsDocuments, GENAI_MACROS_SQL, PARAMETER_ATTRIBUTES } from './genai-messages.js';
+import { detailsDocuments, GENAI_MACROS_SQL, PARAMETER_KEYS } from './genai-messages.js';
 import { sqlText } from './literals.js';
 
 export const DERIVED_VERSION = '9';
@@ -118,11 +118,12 @@ const SPAN_FIELD_KEYS = [
   'llm.input_messages.0.message.role', // 23-25
   'agl.gateway', // 26
   'gen_ai.operation.name', // 27
+  ...PARAMETER_KEYS, // 28-
 ];
+/** The request parameters' texts in `f`, as agl_genai_parameters takes them. */
+const PARAMETER_TEXTS = `f[28:${27 + PARAMETER_KEYS.length}]`;
 /** The GenAI attributes llm_calls reads (the coverage figure of test/collector/genai-semconv.test.ts). */
-export const GENAI_ATTRIBUTES_READ = [
-  ...new Set([...SPAN_FIELD_KEYS, ...PARAMETER_ATTRIBUTES].filter((key) => key.startsWith('gen_ai.'))),
-];
+export const GENAI_ATTRIBUTES_READ = SPAN_FIELD_KEYS.filter((key) => key.startsWith('gen_ai.'));
 const FIELDS = `json_extract_string(attributes, [${SPAN_FIELD_KEYS.map((k) => `'${k}'`).join(', ')}])`;
 
 // Lower case: OpenLLMetry names providers as products (`Anthropic`, `OpenAI`), the GenAI conventions in lower case.
@@ -203,7 +204,7 @@ agl_calls AS (
     CASE WHEN api = 'messages' THEN agl_anthropic_finish(coalesce(r[15]->>'$', try(f[15]->>0)))
       ELSE coalesce(r[10]->>'$', r[11]->>'$', try(f[15]->>0)) END AS finish_reason,
     CASE WHEN f[26] = 'true' THEN 0 ELSE 1 END AS dialect,
-    agl_genai_parameters(attributes) AS parameters, NULL::JSON AS extra_parts
+    agl_genai_parameters(${PARAMETER_TEXTS}) AS parameters, NULL::JSON AS extra_parts
   FROM agl
 ),
 semconv_src AS (
@@ -227,7 +228,7 @@ semconv_calls AS (
     NULL::INTEGER[], NULL::INTEGER[], NULL::DOUBLE[],
     TRY_CAST(coalesce(f[8], f[9], f[10]) AS BIGINT), TRY_CAST(coalesce(f[11], f[12], f[13]) AS BIGINT), f[14],
     agl_genai_finish(f[15], output_doc),
-    2, agl_genai_parameters(attributes), agl_genai_extra(system_doc, input_doc, output_doc)
+    2, agl_genai_parameters(${PARAMETER_TEXTS}), agl_genai_extra(system_doc, input_doc, output_doc)
   FROM semconv_docs
 ),
 flat_src AS (
@@ -290,7 +291,7 @@ flat_calls AS (
     NULL::INTEGER[], NULL::INTEGER[], NULL::DOUBLE[],
     TRY_CAST(coalesce(f[8], f[9], f[10]) AS BIGINT), TRY_CAST(coalesce(f[11], f[12], f[13]) AS BIGINT), f[14],
     CASE WHEN s.anthropic THEN agl_anthropic_finish(coalesce(m.finish_reason, try(f[15]->>0))) ELSE coalesce(m.finish_reason, try(f[15]->>0)) END,
-    3, agl_genai_parameters(attributes), NULL::JSON
+    3, agl_genai_parameters(${PARAMETER_TEXTS}), NULL::JSON
   FROM flat_messages m JOIN flat_src s USING (trace_id, span_id)
 )
 SELECT * FROM agl_calls UNION ALL SELECT * FROM semconv_calls UNION ALL SELECT * FROM flat_calls`;
@@ -324,11 +325,9 @@ const AGENT_KEY_TEXTS = [
  * A `gen_ai.evaluation.result`'s reward columns from its attributes `a`: the evaluation's name,
  * score, explanation as the feedback text, source `evaluation`, and its label.
  */
-export const evaluationColumns = (a: string) => `coalesce(${a}->>'gen_ai.evaluation.name', 'evaluation') AS name,
+const evaluationColumns = (a: string) => `coalesce(${a}->>'gen_ai.evaluation.name', 'evaluation') AS name,
   TRY_CAST(${a}->>'gen_ai.evaluation.score.value' AS DOUBLE) AS value`;
-export const evaluationText = (
-  a: string,
-) => `${a}->>'gen_ai.evaluation.explanation' AS feedback, 'evaluation' AS source,
+const evaluationText = (a: string) => `${a}->>'gen_ai.evaluation.explanation' AS feedback, 'evaluation' AS source,
   ${a}->>'gen_ai.evaluation.score.label' AS label`;
 
 /**

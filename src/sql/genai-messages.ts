@@ -29,25 +29,34 @@ import { GENAI } from '../api/semconv.js';
 const HELD_TYPES = "('text', 'reasoning', 'tool_call', 'tool_call_response')";
 
 /**
- * The request parameters in OpenAI's names, from the GenAI request attributes (and
- * OpenInference's `llm.invocation_parameters`, which holds the provider's own): [name, attribute].
+ * The request parameters in OpenAI's names, from the GenAI request attributes:
+ * [name, attribute, SQL type of its text].
  */
-const PARAMETERS: [string, string][] = [
-  ['temperature', 'gen_ai.request.temperature'],
-  ['top_p', 'gen_ai.request.top_p'],
-  ['top_k', 'gen_ai.request.top_k'],
-  ['max_tokens', 'gen_ai.request.max_tokens'],
-  ['frequency_penalty', 'gen_ai.request.frequency_penalty'],
-  ['presence_penalty', 'gen_ai.request.presence_penalty'],
-  ['seed', 'gen_ai.request.seed'],
-  ['stop', 'gen_ai.request.stop_sequences'],
-  ['n', 'gen_ai.request.choice.count'],
-  ['encoding_formats', 'gen_ai.request.encoding_formats'],
-  ['stream', 'gen_ai.request.stream'],
-  ['reasoning_effort', 'gen_ai.request.reasoning.level'],
-  ['output_type', 'gen_ai.output.type'],
+const PARAMETERS: [string, string, string][] = [
+  ['temperature', 'gen_ai.request.temperature', 'DOUBLE'],
+  ['top_p', 'gen_ai.request.top_p', 'DOUBLE'],
+  ['top_k', 'gen_ai.request.top_k', 'DOUBLE'],
+  ['max_tokens', 'gen_ai.request.max_tokens', 'BIGINT'],
+  ['frequency_penalty', 'gen_ai.request.frequency_penalty', 'DOUBLE'],
+  ['presence_penalty', 'gen_ai.request.presence_penalty', 'DOUBLE'],
+  ['seed', 'gen_ai.request.seed', 'BIGINT'],
+  ['stop', 'gen_ai.request.stop_sequences', 'JSON'],
+  ['n', 'gen_ai.request.choice.count', 'BIGINT'],
+  ['encoding_formats', 'gen_ai.request.encoding_formats', 'JSON'],
+  ['stream', 'gen_ai.request.stream', 'BOOLEAN'],
+  ['reasoning_effort', 'gen_ai.request.reasoning.level', 'VARCHAR'],
+  ['output_type', 'gen_ai.output.type', 'VARCHAR'],
 ];
-export const PARAMETER_ATTRIBUTES = PARAMETERS.map(([, key]) => key);
+/**
+ * The attributes agl_genai_parameters takes the text of, in order: the GenAI request attributes,
+ * then OpenInference's `llm.invocation_parameters` (the provider's own, a JSON text).
+ * The derivation reads them in its one parse of a span's attributes (derived.ts).
+ */
+export const PARAMETER_KEYS = [...PARAMETERS.map(([, key]) => key), 'llm.invocation_parameters'];
+
+/** A parameter's text as its type. */
+const typed = (text: string, type: string) =>
+  type === 'VARCHAR' ? text : type === 'JSON' ? `try(json(${text}))` : `TRY_CAST(${text} AS ${type})`;
 
 /**
  * A macro's argument is pasted wherever the macro names it: one that names a list several times
@@ -110,10 +119,9 @@ CREATE OR REPLACE MACRO agl_genai_extra(system, input, output) AS nullif(to_json
   list_transform(list_filter(agl_genai_system(system), lambda g_p: NOT agl_genai_held(g_p)), lambda g_p: json_object('in', 'system_instructions', 'part', g_p)),
   agl_genai_extra_of('input', agl_genai_list(input)),
   agl_genai_extra_of('output', agl_genai_list(output)))), '[]'::JSON);
-CREATE OR REPLACE MACRO agl_genai_parameters(a) AS list_transform(
-  [json_extract(a, [${PARAMETER_ATTRIBUTES.map((k) => `'${k}'`).join(', ')}, 'llm.invocation_parameters'])],
-  lambda g_r: nullif(json_merge_patch(coalesce(CASE WHEN json_type(g_r[${PARAMETERS.length + 1}]) = 'VARCHAR' THEN try(json(g_r[${PARAMETERS.length + 1}]->>'$')) END, '{}'),
-    json_object(${PARAMETERS.map(([name], g_i) => `'${name}', g_r[${g_i + 1}]`).join(', ')})), '{}'::JSON))[1];`;
+CREATE OR REPLACE MACRO agl_genai_parameters(texts) AS list_transform([texts], lambda g_r: nullif(json_merge_patch(
+  coalesce(try(json(g_r[${PARAMETER_KEYS.length}])), '{}'),
+  json_object(${PARAMETERS.map(([name, , type], i) => `'${name}', ${typed(`g_r[${i + 1}]`, type)}`).join(', ')})), '{}'::JSON))[1];`;
 
 /**
  * The documents of a list of operation.details records' attributes `records` (JSON[], in time

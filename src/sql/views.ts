@@ -16,7 +16,8 @@
 import { APO_RUN, EVAL_TASK, GEPA_RUN, EVAL_VARIANT, GRPO_STEP, SFT_ITERATION } from '../api/run-records.js';
 import { ATTR, EVAL, GENAI, GRPO, SFT } from '../api/semconv.js';
 import { ANTHROPIC_MACROS_SQL } from './anthropic-messages.js';
-import { detailsDocuments, GENAI_MACROS_SQL } from './genai-messages.js';
+import { detailsDocuments, GENAI_MACROS_SQL, PARAMETER_KEYS } from './genai-messages.js';
+import { sqlText } from './literals.js';
 import {
   CALL_ROWS,
   DERIVED_ONLY_SCHEMA,
@@ -89,7 +90,7 @@ event_calls AS (
     CASE WHEN details IS NULL THEN coalesce(finish_reason, a->'gen_ai.response.finish_reasons'->>0)
       ELSE agl_genai_finish(a->>'gen_ai.response.finish_reasons', output_doc) END AS finish_reason,
     CASE WHEN details IS NULL THEN 4 ELSE 5 END AS dialect,
-    agl_genai_parameters(a) AS parameters,
+    agl_genai_parameters(json_extract_string(a, [${PARAMETER_KEYS.map(sqlText).join(', ')}])) AS parameters,
     CASE WHEN details IS NOT NULL THEN agl_genai_extra(system_doc, input_doc, output_doc) END AS extra_parts
   FROM event_documents
   -- agl's own capture asked to write the GenAI event too (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT):
