@@ -40,9 +40,11 @@ const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_t
 
 /**
  * The llm_calls rows of `rows` (a relation shaped like llm_call_rows); `withEvents` adds the
- * calls read from GenAI log events.
+ * calls read from GenAI log events. The anti-joins only ask whether a call with some trace,
+ * parent, dialect or response id exists: `keys` (those columns) may be any relation with the
+ * same keys as `rows`, rows repeated or not (the span directory's: fleet-views.ts).
  */
-export const llmCallsOf = (rows: string, withEvents = true) => `WITH
+export const llmCallsOf = (rows: string, withEvents = true, keys = rows) => `WITH
 ${
   withEvents
     ? `events AS (
@@ -106,12 +108,12 @@ event_calls AS (
 -- query reads only its columns; the anti-joins' build sides hold gateway rows and other
 -- dialects only.)
 SELECT ${COLUMNS} FROM ${rows} c
-  ANTI JOIN (SELECT trace_id, parent_id AS span_id FROM ${rows} WHERE dialect = 0 AND parent_id IS NOT NULL) g USING (trace_id, span_id)
+  ANTI JOIN (SELECT trace_id, parent_id AS span_id FROM ${keys} WHERE dialect = 0 AND parent_id IS NOT NULL) g USING (trace_id, span_id)
 WHERE c.dialect <= 1
 UNION ALL
 SELECT ${COLUMNS} FROM others o
-WHERE NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
-  AND NOT EXISTS (SELECT 1 FROM ${rows} a WHERE a.dialect <= 1 AND a.response_id = o.response_id)
+WHERE NOT EXISTS (SELECT 1 FROM ${keys} a WHERE a.dialect <= 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
+  AND NOT EXISTS (SELECT 1 FROM ${keys} a WHERE a.dialect <= 1 AND a.response_id = o.response_id)
 -- A span's calls share its rollout_id: partitioned by it too, a filter on rollout_id reaches the
 -- scans below the window, not only the rows it returns. Of a span's rows, the one read with its
 -- operation.details records (5) holds its attributes' documents too; a row with no content
@@ -342,14 +344,17 @@ ${EVALUATION_TASKS_SQL};
 /**
  * The schema `schema` (DERIVED_ONLY_SCHEMA, or the span directory's: fleet-views.ts): llm_calls
  * and rewards over the derived tables alone, which are complete while no span waits for the
- * deriver, and the fresh-row macros as no rows. Run on a connection of its own: it switches the
- * schema and back.
+ * deriver, and the fresh-row macros as no rows; `callKeys`, the stored calls' keys as
+ * llmCallsOf reads them. Run on a connection of its own: it switches the schema and back.
  */
-export const derivedOnlyViewsSql = (schema: string) => `CREATE SCHEMA IF NOT EXISTS ${schema};
+export const derivedOnlyViewsSql = (
+  schema: string,
+  callKeys = STORED_CALL_ROWS,
+) => `CREATE SCHEMA IF NOT EXISTS ${schema};
 USE ${schema};
 ${STORED_FRESH_MACROS_SQL}
 ${STORED_DERIVED_VIEWS_SQL}
-CREATE OR REPLACE VIEW llm_calls AS ${llmCallsOf(STORED_CALL_ROWS)};
+CREATE OR REPLACE VIEW llm_calls AS ${llmCallsOf(STORED_CALL_ROWS, true, callKeys)};
 ${REWARDS_VIEW_SQL};
 USE main;`;
 

@@ -155,6 +155,27 @@ async function exportText(dir: string, name: string, kind: string, source: strin
   return readFile(out, 'utf8');
 }
 
+test("a call through the gateway is the gateway's row through the directory's derived-only views too", async (t) => {
+  const dir = await tempDir(t);
+  const [a, b] = await twoServers(t, dir, join(dir, 'spans'));
+  // The agent's capture moved by server a, the gateway's child of it derived on server b and not
+  // moved: the capture's row leaves llm_calls for a key of b's file.
+  const ids = { rollout_id: 'ro-g', attempt_id: 'at-g', trace: 300 };
+  const capture = call('qg', 'ag', 1, ids);
+  const gateway = call('qg', 'ag', 1.5, { ...ids, parent_id: capture.span_id, responseId: 'resp-gateway' });
+  gateway.attributes = { ...gateway.attributes, 'agl.gateway': 'true' };
+  await a.store.writeSpans(spanRows(capture), 0);
+  await a.store.moveSpans();
+  await b.store.writeSpans(spanRows(gateway), 0);
+  await b.store.deriveAll();
+  const [{ path }] = await queryRows(b.store, "SELECT current_setting('search_path') AS path");
+  assert.equal(path, 'fleet_derived_only,fleet,main');
+  const callsOf = (view: string) => `SELECT span_id, response_id FROM ${view} WHERE rollout_id = 'ro-g'`;
+  const calls = await queryRows(b.store, callsOf('llm_calls'));
+  assert.deepEqual(calls, [{ span_id: gateway.span_id, response_id: 'resp-gateway' }]);
+  assert.deepEqual(calls, await queryRows(b.store, callsOf('fleet.llm_calls')));
+});
+
 test('exports and views through a server, or over the directory, equal those of one server that stored every span', async (t) => {
   const dir = await tempDir(t);
   const spansDir = join(dir, 'spans');
