@@ -137,6 +137,48 @@ const SEMCONV_DOCUMENTS = `(f[19] IS NOT NULL OR f[20] IS NOT NULL
   OR (contains(events, '"${GENAI.operationDetails}"') AND (f[27] IS NULL OR f[27] IN ${INFERENCE_OPERATIONS})))`;
 
 /**
+ * agl's own captures' answers (`agl.llm.response`) in one parse, typed (ANSWER_STRUCTURE, as
+ * json_transform takes it): token ids and logprobs as lists, the small values as JSON. Read as
+ * JSON texts by path, the token ids were written out as text and parsed again, three to five
+ * times an answer (the calls of a GRPO batch's 8,192 answers of 14 KB, before the deriver: 4.1
+ * s of CPU, 2.8 s typed). json_transform gives NULL for a JSON null as for a missing key:
+ * json_type on ANSWER_PATHS tells them apart where it matters (a null prompt_token_ids ends the
+ * choice between paths, a null output or content is the JSON null) and whether there are choices.
+ */
+const ANSWER_PATHS = [
+  'prompt_token_ids',
+  '$.choices[0].prompt_token_ids',
+  '$.provider_specific_fields.prompt_token_ids', // 1-3 prompt
+  '$.choices[0].token_ids',
+  '$.choices[0].provider_specific_fields.token_ids', // 4-5 response
+  '$.choices[0].logprobs.content', // 6
+  'choices',
+  'output',
+  'content', // 7-9
+];
+const ANSWER_STRUCTURE = {
+  id: 'JSON',
+  model: 'JSON',
+  usage: 'JSON',
+  status: 'JSON',
+  output: 'JSON',
+  content: 'JSON',
+  stop_reason: 'JSON',
+  prompt_token_ids: 'INTEGER[]',
+  provider_specific_fields: { prompt_token_ids: 'INTEGER[]' },
+  choices: [
+    {
+      message: 'JSON',
+      finish_reason: 'JSON',
+      prompt_token_ids: 'INTEGER[]',
+      token_ids: 'INTEGER[]',
+      provider_specific_fields: { token_ids: 'INTEGER[]' },
+      logprobs: { content: [{ logprob: 'DOUBLE' }], token_logprobs: 'DOUBLE[]' },
+    },
+  ],
+};
+
+/**
  * LLM calls, one row per span, in OpenAI chat format (messages with role, content, tool_calls,
  * tool_call_id), by dialect:
  *   0, 1. agl's gateway and agl's capture in the agent: the exact HTTP exchange (`agl.llm.request` / `.response`),
@@ -167,14 +209,15 @@ src AS MATERIALIZED (SELECT * FROM parsed),
 agl AS (
   SELECT *, f[16] AS api,
     try(json_extract(f[17], ['messages', 'prompt', 'instructions', 'input', 'tools', 'model', 'system'])) AS q,
-    try(json_extract(f[18], ['id', 'model', 'prompt_token_ids', '$.choices[0].prompt_token_ids', '$.provider_specific_fields.prompt_token_ids',
-      '$.choices[0].token_ids', '$.choices[0].provider_specific_fields.token_ids', '$.choices[0].logprobs', 'usage', '$.choices[0].finish_reason',
-      'status', 'choices', 'output', 'content', 'stop_reason'])) AS r
+    try(json_type(f[18], [${ANSWER_PATHS.map((path) => `'${path}'`).join(', ')}])) AS k,
+    try(json_transform(f[18], '${JSON.stringify(ANSWER_STRUCTURE)}')) AS r
   FROM src WHERE f[16] IN ('chat', 'text_completion', 'responses', 'messages')
 ),
+-- A list built from every choice's message (or every element's logprob) is the wildcard path's
+-- only when each one had it: else that path is read, which leaves out the elements without.
 agl_calls AS (
   SELECT ${SPAN_COLUMNS},
-    coalesce(r[2]->>'$', q[6]->>'$', coalesce(f[5], f[6], f[7])) AS model,
+    coalesce(r.model->>'$', q[6]->>'$', coalesce(f[5], f[6], f[7])) AS model,
     CASE WHEN q IS NULL THEN NULL
       WHEN api = 'chat' THEN q[1]
       WHEN api = 'text_completion' THEN json_array(json_object('role', 'user', 'content', q[2]))
@@ -184,28 +227,32 @@ agl_calls AS (
         CASE WHEN json_type(q[4]) = 'VARCHAR' THEN [json_object('role', 'user', 'content', q[4]->>'$')] ELSE try_cast(q[4] AS JSON[]) END))
     END AS input_messages,
     CASE api
-      WHEN 'chat' THEN to_json(try(json_extract(r[12], '$[*].message')))
-      WHEN 'text_completion' THEN to_json(list_transform(try(json_extract_string(r[12], '$[*].text')), lambda t: json_object('role', 'assistant', 'content', t)))
-      WHEN 'messages' THEN CASE WHEN r[14] IS NOT NULL THEN to_json([agl_anthropic_assistant(agl_anthropic_blocks(r[14]))]) END
-      ELSE r[13]
+      WHEN 'chat' THEN CASE WHEN k[7] IS NOT NULL THEN to_json(CASE WHEN list_count(messages) = len(r.choices) THEN messages
+        ELSE try(json_extract(f[18], '$.choices[*].message')) END) END
+      WHEN 'text_completion' THEN CASE WHEN k[7] IS NOT NULL
+        THEN to_json(list_transform(try(json_extract_string(f[18], '$.choices[*].text')), lambda t: json_object('role', 'assistant', 'content', t))) END
+      WHEN 'messages' THEN CASE WHEN k[9] IS NOT NULL THEN to_json([agl_anthropic_assistant(agl_anthropic_blocks(coalesce(r.content, 'null')))]) END
+      ELSE CASE WHEN k[8] IS NOT NULL THEN coalesce(r.output, 'null') END
     END AS output_messages,
     CASE WHEN api = 'messages' THEN agl_anthropic_tools(q[5]) ELSE q[5] END AS tools,
-    TRY_CAST(coalesce(r[3], r[4], r[5]) AS INTEGER[]) AS prompt_token_ids,
-    TRY_CAST(coalesce(r[6], r[7]) AS INTEGER[]) AS response_token_ids,
-    CASE
-      WHEN json_exists(r[8], '$.content') THEN TRY_CAST(try(json_extract(r[8], '$.content[*].logprob')) AS DOUBLE[])
-      ELSE TRY_CAST(r[8]->'token_logprobs' AS DOUBLE[])
+    CASE WHEN k[1] IS NOT NULL THEN r.prompt_token_ids WHEN k[2] IS NOT NULL THEN r.choices[1].prompt_token_ids
+      WHEN k[3] IS NOT NULL THEN r.provider_specific_fields.prompt_token_ids END AS prompt_token_ids,
+    CASE WHEN k[4] IS NOT NULL THEN r.choices[1].token_ids WHEN k[5] IS NOT NULL THEN r.choices[1].provider_specific_fields.token_ids END AS response_token_ids,
+    CASE WHEN k[6] IS NULL THEN r.choices[1].logprobs.token_logprobs
+      WHEN list_count(logprobs) = len(logprobs) THEN logprobs
+      ELSE TRY_CAST(try(json_extract(f[18], '$.choices[0].logprobs.content[*].logprob')) AS DOUBLE[])
     END AS response_logprobs,
-    coalesce(TRY_CAST(coalesce(r[9]->>'prompt_tokens', r[9]->>'input_tokens') AS BIGINT)
-      + CASE WHEN api = 'messages' THEN coalesce(TRY_CAST(r[9]->>'cache_read_input_tokens' AS BIGINT), 0) + coalesce(TRY_CAST(r[9]->>'cache_creation_input_tokens' AS BIGINT), 0) ELSE 0 END,
+    coalesce(TRY_CAST(coalesce(r.usage->>'prompt_tokens', r.usage->>'input_tokens') AS BIGINT)
+      + CASE WHEN api = 'messages' THEN coalesce(TRY_CAST(r.usage->>'cache_read_input_tokens' AS BIGINT), 0) + coalesce(TRY_CAST(r.usage->>'cache_creation_input_tokens' AS BIGINT), 0) ELSE 0 END,
       TRY_CAST(coalesce(f[8], f[9], f[10]) AS BIGINT)) AS input_tokens,
-    coalesce(TRY_CAST(coalesce(r[9]->>'completion_tokens', r[9]->>'output_tokens') AS BIGINT), TRY_CAST(coalesce(f[11], f[12], f[13]) AS BIGINT)) AS output_tokens,
-    coalesce(r[1]->>'$', f[14]) AS response_id,
-    CASE WHEN api = 'messages' THEN agl_anthropic_finish(coalesce(r[15]->>'$', try(f[15]->>0)))
-      ELSE coalesce(r[10]->>'$', r[11]->>'$', try(f[15]->>0)) END AS finish_reason,
+    coalesce(TRY_CAST(coalesce(r.usage->>'completion_tokens', r.usage->>'output_tokens') AS BIGINT), TRY_CAST(coalesce(f[11], f[12], f[13]) AS BIGINT)) AS output_tokens,
+    coalesce(r.id->>'$', f[14]) AS response_id,
+    CASE WHEN api = 'messages' THEN agl_anthropic_finish(coalesce(r.stop_reason->>'$', try(f[15]->>0)))
+      ELSE coalesce(r.choices[1].finish_reason->>'$', r.status->>'$', try(f[15]->>0)) END AS finish_reason,
     CASE WHEN f[26] = 'true' THEN 0 ELSE 1 END AS dialect,
     agl_genai_parameters(${PARAMETER_TEXTS}) AS parameters, NULL::JSON AS extra_parts
-  FROM agl
+  FROM (SELECT *, list_transform(r.choices, lambda c: c.message) AS messages,
+    coalesce(list_transform(r.choices[1].logprobs.content, lambda c: c.logprob), []) AS logprobs FROM agl)
 ),
 semconv_src AS (
   SELECT *, ${SEMCONV_DOCUMENTS} AS documents FROM src WHERE f[16] IS NULL
@@ -330,6 +377,9 @@ const evaluationColumns = (a: string) => `coalesce(${a}->>'gen_ai.evaluation.nam
 const evaluationText = (a: string) => `${a}->>'gen_ai.evaluation.explanation' AS feedback, 'evaluation' AS source,
   ${a}->>'gen_ai.evaluation.score.label' AS label`;
 
+/** Whether a span (its events) may hold a `gen_ai.evaluation.result`. */
+const EVALUATED = `contains(events, '"${GENAI.evaluationResult}"')`;
+
 /**
  * The `gen_ai.evaluation.result` span events of `spans`: rewards of the span they are on, the
  * call evaluated, dated at its end as feedback is (so triplet credit and the final-reward
@@ -342,15 +392,16 @@ SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, end_ti
 FROM (
   SELECT *, unnest(list_transform(list_filter(try_cast(events AS JSON[]), lambda g_e: (g_e->>'name') = '${GENAI.evaluationResult}'),
     lambda g_e, g_i: struct_pack(a := g_e->'attributes', i := g_i))) AS e
-  FROM ${spans} WHERE contains(events, '"${GENAI.evaluationResult}"')
+  FROM ${spans} WHERE ${EVALUATED}
 )`;
 
 /**
  * Agent Lightning's reward spans: `agentlightning.reward.<i>.name/.value`, and v0.2's one reward
  * per span; each with the span's feedback text and source (one per span, on each of its rewards);
- * then the GenAI evaluation results on spans.
+ * then the GenAI evaluation results on spans (those of `evaluated`, the same spans, or fewer
+ * where a test of their events has to come first: FRESH_EVALUATED).
  */
-export const rewardsFrom = (spans: string) => `
+export const rewardsFrom = (spans: string, evaluated = spans) => `
 SELECT any_value(s.rollout_id) AS rollout_id, any_value(s.attempt_id) AS attempt_id, s.trace_id, s.span_id, any_value(s.parent_id) AS parent_id,
   any_value(s.sequence_id) AS sequence_id, any_value(s.start_time) AS time,
   max(e.value->>'$') FILTER (WHERE r.field = 'name') AS name, TRY_CAST(max(e.value->>'$') FILTER (WHERE r.field = 'value') AS DOUBLE) AS value,
@@ -366,7 +417,7 @@ SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_
   ${rewardTextOf('r')}, NULL
 FROM ${spans} r WHERE name = 'agentlightning.reward' AND (attributes->>'reward') IS NOT NULL
 UNION ALL
-${evaluationsFrom(spans)}`;
+${evaluationsFrom(evaluated)}`;
 
 /** The agent a span names, in order of preference (one parse of the attributes, of the spans that may name one). */
 export const agentsFrom = (spans: string) => `
@@ -485,6 +536,13 @@ const KEYS_MATCH = `(rollout_ids IS NULL OR list_contains(rollout_ids, rollout_i
   AND (attempt_ids IS NULL OR list_contains(attempt_ids, attempt_id))
   AND (trace_ids IS NULL OR list_contains(trace_ids, trace_id))`;
 const freshSpans = (where: string) => `(SELECT * FROM underived_spans WHERE ${where} AND ${readable()})`;
+/**
+ * The spans of freshSpans(KEYS_MATCH) that may hold evaluation results, their events tested
+ * before their attributes are parsed: in one expression, as DuckDB runs a filter on the
+ * attributes alone before one on the events (json_valid parsed every span's attributes, 0.3 s
+ * of CPU in each read of a GRPO batch's rewards).
+ */
+const FRESH_EVALUATED = `(SELECT * FROM underived_spans WHERE ${KEYS_MATCH} AND CASE WHEN ${EVALUATED} THEN ${readable()} ELSE false END)`;
 
 /**
  * The rows of the spans not derived yet that match the keys, derived now: the table macros
@@ -496,7 +554,7 @@ const freshSpans = (where: string) => `(SELECT * FROM underived_spans WHERE ${wh
  */
 const FRESH_MACROS_SQL = `
 CREATE OR REPLACE MACRO ${FRESH_CALLS}(${KEY_PARAMETERS}) AS TABLE ${callsFrom(freshSpans(KEYS_MATCH))};
-CREATE OR REPLACE MACRO ${FRESH_REWARDS}(${KEY_PARAMETERS}) AS TABLE ${rewardsFrom(freshSpans(KEYS_MATCH))};
+CREATE OR REPLACE MACRO ${FRESH_REWARDS}(${KEY_PARAMETERS}) AS TABLE ${rewardsFrom(freshSpans(KEYS_MATCH), FRESH_EVALUATED)};
 CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE
   ${agentsFrom(freshSpans(`trace_id IN (SELECT trace_id FROM spans WHERE ${KEYS_MATCH})`))};`;
 
