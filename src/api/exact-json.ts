@@ -19,15 +19,23 @@ const LONG_NUMBER = /(?:^|[:[,])\s*-?\d{16}/;
 
 export function parseJsonExact(text: string): unknown {
   if (!LONG_NUMBER.test(text)) return JSON.parse(text);
-  return json.parse(text, (_key: string, value: unknown, context: ReviverContext) =>
-    typeof value === 'number' &&
-    !Number.isSafeInteger(value) &&
-    context.source !== undefined &&
-    /^-?\d+$/.test(context.source)
-      ? json.rawJSON(context.source)
-      : value,
-  );
+  try {
+    return json.parse(text, exactInteger);
+  } catch (error) {
+    // The reviver's walk recurses and plain JSON.parse does not: a value nested thousands deep
+    // (an agent's odd tool argument) is read whole, its long integers as the nearest doubles.
+    if (error instanceof RangeError) return JSON.parse(text);
+    throw error;
+  }
 }
+
+const exactInteger = (_key: string, value: unknown, context: ReviverContext) =>
+  typeof value === 'number' &&
+  !Number.isSafeInteger(value) &&
+  context.source !== undefined &&
+  /^-?\d+$/.test(context.source)
+    ? json.rawJSON(context.source)
+    : value;
 
 /** The exact decimal text of a number that `parseJsonExact` returned (plain or raw). */
 export function integerText(value: unknown): string | null {

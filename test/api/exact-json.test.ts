@@ -19,3 +19,15 @@ test('integers beyond 2^53 stay exact in every value position; long digits in st
   assert.deepEqual(times, { startTimeUnixNano: '1732900000000000000', n: 3 });
   assert.equal(JSON.stringify(parseJsonExact('{"x":9007199254740993}')), '{"x":9007199254740993}');
 });
+
+test('a value nested thousands deep beside a long integer is read whole, not a stack overflow', () => {
+  // The reviver that keeps integers exact walks the value recursively; a row that `agl query
+  // --url` or `agl export --url` streams may hold what an agent sent nested this deep.
+  const depth = 20_000;
+  const text = `{"n": 9007199254740993, "deep": ${'['.repeat(depth)}1${']'.repeat(depth)}}`;
+  const parsed = parseJsonExact(text) as { n: number; deep: unknown };
+  let level = parsed.deep;
+  for (let i = 0; i < depth; i++) level = (level as unknown[])[0];
+  assert.equal(level, 1);
+  assert.equal(typeof parsed.n, 'number');
+});
