@@ -15,15 +15,10 @@
  */
 import type { Adapter, AdapterReport } from './adapter.js';
 import { allRows, type QuerySource } from './source.js';
-import {
-  attemptsCondition,
-  CALL_ORDER,
-  checkCallSelection,
-  creditedCallsSql,
-  rolloutsCondition,
-} from '../sql/credited-calls.js';
-import { sqlRegex } from '../sql/literals.js';
-import { CALL_ROWS } from '../sql/derived.js';
+import { CALL_ORDER, checkCallSelection, creditedCallsSql } from '../sql/credited-calls.js';
+import { sqlRegex, sqlText } from '../sql/literals.js';
+import { CALL_ROWS, derivedRowsOf, rolloutsIn, selectedCallRows } from '../sql/derived.js';
+import { finalRewardsOf } from '../sql/final-rewards.js';
 import { TOKEN_CALLS_CTES, tokenCallsCtes } from '../sql/views.js';
 import { derivedSelection, type TripletOptions } from './triplets.js';
 
@@ -119,8 +114,8 @@ const masksOtherAgents = (options: TrajectoryOptions) =>
   options.mode === 'trajectory' && options.otherAgents === 'mask' && options.agentMatch !== undefined;
 
 /**
- * The query of the calls and their token ids, as two kinds of rows in no order (a union by
- * column name): each selected call's keys and place (`pos`), and the token ids of the calls.
+ * The query of the calls and their token ids, as kinds of rows in no order (a union by column
+ * name): each selected call's keys and place (`pos`), and the token ids of the calls.
  * Joining them in DuckDB cost as much again as reading both (it hashed the token lists), and
  * sorting the calls with their token lists more (8 million token ids in a GRPO batch); one
  * statement keeps the spans not derived yet parsed once. Calls from GenAI log events, which
@@ -129,47 +124,80 @@ const masksOtherAgents = (options: TrajectoryOptions) =>
  * The token ids are read from the call rows (llm_call_rows) by span: only agl's own captures
  * (dialects 0 and 1) carry them, one row per span, so llm_calls' choice between rows of a span
  * need not be made again for them; made, it hashed the token lists again, and as a second read
- * of token_calls, DuckDB materialized it whole. A batch's token rows are those of its rollouts:
- * a row of another attempt is never looked up, and a second list of 1,024 ids cost planning time.
- * Of the spans not derived yet, only its rollouts' are parsed (tokenCallsCtes).
+ * of token_calls, DuckDB materialized it whole.
  */
 function callsSql(options: TrajectoryOptions): string {
   const masks = masksOtherAgents(options);
   const trained = masks ? `regexp_matches(coalesce(s.agent_name, ''), ${sqlRegex(options.agentMatch ?? '')})` : 'true';
-  // The batch's calls are its attempts' already (batch_calls): not selected again.
+  // A batch's calls are its attempts' already (batchCallsSql): not selected again.
   const selection = { ...options, agentMatch: masks ? undefined : options.agentMatch, attempts: undefined };
-  // An algorithm's batch: its attempts' calls, without their token ids and messages (unless a
-  // `where` may name them), read once for the credited calls.
-  const attempts = options.attempts ? `WHERE ${attemptsCondition(options.attempts)}` : '';
-  const rollouts = options.attempts ? `WHERE ${rolloutsCondition(options.attempts)}` : '';
-  const columns = options.where === undefined ? `* EXCLUDE (${HEAVY_COLUMNS})` : '*';
-  const selected = options.attempts
-    ? `batch_calls AS MATERIALIZED (SELECT ${columns} FROM token_calls c ${attempts}),`
-    : '';
-  const calls = options.attempts ? 'batch_calls' : 'token_calls';
   const select = `${KEY_SELECT}, ${groupKeySelect(options)}, ${trained} AS trained`;
-  const keys = creditedCallsSql(selection, select, { calls, withCall: false });
-  const tokenCalls = options.attempts
-    ? tokenCallsCtes({ rolloutIds: [...new Set(options.attempts.map((a) => a.rolloutId))] })
-    : TOKEN_CALLS_CTES;
-  return `WITH ${tokenCalls}, ${selected}
+  if (options.attempts) return batchCallsSql(options, options.attempts, selection, select);
+  const keys = creditedCallsSql(selection, select, { calls: 'token_calls', withCall: false });
+  return `WITH ${TOKEN_CALLS_CTES},
 keys AS (${keys})
 SELECT * FROM keys
 UNION ALL BY NAME
-SELECT trace_id, span_id, prompt_token_ids, response_token_ids, response_logprobs
-FROM ${CALL_ROWS} c ${rollouts}`;
+SELECT ${TOKEN_COLUMNS} FROM ${CALL_ROWS} c`;
+}
+
+const TOKEN_COLUMNS = 'trace_id, span_id, prompt_token_ids, response_token_ids, response_logprobs';
+
+/**
+ * callsSql of an algorithm's batch (`attempts`), with a third kind of row: each attempt's final
+ * reward (`final_reward`, finalRewards' rule), read in the same statement so that the rewards
+ * of the spans not derived yet are derived once a batch. Every row comes from the batch's
+ * rollouts alone (derivedRowsOf): of the spans not derived yet, their calls, rewards and agents,
+ * not every rollout's waiting for the deriver. The ids are named once (`batch_attempts`), and
+ * the attempts' calls are read once for the credited calls, without their token ids and
+ * messages (unless a `where` may name them).
+ */
+function batchCallsSql(
+  options: TrajectoryOptions,
+  attempts: NonNullable<TrajectoryOptions['attempts']>,
+  selection: TrajectoryOptions,
+  select: string,
+): string {
+  const spans = rolloutsIn('batch_attempts');
+  const rows = derivedRowsOf(spans);
+  const ids = (list: string[]) => `unnest(from_json(${sqlText(JSON.stringify(list))}, '["VARCHAR"]'))`;
+  const columns = options.where === undefined ? `* EXCLUDE (${HEAVY_COLUMNS})` : '*';
+  const keys = creditedCallsSql(selection, select, {
+    calls: 'batch_calls',
+    rewards: 'batch_rewards',
+    agents: `(${rows.agents})`,
+    withCall: false,
+  });
+  return `WITH batch_attempts AS MATERIALIZED (
+  SELECT ${ids(attempts.map((a) => a.rolloutId))} AS rollout_id, ${ids(attempts.map((a) => a.attemptId))} AS attempt_id
+),
+${tokenCallsCtes(spans)},
+batch_calls AS MATERIALIZED (SELECT ${columns} FROM token_calls c WHERE attempt_id IN (SELECT attempt_id FROM batch_attempts)),
+batch_rewards AS MATERIALIZED (${rows.rewards}),
+keys AS (${keys})
+SELECT * FROM keys
+UNION ALL BY NAME
+SELECT ${TOKEN_COLUMNS} FROM ${selectedCallRows(spans)} c
+UNION ALL BY NAME
+SELECT rollout_id, attempt_id, reward AS final_reward FROM (${finalRewardsOf('attempt', 'batch_rewards')})`;
 }
 
 /** The columns of token_calls that the credited calls need not read. */
 const HEAVY_COLUMNS = 'input_messages, output_messages, tools, prompt_token_ids, response_token_ids, response_logprobs';
 
-/** Every selected call with its token ids, in call order. */
-async function orderedCalls(source: QuerySource, options: TrajectoryOptions, typedLists: boolean): Promise<Call[]> {
+/** Every selected call with its token ids, in call order; with `attempts`, their final rewards by attempt id. */
+async function orderedCalls(
+  source: QuerySource,
+  options: TrajectoryOptions,
+  typedLists: boolean,
+): Promise<{ calls: Call[]; finals: Map<string, number> }> {
   const calls: Call[] = [];
   const tokens = new Map<string, Call>();
+  const finals = new Map<string, number>();
   for await (const batch of source.stream(callsSql(options), { typedLists }))
-    for (const row of batch as Call[]) {
-      if (row.pos === null) tokens.set(`${row.trace_id}/${row.span_id}`, row);
+    for (const row of batch as (Call & { final_reward?: number | null })[]) {
+      if (typeof row.final_reward === 'number') finals.set(row.attempt_id ?? '', row.final_reward);
+      else if (row.pos === null) tokens.set(`${row.trace_id}/${row.span_id}`, row);
       else calls.push(row);
     }
   for (const call of calls) {
@@ -178,7 +206,7 @@ async function orderedCalls(source: QuerySource, options: TrajectoryOptions, typ
     call.response_token_ids = own?.response_token_ids ?? null;
     call.response_logprobs = own?.response_logprobs ?? null;
   }
-  return calls.sort((a, b) => (a.pos ?? 0) - (b.pos ?? 0));
+  return { calls: calls.sort((a, b) => (a.pos ?? 0) - (b.pos ?? 0)), finals };
 }
 
 /** A call of a row: its prompt's tokens from `from` on (inserted after the previous call: tool output, chat template) join the response masked out, then its response. */
@@ -491,6 +519,16 @@ export const TRAJECTORIES_ADAPTER: Adapter<TrajectoryOptions, TrajectoryRow, Tra
 };
 
 /**
+ * Rows built in JS and their statistics; with `attempts`, each attempt's final reward too (by
+ * attempt id, as finalRewards reads it per attempt), read in the statement of the rows.
+ */
+export interface BuiltTrajectories<Row extends AnyRow> {
+  readonly rows: Row[];
+  readonly stats: TrajectoryStats;
+  readonly finals: Map<string, number>;
+}
+
+/**
  * The rows and statistics of TraceToTrajectory, built in JS from the calls' token ids as DuckDB
  * gives them: the same rows as the adapter's SQL (test/adapters/trajectories.test.ts holds the
  * two to each other).
@@ -498,7 +536,7 @@ export const TRAJECTORIES_ADAPTER: Adapter<TrajectoryOptions, TrajectoryRow, Tra
 export function traceToTrajectories(
   source: QuerySource,
   options: TrajectoryOptions = {},
-): Promise<{ rows: TrajectoryRow[]; stats: TrajectoryStats }> {
+): Promise<BuiltTrajectories<TrajectoryRow>> {
   return buildRows(source, options, ARRAY_LISTS);
 }
 
@@ -509,7 +547,7 @@ export function traceToTrajectories(
 export function typedTrajectories(
   source: QuerySource,
   options: TrajectoryOptions = {},
-): Promise<{ rows: TypedTrajectoryRow[]; stats: TrajectoryStats }> {
+): Promise<BuiltTrajectories<TypedTrajectoryRow>> {
   return buildRows(source, options, TYPED_LISTS);
 }
 
@@ -517,11 +555,12 @@ async function buildRows<Row extends AnyRow>(
   source: QuerySource,
   options: TrajectoryOptions,
   lists: RowLists<Row>,
-): Promise<{ rows: Row[]; stats: TrajectoryStats }> {
+): Promise<BuiltTrajectories<Row>> {
   checkOptions(options);
   const builder = new RowBuilder(options, lists);
-  for (const call of await orderedCalls(source, options, lists.typedInput)) builder.add(call);
-  return builder.finish();
+  const { calls, finals } = await orderedCalls(source, options, lists.typedInput);
+  for (const call of calls) builder.add(call);
+  return { ...builder.finish(), finals };
 }
 
 function reportOf(stats: TrajectoryStats): AdapterReport {

@@ -149,13 +149,13 @@ function selectedSql(options: CallSelection, select: string, calls: string): str
 const idList = (ids: string[]) => [...new Set(ids)].map(sqlText).join(', ');
 
 /** The condition on `c` of calls of `attempts`: by rollout id too, which DuckDB can push down to the scan. */
-export function attemptsCondition(attempts: NonNullable<CallSelection['attempts']>): string {
+function attemptsCondition(attempts: NonNullable<CallSelection['attempts']>): string {
   if (attempts.length === 0) return 'false';
   return `${rolloutsCondition(attempts)} AND c.attempt_id IN (${idList(attempts.map((a) => a.attemptId))})`;
 }
 
 /** The condition on `c` of calls of the rollouts of `attempts`, any attempt of theirs. */
-export function rolloutsCondition(attempts: NonNullable<CallSelection['attempts']>): string {
+function rolloutsCondition(attempts: NonNullable<CallSelection['attempts']>): string {
   return attempts.length === 0 ? 'false' : `c.rollout_id IN (${idList(attempts.map((a) => a.rolloutId))})`;
 }
 

@@ -480,9 +480,9 @@ const ANY_KEYS = 'NULL, NULL, NULL';
  * call, messages and token ids included, for a read of one rollout's six.
  */
 export const FRESH_CALLS_CTE = `fresh_calls AS MATERIALIZED (SELECT * FROM ${FRESH_CALLS}(${ANY_KEYS}))`;
-/** FRESH_CALLS_CTE of the spans that `keys` select alone (as derivedRowsOf reads them). */
-export const freshCallsCte = (keys: SpanKeys) =>
-  `fresh_calls AS MATERIALIZED (SELECT * FROM ${FRESH_CALLS}(${freshKeys(keys)}))`;
+/** FRESH_CALLS_CTE of the spans that `spans` select alone (as derivedRowsOf reads them). */
+export const freshCallsCte = (spans: SpanSelection) =>
+  `fresh_calls AS MATERIALIZED (SELECT * FROM ${FRESH_CALLS}(${spans.fresh}))`;
 export const CALL_ROWS = `(${callRows('fresh_calls')})`;
 
 /**
@@ -532,9 +532,14 @@ CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents;`;
 
 /** The parameters of the fresh-row macros: lists of ids, each NULL for any (SpanKeys). */
 const KEY_PARAMETERS = 'rollout_ids, attempt_ids, trace_ids';
-const KEYS_MATCH = `(rollout_ids IS NULL OR list_contains(rollout_ids, rollout_id))
-  AND (attempt_ids IS NULL OR list_contains(attempt_ids, attempt_id))
-  AND (trace_ids IS NULL OR list_contains(trace_ids, trace_id))`;
+/**
+ * A span's ids among the keys' lists, each tested by a hash join: `list_contains` compared a span
+ * with the list's elements one by one (1,024 rollout ids over 1,000,000 rows: 1.4 s, against 54
+ * ms; one id, 28 against 6-13 ms).
+ */
+const KEYS_MATCH = `(rollout_ids IS NULL OR rollout_id IN (SELECT unnest(rollout_ids)))
+  AND (attempt_ids IS NULL OR attempt_id IN (SELECT unnest(attempt_ids)))
+  AND (trace_ids IS NULL OR trace_id IN (SELECT unnest(trace_ids)))`;
 const freshSpans = (where: string) => `(SELECT * FROM underived_spans WHERE ${where} AND ${readable()})`;
 /**
  * The spans of freshSpans(KEYS_MATCH) that may hold evaluation results, their events tested
@@ -590,6 +595,12 @@ export interface SpanKeys {
   readonly traceIds?: readonly string[];
 }
 
+/** Spans selected in SQL: the condition on a row's key columns, and the fresh-row macros' arguments. */
+export interface SpanSelection {
+  readonly condition: string;
+  readonly fresh: string;
+}
+
 const KEY_COLUMNS = [
   ['rolloutIds', 'rollout_id'],
   ['attemptIds', 'attempt_id'],
@@ -615,14 +626,27 @@ export function spanKeysCondition(keys: SpanKeys): string {
 }
 
 /**
- * What `llm_call_rows`, `reward_rows` and `agent_spans` hold for the spans that `keys` select
- * alone (agents are those of the selected spans' traces): the dashboard's pages, the judge and
- * the feedback route read a few rollouts this way. The spans not derived yet come from the
- * fresh-row macros, so that while every span is derived the query is planned without their SQL.
+ * The spans of the rollouts whose ids the relation `ids` (its column rollout_id) holds: a batch
+ * names its 1,024 rollouts once, in a CTE, where lists of literals in each condition and macro
+ * call cost 0.35 s of planning per batch, much of it copies of the lists.
  */
-export function derivedRowsOf(keys: SpanKeys): { calls: string; rewards: string; agents: string } {
-  const condition = spanKeysCondition(keys);
-  const fresh = freshKeys(keys);
+export const rolloutsIn = (ids: string): SpanSelection => ({
+  condition: `rollout_id IN (SELECT rollout_id FROM ${ids})`,
+  fresh: `(SELECT list(rollout_id) FROM ${ids}), NULL, NULL`,
+});
+
+const selectionOf = (spans: SpanKeys | SpanSelection): SpanSelection =>
+  'condition' in spans ? spans : { condition: spanKeysCondition(spans), fresh: freshKeys(spans) };
+
+/**
+ * What `llm_call_rows`, `reward_rows` and `agent_spans` hold for the spans that `spans` select
+ * alone (agents are those of the selected spans' traces): the dashboard's pages, the judge, the
+ * feedback route and a GRPO batch read a few rollouts this way. The spans not derived yet come
+ * from the fresh-row macros, so that while every span is derived the query is planned without
+ * their SQL.
+ */
+export function derivedRowsOf(spans: SpanKeys | SpanSelection): { calls: string; rewards: string; agents: string } {
+  const { condition, fresh } = selectionOf(spans);
   return {
     calls: `SELECT * FROM ${STORED_CALL_ROWS} WHERE ${condition} UNION ALL BY NAME SELECT * FROM ${FRESH_CALLS}(${fresh})`,
     rewards: `SELECT * FROM derived_rewards WHERE ${condition} UNION ALL BY NAME SELECT * FROM ${FRESH_REWARDS}(${fresh})
@@ -631,3 +655,11 @@ export function derivedRowsOf(keys: SpanKeys): { calls: string; rewards: string;
       UNION ALL SELECT * FROM ${FRESH_AGENTS}(${fresh})`,
   };
 }
+
+/**
+ * The call rows of the spans that `spans` select, as llm_call_rows holds them: the stored ones
+ * read in place, those of the spans not derived yet from the CTE `fresh_calls` (freshCallsCte),
+ * derived once however often a statement reads them.
+ */
+export const selectedCallRows = (spans: SpanSelection) =>
+  `(SELECT * FROM ${STORED_CALL_ROWS} WHERE ${spans.condition} UNION ALL BY NAME SELECT * FROM fresh_calls)`;

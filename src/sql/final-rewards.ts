@@ -29,7 +29,11 @@ const KEYS: Record<RewardScope, string> = {
  * (300-400 ms a batch, against a few ms).
  */
 export function finalRewardsSql(per: RewardScope, rolloutIds?: readonly string[]): string {
-  const rows = rolloutIds === undefined ? 'rewards' : `(${derivedRowsOf({ rolloutIds }).rewards})`;
+  return finalRewardsOf(per, rolloutIds === undefined ? 'rewards' : `(${derivedRowsOf({ rolloutIds }).rewards})`);
+}
+
+/** The final rewards (finalRewardsSql) of `rows`, a relation shaped like the `rewards` view. */
+export function finalRewardsOf(per: RewardScope, rows: string): string {
   const keys = KEYS[per];
   return `SELECT ${keys}, arg_max(value, (sequence_id, time, span_id)) AS reward FROM ${rows}
     WHERE is_primary AND value IS NOT NULL AND rollout_id IS ${per === 'trace' ? '' : 'NOT '}NULL GROUP BY ${keys}`;

@@ -26,7 +26,9 @@ import {
   FRESH_CALLS_CTE,
   freshCallsCte,
   readable,
+  selectedCallRows,
   type SpanKeys,
+  type SpanSelection,
   spanKeysCondition,
   STORED_CALL_ROWS,
   STORED_DERIVED_VIEWS_SQL,
@@ -142,13 +144,13 @@ export const TOKEN_CALLS_CTES = `${FRESH_CALLS_CTE},
 token_calls AS (${llmCallsOf(CALL_ROWS, false)})`;
 
 /**
- * TOKEN_CALLS_CTES with only the spans not derived yet that `keys` select derived on the fly: a
- * batch's token calls are its rollouts', and the spans of other rollouts still waiting for the
- * deriver (the next step's, under way) are not parsed for it. The same rows for those rollouts
- * while the spans of one call share their rollout (llmCallsOfKeys).
+ * TOKEN_CALLS_CTES of the spans that `spans` select alone: a batch's token calls are its
+ * rollouts', and the spans of other rollouts still waiting for the deriver (the next step's,
+ * under way) are not parsed for it, nor the stored calls of others deduplicated. The same rows
+ * for those rollouts while the spans of one call share their rollout (llmCallsOfKeys).
  */
-export const tokenCallsCtes = (keys: SpanKeys) => `${freshCallsCte(keys)},
-token_calls AS (${llmCallsOf(CALL_ROWS, false)})`;
+export const tokenCallsCtes = (spans: SpanSelection) => `${freshCallsCte(spans)},
+token_calls AS (${llmCallsOf(selectedCallRows(spans), false)})`;
 
 /**
  * CTEs that end in `llm_calls`, the view's rows, for a query that reads them in bulk: DuckDB

@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { collect } from '../../src/adapters/adapter.js';
-import { TRAJECTORIES_ADAPTER, traceToTrajectories, type TrajectoryOptions } from '../../src/adapters/trajectories.js';
+import type { QuerySource } from '../../src/adapters/source.js';
+import {
+  TRAJECTORIES_ADAPTER,
+  traceToTrajectories,
+  type TrajectoryOptions,
+  type TrajectoryRow,
+  type TrajectoryStats,
+} from '../../src/adapters/trajectories.js';
 import { spanRows } from '../../src/store/span-json.js';
 import { DuckDBStore } from '../../src/store/store.js';
 import { newTempDir, removeDir } from '../support/helpers.js';
@@ -38,9 +45,15 @@ after(async () => {
   await removeDir(dir);
 });
 
-type Read = typeof traceToTrajectories;
+type Read = (
+  source: QuerySource,
+  options?: TrajectoryOptions,
+) => Promise<{ rows: TrajectoryRow[]; stats: TrajectoryStats }>;
 const readers: Record<string, Read> = {
-  js: traceToTrajectories,
+  js: async (from, options) => {
+    const { rows, stats } = await traceToTrajectories(from, options);
+    return { rows, stats };
+  },
   sql: async (from, options) => {
     const { batches, stats } = await TRAJECTORIES_ADAPTER.read(from, options);
     return { rows: await collect(batches), stats };
@@ -150,7 +163,7 @@ test('the rows built in SQL are those built in JS, derived or not, other agents 
       otherAgents: 'mask',
       attempts: [{ rolloutId: 'ro-m', attemptId: 'at-1' }],
     };
-    const batchBefore = await readers.js(from, batch);
+    const batchBefore = await traceToTrajectories(from, batch);
     assert.deepEqual(batchBefore.rows, masked.rows);
     const optionSets: TrajectoryOptions[] = [
       batch,
@@ -168,7 +181,7 @@ test('the rows built in SQL are those built in JS, derived or not, other agents 
     await compare();
     await own.deriveAll(); // the default options now read the deriver's answer per call
     await compare();
-    assert.deepEqual(await readers.js(from, batch), batchBefore); // a GRPO batch's read, derived or not
+    assert.deepEqual(await traceToTrajectories(from, batch), batchBefore); // a GRPO batch's read, derived or not
   } finally {
     await own.close();
   }

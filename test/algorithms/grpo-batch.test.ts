@@ -263,3 +263,42 @@ test("the batch's typed rows and Arrow stream hold what the adapter's array rows
     );
   }
 });
+
+test("spans not derived yet: a batch reads its rollouts' calls, rewards and agents in one statement", async () => {
+  // Other rollouts' spans wait for the deriver too (the next step's, under way): the batch parses
+  // its own, and the rewards it reads for its calls' credit give its final rewards as well.
+  const waiting = await DuckDBStore.open({ path: join(dir, 'waiting.duckdb'), deriveWhenIdleMs: Infinity });
+  try {
+    const others = Array.from({ length: 40 }, (_, i) => twoAgents(`other-${i}`, 100 + i)).flat();
+    await waiting.writeSpans(spanRows(...twoAgents('a', 1), ...twoAgents('b', 2), ...others), 0);
+    const statements: string[] = [];
+    const counted: QuerySource = {
+      stream: (sql, options) => {
+        statements.push(sql);
+        return waiting.streamQuery(sql, { ...options, guard: false });
+      },
+    };
+    const batch = [rollout('a'), rollout('b', { groupId: 'g2' })];
+    const settings: BuildSettings = { ...SETTINGS, aggregation: 'trajectory', agentMatch: '^solver$' };
+    const fresh = await buildRows(counted, batch, settings);
+    assert.equal(statements.length, 1);
+    assert.equal(await waiting.deriveAll(), 5 * 42);
+    const derived = await buildRows(counted, batch, settings);
+    assert.deepEqual(tokens(fresh.rows), tokens(derived.rows));
+    assert.deepEqual(
+      fresh.rows.map((r) => [r.rolloutId, r.reward, r.rolloutReward]),
+      [
+        ['ro-a', 1, 1],
+        ['ro-b', 1, 1],
+      ],
+    );
+    assert.deepEqual(tokens(fresh.rows)[0], {
+      prompt: [1, 2],
+      response: [3, 4, 9, 5, 6],
+      mask: [0, 0, 0, 1, 1],
+      logprobs: [0, 0, 0, -0.5, -0.25],
+    });
+  } finally {
+    await waiting.close();
+  }
+});

@@ -1,4 +1,3 @@
-import { finalRewards } from '../../adapters/final-rewards.js';
 import type { QuerySource } from '../../adapters/source.js';
 import { isOverlong, truncateRow, typedTrajectories, type TypedTrajectoryRow } from '../../adapters/trajectories.js';
 import { GRPO_DROP_REASONS } from '../../api/semconv.js';
@@ -90,21 +89,14 @@ export async function buildRows(
     return reason === null;
   });
   const attempts = candidates.map((r) => ({ rolloutId: r.rolloutId, attemptId: r.attemptId ?? '' }));
-  const [{ rows, stats }, finals] = await Promise.all([
-    typedTrajectories(source, {
-      mode: settings.aggregation,
-      credit: settings.credit,
-      gamma: settings.gamma,
-      agentMatch: settings.agentMatch,
-      otherAgents: 'mask',
-      attempts,
-    }),
-    finalRewards(
-      source,
-      attempts.map((a) => a.rolloutId),
-      'attempt',
-    ),
-  ]);
+  const { rows, stats, finals } = await typedTrajectories(source, {
+    mode: settings.aggregation,
+    credit: settings.credit,
+    gamma: settings.gamma,
+    agentMatch: settings.agentMatch,
+    otherAgents: 'mask',
+    attempts,
+  });
   const rowsOf = groupByRollout(rows);
   const missingIds = new Set(stats.missingTokenIdRollouts);
   const built = { rows: [] as BatchRow[], kept: [] as StepRollout[], dropped, truncated: 0, filledRewards: 0 };
