@@ -18,14 +18,15 @@ export interface StoreOptions {
   readonly maxQueryRows?: number;
   /**
    * WAL size at which DuckDB checkpoints during writes (DuckDB setting; default 1GB). The store
-   * checkpoints by itself while idle (see `deriveWhenIdleMs`), so this is the bound under
-   * sustained ingest, and the most a restart after a crash replays.
+   * checkpoints by itself, idle or under load (see `deriveWhenIdleMs`), so this is only the
+   * bound when that schedule is off, and the most a restart after a crash replays.
    */
   readonly checkpointThreshold?: string;
   /**
-   * How long no span may have been written before the store's idle work runs by itself: a
-   * checkpoint of a WAL over 16 MB, else the deriver (default 250 ms; Infinity: only
-   * `deriveAll()` derives, and DuckDB checkpoints at `checkpointThreshold`).
+   * How often the store's own work runs, and how long no span may have been written for the
+   * store to count as idle: a checkpoint of a WAL over 16 MB (idle) or 64 MB (under load), else
+   * a round of the deriver (maintenance.ts; default 250 ms; Infinity: only `deriveAll()`
+   * derives, and DuckDB checkpoints at `checkpointThreshold`).
    */
   readonly deriveWhenIdleMs?: number;
   /**
