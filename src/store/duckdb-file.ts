@@ -13,6 +13,9 @@ import { exportQuery, runQuery, streamQuery, type ReadSettings } from './query.j
 import { WriteBudget } from './write-budget.js';
 import { GroupCommitWriter, writeError, type TableRows } from './writer.js';
 
+/** What a try to checkpoint a large WAL did (DuckDBFile.checkpointIfLarge). */
+export type CheckpointResult = 'done' | 'small' | 'refused';
+
 /**
  * The DuckDB file: its instance, the writer's connection with group commit, the write budget,
  * and reads on connections of their own. Writes that fail for the disk's or the file's sake
@@ -228,21 +231,24 @@ export class DuckDBFile {
   }
 
   /**
-   * Checkpoints the WAL into the file on `connection` when it holds `minBytes` or more (true:
-   * done). Not on the writer's: DuckDB (1.5) checkpoints beside open transactions, so commits go
-   * on meanwhile, and under load a checkpoint between two commits held every write for all of
-   * it (8 writers of 512 small spans, 32 MB WALs: write p99 4.7-11.2 s that way, 1.9-2.3 s
-   * beside). A checkpoint that fails leaves the WAL to the next try.
+   * Checkpoints the WAL into the file on `connection` when it holds `minBytes` or more: `done`,
+   * `small` (no need), or `refused`. DuckDB (1.5) refuses a CHECKPOINT while a transaction
+   * holds its checkpoint lock: one that writes, and one that committed but that a read begun
+   * before its commit still sees. Under load that is most of the time (8 of 11 tries in the
+   * soak), so the caller tries again soon. Not FORCE CHECKPOINT: it holds back every new
+   * transaction until those end, and one of them may wait for a new one (the server hung in
+   * the soak). Commits wait for a checkpoint that runs (a writer of 2,000-row groups stalled
+   * for all of a 1.2-2.0 s checkpoint of a 20-46 MB WAL), so its length is what a write may wait.
    */
-  async checkpointIfLarge(connection: DuckDBConnection, minBytes: number): Promise<boolean> {
+  async checkpointIfLarge(connection: DuckDBConnection, minBytes: number): Promise<CheckpointResult> {
     const wal = await stat(`${this.path}.wal`).catch(() => null);
-    if (!wal || wal.size < minBytes) return false;
+    if (!wal || wal.size < minBytes) return 'small';
     return this.read(() => connection.run('CHECKPOINT')).then(
-      () => true,
+      () => 'done',
       (error) => {
         const failed = writeError(error);
         if (failed instanceof StoreUnavailableError) this.writeFailed(failed.reason, failed.invalidated);
-        return false;
+        return 'refused';
       },
     );
   }

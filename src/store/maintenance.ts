@@ -2,10 +2,10 @@ import type { DuckDBConnection } from '@duckdb/node-api';
 import { StoreUnavailableError } from '../api/errors.js';
 import { WATERMARK } from '../sql/derived.js';
 import { deriveSpans } from './deriver.js';
-import type { DuckDBFile } from './duckdb-file.js';
+import type { CheckpointResult, DuckDBFile } from './duckdb-file.js';
 import { MOVED_LOGS, MOVED_SPANS, type MovedTable } from './fleet-views.js';
 import type { SpanWriteListener } from './ingest.js';
-import { DEFAULT_SPANS_MOVE_EVERY_MS, type StoreOptions } from './options.js';
+import { DEFAULT_MAINTAIN_UNDER_LOAD_AFTER_MS, DEFAULT_SPANS_MOVE_EVERY_MS, type StoreOptions } from './options.js';
 import type { ServerLightningStore } from './server-lightning.js';
 import { type MoveHooks, type MoveSink, type SpanMoveLag, TableMover } from './span-files.js';
 
@@ -24,6 +24,8 @@ const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
  * ingest CPU and slows the commits beside it, so under load it runs less often, on more rows.
  */
 const LOADED_CHECKPOINT_BYTES = 64 * 2 ** 20;
+/** Turns in a row that retry a refused checkpoint before a due round runs (2 s at 250 ms). */
+const CHECKPOINT_TRIES_BEFORE_ROUND = 8;
 /** Spans one Parquet file of a move holds at most. */
 const SPANS_MOVE_BATCH_ROWS = 200_000;
 
@@ -32,11 +34,11 @@ const SPANS_MOVE_BATCH_ROWS = 200_000;
  * - every second, the LightningStore's watchdog;
  * - every deriveWhenIdleMs, a checkpoint of a large WAL (which frees the memory the WAL's rows
  *   hold), else a round of the deriver when one is due. Once no span has been written for that
- *   long (idle), from IDLE_CHECKPOINT_BYTES and as soon as a round is due; under load too (a
- *   span written within that time), so that neither the WAL nor the spans reads must derive on
- *   the fly grow without end: from LOADED_CHECKPOINT_BYTES, and a round no sooner after the
- *   last than it took (the deriver has at most half the time). Ingest waits for neither, and
- *   reads are complete meanwhile;
+ *   long (idle), from IDLE_CHECKPOINT_BYTES and as soon as a round is due. Under load (a span
+ *   written within that time) that lasted maintainUnderLoadAfterMs too, so that neither the WAL
+ *   nor the spans reads must derive on the fly grow without end: from LOADED_CHECKPOINT_BYTES,
+ *   and a round no sooner after the last than it took (the deriver has at most half the time).
+ *   Ingest waits for neither, and reads are complete meanwhile;
  * - with a span directory, every spansMoveEveryMs, a move of the spans and log records there.
  * Deriver rounds and deletes of moved spans change the same tables: they run one after another
  * on a connection of their own.
@@ -49,6 +51,11 @@ export class Maintenance implements SpanWriteListener {
   /** The scheduled checkpoint, or the check for one, in progress. */
   private scheduledStep: Promise<void> | null = null;
   private lastSpanWrite = 0;
+  /** Checkpoints refused in a row (DuckDBFile.checkpointIfLarge). */
+  private refusedCheckpoints = 0;
+  /** When the load in progress began (no idle turn of the schedule since); Infinity while idle. */
+  private loadedSince = Number.POSITIVE_INFINITY;
+  private readonly maintainUnderLoadAfterMs: number;
   /** The deriver's round, or a delete of moved spans, in progress. */
   private deriving: Promise<unknown> | null = null;
   private deriveConnection: DuckDBConnection | undefined;
@@ -70,6 +77,7 @@ export class Maintenance implements SpanWriteListener {
     private readonly options: StoreOptions,
   ) {
     file.beforeReopen = () => this.settle();
+    this.maintainUnderLoadAfterMs = options.maintainUnderLoadAfterMs ?? DEFAULT_MAINTAIN_UNDER_LOAD_AFTER_MS;
   }
 
   /** Starts the schedule (the store is open and writable). */
@@ -89,13 +97,22 @@ export class Maintenance implements SpanWriteListener {
 
   private onSchedule(idleMs: number): void {
     this.file.settleBudget();
-    if (this.deriving || this.scheduledStep || this.closing) return;
     const now = Date.now();
     const idle = now - this.lastSpanWrite >= idleMs;
+    if (idle) this.loadedSince = Number.POSITIVE_INFINITY;
+    else this.loadedSince = Math.min(this.loadedSince, now);
+    if (this.deriving || this.scheduledStep || this.closing) return;
+    // A burst shorter than the grace runs at full speed: its WAL and backlog wait for the idle
+    // time after it (DuckDB's own checkpoint threshold and the write budget bound them meanwhile).
+    if (!idle && now - this.loadedSince < this.maintainUnderLoadAfterMs) return;
     const deriveDue = this.deriveDue() && (idle || now - this.lastRoundEnd >= this.lastRoundMs);
     this.scheduledStep = this.checkpointIfLarge(idle ? IDLE_CHECKPOINT_BYTES : LOADED_CHECKPOINT_BYTES)
-      .then((checkpointed) => {
-        if (checkpointed || this.closing || !deriveDue) return;
+      .then((checkpoint) => {
+        // A refused checkpoint is tried again at the next turn, rather than after a round that
+        // may take seconds, unless that has gone on so long that the rounds would starve.
+        this.refusedCheckpoints = checkpoint === 'refused' ? this.refusedCheckpoints + 1 : 0;
+        const retrySoon = checkpoint === 'refused' && this.refusedCheckpoints % CHECKPOINT_TRIES_BEFORE_ROUND !== 0;
+        if (checkpoint === 'done' || retrySoon || this.closing || !deriveDue) return;
         this.deriveRound(DERIVE_ROUND_SPANS).catch((error) => {
           // Reads stay complete (the views derive what is missing); retried after the next write.
           this.roundWasFull = false;
@@ -108,15 +125,15 @@ export class Maintenance implements SpanWriteListener {
   }
 
   /**
-   * Checkpoints the WAL from `minBytes` on the deriver's connection (true: done): checkpoints,
-   * rounds and deletes of moved spans then never overlap, and the writer commits meanwhile.
-   * While the file is opened again no connection can be had: the next turn tries again.
+   * Checkpoints the WAL from `minBytes` on the deriver's connection: checkpoints, rounds and
+   * deletes of moved spans then never overlap. While the file is opened again no connection
+   * can be had: the next turn tries again.
    */
-  private checkpointIfLarge(minBytes: number): Promise<boolean> {
-    if (this.options.readOnly) return Promise.resolve(false);
-    return this.onDeriveConnection(false, (connection) => this.file.checkpointIfLarge(connection, minBytes)).catch(
-      () => false,
-    );
+  private checkpointIfLarge(minBytes: number): Promise<CheckpointResult> {
+    if (this.options.readOnly) return Promise.resolve('small');
+    return this.onDeriveConnection<CheckpointResult>('small', (connection) =>
+      this.file.checkpointIfLarge(connection, minBytes),
+    ).catch(() => 'refused');
   }
 
   private moveOnSchedule(): void {

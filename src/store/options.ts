@@ -6,6 +6,8 @@ export const DEFAULT_MAX_QUEUED_BYTES = 64 * 2 ** 20;
 export const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 /** How often spans move to the span directory when the options do not say (spansMoveEveryMs). */
 export const DEFAULT_SPANS_MOVE_EVERY_MS = 10_000;
+/** How long load lasts before the store's own work runs under it, when the options do not say. */
+export const DEFAULT_MAINTAIN_UNDER_LOAD_AFTER_MS = 30_000;
 
 export interface StoreOptions {
   /** The DuckDB file; created on first use. */
@@ -18,8 +20,9 @@ export interface StoreOptions {
   readonly maxQueryRows?: number;
   /**
    * WAL size at which DuckDB checkpoints during writes (DuckDB setting; default 1GB). The store
-   * checkpoints by itself, idle or under load (see `deriveWhenIdleMs`), so this is only the
-   * bound when that schedule is off, and the most a restart after a crash replays.
+   * checkpoints by itself, idle or under load (see `deriveWhenIdleMs`), so this is the bound
+   * during a burst shorter than `maintainUnderLoadAfterMs` or with that schedule off, and the
+   * most a restart after a crash replays.
    */
   readonly checkpointThreshold?: string;
   /**
@@ -29,6 +32,11 @@ export interface StoreOptions {
    * derives, and DuckDB checkpoints at `checkpointThreshold`).
    */
   readonly deriveWhenIdleMs?: number;
+  /**
+   * How long ingest may go on with no idle moment before that work runs under load too, bounded
+   * (default 30 s): a shorter burst runs at full speed, and the idle time after it catches up.
+   */
+  readonly maintainUnderLoadAfterMs?: number;
   /**
    * Memory that committed rows not yet checkpointed may hold while writes run (default 64 MiB);
    * more waits in DuckDB's temporary folder beside the file until the next checkpoint (see

@@ -19,8 +19,9 @@ const walBytes = (db: string): number => {
 
 test('under continuous ingest with no idle gap, the store still derives the spans and checkpoints the WAL', async (t) => {
   const db = join(await tempDir(t), 'loaded.duckdb');
-  // Idle would mean 500 ms without a span written; the senders never leave such a gap.
-  const agl = await startAgl(db, { deriveWhenIdleMs: 500 });
+  // Idle would mean 500 ms without a span written; the senders never leave such a gap. The
+  // work starts under load after 1 s of it (30 s by default, so that a burst runs at full speed).
+  const agl = await startAgl(db, { deriveWhenIdleMs: 500, maintainUnderLoadAfterMs: 1000 });
   let closed = false;
   t.after(() => closed || agl.close());
   const template = await makeBatch(256, { promptBytes: 4096 });
