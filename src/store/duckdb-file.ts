@@ -13,8 +13,8 @@ import { exportQuery, runQuery, streamQuery, type ReadSettings } from './query.j
 import { WriteBudget } from './write-budget.js';
 import { GroupCommitWriter, writeError, type TableRows } from './writer.js';
 
-/** WAL size above which an idle store checkpoints. */
-const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
+/** What a try to checkpoint a large WAL did (DuckDBFile.checkpointIfLarge). */
+export type CheckpointResult = 'done' | 'small' | 'refused';
 
 /**
  * The DuckDB file: its instance, the writer's connection with group commit, the write budget,
@@ -231,23 +231,26 @@ export class DuckDBFile {
   }
 
   /**
-   * Checkpoints the WAL into the file when it holds more than IDLE_CHECKPOINT_BYTES (true: done).
-   * DuckDB refuses while another connection has a transaction open (a long query): tried again
-   * at the next idle moment.
+   * Checkpoints the WAL into the file on `connection` when it holds `minBytes` or more: `done`,
+   * `small` (no need), or `refused`. DuckDB (1.5) refuses a CHECKPOINT while a transaction
+   * holds its checkpoint lock: one that writes, and one that committed but that a read begun
+   * before its commit still sees. Under load that is most of the time (8 of 11 tries in the
+   * soak), so the caller tries again soon. Not FORCE CHECKPOINT: it holds back every new
+   * transaction until those end, and one of them may wait for a new one (the server hung in
+   * the soak). Commits wait for a checkpoint that runs (a writer of 2,000-row groups stalled
+   * for all of a 1.2-2.0 s checkpoint of a 20-46 MB WAL), so its length is what a write may wait.
    */
-  async checkpointIfLarge(): Promise<boolean> {
+  async checkpointIfLarge(connection: DuckDBConnection, minBytes: number): Promise<CheckpointResult> {
     const wal = await stat(`${this.path}.wal`).catch(() => null);
-    if (!wal || wal.size < IDLE_CHECKPOINT_BYTES) return false;
-    return this.writer
-      .between((connection) => this.read(() => connection.run('CHECKPOINT')).then(() => {}))
-      .then(
-        () => true,
-        (error) => {
-          const failed = writeError(error);
-          if (failed instanceof StoreUnavailableError) this.writeFailed(failed.reason, failed.invalidated);
-          return false;
-        },
-      );
+    if (!wal || wal.size < minBytes) return 'small';
+    return this.read(() => connection.run('CHECKPOINT')).then(
+      () => 'done',
+      (error) => {
+        const failed = writeError(error);
+        if (failed instanceof StoreUnavailableError) this.writeFailed(failed.reason, failed.invalidated);
+        return 'refused';
+      },
+    );
   }
 
   /** Closes an instance that failed to open as a store (nothing was written through it). */
@@ -277,8 +280,9 @@ export class DuckDBFile {
 function instanceSettings(options: StoreOptions): Record<string, string> {
   // A checkpoint compresses what the WAL holds into the file and stalls the commits behind it:
   // at DuckDB's default 16 MB, ingest spends most of its time there (64 MB: 42,500 small spans/s
-  // in process, 7,700 LLM-sized; no checkpoint: 60,500 and 15,200). So the store checkpoints
-  // while idle, and DuckDB's own threshold is the bound under sustained ingest.
+  // in process, 7,700 LLM-sized; no checkpoint: 60,500 and 15,200). So the store checkpoints by
+  // itself (maintenance.ts: a WAL of 16 MB while idle, of 64 MB under load, beside the writer),
+  // and DuckDB's own threshold is only the backstop.
   return options.readOnly
     ? { access_mode: 'READ_ONLY' }
     : { checkpoint_threshold: options.checkpointThreshold ?? '1GB' };

@@ -2,10 +2,10 @@ import type { DuckDBConnection } from '@duckdb/node-api';
 import { StoreUnavailableError } from '../api/errors.js';
 import { WATERMARK } from '../sql/derived.js';
 import { deriveSpans } from './deriver.js';
-import type { DuckDBFile } from './duckdb-file.js';
+import type { CheckpointResult, DuckDBFile } from './duckdb-file.js';
 import { MOVED_LOGS, MOVED_SPANS, type MovedTable } from './fleet-views.js';
 import type { SpanWriteListener } from './ingest.js';
-import { DEFAULT_SPANS_MOVE_EVERY_MS, type StoreOptions } from './options.js';
+import { DEFAULT_MAINTAIN_UNDER_LOAD_AFTER_MS, DEFAULT_SPANS_MOVE_EVERY_MS, type StoreOptions } from './options.js';
 import type { ServerLightningStore } from './server-lightning.js';
 import { type MoveHooks, type MoveSink, type SpanMoveLag, TableMover } from './span-files.js';
 
@@ -15,17 +15,30 @@ const WATCHDOG_EVERY_MS = 1000;
 const DEFAULT_IDLE_MS = 250;
 /** Spans one round of the deriver covers. */
 const DERIVE_ROUND_SPANS = 20_000;
-/** The longest a few spans wait for the deriver while the store is idle. */
+/** The longest a few spans wait for the deriver (before the round that takes them starts). */
 const DERIVE_EVERY_MS = 5_000;
+/** WAL size from which an idle store checkpoints. */
+const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
+/**
+ * WAL size from which a store under load checkpoints. Larger than idle: a checkpoint costs
+ * ingest CPU and slows the commits beside it, so under load it runs less often, on more rows.
+ */
+const LOADED_CHECKPOINT_BYTES = 64 * 2 ** 20;
+/** Turns in a row that retry a refused checkpoint before a due round runs (2 s at 250 ms). */
+const CHECKPOINT_TRIES_BEFORE_ROUND = 8;
 /** Spans one Parquet file of a move holds at most. */
 const SPANS_MOVE_BATCH_ROWS = 200_000;
 
 /**
  * The store's work beside the requests, on one schedule:
  * - every second, the LightningStore's watchdog;
- * - once no span has been written for a moment (deriveWhenIdleMs), a checkpoint of a large WAL
- *   (which frees the memory the WAL's rows hold), else a round of the deriver when one is due:
- *   ingest waits for neither, and reads are complete meanwhile;
+ * - every deriveWhenIdleMs, a checkpoint of a large WAL (which frees the memory the WAL's rows
+ *   hold), else a round of the deriver when one is due. Once no span has been written for that
+ *   long (idle), from IDLE_CHECKPOINT_BYTES and as soon as a round is due. Under load (a span
+ *   written within that time) that lasted maintainUnderLoadAfterMs too, so that neither the WAL
+ *   nor the spans reads must derive on the fly grow without end: from LOADED_CHECKPOINT_BYTES,
+ *   and a round no sooner after the last than it took (the deriver has at most half the time).
+ *   Ingest waits for neither, and reads are complete meanwhile;
  * - with a span directory, every spansMoveEveryMs, a move of the spans and log records there.
  * Deriver rounds and deletes of moved spans change the same tables: they run one after another
  * on a connection of their own.
@@ -35,15 +48,23 @@ export class Maintenance implements SpanWriteListener {
   private closing = false;
   /** The watchdog's failure was said (it runs every second: said once). */
   private watchdogErrorShown = false;
-  /** The idle checkpoint, or the check for one, in progress. */
-  private idleStep: Promise<void> | null = null;
+  /** The scheduled checkpoint, or the check for one, in progress. */
+  private scheduledStep: Promise<void> | null = null;
   private lastSpanWrite = 0;
+  /** Checkpoints refused in a row (DuckDBFile.checkpointIfLarge). */
+  private refusedCheckpoints = 0;
+  /** When the load in progress began (no idle turn of the schedule since); Infinity while idle. */
+  private loadedSince = Number.POSITIVE_INFINITY;
+  private readonly maintainUnderLoadAfterMs: number;
   /** The deriver's round, or a delete of moved spans, in progress. */
   private deriving: Promise<unknown> | null = null;
   private deriveConnection: DuckDBConnection | undefined;
   /** Spans committed since the last derive round began, and when it began. */
   private spansSinceRound = 0;
   private lastRoundStart = 0;
+  /** How long the last round took, and when it ended. */
+  private lastRoundMs = 0;
+  private lastRoundEnd = 0;
   /** The last round stopped at its size, so more spans wait (on open: what the file holds may). */
   private roundWasFull = true;
   /** Move spans and log records to the span directory (spansDir), and the move in progress. */
@@ -56,13 +77,14 @@ export class Maintenance implements SpanWriteListener {
     private readonly options: StoreOptions,
   ) {
     file.beforeReopen = () => this.settle();
+    this.maintainUnderLoadAfterMs = options.maintainUnderLoadAfterMs ?? DEFAULT_MAINTAIN_UNDER_LOAD_AFTER_MS;
   }
 
   /** Starts the schedule (the store is open and writable). */
   start(lightning: ServerLightningStore): void {
     this.every(WATCHDOG_EVERY_MS, () => void lightning.watchdog().catch((error) => this.watchdogFailed(error)));
     const idleMs = this.options.deriveWhenIdleMs ?? DEFAULT_IDLE_MS;
-    if (Number.isFinite(idleMs)) this.every(idleMs, () => this.whenIdle(idleMs));
+    if (Number.isFinite(idleMs)) this.every(idleMs, () => this.onSchedule(idleMs));
     const moveEveryMs = this.options.spansMoveEveryMs ?? DEFAULT_SPANS_MOVE_EVERY_MS;
     if (this.spanMover && Number.isFinite(moveEveryMs)) this.every(moveEveryMs, () => this.moveOnSchedule());
   }
@@ -73,13 +95,24 @@ export class Maintenance implements SpanWriteListener {
     this.timers.push(timer);
   }
 
-  private whenIdle(idleMs: number): void {
+  private onSchedule(idleMs: number): void {
     this.file.settleBudget();
-    if (this.deriving || this.idleStep || Date.now() - this.lastSpanWrite < idleMs) return;
-    this.idleStep = this.file
-      .checkpointIfLarge()
-      .then((checkpointed) => {
-        if (checkpointed || this.closing || !this.deriveDue()) return;
+    const now = Date.now();
+    const idle = now - this.lastSpanWrite >= idleMs;
+    if (idle) this.loadedSince = Number.POSITIVE_INFINITY;
+    else this.loadedSince = Math.min(this.loadedSince, now);
+    if (this.deriving || this.scheduledStep || this.closing) return;
+    // A burst shorter than the grace runs at full speed: its WAL and backlog wait for the idle
+    // time after it (DuckDB's own checkpoint threshold and the write budget bound them meanwhile).
+    if (!idle && now - this.loadedSince < this.maintainUnderLoadAfterMs) return;
+    const deriveDue = this.deriveDue() && (idle || now - this.lastRoundEnd >= this.lastRoundMs);
+    this.scheduledStep = this.checkpointIfLarge(idle ? IDLE_CHECKPOINT_BYTES : LOADED_CHECKPOINT_BYTES)
+      .then((checkpoint) => {
+        // A refused checkpoint is tried again at the next turn, rather than after a round that
+        // may take seconds, unless that has gone on so long that the rounds would starve.
+        this.refusedCheckpoints = checkpoint === 'refused' ? this.refusedCheckpoints + 1 : 0;
+        const retrySoon = checkpoint === 'refused' && this.refusedCheckpoints % CHECKPOINT_TRIES_BEFORE_ROUND !== 0;
+        if (checkpoint === 'done' || retrySoon || this.closing || !deriveDue) return;
         this.deriveRound(DERIVE_ROUND_SPANS).catch((error) => {
           // Reads stay complete (the views derive what is missing); retried after the next write.
           this.roundWasFull = false;
@@ -88,7 +121,19 @@ export class Maintenance implements SpanWriteListener {
           );
         });
       })
-      .finally(() => (this.idleStep = null));
+      .finally(() => (this.scheduledStep = null));
+  }
+
+  /**
+   * Checkpoints the WAL from `minBytes` on the deriver's connection: checkpoints, rounds and
+   * deletes of moved spans then never overlap. While the file is opened again no connection
+   * can be had: the next turn tries again.
+   */
+  private checkpointIfLarge(minBytes: number): Promise<CheckpointResult> {
+    if (this.options.readOnly) return Promise.resolve('small');
+    return this.onDeriveConnection<CheckpointResult>('small', (connection) =>
+      this.file.checkpointIfLarge(connection, minBytes),
+    ).catch(() => 'refused');
   }
 
   private moveOnSchedule(): void {
@@ -114,8 +159,8 @@ export class Maintenance implements SpanWriteListener {
   }
 
   /**
-   * Derives every stored span not derived yet (the schedule does it while the store is idle;
-   * this is for a caller that wants it now). Returns how many spans it derived.
+   * Derives every stored span not derived yet (the schedule does it by itself, a round at a
+   * time; this is for a caller that wants it now). Returns how many spans it derived.
    */
   async deriveAll(): Promise<number> {
     let total = 0;
@@ -124,7 +169,7 @@ export class Maintenance implements SpanWriteListener {
   }
 
   /**
-   * Whether an idle moment should derive now. A round costs tens of milliseconds of CPU however
+   * Whether the schedule should derive now. A round costs tens of milliseconds of CPU however
    * few spans it covers (an app exporting every half second would pay that twice a second), so
    * a few spans wait up to DERIVE_EVERY_MS; reads derive them on the fly meanwhile.
    */
@@ -146,6 +191,8 @@ export class Maintenance implements SpanWriteListener {
       const derived = await this.file.read(() => deriveSpans(connection, maxSpans));
       // A round short of its size took all there was: the schedule rests until spans are committed.
       this.roundWasFull = derived === maxSpans;
+      this.lastRoundEnd = Date.now();
+      this.lastRoundMs = this.lastRoundEnd - this.lastRoundStart;
       return derived;
     });
   }
@@ -242,10 +289,10 @@ export class Maintenance implements SpanWriteListener {
     return move;
   }
 
-  /** Waits for the work on the deriver's connection and the idle step, and closes that connection. */
+  /** Waits for the work on the deriver's connection and the scheduled step, and closes that connection. */
   private async settle(): Promise<void> {
     await this.deriving?.catch(() => {}); // its failure was reported to whoever started the round
-    await this.idleStep;
+    await this.scheduledStep;
     this.deriveConnection?.closeSync();
     this.deriveConnection = undefined;
   }

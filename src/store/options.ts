@@ -6,6 +6,8 @@ export const DEFAULT_MAX_QUEUED_BYTES = 64 * 2 ** 20;
 export const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 /** How often spans move to the span directory when the options do not say (spansMoveEveryMs). */
 export const DEFAULT_SPANS_MOVE_EVERY_MS = 10_000;
+/** How long load lasts before the store's own work runs under it, when the options do not say. */
+export const DEFAULT_MAINTAIN_UNDER_LOAD_AFTER_MS = 30_000;
 
 export interface StoreOptions {
   /** The DuckDB file; created on first use. */
@@ -18,16 +20,23 @@ export interface StoreOptions {
   readonly maxQueryRows?: number;
   /**
    * WAL size at which DuckDB checkpoints during writes (DuckDB setting; default 1GB). The store
-   * checkpoints by itself while idle (see `deriveWhenIdleMs`), so this is the bound under
-   * sustained ingest, and the most a restart after a crash replays.
+   * checkpoints by itself, idle or under load (see `deriveWhenIdleMs`), so this is the bound
+   * during a burst shorter than `maintainUnderLoadAfterMs` or with that schedule off, and the
+   * most a restart after a crash replays.
    */
   readonly checkpointThreshold?: string;
   /**
-   * How long no span may have been written before the store's idle work runs by itself: a
-   * checkpoint of a WAL over 16 MB, else the deriver (default 250 ms; Infinity: only
-   * `deriveAll()` derives, and DuckDB checkpoints at `checkpointThreshold`).
+   * How often the store's own work runs, and how long no span may have been written for the
+   * store to count as idle: a checkpoint of a WAL over 16 MB (idle) or 64 MB (under load), else
+   * a round of the deriver (maintenance.ts; default 250 ms; Infinity: only `deriveAll()`
+   * derives, and DuckDB checkpoints at `checkpointThreshold`).
    */
   readonly deriveWhenIdleMs?: number;
+  /**
+   * How long ingest may go on with no idle moment before that work runs under load too, bounded
+   * (default 30 s): a shorter burst runs at full speed, and the idle time after it catches up.
+   */
+  readonly maintainUnderLoadAfterMs?: number;
   /**
    * Memory that committed rows not yet checkpointed may hold while writes run (default 64 MiB);
    * more waits in DuckDB's temporary folder beside the file until the next checkpoint (see

@@ -5,9 +5,10 @@ import type { DuckDBConnection } from '@duckdb/node-api';
  * after reads, so that between writes the reads keep DuckDB's cache of the file.
  *
  * Memory: DuckDB keeps committed rows in memory until a checkpoint writes them into the file,
- * and the store checkpoints only while idle (store.ts), so under sustained ingest that memory
- * would grow with the WAL (600 MB per million small spans). Under the write budget DuckDB moves
- * those rows to its temporary folder (`<file>.tmp`) instead, at no measurable cost to ingest.
+ * and under sustained ingest the store checkpoints a WAL only from 64 MB (maintenance.ts), so
+ * that memory would grow with the WAL (600 MB per million small spans) between checkpoints. Under
+ * the write budget DuckDB moves those rows to its temporary folder (`<file>.tmp`) instead, at no
+ * measurable cost to ingest.
  *
  * Threads: appends and commits use one thread; DuckDB's others only spun, on cores the decoders
  * and the event loop need (in-process ingest of small spans: +15% with one thread).
