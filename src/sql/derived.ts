@@ -15,7 +15,7 @@
  */
 
 import { ATTR, GENAI } from '../api/semconv.js';
-import { detailsDocuments, GENAI_MACROS_SQL, PARAMETER_KEYS } from './genai-messages.js';
+import { detailsDocuments, PARAMETER_KEYS } from './genai-messages.js';
 import { sqlText } from './literals.js';
 
 export const DERIVED_VERSION = '9';
@@ -398,13 +398,20 @@ export const UNREADABLE_SPANS_SQL = `SELECT rollout_id, span_id FROM derived_ski
   UNION ALL SELECT rollout_id, span_id FROM underived_spans WHERE NOT ${readable()}`;
 
 /**
+ * Whether a log record (of `logs`, or aliased `t.`) is a GenAI log event tied to a span: what
+ * llm_calls and rewards read from log records (LOG_EVENT_VIEWS).
+ */
+export const isLogEvent = (t = '') =>
+  `coalesce(${t}event_name, ${t}attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND ${t}span_id IS NOT NULL`;
+
+/**
  * Whether derived_calls holds the default triplet answer of every call: every span derived, by
  * this agl's SQL, and no GenAI log events (calls read from logs are in the llm_calls view only).
  */
 const CREDITED_CALLS_READY_VIEW = `CREATE OR REPLACE VIEW credited_calls_ready AS
 SELECT ${WATERMARK} >= (SELECT coalesce(max(commit_seq), -1) FROM spans)
   AND (SELECT value FROM agl_meta WHERE key = 'derived_version') = '${DERIVED_VERSION}'
-  AND NOT EXISTS (SELECT 1 FROM logs WHERE coalesce(event_name, attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND span_id IS NOT NULL) AS ready`;
+  AND NOT EXISTS (SELECT 1 FROM logs WHERE ${isLogEvent()}) AS ready`;
 export const CREDITED_CALLS_READY_SQL = 'SELECT ready FROM credited_calls_ready';
 
 /** The stored calls, then `fresh`: the calls of the spans after the watermark. */
@@ -444,16 +451,24 @@ CREATE OR REPLACE VIEW underived_spans AS SELECT * FROM spans WHERE commit_seq >
 ${CREDITED_CALLS_READY_VIEW};`;
 
 /**
+ * The views of what is read from GenAI log events, `log_event_calls` (llm_calls rows:
+ * src/sql/views.ts) and `log_event_rewards`, which the views and queries of calls and rewards read.
+ */
+export const LOG_EVENT_VIEWS = ['log_event_calls', 'log_event_rewards'] as const;
+const LOG_EVENT_REWARDS = LOG_EVENT_VIEWS[1];
+
+/**
  * The `gen_ai.evaluation.result` log records, as reward rows of the span they are tied to by
  * trace and span id (the call evaluated; read when read, as the calls of log records are): dated
  * at the call's end, the first of a call's evaluations its primary reward (evaluationsFrom). A
  * record whose span has not arrived yet is dated and attributed by itself.
  */
-export const LOG_EVALUATIONS = `(SELECT coalesce(s.rollout_id, l.rollout_id) AS rollout_id, coalesce(s.attempt_id, l.attempt_id) AS attempt_id,
+export const LOG_EVENT_REWARDS_SQL = `CREATE OR REPLACE VIEW ${LOG_EVENT_REWARDS} AS
+SELECT coalesce(s.rollout_id, l.rollout_id) AS rollout_id, coalesce(s.attempt_id, l.attempt_id) AS attempt_id,
   l.trace_id, l.span_id, s.parent_id, s.sequence_id, coalesce(s.end_time, l.time) AS time, ${evaluationColumns('l.attributes')},
   row_number() OVER (PARTITION BY l.trace_id, l.span_id ORDER BY l.time, l.commit_seq) = 1 AS is_primary, ${evaluationText('l.attributes')}
 FROM logs l LEFT JOIN spans s ON s.trace_id = l.trace_id AND s.span_id = l.span_id
-WHERE coalesce(l.event_name, l.attributes->>'event.name') = '${GENAI.evaluationResult}' AND l.trace_id IS NOT NULL AND l.span_id IS NOT NULL)`;
+WHERE coalesce(l.event_name, l.attributes->>'event.name') = '${GENAI.evaluationResult}' AND l.trace_id IS NOT NULL AND l.span_id IS NOT NULL;`;
 
 /** The stored calls alone, as llm_call_rows gives them. */
 export const STORED_CALL_ROWS = `(SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls)`;
@@ -476,7 +491,7 @@ export const CAUGHT_UP_SQL = 'SELECT NOT EXISTS (SELECT 1 FROM underived_spans) 
 /** The derived rows' views over the derived tables alone. */
 export const STORED_DERIVED_VIEWS_SQL = `
 CREATE OR REPLACE VIEW llm_call_rows AS SELECT * FROM ${STORED_CALL_ROWS};
-CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL BY NAME ${LOG_EVALUATIONS};
+CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL BY NAME SELECT * FROM ${LOG_EVENT_REWARDS};
 CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents;`;
 
 /** The parameters of the fresh-row macros: lists of ids, each NULL for any (SpanKeys). */
@@ -494,20 +509,11 @@ const freshSpans = (where: string) => `(SELECT * FROM underived_spans WHERE ${wh
  * The schema derived_only defines the same macros as no rows (STORED_FRESH_MACROS_SQL): a
  * query that names them is planned without the SQL that derives spans while all are derived.
  */
-const FRESH_MACROS_SQL = `
+export const FRESH_MACROS_SQL = `
 CREATE OR REPLACE MACRO ${FRESH_CALLS}(${KEY_PARAMETERS}) AS TABLE ${callsFrom(freshSpans(KEYS_MATCH))};
 CREATE OR REPLACE MACRO ${FRESH_REWARDS}(${KEY_PARAMETERS}) AS TABLE ${rewardsFrom(freshSpans(KEYS_MATCH))};
 CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE
   ${agentsFrom(freshSpans(`trace_id IN (SELECT trace_id FROM spans WHERE ${KEYS_MATCH})`))};`;
-
-/**
- * The fresh-row macros as temporary ones, for a file an older agl wrote, opened read-only: its
- * schema lacks them, and a read-only open cannot add them to the file.
- */
-export const TEMPORARY_FRESH_MACROS_SQL = `${GENAI_MACROS_SQL}\n${FRESH_MACROS_SQL}`.replaceAll(
-  'CREATE OR REPLACE MACRO',
-  'CREATE OR REPLACE TEMP MACRO',
-);
 
 /** The fresh-row macros of the schema derived_only: the derived tables' shapes, no rows. */
 export const STORED_FRESH_MACROS_SQL = `
@@ -522,7 +528,7 @@ CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE SELECT * FRO
 export const DERIVED_VIEWS_SQL = `${FRESH_MACROS_SQL}
 CREATE OR REPLACE VIEW llm_call_rows AS ${callRows(`${FRESH_CALLS}(${ANY_KEYS})`)};
 CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL BY NAME SELECT * FROM ${FRESH_REWARDS}(${ANY_KEYS})
-  UNION ALL BY NAME ${LOG_EVALUATIONS};
+  UNION ALL BY NAME SELECT * FROM ${LOG_EVENT_REWARDS};
 CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents UNION ALL (${agentsFrom(UNDERIVED)});`;
 
 /** Spans by their ids: each list given restricts them to its ids; none given, every span. */
@@ -568,7 +574,7 @@ export function derivedRowsOf(keys: SpanKeys): { calls: string; rewards: string;
   return {
     calls: `SELECT * FROM ${STORED_CALL_ROWS} WHERE ${condition} UNION ALL BY NAME SELECT * FROM ${FRESH_CALLS}(${fresh})`,
     rewards: `SELECT * FROM derived_rewards WHERE ${condition} UNION ALL BY NAME SELECT * FROM ${FRESH_REWARDS}(${fresh})
-      UNION ALL BY NAME SELECT * FROM ${LOG_EVALUATIONS} WHERE ${condition}`,
+      UNION ALL BY NAME SELECT * FROM ${LOG_EVENT_REWARDS} WHERE ${condition}`,
     agents: `SELECT * FROM derived_agents WHERE trace_id IN (SELECT trace_id FROM spans WHERE ${condition})
       UNION ALL SELECT * FROM ${FRESH_AGENTS}(${fresh})`,
   };

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { BatchSink } from '../otlp/batch.js';
 import type { ColumnarRows } from '../otlp/columns.js';
-import { DERIVED_ONLY_SCHEMA, FRESH_ROW_MACROS, TEMPORARY_FRESH_MACROS_SQL } from '../sql/derived.js';
+import { DERIVED_ONLY_SCHEMA, FRESH_ROW_MACROS, LOG_EVENT_VIEWS } from '../sql/derived.js';
+import { TEMPORARY_MACROS_SQL } from '../sql/views.js';
 import { sqlText } from '../sql/literals.js';
 import { DuckDBFile } from './duckdb-file.js';
 import { fleetReads, fleetViewsSql, HAS_FLEET_DERIVED_ONLY_SQL } from './fleet-views.js';
@@ -65,16 +66,18 @@ export class DuckDBStore implements BatchSink {
         // A file served with a span directory reads every server's spans, as its server does.
         const schemas = await file.connection.runAndReadAll(
           `SELECT bool_or(schema_name = 'fleet'), bool_or(schema_name = '${DERIVED_ONLY_SCHEMA}'), (${HAS_FLEET_DERIVED_ONLY_SQL}),
-            (SELECT count(*) > 0 FROM duckdb_functions() WHERE schema_name = 'main' AND function_name = '${FRESH_ROW_MACROS[0]}')
+            (SELECT count(*) = ${FRESH_ROW_MACROS.length} FROM duckdb_functions() WHERE schema_name = 'main' AND function_name IN (${FRESH_ROW_MACROS.map(sqlText).join(', ')}))
+              AND (SELECT count(*) = ${LOG_EVENT_VIEWS.length} FROM duckdb_views() WHERE schema_name = 'main' AND view_name IN (${LOG_EVENT_VIEWS.map(sqlText).join(', ')}))
           FROM duckdb_schemas()`,
         );
-        const [fleet, derivedOnly, fleetDerivedOnly, freshMacros] = schemas.getRows()[0];
-        // A file of an older agl has no derived-only views, and may lack the fresh-row macros.
+        const [fleet, derivedOnly, fleetDerivedOnly, hasMacros] = schemas.getRows()[0];
+        // A file of an older agl has no derived-only views, and may lack the macros and views that
+        // the store's queries name.
         if (fleet === true) file.reads = fleetReads(fleetDerivedOnly === true);
         else
           file.reads = {
             caughtUpSearchPath: derivedOnly === true ? `${DERIVED_ONLY_SCHEMA},main` : undefined,
-            setup: freshMacros ? undefined : TEMPORARY_FRESH_MACROS_SQL,
+            setup: hasMacros ? undefined : TEMPORARY_MACROS_SQL,
           };
         state = fileStateHome(file, lightningFile, sequences);
         ingest = new SpanIngest(file, state, sequences, 'spans', maintenance);

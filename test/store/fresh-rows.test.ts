@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { traceToMessages } from '../../src/adapters/messages.js';
 import { traceToTrajectories } from '../../src/adapters/trajectories.js';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { derivedRowsOf, FRESH_ROW_MACROS } from '../../src/sql/derived.js';
+import { derivedRowsOf, FRESH_ROW_MACROS, LOG_EVENT_VIEWS } from '../../src/sql/derived.js';
 import { DuckDBStore } from '../../src/store/store.js';
 import { finalRewardsSql } from '../../src/sql/final-rewards.js';
 import { spanRows, type SpanInput } from '../../src/store/span-json.js';
@@ -128,6 +128,7 @@ test('a file an older agl wrote, opened read-only: the reads that name the fresh
   for (const view of ['llm_calls', 'rewards', 'llm_call_rows', 'reward_rows', 'agent_spans'])
     await connection.run(`CREATE OR REPLACE VIEW ${view} AS SELECT 1 AS x`);
   for (const macro of FRESH_ROW_MACROS) await connection.run(`DROP MACRO TABLE ${macro}`);
+  for (const view of LOG_EVENT_VIEWS) await connection.run(`DROP VIEW ${view}`);
   await connection.run('DROP SCHEMA derived_only CASCADE');
   connection.closeSync();
   instance.closeSync();
