@@ -405,13 +405,37 @@ export const isLogEvent = (t = '') =>
   `coalesce(${t}event_name, ${t}attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND ${t}span_id IS NOT NULL`;
 
 /**
+ * Every GenAI log event of `logs` has a commit_seq above this: the deriver moves it past the log
+ * records that hold none (LOG_EVENTS_AFTER_SQL), and it stops before the first that does.
+ */
+const LOG_EVENTS_AFTER =
+  "(SELECT coalesce(max(CAST(value AS BIGINT)), -1) FROM agl_meta WHERE key = 'log_events_after')";
+
+/**
+ * The view `genai_log_events`: the GenAI log events stored, a look at the log records after
+ * LOG_EVENTS_AFTER alone (DuckDB skips the row groups before it). While it is empty, reads plan
+ * without the SQL that reads calls and evaluations from log records (NO_LOG_EVENTS_SCHEMA).
+ */
+const GENAI_LOG_EVENTS_VIEW = `CREATE OR REPLACE VIEW genai_log_events AS
+SELECT * FROM logs WHERE commit_seq > ${LOG_EVENTS_AFTER} AND ${isLogEvent()}`;
+
+/**
+ * One statement of a deriver round: LOG_EVENTS_AFTER moves to the last log record while no GenAI
+ * log event is stored. Never back: after a move deleted the file's log records, their numbers
+ * are not used again (nextCommitSeqSql).
+ */
+export const LOG_EVENTS_AFTER_SQL = `INSERT OR REPLACE INTO agl_meta
+SELECT 'log_events_after', CAST(greatest(${LOG_EVENTS_AFTER}, coalesce(max(commit_seq), -1)) AS VARCHAR) FROM logs
+HAVING NOT EXISTS (SELECT 1 FROM genai_log_events)`;
+
+/**
  * Whether derived_calls holds the default triplet answer of every call: every span derived, by
  * this agl's SQL, and no GenAI log events (calls read from logs are in the llm_calls view only).
  */
 const CREDITED_CALLS_READY_VIEW = `CREATE OR REPLACE VIEW credited_calls_ready AS
 SELECT ${WATERMARK} >= (SELECT coalesce(max(commit_seq), -1) FROM spans)
   AND (SELECT value FROM agl_meta WHERE key = 'derived_version') = '${DERIVED_VERSION}'
-  AND NOT EXISTS (SELECT 1 FROM logs WHERE ${isLogEvent()}) AS ready`;
+  AND NOT EXISTS (SELECT 1 FROM genai_log_events) AS ready`;
 export const CREDITED_CALLS_READY_SQL = 'SELECT ready FROM credited_calls_ready';
 
 /** The stored calls, then `fresh`: the calls of the spans after the watermark. */
@@ -443,19 +467,24 @@ export const CALL_ROWS = `(${callRows('fresh_calls')})`;
 
 /**
  * The views over what is stored: the spans not derived yet (DuckDB skips the row groups before
- * the watermark), and whether the triplets of derived_calls are complete. The span directory
- * defines its own under the same names (src/store/fleet-views.ts), over every server's spans.
+ * the watermark), the GenAI log events, and whether the triplets of derived_calls are complete.
+ * The span directory defines its own under the same names (src/store/fleet-views.ts), over every
+ * server's spans and log records.
  */
 export const STORED_VIEWS_SQL = `
 CREATE OR REPLACE VIEW underived_spans AS SELECT * FROM spans WHERE commit_seq > ${WATERMARK};
+${GENAI_LOG_EVENTS_VIEW};
 ${CREDITED_CALLS_READY_VIEW};`;
 
 /**
  * The views of what is read from GenAI log events, `log_event_calls` (llm_calls rows:
- * src/sql/views.ts) and `log_event_rewards`, which the views and queries of calls and rewards read.
+ * src/sql/views.ts) and `log_event_rewards`. The schema NO_LOG_EVENTS_SCHEMA defines them as no
+ * rows; a read looks them up there first while no GenAI log event is stored (src/store/query.ts).
+ * Views, not table macros: a view names a macro of `main` before one of the search path, a view
+ * or table of the search path before one of `main`.
  */
 export const LOG_EVENT_VIEWS = ['log_event_calls', 'log_event_rewards'] as const;
-const LOG_EVENT_REWARDS = LOG_EVENT_VIEWS[1];
+const [LOG_EVENT_CALLS, LOG_EVENT_REWARDS] = LOG_EVENT_VIEWS;
 
 /**
  * The `gen_ai.evaluation.result` log records, as reward rows of the span they are tied to by
@@ -469,6 +498,21 @@ SELECT coalesce(s.rollout_id, l.rollout_id) AS rollout_id, coalesce(s.attempt_id
   row_number() OVER (PARTITION BY l.trace_id, l.span_id ORDER BY l.time, l.commit_seq) = 1 AS is_primary, ${evaluationText('l.attributes')}
 FROM logs l LEFT JOIN spans s ON s.trace_id = l.trace_id AND s.span_id = l.span_id
 WHERE coalesce(l.event_name, l.attributes->>'event.name') = '${GENAI.evaluationResult}' AND l.trace_id IS NOT NULL AND l.span_id IS NOT NULL;`;
+
+/**
+ * The schema of the log-event views as no rows, of the shapes of `main`'s derived_calls and
+ * derived_rewards (named plainly, a read through the span directory would bind its files for
+ * no row). Planning the calls of log events expands the GenAI macros (genai-messages.ts): most
+ * of the planning of one rollout's llm_calls.
+ */
+export const NO_LOG_EVENTS_SCHEMA = 'no_log_events';
+export const NO_LOG_EVENTS_SQL = `CREATE SCHEMA IF NOT EXISTS ${NO_LOG_EVENTS_SCHEMA};
+CREATE OR REPLACE VIEW ${NO_LOG_EVENTS_SCHEMA}.${LOG_EVENT_CALLS} AS
+  SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM main.derived_calls WHERE false;
+CREATE OR REPLACE VIEW ${NO_LOG_EVENTS_SCHEMA}.${LOG_EVENT_REWARDS} AS SELECT * FROM main.derived_rewards WHERE false;`;
+
+/** Whether a read may look names up in NO_LOG_EVENTS_SCHEMA first: no GenAI log event is stored. */
+export const NO_LOG_EVENTS = 'NOT EXISTS (SELECT 1 FROM genai_log_events)';
 
 /** The stored calls alone, as llm_call_rows gives them. */
 export const STORED_CALL_ROWS = `(SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls)`;
@@ -486,7 +530,7 @@ export const DERIVED_ONLY_SCHEMA = 'derived_only';
  * Whether every stored span is derived (or skipped as unreadable): the derived-only views are
  * complete. DuckDB skips the row groups before the watermark: a look at the last few.
  */
-export const CAUGHT_UP_SQL = 'SELECT NOT EXISTS (SELECT 1 FROM underived_spans) AS caught_up';
+export const CAUGHT_UP = 'NOT EXISTS (SELECT 1 FROM underived_spans)';
 
 /** The derived rows' views over the derived tables alone. */
 export const STORED_DERIVED_VIEWS_SQL = `

@@ -29,6 +29,7 @@ import {
   isLogEvent,
   LOG_EVENT_VIEWS,
   LOG_EVENT_REWARDS_SQL,
+  NO_LOG_EVENTS_SQL,
   readable,
   type SpanKeys,
   spanKeysCondition,
@@ -366,7 +367,7 @@ CREATE OR REPLACE VIEW llm_calls AS ${llmCallsOf(STORED_CALL_ROWS, true, callKey
 ${REWARDS_VIEW_SQL};
 USE main;`;
 
-export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}\n${derivedOnlyViewsSql(DERIVED_ONLY_SCHEMA)}`;
+export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}\n${derivedOnlyViewsSql(DERIVED_ONLY_SCHEMA)}\n${NO_LOG_EVENTS_SQL}`;
 
 /**
  * The macros and views that the store's queries name, as temporary ones, for a file an older
