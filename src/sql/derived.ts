@@ -15,7 +15,7 @@
  */
 
 import { ATTR, GENAI } from '../api/semconv.js';
-import { detailsDocuments, GENAI_MACROS_SQL, PARAMETER_KEYS } from './genai-messages.js';
+import { detailsDocuments, PARAMETER_KEYS } from './genai-messages.js';
 import { sqlText } from './literals.js';
 
 export const DERIVED_VERSION = '9';
@@ -449,13 +449,44 @@ export const UNREADABLE_SPANS_SQL = `SELECT rollout_id, span_id FROM derived_ski
   UNION ALL SELECT rollout_id, span_id FROM underived_spans WHERE NOT ${readable()}`;
 
 /**
+ * Whether a log record (of `logs`, or aliased `t.`) is a GenAI log event tied to a span: what
+ * llm_calls and rewards read from log records (LOG_EVENT_VIEWS).
+ */
+export const isLogEvent = (t = '') =>
+  `coalesce(${t}event_name, ${t}attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND ${t}span_id IS NOT NULL`;
+
+/**
+ * Every GenAI log event of `logs` has a commit_seq above this: the deriver moves it past the log
+ * records that hold none (LOG_EVENTS_AFTER_SQL), and it stops before the first that does.
+ */
+const LOG_EVENTS_AFTER =
+  "(SELECT coalesce(max(CAST(value AS BIGINT)), -1) FROM agl_meta WHERE key = 'log_events_after')";
+
+/**
+ * The view `genai_log_events`: the GenAI log events stored, a look at the log records after
+ * LOG_EVENTS_AFTER alone (DuckDB skips the row groups before it). While it is empty, reads plan
+ * without the SQL that reads calls and evaluations from log records (NO_LOG_EVENTS_SCHEMA).
+ */
+const GENAI_LOG_EVENTS_VIEW = `CREATE OR REPLACE VIEW genai_log_events AS
+SELECT * FROM logs WHERE commit_seq > ${LOG_EVENTS_AFTER} AND ${isLogEvent()}`;
+
+/**
+ * One statement of a deriver round: LOG_EVENTS_AFTER moves to the last log record while no GenAI
+ * log event is stored. Never back: after a move deleted the file's log records, their numbers
+ * are not used again (nextCommitSeqSql).
+ */
+export const LOG_EVENTS_AFTER_SQL = `INSERT OR REPLACE INTO agl_meta
+SELECT 'log_events_after', CAST(greatest(${LOG_EVENTS_AFTER}, coalesce(max(commit_seq), -1)) AS VARCHAR) FROM logs
+HAVING NOT EXISTS (SELECT 1 FROM genai_log_events)`;
+
+/**
  * Whether derived_calls holds the default triplet answer of every call: every span derived, by
  * this agl's SQL, and no GenAI log events (calls read from logs are in the llm_calls view only).
  */
 const CREDITED_CALLS_READY_VIEW = `CREATE OR REPLACE VIEW credited_calls_ready AS
 SELECT ${WATERMARK} >= (SELECT coalesce(max(commit_seq), -1) FROM spans)
   AND (SELECT value FROM agl_meta WHERE key = 'derived_version') = '${DERIVED_VERSION}'
-  AND NOT EXISTS (SELECT 1 FROM logs WHERE coalesce(event_name, attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND span_id IS NOT NULL) AS ready`;
+  AND NOT EXISTS (SELECT 1 FROM genai_log_events) AS ready`;
 export const CREDITED_CALLS_READY_SQL = 'SELECT ready FROM credited_calls_ready';
 
 /** The stored calls, then `fresh`: the calls of the spans after the watermark. */
@@ -487,12 +518,24 @@ export const CALL_ROWS = `(${callRows('fresh_calls')})`;
 
 /**
  * The views over what is stored: the spans not derived yet (DuckDB skips the row groups before
- * the watermark), and whether the triplets of derived_calls are complete. The span directory
- * defines its own under the same names (src/store/fleet-views.ts), over every server's spans.
+ * the watermark), the GenAI log events, and whether the triplets of derived_calls are complete.
+ * The span directory defines its own under the same names (src/store/fleet-views.ts), over every
+ * server's spans and log records.
  */
 export const STORED_VIEWS_SQL = `
 CREATE OR REPLACE VIEW underived_spans AS SELECT * FROM spans WHERE commit_seq > ${WATERMARK};
+${GENAI_LOG_EVENTS_VIEW};
 ${CREDITED_CALLS_READY_VIEW};`;
+
+/**
+ * The views of what is read from GenAI log events, `log_event_calls` (llm_calls rows:
+ * src/sql/views.ts) and `log_event_rewards`. The schema NO_LOG_EVENTS_SCHEMA defines them as no
+ * rows; a read looks them up there first while no GenAI log event is stored (src/store/query.ts).
+ * Views, not table macros: a view names a macro of `main` before one of the search path, a view
+ * or table of the search path before one of `main`.
+ */
+export const LOG_EVENT_VIEWS = ['log_event_calls', 'log_event_rewards'] as const;
+const [LOG_EVENT_CALLS, LOG_EVENT_REWARDS] = LOG_EVENT_VIEWS;
 
 /**
  * The `gen_ai.evaluation.result` log records, as reward rows of the span they are tied to by
@@ -500,11 +543,27 @@ ${CREDITED_CALLS_READY_VIEW};`;
  * at the call's end, the first of a call's evaluations its primary reward (evaluationsFrom). A
  * record whose span has not arrived yet is dated and attributed by itself.
  */
-export const LOG_EVALUATIONS = `(SELECT coalesce(s.rollout_id, l.rollout_id) AS rollout_id, coalesce(s.attempt_id, l.attempt_id) AS attempt_id,
+export const LOG_EVENT_REWARDS_SQL = `CREATE OR REPLACE VIEW ${LOG_EVENT_REWARDS} AS
+SELECT coalesce(s.rollout_id, l.rollout_id) AS rollout_id, coalesce(s.attempt_id, l.attempt_id) AS attempt_id,
   l.trace_id, l.span_id, s.parent_id, s.sequence_id, coalesce(s.end_time, l.time) AS time, ${evaluationColumns('l.attributes')},
   row_number() OVER (PARTITION BY l.trace_id, l.span_id ORDER BY l.time, l.commit_seq) = 1 AS is_primary, ${evaluationText('l.attributes')}
 FROM logs l LEFT JOIN spans s ON s.trace_id = l.trace_id AND s.span_id = l.span_id
-WHERE coalesce(l.event_name, l.attributes->>'event.name') = '${GENAI.evaluationResult}' AND l.trace_id IS NOT NULL AND l.span_id IS NOT NULL)`;
+WHERE coalesce(l.event_name, l.attributes->>'event.name') = '${GENAI.evaluationResult}' AND l.trace_id IS NOT NULL AND l.span_id IS NOT NULL;`;
+
+/**
+ * The schema of the log-event views as no rows, of the shapes of `main`'s derived_calls and
+ * derived_rewards (named plainly, a read through the span directory would bind its files for
+ * no row). Planning the calls of log events expands the GenAI macros (genai-messages.ts): most
+ * of the planning of one rollout's llm_calls.
+ */
+export const NO_LOG_EVENTS_SCHEMA = 'no_log_events';
+export const NO_LOG_EVENTS_SQL = `CREATE SCHEMA IF NOT EXISTS ${NO_LOG_EVENTS_SCHEMA};
+CREATE OR REPLACE VIEW ${NO_LOG_EVENTS_SCHEMA}.${LOG_EVENT_CALLS} AS
+  SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM main.derived_calls WHERE false;
+CREATE OR REPLACE VIEW ${NO_LOG_EVENTS_SCHEMA}.${LOG_EVENT_REWARDS} AS SELECT * FROM main.derived_rewards WHERE false;`;
+
+/** Whether a read may look names up in NO_LOG_EVENTS_SCHEMA first: no GenAI log event is stored. */
+export const NO_LOG_EVENTS = 'NOT EXISTS (SELECT 1 FROM genai_log_events)';
 
 /** The stored calls alone, as llm_call_rows gives them. */
 export const STORED_CALL_ROWS = `(SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM derived_calls)`;
@@ -522,12 +581,12 @@ export const DERIVED_ONLY_SCHEMA = 'derived_only';
  * Whether every stored span is derived (or skipped as unreadable): the derived-only views are
  * complete. DuckDB skips the row groups before the watermark: a look at the last few.
  */
-export const CAUGHT_UP_SQL = 'SELECT NOT EXISTS (SELECT 1 FROM underived_spans) AS caught_up';
+export const CAUGHT_UP = 'NOT EXISTS (SELECT 1 FROM underived_spans)';
 
 /** The derived rows' views over the derived tables alone. */
 export const STORED_DERIVED_VIEWS_SQL = `
 CREATE OR REPLACE VIEW llm_call_rows AS SELECT * FROM ${STORED_CALL_ROWS};
-CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL BY NAME ${LOG_EVALUATIONS};
+CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL BY NAME SELECT * FROM ${LOG_EVENT_REWARDS};
 CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents;`;
 
 /** The parameters of the fresh-row macros: lists of ids, each NULL for any (SpanKeys). */
@@ -557,20 +616,11 @@ const FRESH_EVALUATED = `(SELECT * FROM underived_spans WHERE ${KEYS_MATCH} AND 
  * The schema derived_only defines the same macros as no rows (STORED_FRESH_MACROS_SQL): a
  * query that names them is planned without the SQL that derives spans while all are derived.
  */
-const FRESH_MACROS_SQL = `
+export const FRESH_MACROS_SQL = `
 CREATE OR REPLACE MACRO ${FRESH_CALLS}(${KEY_PARAMETERS}) AS TABLE ${callsFrom(freshSpans(KEYS_MATCH))};
 CREATE OR REPLACE MACRO ${FRESH_REWARDS}(${KEY_PARAMETERS}) AS TABLE ${rewardsFrom(freshSpans(KEYS_MATCH), FRESH_EVALUATED)};
 CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE
   ${agentsFrom(freshSpans(`trace_id IN (SELECT trace_id FROM spans WHERE ${KEYS_MATCH})`))};`;
-
-/**
- * The fresh-row macros as temporary ones, for a file an older agl wrote, opened read-only: its
- * schema lacks them, and a read-only open cannot add them to the file.
- */
-export const TEMPORARY_FRESH_MACROS_SQL = `${GENAI_MACROS_SQL}\n${FRESH_MACROS_SQL}`.replaceAll(
-  'CREATE OR REPLACE MACRO',
-  'CREATE OR REPLACE TEMP MACRO',
-);
 
 /** The fresh-row macros of the schema derived_only: the derived tables' shapes, no rows. */
 export const STORED_FRESH_MACROS_SQL = `
@@ -585,7 +635,7 @@ CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE SELECT * FRO
 export const DERIVED_VIEWS_SQL = `${FRESH_MACROS_SQL}
 CREATE OR REPLACE VIEW llm_call_rows AS ${callRows(`${FRESH_CALLS}(${ANY_KEYS})`)};
 CREATE OR REPLACE VIEW reward_rows AS SELECT * FROM derived_rewards UNION ALL BY NAME SELECT * FROM ${FRESH_REWARDS}(${ANY_KEYS})
-  UNION ALL BY NAME ${LOG_EVALUATIONS};
+  UNION ALL BY NAME SELECT * FROM ${LOG_EVENT_REWARDS};
 CREATE OR REPLACE VIEW agent_spans AS SELECT * FROM derived_agents UNION ALL (${agentsFrom(UNDERIVED)});`;
 
 /** Spans by their ids: each list given restricts them to its ids; none given, every span. */
@@ -650,7 +700,7 @@ export function derivedRowsOf(spans: SpanKeys | SpanSelection): { calls: string;
   return {
     calls: `SELECT * FROM ${STORED_CALL_ROWS} WHERE ${condition} UNION ALL BY NAME SELECT * FROM ${FRESH_CALLS}(${fresh})`,
     rewards: `SELECT * FROM derived_rewards WHERE ${condition} UNION ALL BY NAME SELECT * FROM ${FRESH_REWARDS}(${fresh})
-      UNION ALL BY NAME SELECT * FROM ${LOG_EVALUATIONS} WHERE ${condition}`,
+      UNION ALL BY NAME SELECT * FROM ${LOG_EVENT_REWARDS} WHERE ${condition}`,
     agents: `SELECT * FROM derived_agents WHERE trace_id IN (SELECT trace_id FROM spans WHERE ${condition})
       UNION ALL SELECT * FROM ${FRESH_AGENTS}(${fresh})`,
   };

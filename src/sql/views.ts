@@ -25,6 +25,11 @@ import {
   derivedRowsOf,
   FRESH_CALLS_CTE,
   freshCallsCte,
+  FRESH_MACROS_SQL,
+  isLogEvent,
+  LOG_EVENT_VIEWS,
+  LOG_EVENT_REWARDS_SQL,
+  NO_LOG_EVENTS_SQL,
   readable,
   selectedCallRows,
   type SpanKeys,
@@ -41,18 +46,13 @@ const COLUMNS = `rollout_id, attempt_id, trace_id, span_id, sequence_id, start_t
   input_tokens, output_tokens, response_id, finish_reason, parent_id, name, parameters, extra_parts`;
 
 /**
- * The llm_calls rows of `rows` (a relation shaped like llm_call_rows); `withEvents` adds the
- * calls read from GenAI log events. The anti-joins only ask whether a call with some trace,
- * parent, dialect or response id exists: `keys` (those columns) may be any relation with the
- * same keys as `rows`, rows repeated or not (the span directory's: fleet-views.ts).
+ * The view `log_event_calls`: the calls read from GenAI log events (dialects 4 and 5),
+ * as llm_call_rows gives them.
  */
-export const llmCallsOf = (rows: string, withEvents = true, keys = rows) => `WITH
-${
-  withEvents
-    ? `events AS (
+const LOG_EVENT_CALLS_SQL = `CREATE OR REPLACE VIEW ${LOG_EVENT_VIEWS[0]} AS WITH
+events AS (
   SELECT trace_id, span_id, coalesce(event_name, attributes->>'event.name') AS event, try(json(body)) AS body, attributes, time, commit_seq
-  FROM logs WHERE coalesce(event_name, attributes->>'event.name') LIKE 'gen\\_ai.%' ESCAPE '\\' AND span_id IS NOT NULL
-    AND coalesce(event_name, attributes->>'event.name') <> '${GENAI.evaluationResult}'
+  FROM logs WHERE ${isLogEvent()} AND coalesce(event_name, attributes->>'event.name') <> '${GENAI.evaluationResult}'
 ),
 event_messages AS (
   SELECT trace_id, span_id,
@@ -100,10 +100,17 @@ event_calls AS (
   -- agl's own capture asked to write the GenAI event too (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT):
   -- its span's exact exchange is the call.
   WHERE (a->>'${ATTR.llmApi}') IS NULL
-),
-`
-    : ''
-}others AS (SELECT * FROM ${rows} WHERE dialect > 1${withEvents ? ' UNION ALL BY NAME SELECT * FROM event_calls' : ''})
+)
+SELECT * FROM event_calls;`;
+
+/**
+ * The llm_calls rows of `rows` (a relation shaped like llm_call_rows); `withEvents` adds the
+ * calls read from GenAI log events. The anti-joins only ask whether a call with some trace,
+ * parent, dialect or response id exists: `keys` (those columns) may be any relation with the
+ * same keys as `rows`, rows repeated or not (the span directory's: fleet-views.ts).
+ */
+export const llmCallsOf = (rows: string, withEvents = true, keys = rows) => `WITH
+others AS (SELECT * FROM ${rows} WHERE dialect > 1${withEvents ? ` UNION ALL BY NAME SELECT * FROM ${LOG_EVENT_VIEWS[0]}` : ''})
 -- An instrumented agent calling through the gateway: the agent's capture (dialect 1) is the
 -- parent of the gateway's (0), which holds the exact upstream exchange (token ids); the
 -- gateway's row is kept. (Rows are read in place, not through a materialized CTE, so that a
@@ -323,6 +330,8 @@ SELECT rollout_id, attempt_id, trace_id, span_id, sequence_id, time, name, value
 export const READ_VIEWS_SQL = `
 ${GENAI_MACROS_SQL}
 ${ANTHROPIC_MACROS_SQL}
+${LOG_EVENT_CALLS_SQL}
+${LOG_EVENT_REWARDS_SQL}
 
 ${DERIVED_VIEWS_SQL}
 
@@ -360,4 +369,13 @@ CREATE OR REPLACE VIEW llm_calls AS ${llmCallsOf(STORED_CALL_ROWS, true, callKey
 ${REWARDS_VIEW_SQL};
 USE main;`;
 
-export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}\n${derivedOnlyViewsSql(DERIVED_ONLY_SCHEMA)}`;
+export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}\n${derivedOnlyViewsSql(DERIVED_ONLY_SCHEMA)}\n${NO_LOG_EVENTS_SQL}`;
+
+/**
+ * The macros and views that the store's queries name, as temporary ones, for a file an older
+ * agl wrote, opened read-only: its schema lacks them, and a read-only open cannot add them to the file.
+ */
+export const TEMPORARY_MACROS_SQL = [GENAI_MACROS_SQL, FRESH_MACROS_SQL, LOG_EVENT_CALLS_SQL, LOG_EVENT_REWARDS_SQL]
+  .join('\n')
+  .replaceAll('CREATE OR REPLACE MACRO', 'CREATE OR REPLACE TEMP MACRO')
+  .replaceAll('CREATE OR REPLACE VIEW', 'CREATE OR REPLACE TEMP VIEW');

@@ -7,7 +7,15 @@
  */
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { creditedCallsSql, groupOf } from '../sql/credited-calls.js';
-import { agentsFrom, callsFrom, CREDIT_COLUMNS, readable, rewardsFrom, WATERMARK } from '../sql/derived.js';
+import {
+  agentsFrom,
+  callsFrom,
+  CREDIT_COLUMNS,
+  LOG_EVENTS_AFTER_SQL,
+  readable,
+  rewardsFrom,
+  WATERMARK,
+} from '../sql/derived.js';
 import { llmCallsOf } from '../sql/views.js';
 
 /** The relations a round credits from: the touched attempts' calls, rewards and agent spans. */
@@ -57,6 +65,7 @@ export async function deriveSpans(connection: DuckDBConnection, maxSpans: number
         FROM round_calls c LEFT JOIN round_credits m USING (trace_id, span_id)
         ORDER BY c.group_id, c.sequence_id NULLS LAST, c.start_time, c.span_id;
       UPDATE agl_meta SET value = '${through}' WHERE key = 'derived_through';
+      ${LOG_EVENTS_AFTER_SQL};
       DROP TABLE round_calls; DROP TABLE round_groups; DROP TABLE round_credits;${skipped ? ' DROP TABLE round_skipped;' : ''}`);
     await connection.run('COMMIT');
     if (skipped)

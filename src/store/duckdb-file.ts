@@ -34,10 +34,11 @@ export class DuckDBFile {
   private closing = false;
   /**
    * How reads are set up: with a span directory, names resolve in its schema first
-   * (fleet-views.ts); `caughtUpSearchPath`, the derived-only views (src/sql/derived.ts,
-   * DERIVED_ONLY_SCHEMA) first, which reads use while every span is derived; `setup`, for a file
-   * an older agl wrote, opened read-only: what it lacks, as temporary macros (with a span
-   * directory: DuckDB's settings for its files).
+   * (fleet-views.ts); `caughtUpSchema`, the derived-only views (src/sql/derived.ts,
+   * DERIVED_ONLY_SCHEMA) first, which reads use while every span is derived; `logEventsChecked`,
+   * the log-event views of no rows (NO_LOG_EVENTS_SCHEMA) first while no GenAI log event is
+   * stored; `setup`, for a file an older agl wrote, opened read-only: what it lacks, as
+   * temporary macros and views (with a span directory: DuckDB's settings for its files).
    */
   reads: ReadSettings = {};
   /** Settles the work on other connections of the instance (the deriver's) before it is replaced. */

@@ -1,11 +1,11 @@
 /**
  * The SQL of the span directory (span-files.ts): the rows a move writes (spans, and log records
- * as they are), and the schema `fleet`
- * whose views read every server's spans. A moved file holds each span with what the deriver
+ * as they are, marked when GenAI log events), and the schema `fleet` whose views read every
+ * server's spans. A moved file holds each span with what the deriver
  * made of it (its call, rewards, agent, whether it was unreadable), so that no server derives
  * another's spans: the views over the directory read those columns in place.
  *
- * The schema `fleet` defines `spans`, `logs`, `derived_calls`, `derived_rewards`,
+ * The schema `fleet` defines `spans`, `logs`, `genai_log_events`, `derived_calls`, `derived_rewards`,
  * `derived_agents`, `derived_skipped` and `credited_calls_ready` over the directory's files plus
  * this server's rows not moved yet, then creates the read views (`llm_calls`, `rewards`, ...: READ_VIEWS_SQL)
  * again in it, where those names resolve to its own views before the file's tables. A server
@@ -14,7 +14,7 @@
  */
 import { join } from 'node:path';
 import { LOG_COLUMNS, SPAN_COLUMNS } from '../otlp/span-columns.js';
-import { CALL_FIELDS, evaluationsFrom, rewardTextOf } from '../sql/derived.js';
+import { CALL_FIELDS, evaluationsFrom, isLogEvent, rewardTextOf } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 import { derivedOnlyViewsSql, READ_VIEWS_SQL } from '../sql/views.js';
 import type { ReadSettings } from './query.js';
@@ -31,19 +31,24 @@ export const FLEET_SEARCH_PATH = 'fleet,main';
 const FLEET_DERIVED_ONLY_SCHEMA = 'fleet_derived_only';
 
 /**
- * How a server with a span directory sets up its reads (`derivedOnly`: the file has the schema
- * above, which an older agl did not make). DuckDB's cache of Parquet footers spares each read of
- * the directory's files, which a view of llm_calls names several times, their footers; a cached
- * footer is read again when its file changes.
+ * How a server with a span directory sets up its reads (`derivedOnly`, `logEventsChecked`: the
+ * file has the schema above, and the directory's view genai_log_events, which an older agl did
+ * not make). DuckDB's cache of Parquet footers spares each read of the directory's files, which
+ * a view of llm_calls names several times, their footers; a cached footer is read again when
+ * its file changes.
  */
-export const fleetReads = (derivedOnly: boolean): ReadSettings => ({
+export const fleetReads = (derivedOnly: boolean, logEventsChecked: boolean): ReadSettings => ({
   searchPath: FLEET_SEARCH_PATH,
-  caughtUpSearchPath: derivedOnly ? `${FLEET_DERIVED_ONLY_SCHEMA},${FLEET_SEARCH_PATH}` : undefined,
+  caughtUpSchema: derivedOnly ? FLEET_DERIVED_ONLY_SCHEMA : undefined,
+  logEventsChecked,
   setup: 'SET parquet_metadata_cache = true',
 });
 
 /** The SQL that tells whether a file has the schema of the directory's derived-only views. */
 export const HAS_FLEET_DERIVED_ONLY_SQL = `SELECT count(*) > 0 FROM duckdb_schemas() WHERE schema_name = '${FLEET_DERIVED_ONLY_SCHEMA}'`;
+/** The SQL that tells whether a file has the directory's view genai_log_events. */
+export const HAS_FLEET_LOG_EVENTS_SQL =
+  "SELECT count(*) > 0 FROM duckdb_views() WHERE schema_name = 'fleet' AND view_name = 'genai_log_events'";
 
 /** A table's columns as its files hold them (the hive partitions' date and hour left out). */
 const listOf = (columns: readonly { name: string }[]) =>
@@ -140,12 +145,17 @@ export const MOVED_SPANS: MovedTable = {
   deleteSql: deleteMovedSpansSql,
 };
 
-/** Log records (GenAI log events among them), as they are. */
+/**
+ * Log records as they are, and `genai_event`, 1 for a GenAI log event (isLogEvent) and 0 for any
+ * other: the directory's genai_log_events skips a file's row groups of none by its statistics
+ * (an integer: DuckDB skips none by a boolean's).
+ */
 export const MOVED_LOGS: MovedTable = {
   table: 'logs',
   prefix: 'logs',
   rowsSql: (first, through) =>
-    `SELECT * FROM logs WHERE commit_seq BETWEEN ${first} AND ${through} ORDER BY commit_seq`,
+    `SELECT *, CAST((${isLogEvent()}) IS TRUE AS TINYINT) AS genai_event FROM logs
+    WHERE commit_seq BETWEEN ${first} AND ${through} ORDER BY commit_seq`,
   deleteSql: (through) => `BEGIN TRANSACTION; ${deleteThrough('logs', through)} COMMIT;`,
 };
 
@@ -170,6 +180,9 @@ export function fleetViewsSql(dir: string, serverId: string): string {
   // test and the struct's other fields at three reads was about a tenth of a rollout's llm_calls.
   const callKeys = `(SELECT trace_id, parent_id, dialect, response_id FROM main.derived_calls
   UNION ALL SELECT trace_id, parent_id, derived_call.dialect, derived_call.response_id FROM ${files} WHERE derived_call.dialect IS NOT NULL)`;
+  // The files an older agl moved have no genai_event: NULL, their records are tested one by one
+  // (and with no such file in the directory, the column still binds).
+  const taggedLogs = `(SELECT * FROM ${filesOf(MOVED_LOGS)} UNION ALL BY NAME SELECT NULL::TINYINT AS genai_event WHERE false)`;
   const local = (table: string) =>
     `SELECT * FROM main.${table} t WHERE EXISTS (SELECT 1 FROM unmoved_spans u WHERE ${sameSpan('u', 't')})`;
   return `CREATE SCHEMA IF NOT EXISTS fleet;
@@ -181,6 +194,10 @@ CREATE OR REPLACE VIEW spans AS
 CREATE OR REPLACE VIEW logs AS
   SELECT *, ${sqlText(serverId)} AS server FROM main.logs WHERE commit_seq > ${moved(MOVED_LOGS)}
   UNION ALL BY NAME SELECT ${LOG_LIST}, server FROM ${filesOf(MOVED_LOGS)};
+CREATE OR REPLACE VIEW genai_log_events AS
+  SELECT *, ${sqlText(serverId)} AS server FROM main.genai_log_events WHERE commit_seq > ${moved(MOVED_LOGS)}
+  UNION ALL BY NAME SELECT ${LOG_LIST}, server FROM ${taggedLogs} WHERE genai_event = 1
+  UNION ALL BY NAME SELECT ${LOG_LIST}, server FROM ${taggedLogs} WHERE genai_event IS NULL AND ${isLogEvent()};
 CREATE OR REPLACE VIEW derived_calls AS ${local('derived_calls')}
   UNION ALL BY NAME SELECT ${CALL_SPAN_LIST}, ${CALL_FIELDS.map((field) => `derived_call.${field} AS ${field}`).join(', ')}
   FROM ${files} WHERE derived_call.dialect IS NOT NULL;

@@ -4,7 +4,7 @@ import type { ExportFormat, QueryResult } from '../api/query.js';
 import { jsonTextTooDeep } from '../otlp/nesting.js';
 import { chunkRows } from './chunk-rows.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
-import { CAUGHT_UP_SQL } from '../sql/derived.js';
+import { CAUGHT_UP, NO_LOG_EVENTS, NO_LOG_EVENTS_SCHEMA } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 
 interface QueryOptions {
@@ -17,16 +17,21 @@ interface QueryOptions {
   /** Where unqualified names are looked up (DuckDB's search_path), if not in the file's schema. */
   readonly searchPath?: string;
   /**
-   * Where names are looked up while no span waits for the deriver: the derived-only views first
-   * (DERIVED_ONLY_SCHEMA, or the span directory's), when the file has them.
+   * The schema of the derived-only views (DERIVED_ONLY_SCHEMA, or the span directory's), when
+   * the file has it: names are looked up there first while no span waits for the deriver.
    */
-  readonly caughtUpSearchPath?: string;
-  /** SQL each read's connection runs first: a file of an older agl gets temporary macros it lacks. */
+  readonly caughtUpSchema?: string;
+  /**
+   * The file (and its span directory's schema) has the view genai_log_events and the schema
+   * NO_LOG_EVENTS_SCHEMA, whose log-event views are looked up first while no GenAI log event is stored.
+   */
+  readonly logEventsChecked?: boolean;
+  /** SQL each read's connection runs first: a file of an older agl gets temporary macros and views it lacks. */
   readonly setup?: string;
 }
 
 /** What a read's connection is set up with (DuckDBFile's read settings). */
-export type ReadSettings = Pick<QueryOptions, 'searchPath' | 'caughtUpSearchPath' | 'setup'>;
+export type ReadSettings = Pick<QueryOptions, 'searchPath' | 'caughtUpSchema' | 'logEventsChecked' | 'setup'>;
 
 /** A fresh connection for one read, looking names up in `searchPath` when given. */
 async function readConnection(instance: DuckDBInstance, settings: ReadSettings): Promise<DuckDBConnection> {
@@ -37,16 +42,24 @@ async function readConnection(instance: DuckDBInstance, settings: ReadSettings):
 }
 
 /**
- * Begins a read's READ ONLY transaction; when the file has the derived-only views and, in this
- * snapshot, every stored span is derived, names are looked up in them first: the same rows,
- * planned without the SQL that derives spans (src/sql/derived.ts, DERIVED_ONLY_SCHEMA).
+ * Begins a read's READ ONLY transaction. In this snapshot, when every stored span is derived,
+ * names are looked up in the derived-only views first, and when no GenAI log event is stored,
+ * in the log-event views of no rows: the same rows, planned without the SQL that derives spans
+ * or reads log records (src/sql/derived.ts, DERIVED_ONLY_SCHEMA and NO_LOG_EVENTS_SCHEMA).
  */
-async function beginRead(connection: DuckDBConnection, options: Pick<QueryOptions, 'caughtUpSearchPath'>) {
+async function beginRead(connection: DuckDBConnection, settings: ReadSettings) {
   await connection.run('BEGIN TRANSACTION READ ONLY');
-  if (options.caughtUpSearchPath === undefined) return;
-  const reader = await connection.runAndReadAll(CAUGHT_UP_SQL);
-  if (reader.getRows()[0]?.[0] === true)
-    await connection.run(`SET search_path = ${sqlText(options.caughtUpSearchPath)}`);
+  const { caughtUpSchema, logEventsChecked } = settings;
+  if (caughtUpSchema === undefined && !logEventsChecked) return;
+  const reader = await connection.runAndReadAll(
+    `SELECT ${caughtUpSchema === undefined ? 'false' : CAUGHT_UP}, ${logEventsChecked ? NO_LOG_EVENTS : 'false'}`,
+  );
+  const [caughtUp, noLogEvents] = reader.getRows()[0];
+  const first: string[] = [];
+  if (caughtUp === true) first.push(caughtUpSchema as string);
+  if (noLogEvents === true) first.push(NO_LOG_EVENTS_SCHEMA);
+  if (first.length > 0)
+    await connection.run(`SET search_path = ${sqlText([...first, settings.searchPath ?? 'main'].join(','))}`);
 }
 
 export class QueryTimeoutError extends Error {

@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import type { BatchSink } from '../otlp/batch.js';
 import type { ColumnarRows } from '../otlp/columns.js';
-import { DERIVED_ONLY_SCHEMA, FRESH_ROW_MACROS, TEMPORARY_FRESH_MACROS_SQL } from '../sql/derived.js';
+import { DERIVED_ONLY_SCHEMA, FRESH_ROW_MACROS, LOG_EVENT_VIEWS, NO_LOG_EVENTS_SCHEMA } from '../sql/derived.js';
+import { TEMPORARY_MACROS_SQL } from '../sql/views.js';
 import { sqlText } from '../sql/literals.js';
 import { DuckDBFile } from './duckdb-file.js';
-import { fleetReads, fleetViewsSql, HAS_FLEET_DERIVED_ONLY_SQL } from './fleet-views.js';
+import { fleetReads, fleetViewsSql, HAS_FLEET_DERIVED_ONLY_SQL, HAS_FLEET_LOG_EVENTS_SQL } from './fleet-views.js';
 import { SpanIngest, type WriteResult } from './ingest.js';
 import { Maintenance } from './maintenance.js';
 import type { StoreOptions } from './options.js';
+import type { ReadSettings } from './query.js';
 import type { ExportFormat, QueryResult } from '../api/query.js';
 import { migrate } from './schema.js';
 import { SequenceIds } from './sequence-ids.js';
@@ -63,19 +65,27 @@ export class DuckDBStore implements BatchSink {
       };
       if (options.readOnly) {
         // A file served with a span directory reads every server's spans, as its server does.
+        const has = (schema: string) => `(SELECT count(*) > 0 FROM duckdb_schemas() WHERE schema_name = '${schema}')`;
         const schemas = await file.connection.runAndReadAll(
-          `SELECT bool_or(schema_name = 'fleet'), bool_or(schema_name = '${DERIVED_ONLY_SCHEMA}'), (${HAS_FLEET_DERIVED_ONLY_SQL}),
-            (SELECT count(*) > 0 FROM duckdb_functions() WHERE schema_name = 'main' AND function_name = '${FRESH_ROW_MACROS[0]}')
-          FROM duckdb_schemas()`,
+          `SELECT ${has('fleet')}, ${has(DERIVED_ONLY_SCHEMA)}, ${has(NO_LOG_EVENTS_SCHEMA)},
+            (${HAS_FLEET_DERIVED_ONLY_SQL}), (${HAS_FLEET_LOG_EVENTS_SQL}),
+            (SELECT count(*) = ${FRESH_ROW_MACROS.length} FROM duckdb_functions() WHERE schema_name = 'main' AND function_name IN (${FRESH_ROW_MACROS.map(sqlText).join(', ')}))
+              AND (SELECT count(*) = ${LOG_EVENT_VIEWS.length} FROM duckdb_views() WHERE schema_name = 'main' AND view_name IN (${LOG_EVENT_VIEWS.map(sqlText).join(', ')}))`,
         );
-        const [fleet, derivedOnly, fleetDerivedOnly, freshMacros] = schemas.getRows()[0];
-        // A file of an older agl has no derived-only views, and may lack the fresh-row macros.
-        if (fleet === true) file.reads = fleetReads(fleetDerivedOnly === true);
-        else
-          file.reads = {
-            caughtUpSearchPath: derivedOnly === true ? `${DERIVED_ONLY_SCHEMA},main` : undefined,
-            setup: freshMacros ? undefined : TEMPORARY_FRESH_MACROS_SQL,
-          };
+        const [fleet, derivedOnly, logEvents, fleetDerivedOnly, fleetLogEvents, hasMacros] = schemas.getRows()[0];
+        // A file of an older agl may have no derived-only views, no check of log events, and lack
+        // the macros and views that the store's queries name.
+        const reads: ReadSettings =
+          fleet === true
+            ? fleetReads(fleetDerivedOnly === true, fleetLogEvents === true)
+            : {
+                caughtUpSchema: derivedOnly === true ? DERIVED_ONLY_SCHEMA : undefined,
+                logEventsChecked: logEvents === true,
+              };
+        file.reads =
+          hasMacros === true
+            ? reads
+            : { ...reads, setup: [reads.setup, TEMPORARY_MACROS_SQL].filter((sql) => sql !== undefined).join(';\n') };
         state = fileStateHome(file, lightningFile, sequences);
         ingest = new SpanIngest(file, state, sequences, 'spans', maintenance);
         return new DuckDBStore(file, state, ingest, maintenance);
@@ -83,7 +93,7 @@ export class DuckDBStore implements BatchSink {
       await migrate(file.connection);
       const serverId = options.spansDir === undefined ? '' : await openSpansDir(file, maintenance, options);
       // A span directory's reads are the fleet's (openSpansDir), not those of this file's tables alone.
-      if (serverId === '') file.reads = { caughtUpSearchPath: `${DERIVED_ONLY_SCHEMA},main` };
+      if (serverId === '') file.reads = { caughtUpSchema: DERIVED_ONLY_SCHEMA, logEventsChecked: true };
       // This server's spans: with a span directory, the moved ones too.
       const ownSpans = serverId === '' ? 'spans' : `fleet.spans WHERE server = ${sqlText(serverId)}`;
       state = await openStateHome(file, lightningFile, sequences, options);
@@ -224,7 +234,7 @@ async function openSpansDir(file: DuckDBFile, maintenance: Maintenance, options:
   } finally {
     connection.closeSync();
   }
-  file.reads = fleetReads(true);
+  file.reads = fleetReads(true, true);
   return serverId;
 }
 

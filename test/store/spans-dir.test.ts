@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readdir } from 'node:fs/promises';
+import { readdir, rename } from 'node:fs/promises';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { readFile } from 'node:fs/promises';
@@ -169,7 +170,7 @@ test("a call through the gateway is the gateway's row through the directory's de
   await b.store.writeSpans(spanRows(gateway), 0);
   await b.store.deriveAll();
   const [{ path }] = await queryRows(b.store, "SELECT current_setting('search_path') AS path");
-  assert.equal(path, 'fleet_derived_only,fleet,main');
+  assert.equal(path, 'fleet_derived_only,no_log_events,fleet,main');
   const callsOf = (view: string) => `SELECT span_id, response_id FROM ${view} WHERE rollout_id = 'ro-g'`;
   const calls = await queryRows(b.store, callsOf('llm_calls'));
   assert.deepEqual(calls, [{ span_id: gateway.span_id, response_id: 'resp-gateway' }]);
@@ -202,14 +203,16 @@ test('exports and views through a server, or over the directory, equal those of 
   // Server b stores no span it has not derived: its reads look names up in the directory's
   // derived-only views first, which give a rollout's calls as the fleet's own view does.
   const [{ path }] = await queryRows(b.store, "SELECT current_setting('search_path') AS path");
-  assert.equal(path, 'fleet_derived_only,fleet,main');
+  assert.equal(path, 'fleet_derived_only,no_log_events,fleet,main');
   const callsOf = (view: string) =>
     `SELECT span_id, model, output_messages, input_tokens FROM ${view} WHERE rollout_id = 'ro-2' ORDER BY span_id`;
   const fast = await queryRows(b.store, callsOf('llm_calls'));
   assert.equal(fast.length, 2);
   assert.deepEqual(fast, await queryRows(b.store, callsOf('fleet.llm_calls')));
   // Server a has spans waiting for its deriver: the fleet's views, which derive them.
-  assert.deepEqual(await queryRows(a.store, "SELECT current_setting('search_path') AS path"), [{ path: 'fleet,main' }]);
+  assert.deepEqual(await queryRows(a.store, "SELECT current_setting('search_path') AS path"), [
+    { path: 'no_log_events,fleet,main' },
+  ]);
   // The REST API lists a rollout's spans wherever they are: moved, on another server, or local.
   for (const [server, rollout] of [
     [a, 'ro-0'],
@@ -410,4 +413,20 @@ test('log records move too: an LLM call told in GenAI log events reads the same 
   ]);
   assert.deepEqual(await queryRows(b.store, sql), before);
   assert.deepEqual(await queryRows(a.store, sql), before);
+  // Server b stores no log record: a's file says it holds GenAI log events (genai_event).
+  const path = "SELECT current_setting('search_path') AS path";
+  assert.deepEqual(await queryRows(b.store, path), [{ path: 'fleet_derived_only,fleet,main' }]);
+  // The log files as an older agl wrote them, with no genai_event: their records are tested one by one.
+  const instance = await DuckDBInstance.create(':memory:');
+  const connection = await instance.connect();
+  for (const file of (await readdir(dir, { recursive: true })).filter((name) => /logs-[^/]*\.parquet$/.test(name))) {
+    const at = join(dir, file);
+    await connection.run(`COPY (SELECT * EXCLUDE (genai_event) FROM read_parquet('${at}', hive_partitioning = false))
+      TO '${at}.older' (FORMAT parquet)`);
+    await rename(`${at}.older`, at);
+  }
+  connection.closeSync();
+  instance.closeSync();
+  assert.deepEqual(await queryRows(b.store, path), [{ path: 'fleet_derived_only,fleet,main' }]);
+  assert.deepEqual(await queryRows(b.store, sql), before);
 });
