@@ -166,23 +166,20 @@ function anthropicTarget(server: FuzzServer): Target<AnthropicCase> {
   };
 }
 
-const ANNOTATIONS = "SELECT count(*)::VARCHAR AS n FROM spans WHERE name = 'agentlightning.annotation'";
-
 function feedbackTarget(server: FuzzServer): Target<FeedbackCase> {
   const ids = callIdsOf(server);
-  const annotations = async () => String((await server.storeRows(ANNOTATIONS))[0].n);
   return {
     cases: feedbackCases,
     describe: (testCase) => describeValue(testCase),
     run: async (server, testCase) => {
       const request = feedbackRequest(testCase, await ids());
-      const before = await annotations();
+      // A stat of the files, not a count of the annotations: any commit changes them, and the
+      // count, a query per case, held the target to 27 cases/s.
+      const before = await server.storeStamp();
       const answer = await server.send(request);
       assertAnswered(request, answer.status, answer.text);
-      if (answer.status >= 400 && (await annotations()) !== before)
-        throw new InvariantBroken(
-          `feedback was refused (${answer.status}: ${answer.text.slice(0, 300)}) yet stored: ${before} -> ${await annotations()} annotations`,
-        );
+      if (answer.status >= 400 && (await server.storeStamp()) !== before)
+        throw new InvariantBroken(`feedback was refused (${answer.status}: ${answer.text.slice(0, 300)}) yet stored`);
       return answer.status;
     },
   };
