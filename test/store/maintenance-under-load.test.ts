@@ -21,7 +21,8 @@ test('under continuous ingest with no idle gap, the store still derives the span
   const db = join(await tempDir(t), 'loaded.duckdb');
   // Idle would mean 500 ms without a span written; the senders never leave such a gap. The
   // work starts under load after 1 s of it (30 s by default, so that a burst runs at full speed).
-  const agl = await startAgl(db, { deriveWhenIdleMs: 500, maintainUnderLoadAfterMs: 1000 });
+  // DuckDB's own threshold set out of reach: every shrink of the WAL is then the store's doing.
+  const agl = await startAgl(db, { deriveWhenIdleMs: 500, maintainUnderLoadAfterMs: 1000, checkpointThreshold: '1TB' });
   let closed = false;
   t.after(() => closed || agl.close());
   const template = await makeBatch(256, { promptBytes: 4096 });
@@ -44,7 +45,7 @@ test('under continuous ingest with no idle gap, the store still derives the span
   const failed = Promise.all(senders).then(() => {});
 
   try {
-    // The WAL shrinks once checkpointed under load (from 64 MB; DuckDB's own threshold is 1 GB).
+    // The WAL shrinks once checkpointed under load (from 64 MB, sooner or later after refusals).
     let largest = 0;
     await Promise.race([
       failed,
@@ -54,7 +55,6 @@ test('under continuous ingest with no idle gap, the store still derives the span
         assert.ok(largest >= 32 * 2 ** 20 && size < largest / 2, `WAL ${size} bytes, at most ${largest}`);
       }, 120_000),
     ]);
-    assert.ok(largest < 256 * 2 ** 20, `checkpointed by the store, not at DuckDB's 1 GB: WAL up to ${largest} bytes`);
     // Every span acknowledged by now gets derived while the senders go on.
     const ackedBefore = acked;
     await Promise.race([
