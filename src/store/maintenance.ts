@@ -26,6 +26,13 @@ const IDLE_CHECKPOINT_BYTES = 16 * 2 ** 20;
 const LOADED_CHECKPOINT_BYTES = 64 * 2 ** 20;
 /** Turns in a row that retry a refused checkpoint before a due round runs (2 s at 250 ms). */
 const CHECKPOINT_TRIES_BEFORE_ROUND = 8;
+/**
+ * Spans waiting for the deriver from which, under load, its rounds run back to back. Below it
+ * the deriver rests after a round in proportion: at no backlog as long as the round took (half
+ * the time), so that ingest outpacing the deriver makes it take more of the time, not fall
+ * behind without bound.
+ */
+const FULL_DUTY_BACKLOG_SPANS = 5 * DERIVE_ROUND_SPANS;
 /** Spans one Parquet file of a move holds at most. */
 const SPANS_MOVE_BATCH_ROWS = 200_000;
 
@@ -37,7 +44,7 @@ const SPANS_MOVE_BATCH_ROWS = 200_000;
  *   long (idle), from IDLE_CHECKPOINT_BYTES and as soon as a round is due. Under load (a span
  *   written within that time) that lasted maintainUnderLoadAfterMs too, so that neither the WAL
  *   nor the spans reads must derive on the fly grow without end: from LOADED_CHECKPOINT_BYTES,
- *   and a round no sooner after the last than it took (the deriver has at most half the time).
+ *   and a round after a rest that shrinks as the backlog grows (restAfterRound).
  *   Ingest waits for neither, and reads are complete meanwhile;
  * - with a span directory, every spansMoveEveryMs, a move of the spans and log records there.
  * Deriver rounds and deletes of moved spans change the same tables: they run one after another
@@ -61,6 +68,8 @@ export class Maintenance implements SpanWriteListener {
   private deriveConnection: DuckDBConnection | undefined;
   /** Spans committed since the last derive round began, and when it began. */
   private spansSinceRound = 0;
+  /** Spans committed and not derived yet, as far as this server saw them (its backlog). */
+  private spansWaiting = 0;
   private lastRoundStart = 0;
   /** How long the last round took, and when it ended. */
   private lastRoundMs = 0;
@@ -105,7 +114,7 @@ export class Maintenance implements SpanWriteListener {
     // A burst shorter than the grace runs at full speed: its WAL and backlog wait for the idle
     // time after it (DuckDB's own checkpoint threshold and the write budget bound them meanwhile).
     if (!idle && now - this.loadedSince < this.maintainUnderLoadAfterMs) return;
-    const deriveDue = this.deriveDue() && (idle || now - this.lastRoundEnd >= this.lastRoundMs);
+    const deriveDue = this.deriveDue() && (idle || now - this.lastRoundEnd >= this.restAfterRound());
     this.scheduledStep = this.checkpointIfLarge(idle ? IDLE_CHECKPOINT_BYTES : LOADED_CHECKPOINT_BYTES)
       .then((checkpoint) => {
         // A refused checkpoint is tried again at the next turn, rather than after a round that
@@ -155,6 +164,7 @@ export class Maintenance implements SpanWriteListener {
 
   spansCommitted(count: number): void {
     this.spansSinceRound += count;
+    this.spansWaiting += count;
     this.spanMover?.noteCommitted(count);
   }
 
@@ -182,6 +192,14 @@ export class Maintenance implements SpanWriteListener {
     );
   }
 
+  /**
+   * How long the deriver rests under load after a round: as long as the round took while little
+   * waits (ingest keeps at least half the time), down to none from FULL_DUTY_BACKLOG_SPANS.
+   */
+  private restAfterRound(): number {
+    return this.lastRoundMs * Math.max(0, 1 - this.spansWaiting / FULL_DUTY_BACKLOG_SPANS);
+  }
+
   /** Runs one round after the one in progress, if any (rounds never overlap). */
   private deriveRound(maxSpans: number): Promise<number> {
     if (this.options.readOnly) return Promise.resolve(0);
@@ -191,6 +209,9 @@ export class Maintenance implements SpanWriteListener {
       const derived = await this.file.read(() => deriveSpans(connection, maxSpans));
       // A round short of its size took all there was: the schedule rests until spans are committed.
       this.roundWasFull = derived === maxSpans;
+      this.spansWaiting = Math.max(0, this.spansWaiting - derived);
+      // All that was committed before the round began is derived; what came during it may be.
+      if (!this.roundWasFull) this.spansWaiting = Math.min(this.spansWaiting, this.spansSinceRound);
       this.lastRoundEnd = Date.now();
       this.lastRoundMs = this.lastRoundEnd - this.lastRoundStart;
       return derived;
