@@ -640,11 +640,14 @@ CREATE OR REPLACE MACRO ${FRESH_REWARDS}(${KEY_PARAMETERS}) AS TABLE ${rewardsFr
 CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE
   ${agentsFrom(freshSpans(`trace_id IN (SELECT trace_id FROM spans WHERE ${KEYS_MATCH})`))};`;
 
-/** The fresh-row macros of the schema derived_only: the derived tables' shapes, no rows. */
+/**
+ * The fresh-row macros of the schema derived_only: the derived tables' shapes, no rows. Of `main`'s
+ * tables: named plainly, the span directory's derived-only schema would bind its files for no row.
+ */
 export const STORED_FRESH_MACROS_SQL = `
-CREATE OR REPLACE MACRO ${FRESH_CALLS}(${KEY_PARAMETERS}) AS TABLE SELECT * FROM ${STORED_CALL_ROWS} WHERE false;
-CREATE OR REPLACE MACRO ${FRESH_REWARDS}(${KEY_PARAMETERS}) AS TABLE SELECT * FROM derived_rewards WHERE false;
-CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE SELECT * FROM derived_agents WHERE false;`;
+CREATE OR REPLACE MACRO ${FRESH_CALLS}(${KEY_PARAMETERS}) AS TABLE SELECT * EXCLUDE (group_id, ${CREDIT_COLUMNS}) FROM main.derived_calls WHERE false;
+CREATE OR REPLACE MACRO ${FRESH_REWARDS}(${KEY_PARAMETERS}) AS TABLE SELECT * FROM main.derived_rewards WHERE false;
+CREATE OR REPLACE MACRO ${FRESH_AGENTS}(${KEY_PARAMETERS}) AS TABLE SELECT * FROM main.derived_agents WHERE false;`;
 
 /**
  * Every derived row: what the deriver stored, and the spans after its watermark derived now.

@@ -35,7 +35,7 @@ export class DuckDBFile {
   /**
    * How reads are set up: with a span directory, names resolve in its schema first
    * (fleet-views.ts); `caughtUpSchema`, the derived-only views (src/sql/derived.ts,
-   * DERIVED_ONLY_SCHEMA) first, which reads use while every span is derived; `logEventsChecked`,
+   * DERIVED_ONLY_SCHEMA) first, which reads use while every span is derived; `noLogEvents`,
    * the log-event views of no rows (NO_LOG_EVENTS_SCHEMA) first while no GenAI log event is
    * stored; `setup`, for a file an older agl wrote, opened read-only: what it lacks, as
    * temporary macros and views (with a span directory: DuckDB's settings for its files).

@@ -31,24 +31,32 @@ export const FLEET_SEARCH_PATH = 'fleet,main';
 const FLEET_DERIVED_ONLY_SCHEMA = 'fleet_derived_only';
 
 /**
+ * Whether no GenAI log event is stored, for the check of each read (query.ts): the file's own,
+ * moved or not (a moved one is in a file too), then the directory's files. Not genai_log_events,
+ * whose glob of this server's files, to leave the moved ones out, cost each read milliseconds.
+ */
+const FLEET_NO_LOG_EVENTS =
+  'NOT EXISTS (SELECT 1 FROM main.genai_log_events) AND NOT EXISTS (SELECT 1 FROM fleet.moved_genai_log_events)';
+
+/**
  * How a server with a span directory sets up its reads (`derivedOnly`, `logEventsChecked`: the
- * file has the schema above, and the directory's view genai_log_events, which an older agl did
- * not make). DuckDB's cache of Parquet footers spares each read of the directory's files, which
+ * file has the schema above, and the directory's view moved_genai_log_events, which an older agl
+ * did not make). DuckDB's cache of Parquet footers spares each read of the directory's files, which
  * a view of llm_calls names several times, their footers; a cached footer is read again when
  * its file changes.
  */
 export const fleetReads = (derivedOnly: boolean, logEventsChecked: boolean): ReadSettings => ({
   searchPath: FLEET_SEARCH_PATH,
   caughtUpSchema: derivedOnly ? FLEET_DERIVED_ONLY_SCHEMA : undefined,
-  logEventsChecked,
+  noLogEvents: logEventsChecked ? FLEET_NO_LOG_EVENTS : undefined,
   setup: 'SET parquet_metadata_cache = true',
 });
 
 /** The SQL that tells whether a file has the schema of the directory's derived-only views. */
 export const HAS_FLEET_DERIVED_ONLY_SQL = `SELECT count(*) > 0 FROM duckdb_schemas() WHERE schema_name = '${FLEET_DERIVED_ONLY_SCHEMA}'`;
-/** The SQL that tells whether a file has the directory's view genai_log_events. */
+/** The SQL that tells whether a file has the directory's view moved_genai_log_events. */
 export const HAS_FLEET_LOG_EVENTS_SQL =
-  "SELECT count(*) > 0 FROM duckdb_views() WHERE schema_name = 'fleet' AND view_name = 'genai_log_events'";
+  "SELECT count(*) > 0 FROM duckdb_views() WHERE schema_name = 'fleet' AND view_name = 'moved_genai_log_events'";
 
 /** A table's columns as its files hold them (the hive partitions' date and hour left out). */
 const listOf = (columns: readonly { name: string }[]) =>
@@ -178,13 +186,13 @@ export function fleetViewsSql(dir: string, serverId: string): string {
   // spans that each read of this file's rows makes: the rows it leaves out are those of spans a
   // move put in a file and has not deleted yet, whose keys the file holds too. Planning that
   // test and the struct's other fields at three reads was about a tenth of a rollout's llm_calls.
+  // A span with no call has a NULL dialect, which the anti-joins' tests of it leave out.
   const callKeys = `(SELECT trace_id, parent_id, dialect, response_id FROM main.derived_calls
-  UNION ALL SELECT trace_id, parent_id, derived_call.dialect, derived_call.response_id FROM ${files} WHERE derived_call.dialect IS NOT NULL)`;
+  UNION ALL SELECT trace_id, parent_id, derived_call.dialect, derived_call.response_id FROM ${files})`;
   // The files an older agl moved have no genai_event: NULL, their records are tested one by one
   // (and with no such file in the directory, the column still binds).
   const taggedLogs = `(SELECT * FROM ${filesOf(MOVED_LOGS)} UNION ALL BY NAME SELECT NULL::TINYINT AS genai_event WHERE false)`;
-  const local = (table: string) =>
-    `SELECT * FROM main.${table} t WHERE EXISTS (SELECT 1 FROM unmoved_spans u WHERE ${sameSpan('u', 't')})`;
+  const local = (table: string) => `SELECT t.* FROM main.${table} t SEMI JOIN unmoved_spans u ON ${sameSpan('u', 't')}`;
   return `CREATE SCHEMA IF NOT EXISTS fleet;
 USE fleet;
 CREATE OR REPLACE VIEW unmoved_spans AS SELECT * FROM main.spans WHERE commit_seq > ${moved(MOVED_SPANS)};
@@ -194,13 +202,18 @@ CREATE OR REPLACE VIEW spans AS
 CREATE OR REPLACE VIEW logs AS
   SELECT *, ${sqlText(serverId)} AS server FROM main.logs WHERE commit_seq > ${moved(MOVED_LOGS)}
   UNION ALL BY NAME SELECT ${LOG_LIST}, server FROM ${filesOf(MOVED_LOGS)};
+CREATE OR REPLACE VIEW moved_genai_log_events AS
+  SELECT ${LOG_LIST}, server FROM ${taggedLogs} WHERE genai_event = 1
+  UNION ALL BY NAME SELECT ${LOG_LIST}, server FROM ${taggedLogs} WHERE genai_event IS NULL AND ${isLogEvent()};
 CREATE OR REPLACE VIEW genai_log_events AS
   SELECT *, ${sqlText(serverId)} AS server FROM main.genai_log_events WHERE commit_seq > ${moved(MOVED_LOGS)}
-  UNION ALL BY NAME SELECT ${LOG_LIST}, server FROM ${taggedLogs} WHERE genai_event = 1
-  UNION ALL BY NAME SELECT ${LOG_LIST}, server FROM ${taggedLogs} WHERE genai_event IS NULL AND ${isLogEvent()};
+  UNION ALL BY NAME SELECT * FROM moved_genai_log_events;
+-- Every call has a dialect (0 to 5). IS NOT NULL on a struct field is tested after the scan, on
+-- the whole struct of each row group read; a comparison is a filter of the Parquet scan itself,
+-- which skips row groups by the field's statistics (llm_calls' dialect > 1: a rollout's none).
 CREATE OR REPLACE VIEW derived_calls AS ${local('derived_calls')}
   UNION ALL BY NAME SELECT ${CALL_SPAN_LIST}, ${CALL_FIELDS.map((field) => `derived_call.${field} AS ${field}`).join(', ')}
-  FROM ${files} WHERE derived_call.dialect IS NOT NULL;
+  FROM ${files} WHERE derived_call.dialect >= 0;
 CREATE OR REPLACE VIEW derived_rewards AS ${local('derived_rewards')}
   UNION ALL BY NAME SELECT rollout_id, attempt_id, trace_id, span_id, parent_id, sequence_id, start_time AS time, unnest(reward), feedback, source
   FROM (SELECT *, unnest(derived_rewards) AS reward, ${rewardTextOf('f')} FROM ${files} f WHERE derived_rewards IS NOT NULL)

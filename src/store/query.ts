@@ -4,7 +4,7 @@ import type { ExportFormat, QueryResult } from '../api/query.js';
 import { jsonTextTooDeep } from '../otlp/nesting.js';
 import { chunkRows } from './chunk-rows.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
-import { CAUGHT_UP, NO_LOG_EVENTS, NO_LOG_EVENTS_SCHEMA } from '../sql/derived.js';
+import { CAUGHT_UP, NO_LOG_EVENTS_SCHEMA } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 
 interface QueryOptions {
@@ -22,16 +22,17 @@ interface QueryOptions {
    */
   readonly caughtUpSchema?: string;
   /**
-   * The file (and its span directory's schema) has the view genai_log_events and the schema
-   * NO_LOG_EVENTS_SCHEMA, whose log-event views are looked up first while no GenAI log event is stored.
+   * The condition that no GenAI log event is stored (NO_LOG_EVENTS, or the span directory's), when
+   * the file has what it reads and the schema NO_LOG_EVENTS_SCHEMA, whose log-event views are
+   * looked up first while it holds.
    */
-  readonly logEventsChecked?: boolean;
+  readonly noLogEvents?: string;
   /** SQL each read's connection runs first: a file of an older agl gets temporary macros and views it lacks. */
   readonly setup?: string;
 }
 
 /** What a read's connection is set up with (DuckDBFile's read settings). */
-export type ReadSettings = Pick<QueryOptions, 'searchPath' | 'caughtUpSchema' | 'logEventsChecked' | 'setup'>;
+export type ReadSettings = Pick<QueryOptions, 'searchPath' | 'caughtUpSchema' | 'noLogEvents' | 'setup'>;
 
 /** A fresh connection for one read, looking names up in `searchPath` when given. */
 async function readConnection(instance: DuckDBInstance, settings: ReadSettings): Promise<DuckDBConnection> {
@@ -49,15 +50,15 @@ async function readConnection(instance: DuckDBInstance, settings: ReadSettings):
  */
 async function beginRead(connection: DuckDBConnection, settings: ReadSettings) {
   await connection.run('BEGIN TRANSACTION READ ONLY');
-  const { caughtUpSchema, logEventsChecked } = settings;
-  if (caughtUpSchema === undefined && !logEventsChecked) return;
+  const { caughtUpSchema, noLogEvents } = settings;
+  if (caughtUpSchema === undefined && noLogEvents === undefined) return;
   const reader = await connection.runAndReadAll(
-    `SELECT ${caughtUpSchema === undefined ? 'false' : CAUGHT_UP}, ${logEventsChecked ? NO_LOG_EVENTS : 'false'}`,
+    `SELECT ${caughtUpSchema === undefined ? 'false' : CAUGHT_UP}, ${noLogEvents ?? 'false'}`,
   );
-  const [caughtUp, noLogEvents] = reader.getRows()[0];
+  const [caughtUp, noneStored] = reader.getRows()[0];
   const first: string[] = [];
   if (caughtUp === true) first.push(caughtUpSchema as string);
-  if (noLogEvents === true) first.push(NO_LOG_EVENTS_SCHEMA);
+  if (noneStored === true) first.push(NO_LOG_EVENTS_SCHEMA);
   if (first.length > 0)
     await connection.run(`SET search_path = ${sqlText([...first, settings.searchPath ?? 'main'].join(','))}`);
 }

@@ -1,7 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { BatchSink } from '../otlp/batch.js';
 import type { ColumnarRows } from '../otlp/columns.js';
-import { DERIVED_ONLY_SCHEMA, FRESH_ROW_MACROS, LOG_EVENT_VIEWS, NO_LOG_EVENTS_SCHEMA } from '../sql/derived.js';
+import {
+  DERIVED_ONLY_SCHEMA,
+  FRESH_ROW_MACROS,
+  LOG_EVENT_VIEWS,
+  NO_LOG_EVENTS,
+  NO_LOG_EVENTS_SCHEMA,
+} from '../sql/derived.js';
 import { TEMPORARY_MACROS_SQL } from '../sql/views.js';
 import { sqlText } from '../sql/literals.js';
 import { DuckDBFile } from './duckdb-file.js';
@@ -80,7 +86,7 @@ export class DuckDBStore implements BatchSink {
             ? fleetReads(fleetDerivedOnly === true, fleetLogEvents === true)
             : {
                 caughtUpSchema: derivedOnly === true ? DERIVED_ONLY_SCHEMA : undefined,
-                logEventsChecked: logEvents === true,
+                noLogEvents: logEvents === true ? NO_LOG_EVENTS : undefined,
               };
         file.reads =
           hasMacros === true
@@ -93,7 +99,7 @@ export class DuckDBStore implements BatchSink {
       await migrate(file.connection);
       const serverId = options.spansDir === undefined ? '' : await openSpansDir(file, maintenance, options);
       // A span directory's reads are the fleet's (openSpansDir), not those of this file's tables alone.
-      if (serverId === '') file.reads = { caughtUpSchema: DERIVED_ONLY_SCHEMA, logEventsChecked: true };
+      if (serverId === '') file.reads = { caughtUpSchema: DERIVED_ONLY_SCHEMA, noLogEvents: NO_LOG_EVENTS };
       // This server's spans: with a span directory, the moved ones too.
       const ownSpans = serverId === '' ? 'spans' : `fleet.spans WHERE server = ${sqlText(serverId)}`;
       state = await openStateHome(file, lightningFile, sequences, options);
