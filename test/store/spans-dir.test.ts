@@ -406,6 +406,10 @@ test('log records move too: an LLM call told in GenAI log events reads the same 
       finish_reason: 'stop',
     },
   ]);
+  // Until a moves them, b sees no GenAI log event: its reads plan without them. Once a file holds
+  // some, b's next read reads that new file and plans with them (each file is read once).
+  const path = "SELECT current_setting('search_path') AS path";
+  assert.deepEqual(await queryRows(b.store, path), [{ path: 'fleet_derived_only,no_log_events,fleet,main' }]);
   await a.store.moveSpans();
   assert.deepEqual(await queryRows(a.store, 'SELECT count(*)::INTEGER AS n FROM main.logs'), [{ n: 0 }]);
   assert.deepEqual(await queryRows(b.store, 'SELECT server, count(*)::INTEGER AS n FROM logs GROUP BY server'), [
@@ -414,7 +418,6 @@ test('log records move too: an LLM call told in GenAI log events reads the same 
   assert.deepEqual(await queryRows(b.store, sql), before);
   assert.deepEqual(await queryRows(a.store, sql), before);
   // Server b stores no log record: a's file says it holds GenAI log events (genai_event).
-  const path = "SELECT current_setting('search_path') AS path";
   assert.deepEqual(await queryRows(b.store, path), [{ path: 'fleet_derived_only,fleet,main' }]);
   // The log files as an older agl wrote them, with no genai_event: their records are tested one by one.
   const instance = await DuckDBInstance.create(':memory:');
