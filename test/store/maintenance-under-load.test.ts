@@ -8,7 +8,7 @@ import { freshCopy, makeBatch } from '../support/otlp-batches.js';
 
 const PROTOBUF = { 'content-type': 'application/x-protobuf' };
 /**
- * Two senders, each sending a request at most every 500 ms, a quarter turn apart: a span is
+ * Two senders, each sending a request at most every 500 ms, half that apart: a span is
  * written about every 250 ms (the store is never idle for 500 ms), at a rate (up to 1,024
  * LLM-sized spans a second) that the deriver outruns even when the machine is shared with the
  * rest of the suite. Unbounded senders would measure how fast this machine derives against how
