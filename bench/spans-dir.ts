@@ -61,6 +61,12 @@ const QUERIES: [string, string, string, string][] = [
 const FLEET_VIEW_CALLS = "SELECT * FROM fleet.llm_calls WHERE rollout_id = 'ro-777'";
 
 /**
+ * The same through the derived-only view of every dialect, which reads planned while calls of
+ * other dialects than agl's own are stored (here none: they plan its llm_calls of own calls).
+ */
+const EVERY_DIALECT_CALLS = "SELECT * FROM fleet_derived_only.llm_calls WHERE rollout_id = 'ro-777'";
+
+/**
  * One server that moves its spans to a span directory against one that keeps them, in the same
  * run: the move (derive, write Parquet, delete), reads through the schema `fleet`, and
  * `agl export --spans-dir` against `agl export --db`.
@@ -111,8 +117,9 @@ export const spansDir: Benchmark = {
           ratio(`${name}: directory / file`, fleet / single),
         );
       }
-      const [fleetView, derivedOnly] = [
+      const [fleetView, everyDialect, derivedOnly] = [
         await medianMs(moving, FLEET_VIEW_CALLS, turns),
+        await medianMs(moving, EVERY_DIALECT_CALLS, turns),
         await medianMs(moving, QUERIES[2][1], turns),
       ];
       figures.push(
@@ -123,6 +130,16 @@ export const spansDir: Benchmark = {
           target: '',
         },
         ratio("one rollout's llm_calls: span directory, new / old path", derivedOnly / fleetView),
+        {
+          name: "one rollout's llm_calls: span directory, planned with every dialect",
+          value: Number(everyDialect.toFixed(1)),
+          unit: 'ms',
+          target: '',
+        },
+        ratio(
+          "one rollout's llm_calls: span directory, agl's own calls alone / every dialect",
+          derivedOnly / everyDialect,
+        ),
       );
       await one.close();
       await moving.close();

@@ -601,6 +601,17 @@ export const DERIVED_ONLY_SCHEMA = 'derived_only';
  */
 export const CAUGHT_UP = 'NOT EXISTS (SELECT 1 FROM underived_spans)';
 
+/**
+ * The schema of llm_calls as agl's own calls alone (derivedOnlyViewsSql), which a read looks
+ * names up in first while OWN_CALLS_ONLY holds besides CAUGHT_UP and NO_LOG_EVENTS: planned
+ * without the other dialects' calls, whose anti-joins build over every stored call (a third of
+ * one rollout's llm_calls through a span directory, bench/spans-dir.ts).
+ */
+export const OWN_CALLS_SCHEMA = 'own_calls_only';
+
+/** Whether every stored call is agl's own (its capture, its gateway). DuckDB skips the row groups of none by their statistics. */
+export const OWN_CALLS_ONLY = 'NOT EXISTS (SELECT 1 FROM main.derived_calls WHERE dialect > 1)';
+
 /** The derived rows' views over the derived tables alone. */
 export const STORED_DERIVED_VIEWS_SQL = `
 CREATE OR REPLACE VIEW llm_call_rows AS SELECT * FROM ${STORED_CALL_ROWS};

@@ -30,6 +30,7 @@ import {
   LOG_EVENT_VIEWS,
   LOG_EVENT_REWARDS_SQL,
   NO_LOG_EVENTS_SQL,
+  OWN_CALLS_SCHEMA,
   readable,
   selectedCallRows,
   type SpanKeys,
@@ -104,6 +105,17 @@ event_calls AS (
 SELECT * FROM event_calls;`;
 
 /**
+ * The llm_calls rows of agl's own calls in `rows` (dialects 0 and 1). An instrumented agent
+ * calling through the gateway: the agent's capture (1) is the parent of the gateway's (0),
+ * which holds the exact upstream exchange (token ids); the gateway's row is kept. (Rows are
+ * read in place, not through a materialized CTE, so that a query reads only its columns; the
+ * anti-join's build side holds gateway rows only.)
+ */
+const ownCallsOf = (rows: string, keys: string) => `SELECT ${COLUMNS} FROM ${rows} c
+  ANTI JOIN (SELECT trace_id, parent_id AS span_id FROM ${keys} WHERE dialect = 0 AND parent_id IS NOT NULL) g USING (trace_id, span_id)
+WHERE c.dialect <= 1`;
+
+/**
  * The llm_calls rows of `rows` (a relation shaped like llm_call_rows); `withEvents` adds the
  * calls read from GenAI log events. The anti-joins only ask whether a call with some trace,
  * parent, dialect or response id exists: `keys` (those columns) may be any relation with the
@@ -111,15 +123,9 @@ SELECT * FROM event_calls;`;
  */
 export const llmCallsOf = (rows: string, withEvents = true, keys = rows) => `WITH
 others AS (SELECT * FROM ${rows} WHERE dialect > 1${withEvents ? ` UNION ALL BY NAME SELECT * FROM ${LOG_EVENT_VIEWS[0]}` : ''})
--- An instrumented agent calling through the gateway: the agent's capture (dialect 1) is the
--- parent of the gateway's (0), which holds the exact upstream exchange (token ids); the
--- gateway's row is kept. (Rows are read in place, not through a materialized CTE, so that a
--- query reads only its columns; the anti-joins' build sides hold gateway rows and other
--- dialects only.)
-SELECT ${COLUMNS} FROM ${rows} c
-  ANTI JOIN (SELECT trace_id, parent_id AS span_id FROM ${keys} WHERE dialect = 0 AND parent_id IS NOT NULL) g USING (trace_id, span_id)
-WHERE c.dialect <= 1
+${ownCallsOf(rows, keys)}
 UNION ALL
+-- The other dialects' calls that no own call describes (as its child, or by response id).
 SELECT ${COLUMNS} FROM others o
 WHERE NOT EXISTS (SELECT 1 FROM ${keys} a WHERE a.dialect <= 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
   AND NOT EXISTS (SELECT 1 FROM ${keys} a WHERE a.dialect <= 1 AND a.response_id = o.response_id)
@@ -356,10 +362,14 @@ ${EVALUATION_TASKS_SQL};
  * The schema `schema` (DERIVED_ONLY_SCHEMA, or the span directory's: fleet-views.ts): llm_calls
  * and rewards over the derived tables alone, which are complete while no span waits for the
  * deriver, and the fresh-row macros as no rows; `callKeys`, the stored calls' keys as
- * llmCallsOf reads them. Run on a connection of its own: it switches the schema and back.
+ * llmCallsOf reads them. And the schema `ownCallsSchema` (OWN_CALLS_SCHEMA, or the directory's):
+ * llm_calls as agl's own calls alone, which they are while moreover no call of another dialect
+ * and no GenAI log event is stored (OWN_CALLS_ONLY). Run on a connection of its own: it
+ * switches the schema and back.
  */
 export const derivedOnlyViewsSql = (
   schema: string,
+  ownCallsSchema: string,
   callKeys = STORED_CALL_ROWS,
 ) => `CREATE SCHEMA IF NOT EXISTS ${schema};
 USE ${schema};
@@ -367,9 +377,11 @@ ${STORED_FRESH_MACROS_SQL}
 ${STORED_DERIVED_VIEWS_SQL}
 CREATE OR REPLACE VIEW llm_calls AS ${llmCallsOf(STORED_CALL_ROWS, true, callKeys)};
 ${REWARDS_VIEW_SQL};
+CREATE SCHEMA IF NOT EXISTS ${ownCallsSchema};
+CREATE OR REPLACE VIEW ${ownCallsSchema}.llm_calls AS ${ownCallsOf(STORED_CALL_ROWS, callKeys)};
 USE main;`;
 
-export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}\n${derivedOnlyViewsSql(DERIVED_ONLY_SCHEMA)}\n${NO_LOG_EVENTS_SQL}`;
+export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}\n${derivedOnlyViewsSql(DERIVED_ONLY_SCHEMA, OWN_CALLS_SCHEMA)}\n${NO_LOG_EVENTS_SQL}`;
 
 /**
  * The macros and views that the store's queries name, as temporary ones, for a file an older

@@ -14,7 +14,7 @@
  */
 import { join } from 'node:path';
 import { LOG_COLUMNS, SPAN_COLUMNS } from '../otlp/span-columns.js';
-import { CALL_FIELDS, evaluationsFrom, isLogEvent, rewardTextOf } from '../sql/derived.js';
+import { CALL_FIELDS, evaluationsFrom, isLogEvent, OWN_CALLS_ONLY, rewardTextOf } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 import { derivedOnlyViewsSql, READ_VIEWS_SQL } from '../sql/views.js';
 import type { ReadSettings } from './query.js';
@@ -29,6 +29,8 @@ export const FLEET_SEARCH_PATH = 'fleet,main';
  * (bench/spans-dir.ts).
  */
 const FLEET_DERIVED_ONLY_SCHEMA = 'fleet_derived_only';
+/** The schema of the directory's llm_calls as agl's own calls alone (OWN_CALLS_SCHEMA). */
+const FLEET_OWN_CALLS_SCHEMA = 'fleet_own_calls_only';
 
 /**
  * Whether no GenAI log event is stored, for the check of each read (query.ts): the file's own,
@@ -38,17 +40,26 @@ const FLEET_DERIVED_ONLY_SCHEMA = 'fleet_derived_only';
 const FLEET_NO_LOG_EVENTS =
   'NOT EXISTS (SELECT 1 FROM main.genai_log_events) AND NOT EXISTS (SELECT 1 FROM fleet.moved_genai_log_events)';
 
+/** Whether every call is agl's own, the file's (OWN_CALLS_ONLY) and the directory's. */
+const FLEET_OWN_CALLS_ONLY = `${OWN_CALLS_ONLY} AND NOT EXISTS (SELECT 1 FROM fleet.moved_other_calls)`;
+
 /**
- * How a server with a span directory sets up its reads (`derivedOnly`, `logEventsChecked`: the
- * file has the schema above, and the directory's view moved_genai_log_events, which an older agl
- * did not make). DuckDB's cache of Parquet footers spares each read of the directory's files, which
+ * How a server with a span directory sets up its reads (`derivedOnly`, `logEventsChecked`,
+ * `ownCallsChecked`: the file has the schema above, the directory's view moved_genai_log_events,
+ * and its view moved_other_calls with the schema FLEET_OWN_CALLS_SCHEMA, which an older agl did
+ * not make). DuckDB's cache of Parquet footers spares each read of the directory's files, which
  * a view of llm_calls names several times, their footers; a cached footer is read again when
  * its file changes.
  */
-export const fleetReads = (derivedOnly: boolean, logEventsChecked: boolean): ReadSettings => ({
+export const fleetReads = (
+  derivedOnly: boolean,
+  logEventsChecked: boolean,
+  ownCallsChecked: boolean,
+): ReadSettings => ({
   searchPath: FLEET_SEARCH_PATH,
   caughtUpSchema: derivedOnly ? FLEET_DERIVED_ONLY_SCHEMA : undefined,
   noLogEvents: logEventsChecked ? FLEET_NO_LOG_EVENTS : undefined,
+  ownCalls: ownCallsChecked ? { schema: FLEET_OWN_CALLS_SCHEMA, condition: FLEET_OWN_CALLS_ONLY } : undefined,
   setup: 'SET parquet_metadata_cache = true',
 });
 
@@ -57,6 +68,9 @@ export const HAS_FLEET_DERIVED_ONLY_SQL = `SELECT count(*) > 0 FROM duckdb_schem
 /** The SQL that tells whether a file has the directory's view moved_genai_log_events. */
 export const HAS_FLEET_LOG_EVENTS_SQL =
   "SELECT count(*) > 0 FROM duckdb_views() WHERE schema_name = 'fleet' AND view_name = 'moved_genai_log_events'";
+/** The SQL that tells whether a file has the directory's view moved_other_calls (and FLEET_OWN_CALLS_SCHEMA). */
+export const HAS_FLEET_OWN_CALLS_SQL =
+  "SELECT count(*) > 0 FROM duckdb_views() WHERE schema_name = 'fleet' AND view_name = 'moved_other_calls'";
 
 /** A table's columns as its files hold them (the hive partitions' date and hour left out). */
 const listOf = (columns: readonly { name: string }[]) =>
@@ -220,6 +234,9 @@ CREATE OR REPLACE VIEW derived_rewards AS ${local('derived_rewards')}
   UNION ALL BY NAME ${evaluationsFrom(files)};
 CREATE OR REPLACE VIEW derived_agents AS ${local('derived_agents')}
   UNION ALL BY NAME SELECT trace_id, span_id, derived_agent AS agent_name FROM ${files} WHERE derived_agent IS NOT NULL;
+-- The moved calls of other dialects than agl's own: whether there is one (FLEET_OWN_CALLS_ONLY)
+-- is a look at the files' statistics.
+CREATE OR REPLACE VIEW moved_other_calls AS SELECT trace_id, span_id FROM ${files} WHERE derived_call.dialect > 1;
 CREATE OR REPLACE VIEW derived_skipped AS ${local('derived_skipped')}
   UNION ALL BY NAME SELECT rollout_id, trace_id, span_id FROM ${files} WHERE derived_unreadable;
 CREATE OR REPLACE VIEW underived_spans AS SELECT * FROM main.underived_spans;
@@ -228,5 +245,5 @@ CREATE OR REPLACE VIEW underived_spans AS SELECT * FROM main.underived_spans;
 CREATE OR REPLACE VIEW credited_calls_ready AS SELECT false AS ready;
 ${READ_VIEWS_SQL}
 USE main;
-${derivedOnlyViewsSql(FLEET_DERIVED_ONLY_SCHEMA, callKeys)}`;
+${derivedOnlyViewsSql(FLEET_DERIVED_ONLY_SCHEMA, FLEET_OWN_CALLS_SCHEMA, callKeys)}`;
 }

@@ -27,12 +27,18 @@ interface QueryOptions {
    * looked up first while it holds.
    */
   readonly noLogEvents?: string;
+  /**
+   * The schema of llm_calls as agl's own calls alone (OWN_CALLS_SCHEMA, or the span directory's)
+   * and the condition that no call of another dialect is stored (OWN_CALLS_ONLY, or the
+   * directory's), when the file has them: looked up first while that holds besides the two above.
+   */
+  readonly ownCalls?: { readonly schema: string; readonly condition: string };
   /** SQL each read's connection runs first: a file of an older agl gets temporary macros and views it lacks. */
   readonly setup?: string;
 }
 
 /** What a read's connection is set up with (DuckDBFile's read settings). */
-export type ReadSettings = Pick<QueryOptions, 'searchPath' | 'caughtUpSchema' | 'noLogEvents' | 'setup'>;
+export type ReadSettings = Pick<QueryOptions, 'searchPath' | 'caughtUpSchema' | 'noLogEvents' | 'ownCalls' | 'setup'>;
 
 /** A fresh connection for one read, looking names up in `searchPath` when given. */
 async function readConnection(instance: DuckDBInstance, settings: ReadSettings): Promise<DuckDBConnection> {
@@ -45,18 +51,22 @@ async function readConnection(instance: DuckDBInstance, settings: ReadSettings):
 /**
  * Begins a read's READ ONLY transaction. In this snapshot, when every stored span is derived,
  * names are looked up in the derived-only views first, and when no GenAI log event is stored,
- * in the log-event views of no rows: the same rows, planned without the SQL that derives spans
- * or reads log records (src/sql/derived.ts, DERIVED_ONLY_SCHEMA and NO_LOG_EVENTS_SCHEMA).
+ * in the log-event views of no rows; when both hold and every call is agl's own, in llm_calls
+ * of those alone: the same rows, planned without the SQL that derives spans, reads log records
+ * or sets other dialects' calls against agl's (src/sql/derived.ts, DERIVED_ONLY_SCHEMA,
+ * NO_LOG_EVENTS_SCHEMA and OWN_CALLS_SCHEMA).
  */
 async function beginRead(connection: DuckDBConnection, settings: ReadSettings) {
   await connection.run('BEGIN TRANSACTION READ ONLY');
-  const { caughtUpSchema, noLogEvents } = settings;
+  const { caughtUpSchema, noLogEvents, ownCalls } = settings;
   if (caughtUpSchema === undefined && noLogEvents === undefined) return;
   const reader = await connection.runAndReadAll(
-    `SELECT ${caughtUpSchema === undefined ? 'false' : CAUGHT_UP}, ${noLogEvents ?? 'false'}`,
+    `SELECT ${caughtUpSchema === undefined ? 'false' : CAUGHT_UP}, ${noLogEvents ?? 'false'}, ${ownCalls?.condition ?? 'false'}`,
   );
-  const [caughtUp, noneStored] = reader.getRows()[0];
+  const [caughtUp, noneStored, ownOnly] = reader.getRows()[0];
   const first: string[] = [];
+  if (ownCalls !== undefined && caughtUp === true && noneStored === true && ownOnly === true)
+    first.push(ownCalls.schema);
   if (caughtUp === true) first.push(caughtUpSchema as string);
   if (noneStored === true) first.push(NO_LOG_EVENTS_SCHEMA);
   if (first.length > 0)

@@ -7,11 +7,19 @@ import {
   LOG_EVENT_VIEWS,
   NO_LOG_EVENTS,
   NO_LOG_EVENTS_SCHEMA,
+  OWN_CALLS_ONLY,
+  OWN_CALLS_SCHEMA,
 } from '../sql/derived.js';
 import { TEMPORARY_MACROS_SQL } from '../sql/views.js';
 import { sqlText } from '../sql/literals.js';
 import { DuckDBFile } from './duckdb-file.js';
-import { fleetReads, fleetViewsSql, HAS_FLEET_DERIVED_ONLY_SQL, HAS_FLEET_LOG_EVENTS_SQL } from './fleet-views.js';
+import {
+  fleetReads,
+  fleetViewsSql,
+  HAS_FLEET_DERIVED_ONLY_SQL,
+  HAS_FLEET_LOG_EVENTS_SQL,
+  HAS_FLEET_OWN_CALLS_SQL,
+} from './fleet-views.js';
 import { SpanIngest, type WriteResult } from './ingest.js';
 import { Maintenance } from './maintenance.js';
 import type { StoreOptions } from './options.js';
@@ -32,6 +40,9 @@ export {
 } from './options.js';
 export type { StateBackend } from './state-home.js';
 export type { WriteResult } from './ingest.js';
+
+/** The own-calls-only reads of a file without a span directory (query.ts). */
+const OWN_CALLS = { schema: OWN_CALLS_SCHEMA, condition: OWN_CALLS_ONLY };
 
 /** What GET /v1/agl/health answers. */
 type StoreHealth = (
@@ -73,20 +84,22 @@ export class DuckDBStore implements BatchSink {
         // A file served with a span directory reads every server's spans, as its server does.
         const has = (schema: string) => `(SELECT count(*) > 0 FROM duckdb_schemas() WHERE schema_name = '${schema}')`;
         const schemas = await file.connection.runAndReadAll(
-          `SELECT ${has('fleet')}, ${has(DERIVED_ONLY_SCHEMA)}, ${has(NO_LOG_EVENTS_SCHEMA)},
-            (${HAS_FLEET_DERIVED_ONLY_SQL}), (${HAS_FLEET_LOG_EVENTS_SQL}),
+          `SELECT ${has('fleet')}, ${has(DERIVED_ONLY_SCHEMA)}, ${has(NO_LOG_EVENTS_SCHEMA)}, ${has(OWN_CALLS_SCHEMA)},
+            (${HAS_FLEET_DERIVED_ONLY_SQL}), (${HAS_FLEET_LOG_EVENTS_SQL}), (${HAS_FLEET_OWN_CALLS_SQL}),
             (SELECT count(*) = ${FRESH_ROW_MACROS.length} FROM duckdb_functions() WHERE schema_name = 'main' AND function_name IN (${FRESH_ROW_MACROS.map(sqlText).join(', ')}))
               AND (SELECT count(*) = ${LOG_EVENT_VIEWS.length} FROM duckdb_views() WHERE schema_name = 'main' AND view_name IN (${LOG_EVENT_VIEWS.map(sqlText).join(', ')}))`,
         );
-        const [fleet, derivedOnly, logEvents, fleetDerivedOnly, fleetLogEvents, hasMacros] = schemas.getRows()[0];
+        const [fleet, derivedOnly, logEvents, ownCalls, fleetDerivedOnly, fleetLogEvents, fleetOwnCalls, hasMacros] =
+          schemas.getRows()[0];
         // A file of an older agl may have no derived-only views, no check of log events, and lack
         // the macros and views that the store's queries name.
         const reads: ReadSettings =
           fleet === true
-            ? fleetReads(fleetDerivedOnly === true, fleetLogEvents === true)
+            ? fleetReads(fleetDerivedOnly === true, fleetLogEvents === true, fleetOwnCalls === true)
             : {
                 caughtUpSchema: derivedOnly === true ? DERIVED_ONLY_SCHEMA : undefined,
                 noLogEvents: logEvents === true ? NO_LOG_EVENTS : undefined,
+                ownCalls: ownCalls === true ? OWN_CALLS : undefined,
               };
         file.reads =
           hasMacros === true
@@ -99,7 +112,8 @@ export class DuckDBStore implements BatchSink {
       await migrate(file.connection);
       const serverId = options.spansDir === undefined ? '' : await openSpansDir(file, maintenance, options);
       // A span directory's reads are the fleet's (openSpansDir), not those of this file's tables alone.
-      if (serverId === '') file.reads = { caughtUpSchema: DERIVED_ONLY_SCHEMA, noLogEvents: NO_LOG_EVENTS };
+      if (serverId === '')
+        file.reads = { caughtUpSchema: DERIVED_ONLY_SCHEMA, noLogEvents: NO_LOG_EVENTS, ownCalls: OWN_CALLS };
       // This server's spans: with a span directory, the moved ones too.
       const ownSpans = serverId === '' ? 'spans' : `fleet.spans WHERE server = ${sqlText(serverId)}`;
       state = await openStateHome(file, lightningFile, sequences, options);
@@ -240,7 +254,7 @@ async function openSpansDir(file: DuckDBFile, maintenance: Maintenance, options:
   } finally {
     connection.closeSync();
   }
-  file.reads = fleetReads(true, true);
+  file.reads = fleetReads(true, true, true);
   return serverId;
 }
 

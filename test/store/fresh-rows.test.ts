@@ -52,9 +52,9 @@ function rolloutSpans(rolloutId: string, trace: number, at: number): SpanInput[]
 }
 
 const fastPath = async () =>
-  String((await queryRows(agl.store, "SELECT current_setting('search_path') AS path"))[0].path).startsWith(
-    'derived_only,',
-  );
+  String((await queryRows(agl.store, "SELECT current_setting('search_path') AS path"))[0].path)
+    .split(',')
+    .includes('derived_only');
 
 /** The last call of trace 2, as the feedback route finds it (each request stores a reward span). */
 async function feedbackTarget(): Promise<unknown> {
@@ -131,7 +131,8 @@ test('a file an older agl wrote, opened read-only: the reads that name the fresh
     await connection.run(`CREATE OR REPLACE VIEW ${view} AS SELECT 1 AS x`);
   for (const macro of FRESH_ROW_MACROS) await connection.run(`DROP MACRO TABLE ${macro}`);
   for (const view of LOG_EVENT_VIEWS) await connection.run(`DROP VIEW ${view}`);
-  for (const schema of ['derived_only', 'no_log_events']) await connection.run(`DROP SCHEMA ${schema} CASCADE`);
+  for (const schema of ['derived_only', 'no_log_events', 'own_calls_only'])
+    await connection.run(`DROP SCHEMA ${schema} CASCADE`);
   connection.closeSync();
   instance.closeSync();
   const readOnly = await DuckDBStore.open({ path, readOnly: true });

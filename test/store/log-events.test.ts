@@ -48,7 +48,7 @@ test('a GenAI log event stored after the deriver passed plain log records is rea
   await agl.store.deriveAll();
   const calls = `SELECT model, input_messages, output_messages FROM llm_calls WHERE rollout_id = 'ro-e'`;
   const rewards = `SELECT name, value FROM rewards WHERE rollout_id = 'ro-e'`;
-  assert.equal(await searchPath(agl), 'derived_only,no_log_events,main');
+  assert.equal(await searchPath(agl), 'own_calls_only,derived_only,no_log_events,main');
   assert.deepEqual(await queryRows(agl.store, calls), []);
   const [{ after }] = await queryRows(agl.store, "SELECT value AS after FROM agl_meta WHERE key = 'log_events_after'");
   assert.ok(Number(after) >= 0, 'the deriver passed the plain log record');

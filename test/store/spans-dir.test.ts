@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { spanRows } from '../../src/store/span-json.js';
 import { derivedRowsOf } from '../../src/sql/derived.js';
 import { compactSpansDir } from '../../src/store/span-files.js';
-import { call, otlpJsonRequest, reward } from '../support/span-fixtures.js';
+import { call, otlpJsonRequest, reward, span } from '../support/span-fixtures.js';
 import { post, queryRows, runCli, spawnServe, startAgl, tempDir, type InProcessAgl } from '../support/helpers.js';
 
 // Servers sharing one span directory (docs/scale-out.md, "Spans in a shared directory").
@@ -169,8 +169,9 @@ test("a call through the gateway is the gateway's row through the directory's de
   await a.store.moveSpans();
   await b.store.writeSpans(spanRows(gateway), 0);
   await b.store.deriveAll();
+  // Every call is agl's own: b plans llm_calls without the other dialects' calls.
   const [{ path }] = await queryRows(b.store, "SELECT current_setting('search_path') AS path");
-  assert.equal(path, 'fleet_derived_only,no_log_events,fleet,main');
+  assert.equal(path, 'fleet_own_calls_only,fleet_derived_only,no_log_events,fleet,main');
   const callsOf = (view: string) => `SELECT span_id, response_id FROM ${view} WHERE rollout_id = 'ro-g'`;
   const calls = await queryRows(b.store, callsOf('llm_calls'));
   assert.deepEqual(calls, [{ span_id: gateway.span_id, response_id: 'resp-gateway' }]);
@@ -203,7 +204,7 @@ test('exports and views through a server, or over the directory, equal those of 
   // Server b stores no span it has not derived: its reads look names up in the directory's
   // derived-only views first, which give a rollout's calls as the fleet's own view does.
   const [{ path }] = await queryRows(b.store, "SELECT current_setting('search_path') AS path");
-  assert.equal(path, 'fleet_derived_only,no_log_events,fleet,main');
+  assert.equal(path, 'fleet_own_calls_only,fleet_derived_only,no_log_events,fleet,main');
   const callsOf = (view: string) =>
     `SELECT span_id, model, output_messages, input_tokens FROM ${view} WHERE rollout_id = 'ro-2' ORDER BY span_id`;
   const fast = await queryRows(b.store, callsOf('llm_calls'));
@@ -409,7 +410,9 @@ test('log records move too: an LLM call told in GenAI log events reads the same 
   // Until a moves them, b sees no GenAI log event: its reads plan without them. Once a file holds
   // some, b's next read reads that new file and plans with them (each file is read once).
   const path = "SELECT current_setting('search_path') AS path";
-  assert.deepEqual(await queryRows(b.store, path), [{ path: 'fleet_derived_only,no_log_events,fleet,main' }]);
+  assert.deepEqual(await queryRows(b.store, path), [
+    { path: 'fleet_own_calls_only,fleet_derived_only,no_log_events,fleet,main' },
+  ]);
   await a.store.moveSpans();
   assert.deepEqual(await queryRows(a.store, 'SELECT count(*)::INTEGER AS n FROM main.logs'), [{ n: 0 }]);
   assert.deepEqual(await queryRows(b.store, 'SELECT server, count(*)::INTEGER AS n FROM logs GROUP BY server'), [
@@ -432,4 +435,43 @@ test('log records move too: an LLM call told in GenAI log events reads the same 
   instance.closeSync();
   assert.deepEqual(await queryRows(b.store, path), [{ path: 'fleet_derived_only,fleet,main' }]);
   assert.deepEqual(await queryRows(b.store, sql), before);
+});
+
+test("a call of another dialect that one server moved ends the other's plan of agl's own calls alone", async (t) => {
+  const dir = await tempDir(t);
+  const [a, b] = await twoServers(t, dir, join(dir, 'spans'));
+  await b.store.writeSpans(spanRows(call('qo', 'ao', 1, { rollout_id: 'ro-own' })), 0);
+  await b.store.deriveAll();
+  // An OpenLLMetry call (flattened gen_ai.prompt attributes, dialect 3) on server a.
+  const flat = span({
+    name: 'openai.chat',
+    start: 2,
+    end: 3,
+    rollout_id: 'ro-flat',
+    attributes: {
+      'gen_ai.system': 'openai',
+      'gen_ai.request.model': 'gpt-flat',
+      'gen_ai.prompt.0.role': 'user',
+      'gen_ai.prompt.0.content': 'q',
+      'gen_ai.completion.0.role': 'assistant',
+      'gen_ai.completion.0.content': 'a',
+    },
+  });
+  await a.store.writeSpans(spanRows(flat), 0);
+  await a.store.deriveAll();
+  const path = "SELECT current_setting('search_path') AS path";
+  const flatCalls = "SELECT model, output_messages FROM llm_calls WHERE rollout_id = 'ro-flat'";
+  const expected = [{ model: 'gpt-flat', output_messages: [{ role: 'assistant', content: 'a' }] }];
+  // a stores it: a plans the other dialects. b, until a moves it, plans agl's own calls alone.
+  assert.deepEqual(await queryRows(a.store, path), [{ path: 'fleet_derived_only,no_log_events,fleet,main' }]);
+  assert.deepEqual(await queryRows(a.store, flatCalls), expected);
+  assert.deepEqual(await queryRows(b.store, path), [
+    { path: 'fleet_own_calls_only,fleet_derived_only,no_log_events,fleet,main' },
+  ]);
+  await a.store.moveSpans();
+  assert.deepEqual(await queryRows(b.store, path), [{ path: 'fleet_derived_only,no_log_events,fleet,main' }]);
+  assert.deepEqual(await queryRows(b.store, flatCalls), expected);
+  assert.deepEqual(await queryRows(b.store, "SELECT input_messages FROM llm_calls WHERE rollout_id = 'ro-own'"), [
+    { input_messages: [{ role: 'user', content: 'qo' }] },
+  ]);
 });
