@@ -23,7 +23,7 @@ import {
 import { SpanIngest, type WriteResult } from './ingest.js';
 import { Maintenance } from './maintenance.js';
 import type { StoreOptions } from './options.js';
-import type { ReadSettings } from './query.js';
+import { type ReadSettings, withCheckedNames } from './query.js';
 import type { ExportFormat, QueryResult } from '../api/query.js';
 import { migrate } from './schema.js';
 import { SequenceIds } from './sequence-ids.js';
@@ -105,6 +105,7 @@ export class DuckDBStore implements BatchSink {
           hasMacros === true
             ? reads
             : { ...reads, setup: [reads.setup, TEMPORARY_MACROS_SQL].filter((sql) => sql !== undefined).join(';\n') };
+        file.reads = await withCheckedNames(file.connection, file.reads);
         state = fileStateHome(file, lightningFile, sequences);
         ingest = new SpanIngest(file, state, sequences, 'spans', maintenance);
         return new DuckDBStore(file, state, ingest, maintenance);
@@ -114,6 +115,7 @@ export class DuckDBStore implements BatchSink {
       // A span directory's reads are the fleet's (openSpansDir), not those of this file's tables alone.
       if (serverId === '')
         file.reads = { caughtUpSchema: DERIVED_ONLY_SCHEMA, noLogEvents: NO_LOG_EVENTS, ownCalls: OWN_CALLS };
+      file.reads = await withCheckedNames(file.connection, file.reads);
       // This server's spans: with a span directory, the moved ones too.
       const ownSpans = serverId === '' ? 'spans' : `fleet.spans WHERE server = ${sqlText(serverId)}`;
       state = await openStateHome(file, lightningFile, sequences, options);

@@ -9,7 +9,15 @@ import { finalRewardsSql } from '../../src/sql/final-rewards.js';
 import { spanRows, type SpanInput } from '../../src/store/span-json.js';
 import { attemptCallsSql, attemptRewardsSql } from '../../web/src/queries.js';
 import { call, reward, span } from '../support/span-fixtures.js';
-import { newTempDir, post, queryRows, removeDir, startAgl, type InProcessAgl } from '../support/helpers.js';
+import {
+  newTempDir,
+  post,
+  queryRows,
+  removeDir,
+  startAgl,
+  type InProcessAgl,
+  LLM_CALLS_SEARCH_PATH,
+} from '../support/helpers.js';
 
 // The reads that name the fresh-row macros (the dashboard's rollout page, the feedback route,
 // the judge's transcripts, final rewards, the adapters' batches): the same rows whether the
@@ -52,7 +60,7 @@ function rolloutSpans(rolloutId: string, trace: number, at: number): SpanInput[]
 }
 
 const fastPath = async () =>
-  String((await queryRows(agl.store, "SELECT current_setting('search_path') AS path"))[0].path)
+  String((await queryRows(agl.store, LLM_CALLS_SEARCH_PATH))[0].path)
     .split(',')
     .includes('derived_only');
 

@@ -6,7 +6,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
 import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { newTempDir, removeDir, startAgl, type InProcessAgl } from '../support/helpers.js';
+import { newTempDir, removeDir, startAgl, type InProcessAgl, LLM_CALLS_SEARCH_PATH } from '../support/helpers.js';
 
 // Each instrumentation dialect, as its library writes it, sent through the real SDK and OTLP
 // exporters: `llm_calls` must read each into the same OpenAI-format row.
@@ -388,10 +388,12 @@ test('derivation (idle-time or deriveAll) changes no row of llm_calls or rewards
 });
 
 test('while every span is derived, reads plan the views over the derived tables; a span after them is read at once', async () => {
-  const searchPath = async () =>
-    (await agl.store.query("SELECT current_setting('search_path') AS path", { guard: false })).rows[0].path;
+  const searchPath = async () => (await agl.store.query(LLM_CALLS_SEARCH_PATH, { guard: false })).rows[0].path;
   await agl.store.deriveAll();
   assert.equal(await searchPath(), 'derived_only,main');
+  // A read that names none of the views those checks decide is planned as written, unchecked.
+  const plain = "SELECT current_setting('search_path') AS path, count(*)::INTEGER AS n FROM spans WHERE false";
+  assert.deepEqual((await agl.store.query(plain, { guard: false })).rows, [{ path: '', n: 0 }]);
   // The Anthropic dialects' rows read back the same from the derived tables alone.
   await call('claude-ol');
   const span = spanWith('chat gpt-late', {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { spanRows } from '../../src/store/span-json.js';
 import { span } from '../support/span-fixtures.js';
-import { post, queryRows, startAgl, tempDir, type InProcessAgl } from '../support/helpers.js';
+import { post, queryRows, startAgl, tempDir, type InProcessAgl, LLM_CALLS_SEARCH_PATH } from '../support/helpers.js';
 
 // While no GenAI log event is stored, reads plan llm_calls and rewards without the SQL that
 // reads log records (src/sql/derived.ts, NO_LOG_EVENTS_SCHEMA); once one is, whenever it came,
@@ -28,8 +28,7 @@ function logRecords(
   });
 }
 
-const searchPath = async (agl: InProcessAgl) =>
-  String((await queryRows(agl.store, "SELECT current_setting('search_path') AS path"))[0].path);
+const searchPath = async (agl: InProcessAgl) => String((await queryRows(agl.store, LLM_CALLS_SEARCH_PATH))[0].path);
 
 test('a GenAI log event stored after the deriver passed plain log records is read at once, and stays read', async (t) => {
   const agl = await startAgl(`${await tempDir(t)}/events.duckdb`, { deriveWhenIdleMs: Number.POSITIVE_INFINITY });

@@ -9,7 +9,16 @@ import { spanRows } from '../../src/store/span-json.js';
 import { derivedRowsOf } from '../../src/sql/derived.js';
 import { compactSpansDir } from '../../src/store/span-files.js';
 import { call, otlpJsonRequest, reward, span } from '../support/span-fixtures.js';
-import { post, queryRows, runCli, spawnServe, startAgl, tempDir, type InProcessAgl } from '../support/helpers.js';
+import {
+  post,
+  queryRows,
+  runCli,
+  spawnServe,
+  startAgl,
+  tempDir,
+  type InProcessAgl,
+  LLM_CALLS_SEARCH_PATH,
+} from '../support/helpers.js';
 
 // Servers sharing one span directory (docs/scale-out.md, "Spans in a shared directory").
 
@@ -170,7 +179,7 @@ test("a call through the gateway is the gateway's row through the directory's de
   await b.store.writeSpans(spanRows(gateway), 0);
   await b.store.deriveAll();
   // Every call is agl's own: b plans llm_calls without the other dialects' calls.
-  const [{ path }] = await queryRows(b.store, "SELECT current_setting('search_path') AS path");
+  const [{ path }] = await queryRows(b.store, LLM_CALLS_SEARCH_PATH);
   assert.equal(path, 'fleet_own_calls_only,fleet_derived_only,no_log_events,fleet,main');
   const callsOf = (view: string) => `SELECT span_id, response_id FROM ${view} WHERE rollout_id = 'ro-g'`;
   const calls = await queryRows(b.store, callsOf('llm_calls'));
@@ -203,7 +212,7 @@ test('exports and views through a server, or over the directory, equal those of 
   await single.close();
   // Server b stores no span it has not derived: its reads look names up in the directory's
   // derived-only views first, which give a rollout's calls as the fleet's own view does.
-  const [{ path }] = await queryRows(b.store, "SELECT current_setting('search_path') AS path");
+  const [{ path }] = await queryRows(b.store, LLM_CALLS_SEARCH_PATH);
   assert.equal(path, 'fleet_own_calls_only,fleet_derived_only,no_log_events,fleet,main');
   const callsOf = (view: string) =>
     `SELECT span_id, model, output_messages, input_tokens FROM ${view} WHERE rollout_id = 'ro-2' ORDER BY span_id`;
@@ -211,9 +220,7 @@ test('exports and views through a server, or over the directory, equal those of 
   assert.equal(fast.length, 2);
   assert.deepEqual(fast, await queryRows(b.store, callsOf('fleet.llm_calls')));
   // Server a has spans waiting for its deriver: the fleet's views, which derive them.
-  assert.deepEqual(await queryRows(a.store, "SELECT current_setting('search_path') AS path"), [
-    { path: 'no_log_events,fleet,main' },
-  ]);
+  assert.deepEqual(await queryRows(a.store, LLM_CALLS_SEARCH_PATH), [{ path: 'no_log_events,fleet,main' }]);
   // The REST API lists a rollout's spans wherever they are: moved, on another server, or local.
   for (const [server, rollout] of [
     [a, 'ro-0'],
@@ -409,7 +416,7 @@ test('log records move too: an LLM call told in GenAI log events reads the same 
   ]);
   // Until a moves them, b sees no GenAI log event: its reads plan without them. Once a file holds
   // some, b's next read reads that new file and plans with them (each file is read once).
-  const path = "SELECT current_setting('search_path') AS path";
+  const path = LLM_CALLS_SEARCH_PATH;
   assert.deepEqual(await queryRows(b.store, path), [
     { path: 'fleet_own_calls_only,fleet_derived_only,no_log_events,fleet,main' },
   ]);
@@ -459,7 +466,7 @@ test("a call of another dialect that one server moved ends the other's plan of a
   });
   await a.store.writeSpans(spanRows(flat), 0);
   await a.store.deriveAll();
-  const path = "SELECT current_setting('search_path') AS path";
+  const path = LLM_CALLS_SEARCH_PATH;
   const flatCalls = "SELECT model, output_messages FROM llm_calls WHERE rollout_id = 'ro-flat'";
   const expected = [{ model: 'gpt-flat', output_messages: [{ role: 'assistant', content: 'a' }] }];
   // a stores it: a plans the other dialects. b, until a moves it, plans agl's own calls alone.

@@ -16,6 +16,13 @@ export const CLI = join(ROOT, 'dist', 'src', 'runtime', 'cli.js');
 /** Test data, read from the source tree so that it is not copied into dist. */
 export const FIXTURES = join(ROOT, 'test', 'fixtures');
 
+/**
+ * The search path a read of llm_calls plans with: the store checks what to plan with only for
+ * SQL that names the views it decides (src/store/query.ts, withCheckedNames).
+ */
+export const LLM_CALLS_SEARCH_PATH =
+  "SELECT current_setting('search_path') AS path FROM (SELECT count(*) FROM llm_calls)";
+
 /** A fresh temp folder; remove it with `removeDir` (in the file's `after` hook). */
 export const newTempDir = () => mkdtemp(join(tmpdir(), 'agl-test-'));
 export const removeDir = (dir: string) => rm(dir, { recursive: true, force: true });
