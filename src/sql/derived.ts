@@ -192,6 +192,9 @@ const ANSWER_TYPED = [
 /** Whether the answer has ANSWER_PATHS' path `i` (1-based), whose typed value is `value`. */
 const there = (i: number, value: string) => `(${value} IS NOT NULL OR k[${i}] IS NOT NULL)`;
 
+/** A LIMIT of no limit: a bound that filters are not pushed across (callsFrom). */
+const NO_LIMIT = '1000000000000000000';
+
 /**
  * LLM calls, one row per span, in OpenAI chat format (messages with role, content, tool_calls,
  * tool_call_id), by dialect:
@@ -210,18 +213,24 @@ const there = (i: number, value: string) => `(${value} IS NOT NULL OR k[${i}] IS
  * Every dialect ends in `parameters` (the request's, agl_genai_parameters) and `extra_parts`.
  * Every parse of recorded text is wrapped in try(): a malformed body gives NULL columns, never
  * a failed commit.
- * The attributes are parsed in a CTE of their own (`parsed`), read by `src` alone and unfiltered:
- * DuckDB pushes the filters of a materialized CTE's readers into it when every reader filters,
- * and the dialects' filters on `f`, pasted into `src` as its definition, parsed every span's
- * attributes up to 31 times (a GRPO batch's 8,192 calls before the deriver: 11 of 23 s of its
- * calls in EXPLAIN ANALYZE). A span whose attributes are not JSON has no `f` (try) and no call,
+ * The attributes are parsed once, below a LIMIT of no limit that no filter crosses: DuckDB
+ * pushes the filters of a materialized CTE's readers into it when every reader filters, and the
+ * dialects' filters on `f`, pushed down to where `f` is made, were pasted onto its definition:
+ * every span's attributes parsed 33 times (a GRPO batch's 8,192 calls before the deriver: 11 of
+ * 23 s of its calls in EXPLAIN ANALYZE). The CTE `parsed`, read by `src` alone and unfiltered,
+ * kept that off only while it stayed materialized, and a macro or view read back from the file
+ * (a read-only open: `agl query --db`, exports, the GRPO batch of a file opened read-only) has
+ * lost MATERIALIZED: its fresh_call_rows, which reads of llm_calls run while the deriver is
+ * behind, took 372 ms for 615 spans against 178 ms (25,416 spans: 4.2 against 1.6 s).
+ * A span whose attributes are not JSON has no `f` (try) and no call,
  * so `spans` need not be tested with `readable` first, a parse of every span of its own; the
  * attributes are kept only where the GenAI dialects read them (not agl's own, whose
  * `agl.llm.response` is in `f`), so that `parsed` and `src` hold one copy of a call's answer.
  */
 export const callsFrom = (spans: string) => `
 WITH
-parsed AS MATERIALIZED (SELECT * REPLACE (CASE WHEN f[16] IS NULL THEN attributes END AS attributes) FROM (SELECT *, try(${FIELDS}) AS f FROM ${spans})),
+parsed AS MATERIALIZED (SELECT * REPLACE (CASE WHEN f[16] IS NULL THEN attributes END AS attributes)
+  FROM (SELECT *, try(${FIELDS}) AS f FROM ${spans} LIMIT ${NO_LIMIT})),
 src AS MATERIALIZED (SELECT * FROM parsed),
 agl AS (
   SELECT *, f[16] AS api,
