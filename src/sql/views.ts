@@ -125,10 +125,12 @@ export const llmCallsOf = (rows: string, withEvents = true, keys = rows) => `WIT
 others AS (SELECT * FROM ${rows} WHERE dialect > 1${withEvents ? ` UNION ALL BY NAME SELECT * FROM ${LOG_EVENT_VIEWS[0]}` : ''})
 ${ownCallsOf(rows, keys)}
 UNION ALL
--- The other dialects' calls that no own call describes (as its child, or by response id).
+-- The other dialects' calls that no own call describes (as its child, or by response id). Anti
+-- joins, not NOT EXISTS: DuckDB planned those as delim joins, which hold every row they pass,
+-- messages and all (a count of a soak's 23,070 calls: 114 ms and 108 MB, now 93 ms and 63 MB).
 SELECT ${COLUMNS} FROM others o
-WHERE NOT EXISTS (SELECT 1 FROM ${keys} a WHERE a.dialect <= 1 AND a.trace_id = o.trace_id AND a.parent_id = o.span_id)
-  AND NOT EXISTS (SELECT 1 FROM ${keys} a WHERE a.dialect <= 1 AND a.response_id = o.response_id)
+  ANTI JOIN (SELECT trace_id, parent_id AS span_id FROM ${keys} WHERE dialect <= 1 AND parent_id IS NOT NULL) p USING (trace_id, span_id)
+  ANTI JOIN (SELECT response_id FROM ${keys} WHERE dialect <= 1 AND response_id IS NOT NULL) r USING (response_id)
 -- A span's calls share its rollout_id: partitioned by it too, a filter on rollout_id reaches the
 -- scans below the window, not only the rows it returns. Of a span's rows, the one read with its
 -- operation.details records (5) holds its attributes' documents too; a row with no content

@@ -256,6 +256,26 @@ function recordFrameworkOverCapture(): void {
     trace.setSpan(ROOT_CONTEXT, framework),
   ).end();
   framework.end();
+  // An instrumentation's span of another call beside agl's capture of it, not its parent: the
+  // same response id tells that they are one call.
+  spanWith('framework chat', {
+    'gen_ai.system': 'openai',
+    'gen_ai.request.model': 'm2',
+    'gen_ai.response.id': 'x2',
+    'gen_ai.prompt.0.role': 'user',
+    'gen_ai.prompt.0.content': 'by id?',
+    'gen_ai.completion.0.role': 'assistant',
+    'gen_ai.completion.0.content': 'once',
+  }).end();
+  spanWith('chat m2', {
+    'agl.llm.api': 'chat',
+    'agl.llm.request': JSON.stringify({ model: 'm2', messages: [{ role: 'user', content: 'by id?' }] }),
+    'agl.llm.response': JSON.stringify({
+      id: 'x2',
+      model: 'm2',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'once' }, finish_reason: 'stop' }],
+    }),
+  }).end();
 }
 
 const call = async (model: string) => {
@@ -362,13 +382,18 @@ test('GenAI log-record events joined to their span', async () => {
   assert.deepEqual([row.finish_reason, row.response_id], ['stop', 'resp-events']);
 });
 
-test('a call described by a framework span and by agl capture is one row, the exact one', async () => {
+test('a call described by a framework span (its parent, or by response id) and by agl capture is one row, the exact one', async () => {
   const { rows } = await agl.store.query(
     `SELECT model, output_messages FROM llm_calls c JOIN spans s USING (span_id) WHERE s.name IN ('framework llm', 'chat m')`,
     { guard: false },
   );
   assert.equal(rows.length, 1);
   assert.equal(rows[0].model, 'm');
+  const byId = await agl.store.query(
+    `SELECT s.name FROM llm_calls c JOIN spans s USING (span_id) WHERE s.name IN ('framework chat', 'chat m2')`,
+    { guard: false },
+  );
+  assert.deepEqual(byId.rows, [{ name: 'chat m2' }]);
 });
 
 test('derivation (idle-time or deriveAll) changes no row of llm_calls or rewards, only where they come from', async () => {
