@@ -17,3 +17,9 @@ test('no fuzzed OTLP, REST or SQL request gets a 5xx or leaves the store unreada
     text,
   );
 });
+
+test('the feedback target run alone records calls to name: not every case is refused', async () => {
+  const [report] = await runFuzz({ runs: 40, seed: 7, targets: ['feedback'], checkEvery: 50, maxShrinks: 10 });
+  assert.equal(report.broken, 0, formatReport([report]));
+  assert.ok(report.rejected < report.tried, `${report.rejected} of ${report.tried} cases refused`);
+});

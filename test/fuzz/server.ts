@@ -117,6 +117,25 @@ export class FuzzServer {
   }
 
   /**
+   * `count` Anthropic calls through the gateway, each answered: what feedback cases name when
+   * the feedback target runs without the Anthropic target before it.
+   */
+  async recordCalls(count: number): Promise<void> {
+    for (let i = 0; i < count; i++) {
+      const body = { model: 'claude-fuzz', max_tokens: 16, messages: [{ role: 'user', content: `call ${i}` }] };
+      const answer = await this.send({
+        method: 'POST',
+        path: '/v1/gateway/v1/messages',
+        headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+        body: Buffer.from(JSON.stringify(body)),
+      });
+      if (answer.status !== 200)
+        throw new Error(`a call to name in feedback answered ${answer.status}: ${answer.text}`);
+    }
+    this.forgetModelRequests();
+  }
+
+  /**
    * The latest spans and the response ids they record (64 at most): what feedback cases name.
    * Read from `spans`, not `llm_calls`: with the deriver held back, each read of the view
    * derived every span stored so far.
