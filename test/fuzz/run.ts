@@ -168,14 +168,14 @@ function anthropicTarget(server: FuzzServer): Target<AnthropicCase> {
 
 function feedbackTarget(server: FuzzServer): Target<FeedbackCase> {
   const ids = callIdsOf(server);
-  // Run alone, the target finds no call to name (the Anthropic target records them), and the
-  // server refuses every case: it records a few first.
+  // Run alone, the target finds no span to name (the Anthropic target records calls), and the
+  // server refuses every case: it records a few calls first.
   let recorded: Promise<void> | undefined;
   return {
     cases: feedbackCases,
     describe: (testCase) => describeValue(testCase),
     run: async (server, testCase) => {
-      recorded ??= server.callIds().then((found) => (found.responseIds.length > 0 ? undefined : server.recordCalls(8)));
+      recorded ??= server.callIds().then((found) => (found.spans.length > 0 ? undefined : server.recordCalls(8)));
       await recorded;
       const request = feedbackRequest(testCase, await ids());
       // A stat of the files, not a count of the annotations: any commit changes them, and the

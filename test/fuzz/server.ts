@@ -117,8 +117,8 @@ export class FuzzServer {
   }
 
   /**
-   * `count` Anthropic calls through the gateway, each answered: what feedback cases name when
-   * the feedback target runs without the Anthropic target before it.
+   * `count` Anthropic calls through the gateway, each answered and stored: what feedback cases
+   * name when the feedback target runs without the Anthropic target before it.
    */
   async recordCalls(count: number): Promise<void> {
     for (let i = 0; i < count; i++) {
@@ -133,6 +133,14 @@ export class FuzzServer {
         throw new Error(`a call to name in feedback answered ${answer.status}: ${answer.text}`);
     }
     this.forgetModelRequests();
+    // The gateway stores its spans in batches after it answered (within 100 ms): until they are,
+    // cases would name no call, and their landing would pass for a refused case's write.
+    for (const deadline = Date.now() + 10_000; ; ) {
+      const [{ n }] = await this.storeRows('SELECT count(*)::INTEGER AS n FROM spans');
+      if (Number(n) >= count) return;
+      if (Date.now() > deadline) throw new Error(`the gateway stored ${n} of the ${count} calls recorded`);
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
   }
 
   /**
