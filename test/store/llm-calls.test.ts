@@ -235,6 +235,17 @@ function recordGenAiEvents(): void {
   span.end();
 }
 
+/** agl's capture of a chat call to `model`, asked `question`, answered 'once' with response id `id`. */
+const chatCapture = (model: string, question: string, id: string): Attributes => ({
+  'agl.llm.api': 'chat',
+  'agl.llm.request': JSON.stringify({ model, messages: [{ role: 'user', content: question }] }),
+  'agl.llm.response': JSON.stringify({
+    id,
+    model,
+    choices: [{ index: 0, message: { role: 'assistant', content: 'once' }, finish_reason: 'stop' }],
+  }),
+});
+
 /** A framework's LLM span with agl's HTTP-level capture as its child: one call, one row. */
 function recordFrameworkOverCapture(): void {
   const framework = spanWith('framework llm', {
@@ -242,19 +253,7 @@ function recordFrameworkOverCapture(): void {
     'llm.input_messages.0.message.role': 'user',
     'llm.input_messages.0.message.content': 'twice?',
   });
-  spanWith(
-    'chat m',
-    {
-      'agl.llm.api': 'chat',
-      'agl.llm.request': JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'twice?' }] }),
-      'agl.llm.response': JSON.stringify({
-        id: 'x1',
-        model: 'm',
-        choices: [{ index: 0, message: { role: 'assistant', content: 'once' }, finish_reason: 'stop' }],
-      }),
-    },
-    trace.setSpan(ROOT_CONTEXT, framework),
-  ).end();
+  spanWith('chat m', chatCapture('m', 'twice?', 'x1'), trace.setSpan(ROOT_CONTEXT, framework)).end();
   framework.end();
   // An instrumentation's span of another call beside agl's capture of it, not its parent: the
   // same response id tells that they are one call.
@@ -267,15 +266,7 @@ function recordFrameworkOverCapture(): void {
     'gen_ai.completion.0.role': 'assistant',
     'gen_ai.completion.0.content': 'once',
   }).end();
-  spanWith('chat m2', {
-    'agl.llm.api': 'chat',
-    'agl.llm.request': JSON.stringify({ model: 'm2', messages: [{ role: 'user', content: 'by id?' }] }),
-    'agl.llm.response': JSON.stringify({
-      id: 'x2',
-      model: 'm2',
-      choices: [{ index: 0, message: { role: 'assistant', content: 'once' }, finish_reason: 'stop' }],
-    }),
-  }).end();
+  spanWith('chat m2', chatCapture('m2', 'by id?', 'x2')).end();
 }
 
 const call = async (model: string) => {
