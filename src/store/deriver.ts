@@ -52,10 +52,15 @@ export async function deriveSpans(connection: DuckDBConnection, maxSpans: number
       INSERT INTO derived_agents ${agentsFrom(spans)};
       -- The attempts whose calls may be credited otherwise now: those of the round's spans, those
       -- with calls in the round's traces (a parent or agent span that came late), and those with
-      -- a call that shares a response id with one of the round's.
+      -- a call that one of the round's describes or is described by, by response id (agl's own
+      -- call and another dialect's, llm_calls' rule). Only across that line: one id on many calls
+      -- of a dialect (an app's constant id) would otherwise bring every such attempt into each
+      -- round, and the round's cost would follow the store.
       CREATE OR REPLACE TEMP TABLE round_groups AS
         SELECT DISTINCT ${groupOf('s')} AS group_id FROM ${spans} s
-        UNION SELECT group_id FROM derived_calls WHERE trace_id IN (SELECT trace_id FROM ${spans}) OR response_id IN (SELECT response_id FROM round_calls);
+        UNION SELECT group_id FROM derived_calls WHERE trace_id IN (SELECT trace_id FROM ${spans})
+          OR (dialect > 1 AND response_id IN (SELECT response_id FROM round_calls WHERE dialect <= 1))
+          OR (dialect <= 1 AND response_id IN (SELECT response_id FROM round_calls WHERE dialect > 1));
       -- Their calls join the round's and leave their place: they are written again after all
       -- others, together and in call order, so the rows of derived_calls stay grouped by attempt.
       INSERT INTO round_calls BY NAME SELECT * EXCLUDE (${CREDIT_COLUMNS}) FROM derived_calls WHERE group_id IN ${touched};

@@ -19,6 +19,24 @@ let dir: string;
 let store: DuckDBStore;
 const source = { stream: (sql: string) => store.streamQuery(sql, { guard: false }) };
 
+/** A call as OpenLLMetry records it (another dialect than agl's capture), answered by `responseId`. */
+const instrumentedCall = (question: string, responseId: string, fields: Partial<SpanInput> & { trace: number }) =>
+  span({
+    name: 'openai.chat',
+    start: 1,
+    end: 2,
+    attributes: {
+      'gen_ai.system': 'openai',
+      'gen_ai.request.model': 'm',
+      'gen_ai.response.id': responseId,
+      'gen_ai.prompt.0.role': 'user',
+      'gen_ai.prompt.0.content': question,
+      'gen_ai.completion.0.role': 'assistant',
+      'gen_ai.completion.0.content': question.toUpperCase(),
+    },
+    ...fields,
+  });
+
 const agentSpan = (name: string, fields: Partial<SpanInput> & { trace: number }) =>
   span({ name: `agent ${name}`, start: 0, end: 100, attributes: { 'agent.name': name }, ...fields });
 
@@ -34,8 +52,16 @@ function batches(): SpanInput[][] {
   const capture = call('c1', 'C1', 1, { ...c, responseId: 'resp-c1' });
   const gateway = call('c1', 'C1', 1, { ...c, responseId: 'resp-c1', parent_id: capture.span_id });
   gateway.attributes = { ...gateway.attributes, 'agl.gateway': 'true' };
+  // One call recorded twice, by an instrumentation and by agl's capture, in other attempts and
+  // rounds (by its response id): the capture's row counts, whichever came first.
+  const e = { rollout_id: 'ro-e', trace: 26 };
+  const f = { rollout_id: 'ro-f', trace: 27 };
+  const g = { rollout_id: 'ro-g', trace: 28 };
+  const h = { rollout_id: 'ro-h', trace: 29 };
   return [
     [
+      instrumentedCall('e1', 'resp-e1', e),
+      call('g1', 'G1', 1, g),
       call('a1', 'A1', 1, { ...a, parent_id: planner.span_id }),
       call('b1', 'B1', 2, { ...b, parent_id: tool.span_id }),
       reward(1, 5, b),
@@ -47,6 +73,7 @@ function batches(): SpanInput[][] {
       call('t1', 'T1', 1, t),
       call('t2', 'T2', 3, t),
       gateway,
+      call('e1', 'E1', 1, f),
     ],
     // a3 repeats a2's response (a retry): it counts once. The agents and the tool come last.
     [
@@ -55,6 +82,7 @@ function batches(): SpanInput[][] {
       coder,
       tool,
       reward(0.25, 9, t),
+      instrumentedCall('g1', 'resp-g1', h),
     ],
   ];
 }
@@ -117,6 +145,8 @@ test('a derived store exports default triplets by a scan, the same as computed f
         ],
       ],
       ['ro-c/at-1', [['c1', null, null]]],
+      ['ro-f/at-1', [['e1', null, null]]],
+      ['ro-g/at-1', [['g1', null, null]]],
     ]),
   );
   // The gateway's record of c1 is the one that counts, not the agent's own.
