@@ -217,26 +217,27 @@ const NO_LIMIT = '1000000000000000000';
  * pushes the filters of a materialized CTE's readers into it when every reader filters, and the
  * dialects' filters on `f`, pushed down to where `f` is made, were pasted onto its definition:
  * every span's attributes parsed 33 times (a GRPO batch's 8,192 calls before the deriver: 11 of
- * 23 s of its calls in EXPLAIN ANALYZE). The CTE `parsed`, read by `src` alone and unfiltered,
+ * 23 s of its calls in EXPLAIN ANALYZE). A copy of `parsed` read whole and unfiltered (`src`)
  * kept that off only while it stayed materialized, and a macro or view read back from the file
  * (a read-only open: `agl query --db`, exports, the GRPO batch of a file opened read-only) has
  * lost MATERIALIZED: its fresh_call_rows, which reads of llm_calls run while the deriver is
- * behind, took 372 ms for 615 spans against 178 ms (25,416 spans: 4.2 against 1.6 s).
+ * behind, took 372 ms for 615 spans against 178 ms (25,416 spans: 4.2 against 1.6 s). The
+ * LIMIT needs no such copy, which held every call's answer a second time (a GRPO batch's 8,192
+ * fresh calls: peak memory 1,134-1,143 -> 997-1,034 MB).
  * A span whose attributes are not JSON has no `f` (try) and no call,
  * so `spans` need not be tested with `readable` first, a parse of every span of its own; the
  * attributes are kept only where the GenAI dialects read them (not agl's own, whose
- * `agl.llm.response` is in `f`), so that `parsed` and `src` hold one copy of a call's answer.
+ * `agl.llm.response` is in `f`), so that `parsed` holds one copy of a call's answer.
  */
 export const callsFrom = (spans: string) => `
 WITH
 parsed AS MATERIALIZED (SELECT * REPLACE (CASE WHEN f[16] IS NULL THEN attributes END AS attributes)
   FROM (SELECT *, try(${FIELDS}) AS f FROM ${spans} LIMIT ${NO_LIMIT})),
-src AS MATERIALIZED (SELECT * FROM parsed),
 agl AS (
   SELECT *, f[16] AS api,
     try(json_extract(f[17], ['messages', 'prompt', 'instructions', 'input', 'tools', 'model', 'system'])) AS q,
     try(json_transform(f[18], '${JSON.stringify(ANSWER_STRUCTURE)}')) AS r
-  FROM src WHERE f[16] IN ('chat', 'text_completion', 'responses', 'messages')
+  FROM parsed WHERE f[16] IN ('chat', 'text_completion', 'responses', 'messages')
 ),
 -- A list built from every choice's message (or every element's logprob) is the wildcard path's
 -- only when each one had it: else that path is read, which leaves out the elements without.
@@ -285,7 +286,7 @@ agl_calls AS (
     FROM agl)
 ),
 semconv_src AS (
-  SELECT *, ${SEMCONV_DOCUMENTS} AS documents FROM src WHERE f IS NOT NULL AND f[16] IS NULL
+  SELECT *, ${SEMCONV_DOCUMENTS} AS documents FROM parsed WHERE f IS NOT NULL AND f[16] IS NULL
 ),
 semconv AS (
   SELECT *, CASE WHEN contains(events, '"${GENAI.operationDetails}"') THEN list_transform(
