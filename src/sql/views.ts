@@ -24,8 +24,10 @@ import {
   DERIVED_VIEWS_SQL,
   derivedRowsOf,
   FRESH_CALLS_CTE,
+  FRESH_CALLS_SCHEMA,
   freshCallsCte,
   FRESH_MACROS_SQL,
+  FRESH_ROW_MACROS,
   isLogEvent,
   LOG_EVENT_VIEWS,
   LOG_EVENT_REWARDS_SQL,
@@ -384,7 +386,14 @@ CREATE SCHEMA IF NOT EXISTS ${ownCallsSchema};
 CREATE OR REPLACE VIEW ${ownCallsSchema}.llm_calls AS ${ownCallsOf(STORED_CALL_ROWS, callKeys)};
 USE main;`;
 
-export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}\n${derivedOnlyViewsSql(DERIVED_ONLY_SCHEMA, OWN_CALLS_SCHEMA)}\n${NO_LOG_EVENTS_SQL}`;
+/** FRESH_CALLS_SCHEMA's views; their names resolve through the read's search path (a span directory's too). */
+const FRESH_CALLS_VIEWS_SQL = `CREATE SCHEMA IF NOT EXISTS ${FRESH_CALLS_SCHEMA};
+USE ${FRESH_CALLS_SCHEMA};
+CREATE OR REPLACE VIEW fresh_calls AS SELECT * FROM ${FRESH_ROW_MACROS[0]}(NULL, NULL, NULL);
+CREATE OR REPLACE VIEW llm_calls AS ${llmCallsOf(CALL_ROWS)};
+USE main;`;
+
+export const VIEWS_SQL = `${STORED_VIEWS_SQL}\n${READ_VIEWS_SQL}\n${derivedOnlyViewsSql(DERIVED_ONLY_SCHEMA, OWN_CALLS_SCHEMA)}\n${NO_LOG_EVENTS_SQL}\n${FRESH_CALLS_VIEWS_SQL}`;
 
 /**
  * The macros and views that the store's queries name, as temporary ones, for a file an older

@@ -4,7 +4,7 @@ import type { ExportFormat, QueryResult } from '../api/query.js';
 import { jsonTextTooDeep } from '../otlp/nesting.js';
 import { chunkRows } from './chunk-rows.js';
 import { assertReadOnlyQuery, QueryRefusedError } from './read-only-sql.js';
-import { CAUGHT_UP, NO_LOG_EVENTS_SCHEMA } from '../sql/derived.js';
+import { CAUGHT_UP, FRESH_CALLS_TABLE_SQL, NO_LOG_EVENTS_SCHEMA } from '../sql/derived.js';
 import { sqlText } from '../sql/literals.js';
 
 interface QueryOptions {
@@ -34,6 +34,12 @@ interface QueryOptions {
    */
   readonly ownCalls?: { readonly schema: string; readonly condition: string };
   /**
+   * The schema of llm_calls over a read's own table of the calls not derived yet
+   * (FRESH_CALLS_SCHEMA), when the file has it: looked up first by a read of llm_calls while
+   * spans wait for the deriver.
+   */
+  readonly freshCallsSchema?: string;
+  /**
    * The names whose lookup the checks above decide (withCheckedNames): a read whose SQL names
    * none of them skips the checks, 3-4 ms of a 5 ms count of spans (12 of 20 through a span
    * directory). Without it, every read checks.
@@ -46,7 +52,7 @@ interface QueryOptions {
 /** What a read's connection is set up with (DuckDBFile's read settings). */
 export type ReadSettings = Pick<
   QueryOptions,
-  'searchPath' | 'caughtUpSchema' | 'noLogEvents' | 'ownCalls' | 'checkedNames' | 'setup'
+  'searchPath' | 'caughtUpSchema' | 'noLogEvents' | 'ownCalls' | 'freshCallsSchema' | 'checkedNames' | 'setup'
 >;
 
 /** A fresh connection for one read, looking names up in `searchPath` when given. */
@@ -63,11 +69,13 @@ async function readConnection(instance: DuckDBInstance, settings: ReadSettings):
  * in the log-event views of no rows; when both hold and every call is agl's own, in llm_calls
  * of those alone: the same rows, planned without the SQL that derives spans, reads log records
  * or sets other dialects' calls against agl's (src/sql/derived.ts, DERIVED_ONLY_SCHEMA,
- * NO_LOG_EVENTS_SCHEMA and OWN_CALLS_SCHEMA).
+ * NO_LOG_EVENTS_SCHEMA and OWN_CALLS_SCHEMA). When spans wait instead, a read of llm_calls
+ * derives their calls into a table of its own first, which FRESH_CALLS_SCHEMA's llm_calls reads
+ * (SQL that brings its own `fresh_calls` keeps it).
  */
 async function beginRead(connection: DuckDBConnection, settings: ReadSettings, sql: string) {
   await connection.run('BEGIN TRANSACTION READ ONLY');
-  const { caughtUpSchema, noLogEvents, ownCalls, checkedNames } = settings;
+  const { caughtUpSchema, noLogEvents, ownCalls, freshCallsSchema, checkedNames } = settings;
   if (caughtUpSchema === undefined && noLogEvents === undefined) return;
   if (checkedNames !== undefined && !checkedNames.test(sql)) return;
   const reader = await connection.runAndReadAll(
@@ -78,10 +86,16 @@ async function beginRead(connection: DuckDBConnection, settings: ReadSettings, s
   if (ownCalls !== undefined && caughtUp === true && noneStored === true && ownOnly === true)
     first.push(ownCalls.schema);
   if (caughtUp === true) first.push(caughtUpSchema as string);
+  else if (freshCallsSchema !== undefined && NAMES_LLM_CALLS.test(sql) && !sql.includes('fresh_calls')) {
+    await connection.run(FRESH_CALLS_TABLE_SQL);
+    first.push(freshCallsSchema);
+  }
   if (noneStored === true) first.push(NO_LOG_EVENTS_SCHEMA);
   if (first.length > 0)
     await connection.run(`SET search_path = ${sqlText([...first, settings.searchPath ?? 'main'].join(','))}`);
 }
+
+const NAMES_LLM_CALLS = /\bllm_calls\b/i;
 
 /**
  * `settings` with `checkedNames`: what the schemas of its checks define, and every view and

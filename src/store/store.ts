@@ -3,6 +3,7 @@ import type { BatchSink } from '../otlp/batch.js';
 import type { ColumnarRows } from '../otlp/columns.js';
 import {
   DERIVED_ONLY_SCHEMA,
+  FRESH_CALLS_SCHEMA,
   FRESH_ROW_MACROS,
   LOG_EVENT_VIEWS,
   NO_LOG_EVENTS,
@@ -84,22 +85,36 @@ export class DuckDBStore implements BatchSink {
         // A file served with a span directory reads every server's spans, as its server does.
         const has = (schema: string) => `(SELECT count(*) > 0 FROM duckdb_schemas() WHERE schema_name = '${schema}')`;
         const schemas = await file.connection.runAndReadAll(
-          `SELECT ${has('fleet')}, ${has(DERIVED_ONLY_SCHEMA)}, ${has(NO_LOG_EVENTS_SCHEMA)}, ${has(OWN_CALLS_SCHEMA)},
+          `SELECT ${has('fleet')}, ${has(DERIVED_ONLY_SCHEMA)}, ${has(NO_LOG_EVENTS_SCHEMA)}, ${has(OWN_CALLS_SCHEMA)}, ${has(FRESH_CALLS_SCHEMA)},
             (${HAS_FLEET_DERIVED_ONLY_SQL}), (${HAS_FLEET_LOG_EVENTS_SQL}), (${HAS_FLEET_OWN_CALLS_SQL}),
             (SELECT count(*) = ${FRESH_ROW_MACROS.length} FROM duckdb_functions() WHERE schema_name = 'main' AND function_name IN (${FRESH_ROW_MACROS.map(sqlText).join(', ')}))
               AND (SELECT count(*) = ${LOG_EVENT_VIEWS.length} FROM duckdb_views() WHERE schema_name = 'main' AND view_name IN (${LOG_EVENT_VIEWS.map(sqlText).join(', ')}))`,
         );
-        const [fleet, derivedOnly, logEvents, ownCalls, fleetDerivedOnly, fleetLogEvents, fleetOwnCalls, hasMacros] =
-          schemas.getRows()[0];
+        const [
+          fleet,
+          derivedOnly,
+          logEvents,
+          ownCalls,
+          freshCalls,
+          fleetDerivedOnly,
+          fleetLogEvents,
+          fleetOwnCalls,
+          hasMacros,
+        ] = schemas.getRows()[0];
+        const freshCallsSchema = freshCalls === true ? FRESH_CALLS_SCHEMA : undefined;
         // A file of an older agl may have no derived-only views, no check of log events, and lack
         // the macros and views that the store's queries name.
         const reads: ReadSettings =
           fleet === true
-            ? fleetReads(fleetDerivedOnly === true, fleetLogEvents === true, fleetOwnCalls === true)
+            ? {
+                ...fleetReads(fleetDerivedOnly === true, fleetLogEvents === true, fleetOwnCalls === true),
+                freshCallsSchema,
+              }
             : {
                 caughtUpSchema: derivedOnly === true ? DERIVED_ONLY_SCHEMA : undefined,
                 noLogEvents: logEvents === true ? NO_LOG_EVENTS : undefined,
                 ownCalls: ownCalls === true ? OWN_CALLS : undefined,
+                freshCallsSchema,
               };
         file.reads =
           hasMacros === true
@@ -114,7 +129,12 @@ export class DuckDBStore implements BatchSink {
       const serverId = options.spansDir === undefined ? '' : await openSpansDir(file, maintenance, options);
       // A span directory's reads are the fleet's (openSpansDir), not those of this file's tables alone.
       if (serverId === '')
-        file.reads = { caughtUpSchema: DERIVED_ONLY_SCHEMA, noLogEvents: NO_LOG_EVENTS, ownCalls: OWN_CALLS };
+        file.reads = {
+          caughtUpSchema: DERIVED_ONLY_SCHEMA,
+          noLogEvents: NO_LOG_EVENTS,
+          ownCalls: OWN_CALLS,
+          freshCallsSchema: FRESH_CALLS_SCHEMA,
+        };
       file.reads = await withCheckedNames(file.connection, file.reads);
       // This server's spans: with a span directory, the moved ones too.
       const ownSpans = serverId === '' ? 'spans' : `fleet.spans WHERE server = ${sqlText(serverId)}`;
@@ -256,7 +276,7 @@ async function openSpansDir(file: DuckDBFile, maintenance: Maintenance, options:
   } finally {
     connection.closeSync();
   }
-  file.reads = fleetReads(true, true, true);
+  file.reads = { ...fleetReads(true, true, true), freshCallsSchema: FRESH_CALLS_SCHEMA };
   return serverId;
 }
 

@@ -420,6 +420,28 @@ test('while every span is derived, reads plan the views over the derived tables;
   });
   span.end();
   await tracerProvider.forceFlush();
-  assert.notEqual(await searchPath(), 'derived_only,main');
+  assert.equal(await searchPath(), 'fresh_calls_table,main');
   assert.deepEqual((await call('gpt-late')).input_messages, [{ role: 'user', content: 'one more' }]);
+});
+
+test('while a span waits, a read of llm_calls reads the stored calls in place, only the columns it needs', async () => {
+  // The view's own CTE of the calls not derived yet kept DuckDB from pruning the columns below
+  // it: a count read every stored call's messages and token ids, and held them in its dedup.
+  assert.ok(
+    Number((await agl.store.query('SELECT count(*) AS n FROM underived_spans', { guard: false })).rows[0].n) > 0,
+  );
+  const { rows } = await agl.store.query('EXPLAIN (FORMAT json) SELECT count(*), sum(output_tokens) FROM llm_calls', {
+    guard: false,
+  });
+  const scans: string[][] = [];
+  const walk = (node: { extra_info?: Record<string, unknown>; children?: unknown[] }) => {
+    const { Table: table, Projections: projections } = node.extra_info ?? {};
+    if (/(^|\.)derived_calls$/.test(String(table))) scans.push([projections].flat() as string[]);
+    for (const child of node.children ?? []) walk(child as typeof node);
+  };
+  for (const plan of JSON.parse(String(rows[0].explain_value))) walk(plan);
+  assert.ok(scans.length > 0, 'the plan reads derived_calls');
+  for (const columns of scans)
+    for (const unread of ['prompt_token_ids', 'response_logprobs', 'tools', 'parameters'])
+      assert.ok(!columns.includes(unread), `a scan of derived_calls reads ${unread}: ${columns.join(', ')}`);
 });

@@ -219,8 +219,11 @@ test('exports and views through a server, or over the directory, equal those of 
   const fast = await queryRows(b.store, callsOf('llm_calls'));
   assert.equal(fast.length, 2);
   assert.deepEqual(fast, await queryRows(b.store, callsOf('fleet.llm_calls')));
-  // Server a has spans waiting for its deriver: the fleet's views, which derive them.
-  assert.deepEqual(await queryRows(a.store, LLM_CALLS_SEARCH_PATH), [{ path: 'no_log_events,fleet,main' }]);
+  // Server a has spans waiting for its deriver: llm_calls over the read's own table of their
+  // calls, over the fleet's views.
+  assert.deepEqual(await queryRows(a.store, LLM_CALLS_SEARCH_PATH), [
+    { path: 'fresh_calls_table,no_log_events,fleet,main' },
+  ]);
   // The REST API lists a rollout's spans wherever they are: moved, on another server, or local.
   for (const [server, rollout] of [
     [a, 'ro-0'],
