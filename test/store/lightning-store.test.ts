@@ -4,7 +4,7 @@ import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidQueryError, NotFoundError } from '../../src/api/errors.js';
 import { DuckDBStore } from '../../src/store/store.js';
-import { startAgl, tempDir } from '../support/helpers.js';
+import { startAgl, tempDir, until } from '../support/helpers.js';
 import { StoreClient } from '../../src/client/store-client.js';
 import type { LightningStore } from '../../src/api/lightning-store.js';
 import { startPostgres, type PostgresCluster } from '../support/postgres.js';
@@ -152,14 +152,16 @@ for (const [label, open] of variants) {
     });
     const silent = await ls.enqueueRollout({ input: 'silent', config: { unresponsive_seconds: 0.05 } });
     await ls.dequeueManyRollouts({ limit: 2, workerId: 'w' });
-    await sleep(120);
-    const slowNow = (await ls.getRolloutById(slow.rollout_id)) as { status: string; attempt: { status: string } };
-    assert.equal(slowNow.attempt.status, 'timeout');
-    assert.equal(slowNow.status, 'requeuing');
-    const silentNow = (await ls.getRolloutById(silent.rollout_id)) as { status: string; attempt: { status: string } };
-    assert.equal(silentNow.attempt.status, 'unresponsive');
-    assert.equal(silentNow.status, 'failed');
-    assert.equal((await ls.getWorkerById('w'))?.status, 'unknown');
+    // The watchdog runs on a timer (PostgreSQL's every 100 ms): waited for, not slept past.
+    await until(async () => {
+      const slowNow = (await ls.getRolloutById(slow.rollout_id)) as { status: string; attempt: { status: string } };
+      assert.equal(slowNow.attempt.status, 'timeout');
+      assert.equal(slowNow.status, 'requeuing');
+      const silentNow = (await ls.getRolloutById(silent.rollout_id)) as { status: string; attempt: { status: string } };
+      assert.equal(silentNow.attempt.status, 'unresponsive');
+      assert.equal(silentNow.status, 'failed');
+      assert.equal((await ls.getWorkerById('w'))?.status, 'unknown');
+    }, 5_000);
   });
 
   test(`${label}: a span revives an unresponsive attempt but not a timed-out one`, async (t) => {
@@ -169,8 +171,10 @@ for (const [label, open] of variants) {
       { input: 'silent', config: { unresponsive_seconds: 0.05 } },
     ]);
     const taken = await ls.dequeueManyRollouts({ limit: 2 });
-    await sleep(120);
-    await ls.queryRollouts();
+    await until(async () => {
+      assert.equal((await ls.getLatestAttempt(late.rollout_id))?.status, 'timeout');
+      assert.equal((await ls.getLatestAttempt(silent.rollout_id))?.status, 'unresponsive');
+    }, 5_000);
     const span = (rolloutId: string, attemptId: string, spanId: string) => ({
       rollout_id: rolloutId,
       attempt_id: attemptId,
@@ -215,8 +219,10 @@ for (const [label, open] of variants) {
     const running = (await ls.getRolloutById(fresh.rollout_id)) as { status: string; attempt: { status: string } };
     assert.equal(running.status, 'running');
     assert.equal(running.attempt.status, 'running');
-    await sleep(120);
-    assert.equal((await ls.getLatestAttempt(silent.rollout_id))?.status, 'unresponsive');
+    await until(
+      async () => assert.equal((await ls.getLatestAttempt(silent.rollout_id))?.status, 'unresponsive'),
+      5_000,
+    );
     const beat = Date.now() / 1000;
     const revived = await ls.updateAttempt(silent.rollout_id, 'latest', { last_heartbeat_time: beat });
     assert.equal(revived.status, 'running');
