@@ -528,6 +528,9 @@ const [FRESH_CALLS, FRESH_REWARDS, FRESH_AGENTS] = FRESH_ROW_MACROS;
 /** Every span not derived yet, derived now: the fresh-row macros' arguments for any keys. */
 const ANY_KEYS = 'NULL, NULL, NULL';
 
+/** The calls of every span not derived yet, derived now. */
+export const ALL_FRESH_CALLS = `SELECT * FROM ${FRESH_CALLS}(${ANY_KEYS})`;
+
 /**
  * llm_call_rows for a query that reads the rows several times, as llm_calls does five: the CTE
  * `fresh_calls` computes the calls of the spans not derived yet once, not at every read
@@ -538,7 +541,7 @@ const ANY_KEYS = 'NULL, NULL, NULL';
  * once is, and a view read back from the file forgets NOT MATERIALIZED): a copy of every stored
  * call, messages and token ids included, for a read of one rollout's six.
  */
-export const FRESH_CALLS_CTE = `fresh_calls AS MATERIALIZED (SELECT * FROM ${FRESH_CALLS}(${ANY_KEYS}))`;
+export const FRESH_CALLS_CTE = `fresh_calls AS MATERIALIZED (${ALL_FRESH_CALLS})`;
 
 /**
  * The schema of `llm_calls` over a table `fresh_calls` that the read makes first, in its own
@@ -552,7 +555,7 @@ export const FRESH_CALLS_CTE = `fresh_calls AS MATERIALIZED (SELECT * FROM ${FRE
  */
 export const FRESH_CALLS_SCHEMA = 'fresh_calls_table';
 /** The read's table of the calls of every span not derived yet (FRESH_CALLS_SCHEMA). */
-export const FRESH_CALLS_TABLE_SQL = `CREATE TEMP TABLE fresh_calls AS SELECT * FROM ${FRESH_CALLS}(${ANY_KEYS})`;
+export const FRESH_CALLS_TABLE_SQL = `CREATE TEMP TABLE fresh_calls AS ${ALL_FRESH_CALLS}`;
 /** FRESH_CALLS_CTE of the spans that `spans` select alone (as derivedRowsOf reads them). */
 export const freshCallsCte = (spans: SpanSelection) =>
   `fresh_calls AS MATERIALIZED (SELECT * FROM ${FRESH_CALLS}(${spans.fresh}))`;

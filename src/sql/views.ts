@@ -19,6 +19,7 @@ import { ANTHROPIC_MACROS_SQL } from './anthropic-messages.js';
 import { detailsDocuments, GENAI_MACROS_SQL, PARAMETER_KEYS } from './genai-messages.js';
 import { sqlText } from './literals.js';
 import {
+  ALL_FRESH_CALLS,
   CALL_ROWS,
   DERIVED_ONLY_SCHEMA,
   DERIVED_VIEWS_SQL,
@@ -27,7 +28,6 @@ import {
   FRESH_CALLS_SCHEMA,
   freshCallsCte,
   FRESH_MACROS_SQL,
-  FRESH_ROW_MACROS,
   isLogEvent,
   LOG_EVENT_VIEWS,
   LOG_EVENT_REWARDS_SQL,
@@ -389,7 +389,7 @@ USE main;`;
 /** FRESH_CALLS_SCHEMA's views; their names resolve through the read's search path (a span directory's too). */
 const FRESH_CALLS_VIEWS_SQL = `CREATE SCHEMA IF NOT EXISTS ${FRESH_CALLS_SCHEMA};
 USE ${FRESH_CALLS_SCHEMA};
-CREATE OR REPLACE VIEW fresh_calls AS SELECT * FROM ${FRESH_ROW_MACROS[0]}(NULL, NULL, NULL);
+CREATE OR REPLACE VIEW fresh_calls AS ${ALL_FRESH_CALLS};
 CREATE OR REPLACE VIEW llm_calls AS ${llmCallsOf(CALL_ROWS)};
 USE main;`;
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { exportDataset } from '../../src/runtime/export-command.js';
 import { startAnthropicTestServer, type AnthropicTestServer } from '../support/anthropic-server.js';
 import type { CallIds } from './call-cases.js';
-import { newTempDir, queryRows, removeDir, startAgl, type InProcessAgl } from '../support/helpers.js';
+import { newTempDir, queryRows, removeDir, startAgl, type InProcessAgl, until } from '../support/helpers.js';
 
 /**
  * The databases live in memory-backed /dev/shm where there is one: what the fuzz judges is what
@@ -135,12 +135,10 @@ export class FuzzServer {
     this.forgetModelRequests();
     // The gateway stores its spans in batches after it answered (within 100 ms): until they are,
     // cases would name no call, and their landing would pass for a refused case's write.
-    for (const deadline = Date.now() + 10_000; ; ) {
+    await until(async () => {
       const [{ n }] = await this.storeRows('SELECT count(*)::INTEGER AS n FROM spans');
-      if (Number(n) >= count) return;
-      if (Date.now() > deadline) throw new Error(`the gateway stored ${n} of the ${count} calls recorded`);
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+      if (Number(n) < count) throw new Error(`the gateway stored ${n} of the ${count} calls recorded`);
+    }, 10_000);
   }
 
   /**
