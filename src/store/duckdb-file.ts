@@ -2,6 +2,7 @@ import { stat } from 'node:fs/promises';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { StoreUnavailableError } from '../api/errors.js';
 import { nextCommitSeqSql } from './fleet-views.js';
+import { holdNativeMemoryWatch } from './native-memory.js';
 import {
   DEFAULT_MAX_QUEUED_BYTES,
   DEFAULT_QUERY_TIMEOUT_MS,
@@ -43,6 +44,8 @@ export class DuckDBFile {
   reads: ReadSettings = {};
   /** Settles the work on other connections of the instance (the deriver's) before it is replaced. */
   beforeReopen: () => Promise<void> = () => Promise.resolve();
+  /** Ends this file's hold on the process's watch of the memory behind DuckDB's JS objects. */
+  private readonly releaseMemoryWatch = holdNativeMemoryWatch();
 
   private constructor(
     readonly path: string,
@@ -256,6 +259,7 @@ export class DuckDBFile {
 
   /** Closes an instance that failed to open as a store (nothing was written through it). */
   abandon(): void {
+    this.releaseMemoryWatch();
     this.instance.closeSync();
   }
 
@@ -275,6 +279,7 @@ export class DuckDBFile {
     await this.budget?.close();
     this.writerConnection.closeSync();
     this.instance.closeSync();
+    this.releaseMemoryWatch();
   }
 }
 
