@@ -266,20 +266,23 @@ export class DuckDBFile {
   /** Commits everything accepted, checkpoints the WAL into the file (when writable) and closes it. */
   async close(): Promise<void> {
     this.closing = true;
-    await this.reopening;
-    await this.writer.close();
-    if (!this.options.readOnly) {
-      await this.read(() => this.writerConnection.run('CHECKPOINT')).catch((error: unknown) => {
-        // Nothing is lost: the next open replays the WAL. But the user should know why it is large.
-        console.error(
-          `agl: the closing checkpoint failed, the WAL stays for the next open: ${(error as Error).message}`,
-        );
-      });
+    try {
+      await this.reopening;
+      await this.writer.close();
+      if (!this.options.readOnly) {
+        await this.read(() => this.writerConnection.run('CHECKPOINT')).catch((error: unknown) => {
+          // Nothing is lost: the next open replays the WAL. But the user should know why it is large.
+          console.error(
+            `agl: the closing checkpoint failed, the WAL stays for the next open: ${(error as Error).message}`,
+          );
+        });
+      }
+      await this.budget?.close();
+      this.writerConnection.closeSync();
+      this.instance.closeSync();
+    } finally {
+      this.releaseMemoryWatch();
     }
-    await this.budget?.close();
-    this.writerConnection.closeSync();
-    this.instance.closeSync();
-    this.releaseMemoryWatch();
   }
 }
 

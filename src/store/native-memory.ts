@@ -40,8 +40,9 @@ export function watchNativeMemory(probe: NativeMemoryProbe, options: NativeMemor
 
 let processProbe: NativeMemoryProbe | undefined;
 /**
- * This process's probe (RSS, and V8's full collection). Node gives the collector to scripts started with --expose-gc alone; the
- * flag set now holds for contexts made after it, so a new context hands it over.
+ * This process's probe: RSS, and V8's full collection. Node gives the collector to scripts
+ * started with --expose-gc alone; the flag set now holds for contexts made after it, so a new
+ * context hands it over.
  */
 export function processMemoryProbe(): NativeMemoryProbe {
   if (processProbe === undefined) {
