@@ -1,4 +1,4 @@
-import { type SpanKeys, spanKeysCondition } from '../sql/derived.js';
+import { ownCallsOnlySql, type SpanKeys, spanKeysCondition } from '../sql/derived.js';
 import { llmCallsOfKeys } from '../sql/views.js';
 import type { DuckDBStore } from '../store/store.js';
 
@@ -38,12 +38,23 @@ export const targetOf = (row: Record<string, unknown>): Target => ({
 });
 
 /**
+ * The SQL of the `llm_calls` rows of the spans that `keys` select (llmCallsOfKeys), planned for
+ * agl's own calls alone when those spans hold no other (ownCallsOnlySql). The check is a read of
+ * its own: a call of another dialect stored between the two is left out, as one stored after
+ * both would be.
+ */
+export async function llmCallsSqlOfKeys(store: TargetStore, keys: SpanKeys): Promise<string> {
+  const [check] = await rows(store, ownCallsOnlySql(keys));
+  return llmCallsOfKeys(keys, check?.own_only === true);
+}
+
+/**
  * The last call (a row of `llm_calls`, whichever instrumentation recorded it) among the spans that
  * `keys` select, else the last span to end; undefined when none matches.
  */
 export async function lastTargetOf(store: TargetStore, keys: SpanKeys): Promise<Target | undefined> {
   const order = 'ORDER BY end_time DESC NULLS LAST, sequence_id DESC NULLS LAST, span_id DESC LIMIT 1';
-  const [call] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM (${llmCallsOfKeys(keys)}) ${order}`);
+  const [call] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM (${await llmCallsSqlOfKeys(store, keys)}) ${order}`);
   if (call) return targetOf(call);
   const [span] = await rows(store, `SELECT ${TARGET_COLUMNS} FROM spans WHERE ${spanKeysCondition(keys)} ${order}`);
   return span ? targetOf(span) : undefined;

@@ -147,9 +147,13 @@ QUALIFY row_number() OVER (PARTITION BY o.rollout_id, o.trace_id, o.span_id
  * (derivedRowsOf), not every span the deriver has not reached yet. The same rows as the view
  * filtered by the keys while the spans of one call (a capture and its gateway child, a framework
  * span and its agl child) share their keys, as the spans of one trace or one attempt do.
+ * `ownCallsOnly`: agl's own calls alone, the same rows while ownCallsOnlySql holds.
  */
-export const llmCallsOfKeys = (keys: SpanKeys) => `WITH key_call_rows AS MATERIALIZED (${derivedRowsOf(keys).calls})
-SELECT * FROM (${llmCallsOf('key_call_rows')}) WHERE ${spanKeysCondition(keys)}`;
+export const llmCallsOfKeys = (
+  keys: SpanKeys,
+  ownCallsOnly = false,
+) => `WITH key_call_rows AS MATERIALIZED (${derivedRowsOf(keys, ownCallsOnly).calls})
+SELECT * FROM (${ownCallsOnly ? ownCallsOf('key_call_rows', 'key_call_rows') : llmCallsOf('key_call_rows')}) WHERE ${spanKeysCondition(keys)}`;
 
 /**
  * CTEs that end in `token_calls`: the LLM calls that can carry token ids, llm_calls without the

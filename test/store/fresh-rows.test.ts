@@ -3,7 +3,15 @@ import { after, before, test } from 'node:test';
 import { traceToMessages } from '../../src/adapters/messages.js';
 import { traceToTrajectories } from '../../src/adapters/trajectories.js';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { derivedRowsOf, FRESH_ROW_MACROS, LOG_EVENT_VIEWS } from '../../src/sql/derived.js';
+import { lastTargetOf } from '../../src/collector/span-target.js';
+import {
+  derivedRowsOf,
+  FRESH_ROW_MACROS,
+  LOG_EVENT_VIEWS,
+  ownCallsOnlySql,
+  type SpanKeys,
+} from '../../src/sql/derived.js';
+import { llmCallsOfKeys } from '../../src/sql/views.js';
 import { DuckDBStore } from '../../src/store/store.js';
 import { finalRewardsSql } from '../../src/sql/final-rewards.js';
 import { spanRows, type SpanInput } from '../../src/store/span-json.js';
@@ -173,5 +181,36 @@ test('a file an older agl wrote, opened read-only: the reads that name the fresh
     assert.equal(calls.length, 2);
   } finally {
     await readOnly.close();
+  }
+});
+
+test("a few rollouts' calls are planned as agl's own alone only while their spans hold no other dialect's", async () => {
+  // ro-g: agl's own call, then an OpenLLMetry one that ends later, the attempt's last call.
+  const own = call('ro-g first', 'one', 200, { trace: 5, rollout_id: 'ro-g' });
+  const other = span({
+    name: 'openai.chat',
+    start: 202,
+    end: 204,
+    trace: 5,
+    rollout_id: 'ro-g',
+    attributes: {
+      'gen_ai.system': 'openai',
+      'gen_ai.prompt.0.role': 'user',
+      'gen_ai.prompt.0.content': 'ro-g second',
+      'gen_ai.completion.0.role': 'assistant',
+      'gen_ai.completion.0.content': 'two',
+    },
+  });
+  await write([own, other]);
+  const ownOnly = async (keys: SpanKeys) => (await queryRows(agl.store, ownCallsOnlySql(keys)))[0].own_only;
+  const ownKeys = { rolloutIds: ['ro-b'] };
+  const otherKeys = { rolloutIds: ['ro-g'], attemptIds: ['at-1'] };
+  const sorted = (sql: string) => queryRows(agl.store, `SELECT * FROM (${sql}) ORDER BY span_id`);
+  for (const state of ['not derived yet', 'derived']) {
+    assert.equal(await ownOnly(ownKeys), true, state);
+    assert.deepEqual(await sorted(llmCallsOfKeys(ownKeys, true)), await sorted(llmCallsOfKeys(ownKeys)), state);
+    assert.equal(await ownOnly(otherKeys), false, `${state}: the OpenLLMetry call`);
+    assert.equal((await lastTargetOf(agl.store, otherKeys))?.span_id, other.span_id, state);
+    await agl.store.deriveAll();
   }
 });

@@ -3,12 +3,11 @@ import * as z from 'zod';
 import type { LightningStore } from '../../api/lightning-store.js';
 import { AGL, ATTR, V1_EVENT_ATTR, V1_PROXY_ATTR } from '../../api/semconv.js';
 import { derivedRowsOf, type SpanKeys, spanKeysCondition } from '../../sql/derived.js';
-import { llmCallsOfKeys } from '../../sql/views.js';
 import { spanRows } from '../../store/span-json.js';
 import type { DuckDBStore } from '../../store/store.js';
 import { readJsonObject, sendJson, type Route } from '../http.js';
 import { queryObject } from '../rest-route.js';
-import { rows } from '../span-target.js';
+import { llmCallsSqlOfKeys, rows } from '../span-target.js';
 import { checkNesting, parseRequest } from '../validate.js';
 import { liveRollout } from './rollout-routes.js';
 import { dedupeModelRequests, modelRequestOf, tripletOfCall, trimModelRequest, type V1Event } from './v1-events.js';
@@ -129,7 +128,7 @@ async function eventsOf(store: EventStore, keys: SpanKeys, triplet: boolean): Pr
   const attr = (name: string, t = 's') => `${t}.attributes->>'${name}'`;
   const found = await rows(
     store,
-    `WITH calls AS MATERIALIZED (${llmCallsOfKeys(keys)}),
+    `WITH calls AS MATERIALIZED (${await llmCallsSqlOfKeys(store, keys)}),
      posted AS MATERIALIZED (SELECT span_id, start_time, attributes FROM spans
        WHERE ${spanKeysCondition(keys)} AND (${attr(V1_EVENT_ATTR.type, 'spans')}) IS NOT NULL)
      SELECT 'call' AS kind, epoch_us(coalesce(c.end_time, c.start_time)) AS at_us, json_object(
