@@ -292,7 +292,12 @@ function instanceSettings(options: StoreOptions): Record<string, string> {
   // in process, 7,700 LLM-sized; no checkpoint: 60,500 and 15,200). So the store checkpoints by
   // itself (maintenance.ts: a WAL of 16 MB while idle, of 64 MB under load, beside the writer),
   // and DuckDB's own threshold is only the backstop.
+  // DuckDB's jemalloc gives freed pages back to the system only as its threads allocate again;
+  // its background thread does it after a delay, so a server that goes quiet after a burst of
+  // reads shrinks (4 rounds of 40 counts of llm_calls, RSS 6 s after each: 268-327 MB without,
+  // 145-167 MB with; the GRPO batch unchanged). One setting for the process's allocator.
+  const allocator = { allocator_background_threads: 'true' };
   return options.readOnly
-    ? { access_mode: 'READ_ONLY' }
-    : { checkpoint_threshold: options.checkpointThreshold ?? '1GB' };
+    ? { ...allocator, access_mode: 'READ_ONLY' }
+    : { ...allocator, checkpoint_threshold: options.checkpointThreshold ?? '1GB' };
 }

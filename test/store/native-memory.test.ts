@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { processMemoryProbe, watchNativeMemory } from '../../src/store/native-memory.js';
+import { DuckDBStore } from '../../src/store/store.js';
 import { tempDir, until } from '../support/helpers.js';
 
 const MB = 2 ** 20;
@@ -57,5 +58,16 @@ test("the process's collection frees DuckDB's results that nothing references", 
   } finally {
     connection.closeSync();
     instance.closeSync();
+  }
+});
+
+test("a store's file runs DuckDB's allocator with its background thread, which gives freed memory back", async (t) => {
+  const store = await DuckDBStore.open({ path: join(await tempDir(t), 'allocator.duckdb') });
+  try {
+    const [row] = (await store.query("SELECT current_setting('allocator_background_threads') AS on", { guard: false }))
+      .rows;
+    assert.equal(row.on, true);
+  } finally {
+    await store.close();
   }
 });
