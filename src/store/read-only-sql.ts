@@ -30,6 +30,9 @@ const ALLOWED_TABLE_FUNCTIONS = new Set<string>([
   'duckdb_constraints',
   'duckdb_indexes',
   'duckdb_databases',
+  // What DuckDB holds in memory by tag, and what it spilled: an operator's view of a server's memory.
+  'duckdb_memory',
+  'duckdb_temporary_files',
   'summary',
 ]);
 const REFUSED_FUNCTIONS = new Set(['getenv', 'current_setting']);

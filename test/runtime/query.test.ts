@@ -87,6 +87,8 @@ test('read-only queries of every shape users write are allowed', async () => {
     'WITH s AS (SELECT * FROM spans) SELECT count(*) FROM s',
     'SELECT * FROM range(3)',
     'SELECT key FROM spans, json_each(attributes) LIMIT 1',
+    'SELECT tag, memory_usage_bytes FROM duckdb_memory() ORDER BY memory_usage_bytes DESC',
+    'SELECT count(*) FROM duckdb_temporary_files()',
   ]) {
     const { status, json } = await queryApi({ sql });
     assert.equal(status, 200, `${sql}: ${JSON.stringify(json)}`);
