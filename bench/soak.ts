@@ -68,26 +68,52 @@ async function call(url: string, method: string, body?: unknown, expect = 200): 
   return answer.body ? JSON.parse(answer.body) : null;
 }
 
+const DUCKDB_MEMORY_SQL = `SELECT sum(memory_usage_bytes) FILTER (WHERE tag = 'BASE_TABLE') AS file,
+  sum(memory_usage_bytes) AS total FROM duckdb_memory()`;
+
 const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
 
-/** The least-squares slope of y over x. */
-function slope(points: readonly [number, number][]): number {
+/**
+ * The least-squares slope of y over x, and its standard error: RSS swings by hundreds of MB with
+ * the reads in flight when a sample falls, so a 10-minute fit can be off by more than the goal.
+ */
+function slope(points: readonly [number, number][]): { slope: number; error: number } {
   const n = points.length;
-  if (n < 2) return 0;
+  if (n < 3) return { slope: 0, error: Number.POSITIVE_INFINITY };
   const mx = points.reduce((s, [x]) => s + x, 0) / n;
   const my = points.reduce((s, [, y]) => s + y, 0) / n;
   const sxy = points.reduce((s, [x, y]) => s + (x - mx) * (y - my), 0);
   const sxx = points.reduce((s, [x]) => s + (x - mx) ** 2, 0);
-  return sxx === 0 ? 0 : sxy / sxx;
+  if (sxx === 0) return { slope: 0, error: Number.POSITIVE_INFINITY };
+  const b = sxy / sxx;
+  const residuals = points.reduce((s, [x, y]) => s + (y - my - b * (x - mx)) ** 2, 0);
+  return { slope: b, error: Math.sqrt(residuals / (n - 2) / sxx) };
 }
+
+/** Each bucket's lowest sample: what stays between the reads, which a leak raises and a read's working memory does not. */
+function lowestEach(points: readonly [number, number][], bucketHours: number): [number, number][] {
+  const lowest = new Map<number, [number, number]>();
+  for (const point of points) {
+    const bucket = Math.floor(point[0] / bucketHours);
+    const held = lowest.get(bucket);
+    if (held === undefined || point[1] < held[1]) lowest.set(bucket, point);
+  }
+  return [...lowest.values()];
+}
+
+const slopeFigure = (name: string, points: readonly [number, number][], target = '') => {
+  const fit = slope(points);
+  return { name, value: Math.round(fit.slope), unit: `MB/hour (+- ${Math.round(fit.error)})`, target };
+};
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * `agl serve` for MINUTES under OTLP ingest of agent-shaped traces, 32 runners cycling
  * rollouts through the gateway with a feedback post each, dashboard and SQL reads every second,
- * and a GRPO batch every minute. Reported: the server's RSS at start and end and its slope
- * after warm-up (a fit over samples every 10 s), each request kind's p99 in the last minute
+ * and a GRPO batch every minute. Reported: the server's RSS at start, at the end and after the
+ * load, and its slope after warm-up (a fit over samples every 10 s), beside DuckDB's share of it
+ * (`duckdb_memory()` through the query route), each request kind's p99 in the last minute
  * against the first, the file against what was sent, and rollouts and spans lost or doubled.
  */
 export const soak: Benchmark = {
@@ -95,10 +121,10 @@ export const soak: Benchmark = {
   description: `${MINUTES} min of mixed load on one server: ingest, ${RUNNERS} runners through the gateway, feedback, reads, GRPO batches`,
   async run(size: Size): Promise<Figure[]> {
     const seconds = sized(size, MINUTES * 60, 6);
-    const [bucketMs, sampleMs, warmupMs, grpoEveryMs, ingestEveryMs] = sized(
+    const [bucketMs, sampleMs, warmupMs, grpoEveryMs, ingestEveryMs, idleMs] = sized(
       size,
-      [60_000, 10_000, 60_000, 60_000, 100],
-      [2_000, 500, 1_500, 3_000, 100],
+      [60_000, 10_000, 60_000, 60_000, 100, 30_000],
+      [2_000, 500, 1_500, 3_000, 100, 1_000],
     );
     const dir = await newTempDir();
     const db = join(dir, 'soak.duckdb');
@@ -116,6 +142,8 @@ export const soak: Benchmark = {
     const latencies = new Latencies(start, bucketMs);
     const running = () => performance.now() < deadline;
     const rss: [number, number][] = [];
+    // DuckDB's memory by its accounting, sampled with RSS: its cache of the file, and the rest.
+    const duckdb: { hours: number; rss: number; file: number; total: number }[] = [];
     let otlpBytes = 0;
     let spansSent = 0;
     const enqueued = new Set<string>();
@@ -124,9 +152,22 @@ export const soak: Benchmark = {
     let grpoRows = 0;
     try {
       const template = await makeBatch(64, { promptBytes: 2_000 });
+      const query = new QueryClient(base);
       const sampler = (async () => {
         while (running()) {
           rss.push([(performance.now() - start) / 3_600_000, rssMb(pid)]);
+          await sleep(sampleMs);
+        }
+      })();
+      const duckdbSampler = (async () => {
+        while (running()) {
+          const [memory] = (await query.query(DUCKDB_MEMORY_SQL)).rows as { file: number; total: number }[];
+          duckdb.push({
+            hours: (performance.now() - start) / 3_600_000,
+            rss: rssMb(pid),
+            file: Number(memory.file) / 2 ** 20,
+            total: Number(memory.total) / 2 ** 20,
+          });
           await sleep(sampleMs);
         }
       })();
@@ -181,7 +222,6 @@ export const soak: Benchmark = {
         }
       };
       const runners = Promise.all(Array.from({ length: RUNNERS }, (_, i) => runner(i)));
-      const query = new QueryClient(base);
       const reads = (async () => {
         while (running()) {
           await latencies.time('dashboard', async () => {
@@ -232,7 +272,7 @@ export const soak: Benchmark = {
           });
         }
       })();
-      await Promise.all([sampler, ingest, runners, reads, grpo]);
+      await Promise.all([sampler, duckdbSampler, ingest, runners, reads, grpo]);
       const end = rssMb(pid);
 
       const [rollouts] = (
@@ -252,6 +292,9 @@ export const soak: Benchmark = {
       const lostSpans = spansSent - Number(spans.d);
       const doubledSpans = Number(spans.n) - Number(spans.d);
       await query.close();
+      // What the server gives back once the load stops: what a leak holds stays, a read's working memory goes.
+      await sleep(idleMs);
+      const idle = rssMb(pid);
       const fileBytes = (
         await Promise.all(
           [db, `${db}.wal`].map((p) =>
@@ -262,6 +305,7 @@ export const soak: Benchmark = {
           ),
         )
       ).reduce((a, b) => a + b, 0);
+      const duckdbAfterWarmup = duckdb.filter((m) => m.hours * 3_600_000 >= warmupMs);
       const afterWarmup = rss.filter(([hours]) => hours * 3_600_000 >= warmupMs);
       const heap = (await readFile(probeFile, 'utf8'))
         .trim()
@@ -275,12 +319,12 @@ export const soak: Benchmark = {
       const figures: Figure[] = [
         { name: 'server RSS at start', value: Math.round(rss[0]?.[1] ?? 0), unit: 'MB', target: '' },
         { name: 'server RSS at end', value: Math.round(end), unit: 'MB', target: '' },
-        {
-          name: 'server RSS slope after warm-up',
-          value: Math.round(slope(afterWarmup)),
-          unit: 'MB/hour',
-          target: '< 20',
-        },
+        { name: `server RSS after ${idleMs / 1000} s idle`, value: Math.round(idle), unit: 'MB', target: '' },
+        slopeFigure('server RSS slope after warm-up', afterWarmup, '< 20'),
+        slopeFigure(
+          `server RSS slope after warm-up, each ${bucketMs / 1000} s's lowest sample`,
+          lowestEach(afterWarmup, bucketMs / 3_600_000),
+        ),
         {
           name: 'server RSS after warm-up, lowest sample',
           value: Math.round(Math.min(...rssAfterWarmup)),
@@ -289,7 +333,21 @@ export const soak: Benchmark = {
         },
         // agl's own objects (maps of rollouts, attempts, sequence ids; buffers): what RSS holds
         // besides DuckDB, whose memory swings by hundreds of MB with reads and checkpoints.
-        { name: 'server JS heap slope after warm-up', value: Math.round(slope(heap)), unit: 'MB/hour', target: '' },
+        slopeFigure('server JS heap slope after warm-up', heap),
+        slopeFigure(
+          "server RSS less DuckDB's memory (its accounting), slope after warm-up",
+          duckdbAfterWarmup.map((m) => [m.hours, m.rss - m.total]),
+        ),
+        slopeFigure(
+          "DuckDB's cache of the file, slope after warm-up",
+          duckdbAfterWarmup.map((m) => [m.hours, m.file]),
+        ),
+        {
+          name: "DuckDB's memory at the last sample, its cache of the file",
+          value: Math.round(duckdb.at(-1)?.total ?? 0),
+          unit: `MB (${Math.round(duckdb.at(-1)?.file ?? 0)} MB)`,
+          target: '',
+        },
         ...p99s.map(({ kind, first, last }) => ({
           name: `${kind} p99, last minute / first`,
           value: Number((last / Math.max(first, 1)).toFixed(2)),
