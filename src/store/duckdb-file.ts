@@ -287,16 +287,16 @@ export class DuckDBFile {
 }
 
 function instanceSettings(options: StoreOptions): Record<string, string> {
-  // A checkpoint compresses what the WAL holds into the file and stalls the commits behind it:
-  // at DuckDB's default 16 MB, ingest spends most of its time there (64 MB: 42,500 small spans/s
-  // in process, 7,700 LLM-sized; no checkpoint: 60,500 and 15,200). So the store checkpoints by
-  // itself (maintenance.ts: a WAL of 16 MB while idle, of 64 MB under load, beside the writer),
-  // and DuckDB's own threshold is only the backstop.
   // DuckDB's jemalloc gives freed pages back to the system only as its threads allocate again;
   // its background thread does it after a delay, so a server that goes quiet after a burst of
   // reads shrinks (4 rounds of 40 counts of llm_calls, RSS 6 s after each: 268-327 MB without,
   // 145-167 MB with; the GRPO batch unchanged). One setting for the process's allocator.
   const allocator = { allocator_background_threads: 'true' };
+  // A checkpoint compresses what the WAL holds into the file and stalls the commits behind it:
+  // at DuckDB's default 16 MB, ingest spends most of its time there (64 MB: 42,500 small spans/s
+  // in process, 7,700 LLM-sized; no checkpoint: 60,500 and 15,200). So the store checkpoints by
+  // itself (maintenance.ts: a WAL of 16 MB while idle, of 64 MB under load, beside the writer),
+  // and DuckDB's own threshold is only the backstop.
   return options.readOnly
     ? { ...allocator, access_mode: 'READ_ONLY' }
     : { ...allocator, checkpoint_threshold: options.checkpointThreshold ?? '1GB' };
