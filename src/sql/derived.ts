@@ -794,20 +794,30 @@ export function derivedRowsOf(
 
 /**
  * Whether every call of the spans that `keys` select is agl's own (its capture, its gateway): no
- * stored call of theirs is another dialect's, none of them not derived yet may be one (its
- * attributes name no GenAI or OpenInference key, or it is agl's own call; an operation.details
- * event is GenAI's too), and no GenAI log event is stored. Then llm_calls of those spans is
+ * stored call of theirs is another dialect's, none of them not derived yet may be one
+ * (MAY_BE_OTHER_CALL), and no GenAI log event is stored. Then llm_calls of those spans is
  * planned without the SQL of the other dialects (llmCallsOfKeys): a feedback on a gateway call
  * looks up the attempt's last call, twelve times a second in the soak, in 136 ms (planning,
  * mostly) over a soak's file with spans waiting, in 71 ms so.
  */
 export const ownCallsOnlySql = (keys: SpanKeys) => {
   const condition = spanKeysCondition(keys);
-  return `SELECT NOT EXISTS (SELECT 1 FROM underived_spans WHERE ${condition} AND NOT ${mayHave(ATTR.llmApi)}
-      AND (contains(attributes, 'gen_ai.') OR contains(attributes, 'llm.input_messages') OR contains(events, '"${GENAI.operationDetails}"')))
+  return `SELECT NOT EXISTS (SELECT 1 FROM underived_spans WHERE ${condition} AND ${MAY_BE_OTHER_CALL})
     AND NOT EXISTS (SELECT 1 FROM derived_calls WHERE ${condition} AND dialect > 1)
     AND NOT EXISTS (SELECT 1 FROM genai_log_events) AS own_only`;
 };
+
+/**
+ * Whether a span's text may make a call of another dialect than agl's (callsFrom's semconv and
+ * flat branches): not agl's own call, and it names the GenAI documents, a flattened first
+ * message, an inference operation or has an operation.details event. Tested on the text, the
+ * operation name parsed only where its key is: agl's own tool and agent spans name GenAI keys
+ * too (`gen_ai.operation.name` `execute_tool`, `gen_ai.request.model`), and make no call.
+ */
+const fieldKey = (i: number) => SPAN_FIELD_KEYS[i - 1];
+const MAY_BE_OTHER_CALL = `NOT ${mayHave(ATTR.llmApi)} AND (${[19, 20, 23, 24, 25].map((i) => mayHave(fieldKey(i))).join(' OR ')}
+  OR contains(events, '"${GENAI.operationDetails}"')
+  OR CASE WHEN ${mayHave(fieldKey(27))} THEN try(attributes->>'${fieldKey(27)}') IN ${INFERENCE_OPERATIONS} ELSE false END)`;
 
 /**
  * The call rows of the spans that `spans` select, as llm_call_rows holds them: the stored ones

@@ -201,15 +201,35 @@ test("a few rollouts' calls are planned as agl's own alone only while their span
       'gen_ai.completion.0.content': 'two',
     },
   });
-  await write([own, other]);
+  // ro-t: agl's own call and its LangChain tool span, which names GenAI keys and is no call.
+  const tool = span({
+    name: 'execute_tool search',
+    start: 301,
+    end: 302,
+    trace: 6,
+    rollout_id: 'ro-t',
+    attributes: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'search' },
+  });
+  // ro-c: a GenAI chat span whose content would come as log events: a call all the same.
+  const chat = span({
+    name: 'chat m',
+    start: 400,
+    end: 401,
+    trace: 7,
+    rollout_id: 'ro-c',
+    attributes: { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'm' },
+  });
+  await write([own, other, call('ro-t first', 'one', 300, { trace: 6, rollout_id: 'ro-t' }), tool, chat]);
   const ownOnly = async (keys: SpanKeys) => (await queryRows(agl.store, ownCallsOnlySql(keys)))[0].own_only;
-  const ownKeys = { rolloutIds: ['ro-b'] };
+  const ownKeys = { rolloutIds: ['ro-t'] };
   const otherKeys = { rolloutIds: ['ro-g'], attemptIds: ['at-1'] };
   const sorted = (sql: string) => queryRows(agl.store, `SELECT * FROM (${sql}) ORDER BY span_id`);
   for (const state of ['not derived yet', 'derived']) {
     assert.equal(await ownOnly(ownKeys), true, state);
     assert.deepEqual(await sorted(llmCallsOfKeys(ownKeys, true)), await sorted(llmCallsOfKeys(ownKeys)), state);
     assert.equal(await ownOnly(otherKeys), false, `${state}: the OpenLLMetry call`);
+    assert.equal(await ownOnly({ rolloutIds: ['ro-c'] }), false, `${state}: the GenAI chat span`);
+    assert.equal((await sorted(llmCallsOfKeys({ rolloutIds: ['ro-c'] }))).length, 1, `${state}: its call`);
     assert.equal((await lastTargetOf(agl.store, otherKeys))?.span_id, other.span_id, state);
     await agl.store.deriveAll();
   }
