@@ -61,7 +61,7 @@ test("the process's collection frees DuckDB's results that nothing references", 
   }
 });
 
-test("a store's file runs DuckDB's allocator with its background thread, which gives freed memory back", async (t) => {
+test("a store's file runs DuckDB's allocator with its background thread", async (t) => {
   const store = await DuckDBStore.open({ path: join(await tempDir(t), 'allocator.duckdb') });
   try {
     const [row] = (await store.query("SELECT current_setting('allocator_background_threads') AS on", { guard: false }))
