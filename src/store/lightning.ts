@@ -30,6 +30,14 @@ import { spanRows } from './span-json.js';
 import { ATTEMPT_FIELDS, querySpanPage, RESOURCES_FIELDS, ROLLOUT_FIELDS, WORKER_FIELDS } from './lightning-queries.js';
 import { StoreEvents, takeOrWait } from './events.js';
 import { historyRows } from './rollout-tables.js';
+import {
+  onlyUnfinished,
+  rolloutPageSql,
+  storedRollout,
+  storedRollouts,
+  storedRolloutsSql,
+  type StoredRollout,
+} from './stored-rollouts.js';
 import type { TableRows } from './writer.js';
 import type { LightningFile, ServerLightningStore } from './server-lightning.js';
 
@@ -42,6 +50,10 @@ interface EmbeddedState {
    * else is written meanwhile); resolves to the highest version written.
    */
   reloadState(state: RolloutState): Promise<number>;
+  /** The rows of a read of the database (the state's history), all of them. */
+  readState(sql: string): Promise<Record<string, unknown>[]>;
+  /** Finished rollouts held in memory; older ones are read from the database (RolloutState.retire). */
+  readonly finishedInMemory: number;
 }
 
 /**
@@ -65,7 +77,9 @@ const WATCHDOG_INTERVAL_SECONDS = 0.1;
 /**
  * The LightningStore of the embedded DuckDB store. State lives in memory (RolloutState) and
  * every change is written through to DuckDB before the call resolves, in the writer's group
- * commits. Long polls wait on events of the state, not on the database.
+ * commits. Long polls wait on events of the state, not on the database. Finished rollouts beyond
+ * the latest few thousand live in the database only: reads of them go there, and a change takes
+ * the rollout back into memory first.
  *
  * A change counts only once its write succeeded. When a write fails (or an operation fails
  * part-way), the state is loaded again from the database, where the failed change is not: an
@@ -92,11 +106,13 @@ export class EmbeddedLightningStore implements ServerLightningStore {
     state.onQueued = () => this.events.wake();
   }
 
-  enqueueRollout(request: RolloutRequest): Promise<Rollout> {
-    return this.change((now, changes) => this.state.enqueue([request], now, changes)[0]);
+  async enqueueRollout(request: RolloutRequest): Promise<Rollout> {
+    return (await this.enqueueManyRollouts([request]))[0];
   }
 
-  enqueueManyRollouts(requests: RolloutRequest[]): Promise<Rollout[]> {
+  async enqueueManyRollouts(requests: RolloutRequest[]): Promise<Rollout[]> {
+    // A retried enqueue answers the rollout it made, which may live in the database only.
+    await this.restore(requests.flatMap((r) => (r.rollout_id ? [r.rollout_id] : [])));
     return this.change((now, changes) => this.state.enqueue(requests, now, changes));
   }
 
@@ -116,15 +132,17 @@ export class EmbeddedLightningStore implements ServerLightningStore {
     );
   }
 
-  startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout> {
+  async startRollout(request: RolloutRequest & { worker_id?: string | null }): Promise<AttemptedRollout> {
+    if (request.rollout_id) await this.restore([request.rollout_id]);
     return this.change((now, changes) => this.state.startRollout(request, request.worker_id ?? null, now, changes));
   }
 
-  startAttempt(
+  async startAttempt(
     rolloutId: string,
     workerId: string | null = null,
     attemptId?: string | null,
   ): Promise<AttemptedRollout> {
+    await this.restore([rolloutId]);
     return this.change((now, changes) => this.state.startAttempt(rolloutId, workerId, now, changes, attemptId));
   }
 
@@ -142,6 +160,7 @@ export class EmbeddedLightningStore implements ServerLightningStore {
     if (modes) conditions.push((r) => modes.has(r.mode));
     if (inputPart !== undefined) conditions.push((r) => inputText(r.input).includes(inputPart));
     checkFilterLogic(query.filter_logic);
+    if (this.state.retired.rollouts > 0 && !onlyUnfinished(query)) return this.queryStoredRollouts(query);
     const all = [...this.state.rollouts.values()];
     const found =
       conditions.length === 0
@@ -158,27 +177,32 @@ export class EmbeddedLightningStore implements ServerLightningStore {
   async getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
     await this.watchdogIfDue();
     const rollout = this.state.rollouts.get(rolloutId);
-    return rollout ? structuredClone(this.state.withLatestAttempt(rollout)) : null;
+    if (rollout) return structuredClone(this.state.withLatestAttempt(rollout));
+    const stored = (await this.stored([rolloutId])).get(rolloutId);
+    return stored ? withLatestOf(stored) : null;
   }
 
   async queryAttempts(rolloutId: string, query: Pagination = {}): Promise<PaginatedResult<Attempt>> {
     await this.watchdogIfDue();
-    return structuredClone(
-      paginate([...(this.state.attempts.get(rolloutId) ?? [])], { sort_by: 'sequence_id', ...query }, ATTEMPT_FIELDS),
-    );
+    const attempts = this.state.rollouts.has(rolloutId)
+      ? structuredClone(this.state.attempts.get(rolloutId) ?? [])
+      : ((await this.stored([rolloutId])).get(rolloutId)?.attempts ?? []);
+    return paginate(attempts, { sort_by: 'sequence_id', ...query }, ATTEMPT_FIELDS);
   }
 
   async getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
     await this.watchdogIfDue();
-    const attempt = this.state.latestAttempt(rolloutId);
-    return attempt ? structuredClone(attempt) : null;
+    if (this.state.rollouts.has(rolloutId)) return structuredClone(this.state.latestAttempt(rolloutId));
+    return (await this.stored([rolloutId])).get(rolloutId)?.attempts.at(-1) ?? null;
   }
 
-  updateRollout(rolloutId: string, update: RolloutUpdate): Promise<Rollout> {
+  async updateRollout(rolloutId: string, update: RolloutUpdate): Promise<Rollout> {
+    await this.restore([rolloutId]);
     return this.change((now, changes) => this.state.updateRollout(rolloutId, update, now, changes));
   }
 
-  updateAttempt(rolloutId: string, attemptId: string, update: AttemptUpdate): Promise<Attempt> {
+  async updateAttempt(rolloutId: string, attemptId: string, update: AttemptUpdate): Promise<Attempt> {
+    await this.restore([rolloutId]);
     return this.change((now, changes) => this.state.updateAttempt(rolloutId, attemptId, update, now, changes));
   }
 
@@ -203,7 +227,14 @@ export class EmbeddedLightningStore implements ServerLightningStore {
         if (again !== -1) next = again;
       }
       if (next === rolloutIds.length || Date.now() >= deadline) {
-        const known = rolloutIds.map((id) => this.state.rollouts.get(id)).filter((r): r is Rollout => r !== undefined);
+        // Those the memory lets go of are finished, in the database.
+        const stored = await this.stored(
+          rolloutIds.filter((id) => !this.state.rollouts.has(id)),
+          false,
+        );
+        const known = rolloutIds
+          .map((id) => this.state.rollouts.get(id) ?? stored.get(id)?.rollout)
+          .filter((r): r is Rollout => r !== undefined);
         return structuredClone(known.filter((r) => FINISHED_ROLLOUT_STATUSES.includes(r.status)));
       }
       // Wake for a finished rollout, and at the watchdog's pace for timeouts it may find.
@@ -244,6 +275,7 @@ export class EmbeddedLightningStore implements ServerLightningStore {
   }
 
   async addSpan(span: Span): Promise<Span | null> {
+    await this.restore([span.rollout_id]);
     this.assertAttempt(span.rollout_id, span.attempt_id);
     const { stored } = await this.file.writeSpans(spanRows(span));
     return stored === 1 ? span : null;
@@ -289,8 +321,8 @@ export class EmbeddedLightningStore implements ServerLightningStore {
     for (const list of this.state.attempts.values()) attempts += list.length;
     return {
       name: 'DuckDBStore',
-      total_rollouts: this.state.rollouts.size,
-      total_attempts: attempts,
+      total_rollouts: this.state.rollouts.size + this.state.retired.rollouts,
+      total_attempts: attempts + this.state.retired.attempts,
       total_spans: await this.file.spanCount(),
       total_resources: this.state.resources.size,
       total_workers: this.state.workers.size,
@@ -364,6 +396,9 @@ export class EmbeddedLightningStore implements ServerLightningStore {
       const result = operation(now, changes, this.state);
       await write(this.stateRows(changes));
       this.state.heartbeatsStored(changes, now);
+      // Let go of finished rollouts in steps of an eighth, not one at every change.
+      const keep = this.kept.finishedInMemory;
+      if (this.state.finishedHeld > keep + Math.floor(keep / 8)) this.state.retire(keep);
       return result;
     } catch (error) {
       if (changedAnything(changes)) await this.reload();
@@ -407,9 +442,50 @@ export class EmbeddedLightningStore implements ServerLightningStore {
     return this.reloading;
   }
 
+  /**
+   * The rollouts `ids` that only the database holds, as it holds them, with their attempts unless
+   * `attempts` is false (none while nothing is retired).
+   */
+  private async stored(ids: readonly string[], attempts = true): Promise<Map<string, StoredRollout>> {
+    if (ids.length === 0 || this.state.retired.rollouts === 0) return new Map();
+    return storedRollouts(await this.kept.readState(storedRolloutsSql(ids, attempts)));
+  }
+
+  /** Takes the rollouts `ids` back into memory where only the database holds them, before a change. */
+  private async restore(ids: readonly string[]): Promise<void> {
+    const stored = await this.stored(ids.filter((id) => !this.state.rollouts.has(id)));
+    for (const { rollout, attempts } of stored.values()) this.state.restore(rollout, attempts);
+  }
+
+  /**
+   * `queryRollouts` over every stored rollout, once some live in the database only: SQL filters,
+   * sorts and pages them; a rollout held in memory is answered as memory holds it.
+   */
+  private async queryStoredRollouts(query: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
+    // Checks the paging as in memory (an empty list pages nothing but is checked alike).
+    const { limit, offset } = paginate([], query, ROLLOUT_FIELDS);
+    const sql = rolloutPageSql(query);
+    const [rows, [{ total }]] = await Promise.all([this.kept.readState(sql.page), this.kept.readState(sql.total)]);
+    const rollouts = rows.map(({ data }) => storedRollout(JSON.parse(String(data))));
+    const stored = await this.stored(rollouts.map((r) => r.rollout_id).filter((id) => !this.state.rollouts.has(id)));
+    const items = rollouts.map((r) => {
+      const held = this.state.rollouts.get(r.rollout_id);
+      if (held) return structuredClone(this.state.withLatestAttempt(held));
+      const found = stored.get(r.rollout_id);
+      return found ? withLatestOf(found) : r;
+    });
+    return { items, limit, offset, total: Number(total) };
+  }
+
   private runWatchdog(now: number, changes: Changes): void {
     if (now - this.lastWatchdog < WATCHDOG_INTERVAL_SECONDS) return;
     this.lastWatchdog = now;
     this.state.watchdog(now, changes);
   }
+}
+
+/** The shape GET rollouts/{id} answers, for a rollout read from the database. */
+function withLatestOf({ rollout, attempts }: StoredRollout): Rollout | AttemptedRollout {
+  const attempt = attempts.at(-1);
+  return attempt ? { ...rollout, attempt } : rollout;
 }

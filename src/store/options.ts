@@ -6,6 +6,8 @@ export const DEFAULT_MAX_QUEUED_BYTES = 64 * 2 ** 20;
 export const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 /** How often spans move to the span directory when the options do not say (spansMoveEveryMs). */
 export const DEFAULT_SPANS_MOVE_EVERY_MS = 10_000;
+/** Finished rollouts the embedded state holds in memory when the options do not say. */
+export const DEFAULT_FINISHED_ROLLOUTS_IN_MEMORY = 1_000;
 /** How long load lasts before the store's own work runs under it, when the options do not say. */
 export const DEFAULT_MAINTAIN_UNDER_LOAD_AFTER_MS = 30_000;
 
@@ -57,6 +59,13 @@ export interface StoreOptions {
    * state for SQL. Absent: the state lives in this file.
    */
   readonly state?: string;
+  /**
+   * Finished rollouts the state kept in the file holds in memory, the latest to change (default
+   * 1,000: about a minute of a busy server's, for the reads that follow a finish). The others are
+   * read from the file when asked for, so that a server running for days holds what runs and
+   * waits, not every rollout it ran (RolloutState.retire).
+   */
+  readonly finishedRolloutsInMemory?: number;
   /** Connections to PostgreSQL this server may hold (default 16). */
   readonly stateConnections?: number;
   /**

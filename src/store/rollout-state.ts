@@ -48,6 +48,8 @@ const QUEUED: readonly RolloutStatus[] = ['queuing', 'requeuing'];
 const HEARTBEAT_PERSIST_SECONDS = 5;
 const ACTIVE: readonly RolloutStatus[] = ['preparing', 'running'];
 const ENDING_ATTEMPT: readonly AttemptStatus[] = ['succeeded', 'failed', 'cancelled'];
+/** Attempt statuses the watchdog and heartbeats still act on: their rollout stays in memory. */
+const LIVE_ATTEMPT: readonly AttemptStatus[] = ['preparing', 'running'];
 
 export function defaultConfig(config?: RolloutConfigRequest | null): RolloutConfig {
   return {
@@ -78,6 +80,10 @@ export class RolloutState {
   onFinished: (rollout: Rollout) => void = () => {};
   /** When each attempt's heartbeat was last written through. */
   private readonly persistedHeartbeats = new WeakMap<Attempt, number>();
+  /** Finished rollouts held here, the one that finished longest ago first (`retire`). */
+  private readonly finished = new Set<string>();
+  /** Finished rollouts, and their attempts, that only the database holds (`retire`). */
+  readonly retired = { rollouts: 0, attempts: 0 };
   /** Called when a rollout joins the queue (wakes waiting dequeues). */
   onQueued: () => void = () => {};
 
@@ -90,6 +96,59 @@ export class RolloutState {
     this.queue = [];
     this.queueHead = 0;
     this.queued.clear();
+    this.finished.clear();
+    this.retired.rollouts = 0;
+    this.retired.attempts = 0;
+  }
+
+  /** Finished rollouts held in memory. */
+  get finishedHeld(): number {
+    return this.finished.size;
+  }
+
+  /**
+   * Lets go of the finished rollouts, and their attempts, that finished longest ago, beyond the
+   * `keep` latest: the database holds them (every change is written through), and a server
+   * that ran for days would otherwise hold every rollout it ever ran (900 bytes of heap each, and
+   * the watchdog's scan). Rollouts whose latest attempt still runs stay: heartbeats and the
+   * watchdog act on it. The store reads what it let go from the database, and takes a rollout
+   * back (`restore`) before changing it.
+   */
+  retire(keep: number): void {
+    for (let looked = this.finished.size - keep; looked > 0 && this.finished.size > keep; looked--) {
+      const [id] = this.finished;
+      this.finished.delete(id);
+      const rollout = this.rollouts.get(id);
+      if (!rollout || !FINISHED_ROLLOUT_STATUSES.includes(rollout.status)) continue;
+      const attempts = this.attempts.get(id) ?? [];
+      if (LIVE_ATTEMPT.includes(attempts.at(-1)?.status ?? 'succeeded')) {
+        this.finished.add(id); // looked at again once the others have gone
+        continue;
+      }
+      this.rollouts.delete(id);
+      this.attempts.delete(id);
+      this.retired.rollouts++;
+      this.retired.attempts += attempts.length;
+    }
+  }
+
+  /** Holds a rollout that `retire` let go again, as the database has it, with its attempts. */
+  restore(rollout: Rollout, attempts: readonly Attempt[]): void {
+    if (this.rollouts.has(rollout.rollout_id)) return;
+    this.hold(rollout, attempts);
+    this.retired.rollouts--;
+    this.retired.attempts -= attempts.length;
+  }
+
+  /** Holds a rollout loaded from the database (with its attempts, in any order). */
+  hold(rollout: Rollout, attempts: readonly Attempt[]): void {
+    this.rollouts.set(rollout.rollout_id, { ...rollout, config: defaultConfig(rollout.config) });
+    if (attempts.length > 0)
+      this.attempts.set(
+        rollout.rollout_id,
+        [...attempts].sort((a, b) => a.sequence_id - b.sequence_id),
+      );
+    if (FINISHED_ROLLOUT_STATUSES.includes(rollout.status)) this.finished.add(rollout.rollout_id);
   }
 
   /**
@@ -381,8 +440,10 @@ export class RolloutState {
   private setRolloutStatus(rollout: Rollout, status: RolloutStatus, now: number, changes: Changes): void {
     rollout.status = status;
     changes.rollouts.add(rollout);
+    this.finished.delete(rollout.rollout_id);
     if (FINISHED_ROLLOUT_STATUSES.includes(status)) {
       rollout.end_time = now;
+      this.finished.add(rollout.rollout_id);
       this.onFinished(rollout);
     }
     if (QUEUED.includes(status)) this.pushQueue(rollout.rollout_id);

@@ -8,10 +8,16 @@
  * Times are float seconds since the epoch, as on the wire (`to_timestamp(start_time)` in SQL).
  */
 import type { DuckDBConnection } from '@duckdb/node-api';
-import type { Attempt, ResourcesUpdate, Rollout, Worker } from '../api/types.js';
+import {
+  FINISHED_ROLLOUT_STATUSES,
+  type Attempt,
+  type ResourcesUpdate,
+  type Rollout,
+  type Worker,
+} from '../api/types.js';
 import { columnsDdl } from './appender.js';
 import type { Column, ColumnValue } from '../otlp/columns.js';
-import { defaultConfig, type Changes, type RolloutState } from './rollout-state.js';
+import type { Changes, RolloutState } from './rollout-state.js';
 import type { TableRows } from './writer.js';
 
 const HISTORY_COLUMNS: Column[] = [
@@ -162,48 +168,85 @@ export async function stateSource(
   };
 }
 
+/** A status read from a history row that DuckDB can read as JSON (NULL for one it cannot). */
+const jsonField = (field: string) => `CASE WHEN json_valid(data) THEN data->>'${field}' END`;
+
+/**
+ * The rollouts that loading leaves in the database (RolloutState.retire): finished, their latest
+ * attempt not running, beyond the `keep` changed last. A temporary table of the connection.
+ */
+const retiredSql = (keep: number) => `CREATE OR REPLACE TEMP TABLE agl_retired AS
+  WITH latest AS (SELECT kind, key, arg_max(data, version) AS data, max(version) AS version FROM state_history
+      WHERE kind IN ('rollout', 'attempt') GROUP BY kind, key),
+    live AS (SELECT rollout_id FROM (SELECT ${jsonField('rollout_id')} AS rollout_id, ${jsonField('status')} AS status,
+        TRY_CAST(${jsonField('sequence_id')} AS BIGINT) AS sequence_id FROM latest WHERE kind = 'attempt')
+      WHERE rollout_id IS NOT NULL GROUP BY rollout_id HAVING arg_max(status, sequence_id) IN ('preparing', 'running'))
+  SELECT key FROM latest WHERE kind = 'rollout' AND ${jsonField('status')} IN (${FINISHED_ROLLOUT_STATUSES.map((s) => `'${s}'`).join(', ')})
+    AND key NOT IN (SELECT rollout_id FROM live)
+  QUALIFY row_number() OVER (ORDER BY version DESC) > ${Math.floor(keep)}`;
+
+/** Whether a history row belongs to a retired rollout. */
+const RETIRED_ROW = `coalesce((kind = 'rollout' AND key IN (SELECT key FROM agl_retired))
+  OR (kind = 'attempt' AND ${jsonField('rollout_id')} IN (SELECT key FROM agl_retired)), false)`;
+
 /**
  * Loads the latest version of every entity into `state`, replacing what it held (on open, and
- * after a failed write: the file is the truth). Returns the highest version written so far, to
- * continue numbering from.
+ * after a failed write: the file is the truth), but for finished rollouts beyond the `keep`
+ * changed last, which stay in the database (RolloutState.retire). Returns the highest version
+ * written so far, to continue numbering from.
  */
-export async function loadRolloutState(connection: DuckDBConnection, state: RolloutState): Promise<number> {
-  // Each entity in the order it was first written: maps iterate in creation order, as before.
-  const entities = await connection.runAndReadAll(
-    `SELECT kind, data, min(version) OVER (PARTITION BY kind, key) AS created FROM state_history
-      QUALIFY row_number() OVER (PARTITION BY kind, key ORDER BY version DESC) = 1 ORDER BY created`,
-  );
-  // The queue's order: when each queued rollout last entered a queuing status. A row that
-  // DuckDB cannot read as JSON (a lone surrogate, stored by an older agl) does not stop the open:
-  // its rollout joins the queue after the others (restoreQueue).
-  const queue = await connection.runAndReadAll(
-    `WITH r AS (SELECT key, version, CASE WHEN json_valid(data) THEN data->>'status' IN ('queuing', 'requeuing') END AS queued
-        FROM state_history WHERE kind = 'rollout'),
-      latest AS (SELECT key, arg_max(queued, version) AS queued, coalesce(max(version) FILTER (WHERE NOT queued), 0) AS left_at FROM r GROUP BY key)
-    SELECT r.key FROM r JOIN latest USING (key) WHERE latest.queued AND r.version > latest.left_at GROUP BY r.key ORDER BY min(r.version)`,
-  );
-  const version = await connection.runAndReadAll('SELECT coalesce(max(version), 0) FROM state_history');
-  // From here on synchronous: nobody sees the state half loaded.
-  state.clear();
-  for (const [kind, data] of entities.getRows()) {
-    const entity = JSON.parse(String(data));
-    if (kind === 'rollout') {
-      state.rollouts.set((entity as Rollout).rollout_id, {
-        ...(entity as Rollout),
-        config: defaultConfig((entity as Rollout).config),
-      });
-    } else if (kind === 'attempt') {
-      const attempt = entity as Attempt;
-      const list = state.attempts.get(attempt.rollout_id) ?? [];
-      list.push(attempt);
-      state.attempts.set(attempt.rollout_id, list);
-    } else if (kind === 'resources') {
-      state.resources.set((entity as ResourcesUpdate).resources_id, entity as ResourcesUpdate);
-    } else if (kind === 'worker') {
-      state.workers.set((entity as Worker).worker_id, entity as Worker);
+export async function loadRolloutState(
+  connection: DuckDBConnection,
+  state: RolloutState,
+  keep: number,
+): Promise<number> {
+  await connection.run(retiredSql(keep));
+  try {
+    // Each entity in the order it was first written: maps iterate in creation order, as before.
+    const entities = await connection.runAndReadAll(
+      `SELECT kind, data, min(version) OVER (PARTITION BY kind, key) AS created FROM state_history
+        WHERE NOT ${RETIRED_ROW}
+        QUALIFY row_number() OVER (PARTITION BY kind, key ORDER BY version DESC) = 1 ORDER BY created`,
+    );
+    const retired = await connection.runAndReadAll(
+      `SELECT (SELECT count(*) FROM agl_retired), (SELECT count(DISTINCT key) FROM state_history WHERE kind = 'attempt' AND ${RETIRED_ROW})`,
+    );
+    // The queue's order: when each queued rollout last entered a queuing status. A row that
+    // DuckDB cannot read as JSON (a lone surrogate, stored by an older agl) does not stop the open:
+    // its rollout joins the queue after the others (restoreQueue).
+    const queue = await connection.runAndReadAll(
+      `WITH r AS (SELECT key, version, CASE WHEN json_valid(data) THEN data->>'status' IN ('queuing', 'requeuing') END AS queued
+          FROM state_history WHERE kind = 'rollout'),
+        latest AS (SELECT key, arg_max(queued, version) AS queued, coalesce(max(version) FILTER (WHERE NOT queued), 0) AS left_at FROM r GROUP BY key)
+      SELECT r.key FROM r JOIN latest USING (key) WHERE latest.queued AND r.version > latest.left_at GROUP BY r.key ORDER BY min(r.version)`,
+    );
+    const version = await connection.runAndReadAll('SELECT coalesce(max(version), 0) FROM state_history');
+    // From here on synchronous: nobody sees the state half loaded.
+    state.clear();
+    const rollouts: Rollout[] = [];
+    const attempts = new Map<string, Attempt[]>();
+    for (const [kind, data] of entities.getRows()) {
+      const entity = JSON.parse(String(data));
+      if (kind === 'rollout') {
+        rollouts.push(entity as Rollout);
+      } else if (kind === 'attempt') {
+        const attempt = entity as Attempt;
+        const list = attempts.get(attempt.rollout_id) ?? [];
+        list.push(attempt);
+        attempts.set(attempt.rollout_id, list);
+      } else if (kind === 'resources') {
+        state.resources.set((entity as ResourcesUpdate).resources_id, entity as ResourcesUpdate);
+      } else if (kind === 'worker') {
+        state.workers.set((entity as Worker).worker_id, entity as Worker);
+      }
     }
+    for (const rollout of rollouts) state.hold(rollout, attempts.get(rollout.rollout_id) ?? []);
+    const [retiredRollouts, retiredAttempts] = retired.getRows()[0].map(Number);
+    state.retired.rollouts = retiredRollouts;
+    state.retired.attempts = retiredAttempts;
+    state.restoreQueue(queue.getRows().map(([key]) => String(key)));
+    return Number(version.getRows()[0][0]);
+  } finally {
+    await connection.run('DROP TABLE IF EXISTS agl_retired');
   }
-  for (const list of state.attempts.values()) list.sort((a, b) => a.sequence_id - b.sequence_id);
-  state.restoreQueue(queue.getRows().map(([key]) => String(key)));
-  return Number(version.getRows()[0][0]);
 }

@@ -2,7 +2,7 @@ import type { ColumnarRows } from '../otlp/columns.js';
 import { SPAN } from '../otlp/span-columns.js';
 import type { DuckDBFile } from './duckdb-file.js';
 import { EmbeddedLightningStore } from './lightning.js';
-import type { StoreOptions } from './options.js';
+import { DEFAULT_FINISHED_ROLLOUTS_IN_MEMORY, type StoreOptions } from './options.js';
 import type { PostgresLightningStore } from './postgres/lightning.js';
 import { RolloutState, type Changes } from './rollout-state.js';
 import { loadRolloutState, stateSource } from './rollout-tables.js';
@@ -50,7 +50,7 @@ export async function openStateHome(
       throw new Error(
         `${file.path} holds a copy of the state kept in PostgreSQL; serve it with --state and that database`,
       );
-    const home = fileStateHome(file, lightningFile, sequences);
+    const home = fileStateHome(file, lightningFile, sequences, options);
     await home.embedded.load();
     return home;
   }
@@ -81,16 +81,24 @@ export function fileStateHome(
   file: DuckDBFile,
   lightningFile: LightningFile,
   sequences: SequenceIds,
+  options: StoreOptions,
 ): StateHome & { embedded: EmbeddedLightningStore } {
+  const finishedInMemory = options.finishedRolloutsInMemory ?? DEFAULT_FINISHED_ROLLOUTS_IN_MEMORY;
   const embedded = new EmbeddedLightningStore(new RolloutState(), lightningFile, {
+    finishedInMemory,
     nextSequenceId: (rolloutId) => sequences.next(rolloutId),
+    readState: async (sql) => {
+      const rows: Record<string, unknown>[] = [];
+      for await (const batch of file.stream(sql, false)) rows.push(...batch);
+      return rows;
+    },
     reloadState: async (state) => {
       // After DuckDB invalidated the database, the reload is what opens it again: the writes
       // that would do so wait for the reload.
       await file.ensureOpen();
       let version = 0;
       await file.between(async (connection) => {
-        version = await file.read(() => loadRolloutState(connection, state));
+        version = await file.read(() => loadRolloutState(connection, state, finishedInMemory));
       });
       return version;
     },

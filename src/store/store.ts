@@ -121,7 +121,7 @@ export class DuckDBStore implements BatchSink {
             ? reads
             : { ...reads, setup: [reads.setup, TEMPORARY_MACROS_SQL].filter((sql) => sql !== undefined).join(';\n') };
         file.reads = await withCheckedNames(file.connection, file.reads);
-        state = fileStateHome(file, lightningFile, sequences);
+        state = fileStateHome(file, lightningFile, sequences, options);
         ingest = new SpanIngest(file, state, sequences, 'spans', maintenance);
         return new DuckDBStore(file, state, ingest, maintenance);
       }

@@ -28,11 +28,24 @@ const database = () => {
 // A cluster that could not start already failed each test that needed it, with the reason.
 after(async () => (await cluster?.catch(() => undefined))?.stop());
 
-// Every semantic test runs against each variant: the embedded store, StoreClient talking to agl
+// Every semantic test runs against each variant: the embedded store (also with no finished
+// rollout held in memory), StoreClient talking to agl
 // serve's REST API, the store with its state in PostgreSQL, and StoreClient talking to two
 // servers on one PostgreSQL database behind nginx, so that code works unchanged against any.
 const variants: [string, (t: Context) => Promise<{ lightning: LightningStore }>][] = [
   ['embedded', (t) => openStore(t)],
+  // Every finished rollout read from the file, as a server that ran for days reads most of them.
+  [
+    'embedded, finished rollouts in the file only',
+    async (t) => {
+      const store = await DuckDBStore.open({
+        path: join(await tempDir(t), 'lightning.duckdb'),
+        finishedRolloutsInMemory: 0,
+      });
+      t.after(() => store.close());
+      return store;
+    },
+  ],
   [
     'over HTTP',
     async (t) => {
