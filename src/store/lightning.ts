@@ -465,7 +465,12 @@ export class EmbeddedLightningStore implements ServerLightningStore {
     // Checks the paging as in memory (an empty list pages nothing but is checked alike).
     const { limit, offset } = paginate([], query, ROLLOUT_FIELDS);
     const sql = rolloutPageSql(query);
-    const [rows, [{ total }]] = await Promise.all([this.kept.readState(sql.page), this.kept.readState(sql.total)]);
+    const [rows, total] = await Promise.all([
+      this.kept.readState(sql.page),
+      sql.total === null
+        ? this.state.rollouts.size + this.state.retired.rollouts
+        : this.kept.readState(sql.total).then(([row]) => Number(row.total)),
+    ]);
     const rollouts = rows.map(({ data }) => storedRollout(JSON.parse(String(data))));
     const stored = await this.stored(rollouts.map((r) => r.rollout_id).filter((id) => !this.state.rollouts.has(id)));
     const items = rollouts.map((r) => {
@@ -474,7 +479,7 @@ export class EmbeddedLightningStore implements ServerLightningStore {
       const found = stored.get(r.rollout_id);
       return found ? withLatestOf(found) : r;
     });
-    return { items, limit, offset, total: Number(total) };
+    return { items, limit, offset, total };
   }
 
   private runWatchdog(now: number, changes: Changes): void {

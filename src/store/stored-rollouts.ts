@@ -21,17 +21,23 @@ const isIn = (expr: string, values: readonly string[]) =>
 /**
  * The latest version of the rollouts `ids`, and of their attempts unless `attempts` is false. An
  * attempt's key is its rollout's id, a slash and its own id, which holds no slash (clientId).
+ * A few ids are looked for as prefixes, more by the id cut out of each key. Over 100,000
+ * rollouts' history (600,000 rows) one id takes 10 ms, 50 ids 80-100 ms: two statements, so that
+ * each filter reaches its scan (one OR of both read every row's JSON: 120-150 ms).
  */
 export function storedRolloutsSql(ids: readonly string[], attempts = true): string {
-  const attemptsOf = attempts
-    ? ` OR (kind = 'attempt' AND key[1:length(key) - strpos(reverse(key), '/')] IN (${list(ids)}))`
-    : '';
-  return `SELECT kind, arg_max(data, version)::VARCHAR AS data FROM state_history
-    WHERE (kind = 'rollout' AND key IN (${list(ids)}))${attemptsOf}
-    GROUP BY kind, key`;
+  const rollouts = `SELECT kind, arg_max(data, version)::VARCHAR AS data FROM state_history
+    WHERE kind = 'rollout' AND key IN (${list(ids)}) GROUP BY kind, key`;
+  if (!attempts) return rollouts;
+  const rolloutOfKey =
+    ids.length <= 64
+      ? ids.map((id) => `starts_with(key, ${sqlText(`${id}/`)})`).join(' OR ')
+      : `key[1:length(key) - strpos(reverse(key), '/')] IN (${list(ids)})`;
+  return `${rollouts} UNION ALL SELECT kind, arg_max(data, version)::VARCHAR AS data FROM state_history
+    WHERE kind = 'attempt' AND (${rolloutOfKey}) GROUP BY kind, key`;
 }
 
-/** The rollouts of `storedRolloutsSql`'s rows, by id. */
+/** The rollouts of `storedRolloutsSql`'s rows, by id (attempts of other rollouts a prefix matched left out). */
 export function storedRollouts(rows: readonly Record<string, unknown>[]): Map<string, StoredRollout> {
   const found = new Map<string, StoredRollout>();
   const attempts: Attempt[] = [];
@@ -61,11 +67,14 @@ const FIELD_SQL: Record<string, string> = {
 const fieldSql = (field: string) => FIELD_SQL[field] ?? `coalesce(j->>${sqlText(field)}, '')`;
 
 /**
- * One page of `queryRollouts` over every stored rollout, with the count of all that match:
- * the filters, order and paging that `paginate` applies in memory (a time missing sorts as
- * the latest, ties by creation), so that both answer alike. `query` has been checked.
+ * One page of `queryRollouts` over every stored rollout, and the count of all that match
+ * (null without a filter: every rollout): the filters, order and paging that `paginate` applies
+ * in memory (a time missing sorts as the latest, ties by creation), so that both answer alike.
+ * `query` has been checked. Two statements, run side by side: a count beside each row
+ * (`count(*) OVER ()`) kept every row's JSON until the sort (over 100,000 rollouts, the newest
+ * 50 took 150 ms, against 107).
  */
-export function rolloutPageSql(query: RolloutQuery): { page: string; total: string } {
+export function rolloutPageSql(query: RolloutQuery): { page: string; total: string | null } {
   const conditions: string[] = [];
   if (query.status_in !== undefined) conditions.push(isIn(`j->>'status'`, query.status_in));
   if (query.rollout_id_in !== undefined) conditions.push(isIn('key', query.rollout_id_in));
@@ -84,7 +93,7 @@ export function rolloutPageSql(query: RolloutQuery): { page: string; total: stri
   const limit = query.limit === undefined || query.limit === -1 ? '' : `LIMIT ${Number(query.limit)}`;
   return {
     page: `${matched} SELECT data::VARCHAR AS data FROM matched ORDER BY ${order} ${limit} OFFSET ${Number(query.offset ?? 0)}`,
-    total: `${matched} SELECT count(*)::DOUBLE AS total FROM matched`,
+    total: conditions.length === 0 ? null : `${matched} SELECT count(*)::DOUBLE AS total FROM matched`,
   };
 }
 
