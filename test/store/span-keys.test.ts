@@ -19,3 +19,32 @@ test('the span index knows every span it saw, and forgets only what it is told t
   for (let i = 0; i < N; i++) assert.equal(index.add(...key(i)), i % 3 === 0, `span ${i}`);
   for (let i = 0; i < N; i++) assert.equal(index.add(...key(i)), false);
 });
+
+test('the span index remembers a span for one generation at least and two at most, by time or by count', () => {
+  let now = 0;
+  const index = new SpanKeyIndex(60_000, 100_000, () => now);
+  const key = (i: number): [string, string] => [
+    i.toString(16).padStart(32, '0'),
+    (i * 31).toString(16).padStart(16, '0'),
+  ];
+  const addAll = (from: number, to: number) => {
+    for (let i = from; i < to; i++) assert.equal(index.add(...key(i)), true);
+  };
+  addAll(0, 1024); // the clock is read every 1,024 spans
+  now = 60_000; // the first generation ends: it is kept as the previous one
+  addAll(5000, 6024);
+  assert.equal(index.add(...key(1)), false, 'remembered in the previous generation');
+  now = 120_000; // and forgotten with it
+  addAll(7000, 7001);
+  assert.equal(index.add(...key(1)), true, 'two generations old: taken for new');
+  assert.equal(index.add(...key(5000)), false);
+  index.remove(...key(5000));
+  assert.equal(index.add(...key(5000)), true, 'forgotten when told, in either generation');
+
+  // A flood within one minute: never more than two generations of generationSize spans.
+  const flooded = new SpanKeyIndex(60_000, 1_000, () => 0);
+  for (let i = 0; i < 10_000; i++) flooded.add(...key(i));
+  assert.ok(flooded.size <= 2_000, `${flooded.size} spans remembered`);
+  assert.equal(flooded.add(...key(9_999)), false, 'the latest are remembered');
+  assert.equal(flooded.add(...key(0)), true, 'the oldest are not');
+});
