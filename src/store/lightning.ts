@@ -160,7 +160,6 @@ export class EmbeddedLightningStore implements ServerLightningStore {
     if (modes) conditions.push((r) => modes.has(r.mode));
     if (inputPart !== undefined) conditions.push((r) => inputText(r.input).includes(inputPart));
     checkFilterLogic(query.filter_logic);
-    if (this.state.retired.rollouts > 0 && !onlyUnfinished(query)) return this.queryStoredRollouts(query);
     const all = [...this.state.rollouts.values()];
     const found =
       conditions.length === 0
@@ -171,6 +170,17 @@ export class EmbeddedLightningStore implements ServerLightningStore {
               : (r) => conditions.every((matches) => matches(r)),
           );
     const page = paginate(found, query, ROLLOUT_FIELDS);
+    const { retired } = this.state;
+    if (retired.rollouts > 0 && !onlyUnfinished(query)) {
+      // The newest rollouts, unfiltered (the dashboard's first page), are all held while the
+      // page's oldest started after every rollout let go of: the rest are read from the file.
+      const newest =
+        conditions.length === 0 && query.sort_by === 'start_time' && query.sort_order === 'desc' && page.limit > 0;
+      const last = page.items.at(-1);
+      if (!newest || page.items.length < page.limit || last === undefined || !(last.start_time > retired.newestStart))
+        return this.queryStoredRollouts(query);
+      page.total += retired.rollouts;
+    }
     return structuredClone({ ...page, items: page.items.map((r) => this.state.withLatestAttempt(r)) });
   }
 

@@ -82,8 +82,11 @@ export class RolloutState {
   private readonly persistedHeartbeats = new WeakMap<Attempt, number>();
   /** Finished rollouts held here, the one that finished longest ago first (`retire`). */
   private readonly finished = new Set<string>();
-  /** Finished rollouts, and their attempts, that only the database holds (`retire`). */
-  readonly retired = { rollouts: 0, attempts: 0 };
+  /**
+   * Finished rollouts, and their attempts, that only the database holds (`retire`), and the
+   * latest start among those rollouts (a missing one counts as the latest, as sorts take it).
+   */
+  readonly retired = { rollouts: 0, attempts: 0, newestStart: Number.NEGATIVE_INFINITY };
   /** Called when a rollout joins the queue (wakes waiting dequeues). */
   onQueued: () => void = () => {};
 
@@ -99,6 +102,7 @@ export class RolloutState {
     this.finished.clear();
     this.retired.rollouts = 0;
     this.retired.attempts = 0;
+    this.retired.newestStart = Number.NEGATIVE_INFINITY;
   }
 
   /** Finished rollouts held in memory. */
@@ -129,6 +133,7 @@ export class RolloutState {
       this.attempts.delete(id);
       this.retired.rollouts++;
       this.retired.attempts += attempts.length;
+      this.retired.newestStart = Math.max(this.retired.newestStart, rollout.start_time ?? Number.POSITIVE_INFINITY);
     }
   }
 

@@ -66,6 +66,9 @@ const QUERIES: RolloutQuery[] = [
   { input_contains: '+ 1', mode_in: ['val'], filter_logic: 'or' },
   { status_in: ['failed', 'succeeded'], rollout_id_contains: 'ro-', filter_logic: 'and', sort_by: 'status' },
   { sort_by: 'mode', offset: 11 },
+  // The newest, held in memory while they started after every rollout let go of; then not.
+  { sort_by: 'start_time', sort_order: 'desc', limit: 2 },
+  { sort_by: 'start_time', sort_order: 'desc', limit: 3, offset: 1 },
 ];
 
 /** What a query answers, without the times (two stores ran the history at different times). */
