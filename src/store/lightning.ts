@@ -78,8 +78,8 @@ const WATCHDOG_INTERVAL_SECONDS = 0.1;
  * The LightningStore of the embedded DuckDB store. State lives in memory (RolloutState) and
  * every change is written through to DuckDB before the call resolves, in the writer's group
  * commits. Long polls wait on events of the state, not on the database. Finished rollouts beyond
- * the latest few thousand live in the database only: reads of them go there, and a change takes
- * the rollout back into memory first.
+ * the 1,000 that changed last (`finishedInMemory`) live in the database only: reads of them go
+ * there, and a change takes the rollout back into memory first.
  *
  * A change counts only once its write succeeded. When a write fails (or an operation fails
  * part-way), the state is loaded again from the database, where the failed change is not: an

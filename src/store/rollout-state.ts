@@ -145,9 +145,9 @@ export class RolloutState {
     this.retired.attempts -= attempts.length;
   }
 
-  /** Holds a rollout loaded from the database (with its attempts, in any order). */
+  /** Holds a rollout loaded from the database (storedRollout), with its attempts in any order. */
   hold(rollout: Rollout, attempts: readonly Attempt[]): void {
-    this.rollouts.set(rollout.rollout_id, { ...rollout, config: defaultConfig(rollout.config) });
+    this.rollouts.set(rollout.rollout_id, rollout);
     if (attempts.length > 0)
       this.attempts.set(
         rollout.rollout_id,

@@ -18,6 +18,7 @@ import {
 import { columnsDdl } from './appender.js';
 import type { Column, ColumnValue } from '../otlp/columns.js';
 import type { Changes, RolloutState } from './rollout-state.js';
+import { storedRollout } from './stored-rollouts.js';
 import type { TableRows } from './writer.js';
 
 const HISTORY_COLUMNS: Column[] = [
@@ -242,7 +243,7 @@ export async function loadRolloutState(
         state.workers.set((entity as Worker).worker_id, entity as Worker);
       }
     }
-    for (const rollout of rollouts) state.hold(rollout, attempts.get(rollout.rollout_id) ?? []);
+    for (const rollout of rollouts) state.hold(storedRollout(rollout), attempts.get(rollout.rollout_id) ?? []);
     const [retiredRollouts, retiredAttempts, newestStart] = retired.getRows()[0].map(Number);
     state.retired.rollouts = retiredRollouts;
     state.retired.attempts = retiredAttempts;
