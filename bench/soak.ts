@@ -22,6 +22,17 @@ const GROUP = 8;
 
 type Json = Record<string, unknown>;
 
+/** A sample of bench/apps/memory-probe.mjs: process.memoryUsage() and RSS by kind of mapping, bytes. */
+interface MemoryProbe {
+  seconds: number;
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+  brk: number;
+  arenas: number;
+  anonymous: number;
+}
+
 /** Latencies (ms) by request kind and time bucket. */
 class Latencies {
   private readonly byKind = new Map<string, number[][]>();
@@ -307,12 +318,16 @@ export const soak: Benchmark = {
       ).reduce((a, b) => a + b, 0);
       const duckdbAfterWarmup = duckdb.filter((m) => m.hours * 3_600_000 >= warmupMs);
       const afterWarmup = rss.filter(([hours]) => hours * 3_600_000 >= warmupMs);
-      const heap = (await readFile(probeFile, 'utf8'))
+      const probes = (await readFile(probeFile, 'utf8'))
         .trim()
         .split('\n')
-        .map((line) => JSON.parse(line) as { seconds: number; heapUsed: number })
-        .filter((p) => p.seconds * 1000 >= warmupMs)
-        .map((p): [number, number] => [p.seconds / 3600, p.heapUsed / 2 ** 20]);
+        .map((line) => JSON.parse(line) as MemoryProbe)
+        .filter((p) => p.seconds * 1000 >= warmupMs);
+      const probeSlope = (name: string, bytes: (p: MemoryProbe) => number) =>
+        slopeFigure(
+          name,
+          probes.map((p): [number, number] => [p.seconds / 3600, bytes(p) / 2 ** 20]),
+        );
       const rssAfterWarmup = afterWarmup.map(([, mb]) => mb);
       const p99s = latencies.firstAndLast();
       const worst = Math.max(...p99s.map((p) => p.last / Math.max(p.first, 1)));
@@ -333,7 +348,17 @@ export const soak: Benchmark = {
         },
         // agl's own objects (maps of rollouts, attempts, sequence ids; buffers): what RSS holds
         // besides DuckDB, whose memory swings by hundreds of MB with reads and checkpoints.
-        slopeFigure('server JS heap slope after warm-up', heap),
+        probeSlope('server JS heap slope after warm-up', (p) => p.heapUsed),
+        // Where the rest of RSS lives (memory-probe.mjs), each sampled in the server at once.
+        probeSlope('server buffers outside the JS heap, slope after warm-up', (p) => p.external),
+        probeSlope(
+          "server glibc heaps (malloc's main heap and thread arenas), slope after warm-up",
+          (p) => p.brk + p.arenas,
+        ),
+        probeSlope(
+          "server other anonymous memory less V8's heap (DuckDB's allocator, buffers), slope after warm-up",
+          (p) => p.anonymous - p.heapTotal,
+        ),
         slopeFigure(
           "server RSS less DuckDB's memory (its accounting), slope after warm-up",
           duckdbAfterWarmup.map((m) => [m.hours, m.rss - m.total]),
