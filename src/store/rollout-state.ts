@@ -313,7 +313,7 @@ export class RolloutState {
     for (const rollout of this.rollouts.values()) {
       if (!ACTIVE.includes(rollout.status)) continue;
       const attempt = this.attempts.get(rollout.rollout_id)?.at(-1);
-      if (!attempt || !['preparing', 'running'].includes(attempt.status)) continue;
+      if (!attempt || !LIVE_ATTEMPT.includes(attempt.status)) continue;
       const { timeout_seconds: timeout, unresponsive_seconds: silence } = rollout.config;
       let status: AttemptStatus | null = null;
       if (timeout !== null && now - attempt.start_time > timeout) status = 'timeout';
