@@ -169,19 +169,39 @@ export class EmbeddedLightningStore implements ServerLightningStore {
               ? (r) => conditions.some((matches) => matches(r))
               : (r) => conditions.every((matches) => matches(r)),
           );
-    const page = paginate(found, query, ROLLOUT_FIELDS);
-    const { retired } = this.state;
-    if (retired.rollouts > 0 && !onlyUnfinished(query)) {
-      // The newest rollouts, unfiltered (the dashboard's first page), are all held while the
-      // page's oldest started after every rollout let go of: the rest are read from the file.
-      const newest =
-        conditions.length === 0 && query.sort_by === 'start_time' && query.sort_order === 'desc' && page.limit > 0;
-      const last = page.items.at(-1);
-      if (!newest || page.items.length < page.limit || last === undefined || !(last.start_time > retired.newestStart))
-        return this.queryStoredRollouts(query);
-      page.total += retired.rollouts;
-    }
+    const page =
+      this.state.retired.rollouts === 0 || onlyUnfinished(query)
+        ? paginate(found, query, ROLLOUT_FIELDS)
+        : this.heldPage(found, query, conditions.length);
+    if (page === null) return this.queryStoredRollouts(query);
     return structuredClone({ ...page, items: page.items.map((r) => this.state.withLatestAttempt(r)) });
+  }
+
+  /**
+   * A page of a query that may match rollouts held only in the file, answered from memory where
+   * the order puts all of those on one side of the page, or null. Two such queries come often:
+   * the newest rollouts, unfiltered (the dashboard's first page: held while the page's oldest
+   * started after every rollout let go of), and the finished ones by end (Agent Lightning v1's
+   * terminal cursor: every rollout let go of ended before every match held, and the cursor has
+   * read past them).
+   */
+  private heldPage(found: Rollout[], query: RolloutQuery, filters: number): PaginatedResult<Rollout> | null {
+    const { retired } = this.state;
+    if (filters === 0 && query.sort_by === 'start_time' && query.sort_order === 'desc') {
+      const page = paginate(found, query, ROLLOUT_FIELDS);
+      const last = page.items.at(-1);
+      if (page.limit < 0 || page.items.length < page.limit || !last || !(last.start_time > retired.newestStart))
+        return null;
+      return { ...page, total: page.total + retired.rollouts };
+    }
+    const offset = query.offset ?? 0;
+    const allFinished = FINISHED_ROLLOUT_STATUSES.every((s) => query.status_in?.includes(s));
+    if (filters === 1 && allFinished && query.sort_by === 'end_time' && query.sort_order !== 'desc') {
+      if (offset < retired.rollouts || !found.every((r) => (r.end_time ?? Infinity) > retired.latestEnd)) return null;
+      const page = paginate(found, { ...query, offset: offset - retired.rollouts }, ROLLOUT_FIELDS);
+      return { ...page, offset, total: page.total + retired.rollouts };
+    }
+    return null;
   }
 
   async getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {

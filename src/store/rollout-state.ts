@@ -84,9 +84,15 @@ export class RolloutState {
   private readonly finished = new Set<string>();
   /**
    * Finished rollouts, and their attempts, that only the database holds (`retire`), and the
-   * latest start among those rollouts (a missing one counts as the latest, as sorts take it).
+   * latest start and end among those rollouts (a missing one counts as the latest, as sorts
+   * take it).
    */
-  readonly retired = { rollouts: 0, attempts: 0, newestStart: Number.NEGATIVE_INFINITY };
+  readonly retired = {
+    rollouts: 0,
+    attempts: 0,
+    newestStart: Number.NEGATIVE_INFINITY,
+    latestEnd: Number.NEGATIVE_INFINITY,
+  };
   /** Called when a rollout joins the queue (wakes waiting dequeues). */
   onQueued: () => void = () => {};
 
@@ -103,6 +109,7 @@ export class RolloutState {
     this.retired.rollouts = 0;
     this.retired.attempts = 0;
     this.retired.newestStart = Number.NEGATIVE_INFINITY;
+    this.retired.latestEnd = Number.NEGATIVE_INFINITY;
   }
 
   /** Finished rollouts held in memory. */
@@ -134,6 +141,7 @@ export class RolloutState {
       this.retired.rollouts++;
       this.retired.attempts += attempts.length;
       this.retired.newestStart = Math.max(this.retired.newestStart, rollout.start_time ?? Number.POSITIVE_INFINITY);
+      this.retired.latestEnd = Math.max(this.retired.latestEnd, rollout.end_time ?? Number.POSITIVE_INFINITY);
     }
   }
 

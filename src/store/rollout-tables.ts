@@ -182,7 +182,8 @@ const retiredSql = (keep: number) => `CREATE OR REPLACE TEMP TABLE agl_retired A
     live AS (SELECT rollout_id FROM (SELECT ${jsonField('rollout_id')} AS rollout_id, ${jsonField('status')} AS status,
         TRY_CAST(${jsonField('sequence_id')} AS BIGINT) AS sequence_id FROM latest WHERE kind = 'attempt')
       WHERE rollout_id IS NOT NULL GROUP BY rollout_id HAVING arg_max(status, sequence_id) IN ('preparing', 'running'))
-  SELECT key, coalesce(TRY_CAST(${jsonField('start_time')} AS DOUBLE), 'infinity') AS start_time FROM latest
+  SELECT key, coalesce(TRY_CAST(${jsonField('start_time')} AS DOUBLE), 'infinity') AS start_time,
+    coalesce(TRY_CAST(${jsonField('end_time')} AS DOUBLE), 'infinity') AS end_time FROM latest
   WHERE kind = 'rollout' AND ${jsonField('status')} IN (${FINISHED_ROLLOUT_STATUSES.map((s) => `'${s}'`).join(', ')})
     AND key NOT IN (SELECT rollout_id FROM live)
   QUALIFY row_number() OVER (ORDER BY version DESC) > ${Math.floor(keep)}`;
@@ -212,7 +213,7 @@ export async function loadRolloutState(
     );
     const retired = await connection.runAndReadAll(
       `SELECT (SELECT count(*) FROM agl_retired), (SELECT count(DISTINCT key) FROM state_history WHERE kind = 'attempt' AND ${RETIRED_ROW}),
-        (SELECT coalesce(max(start_time), '-infinity') FROM agl_retired)`,
+        (SELECT coalesce(max(start_time), '-infinity') FROM agl_retired), (SELECT coalesce(max(end_time), '-infinity') FROM agl_retired)`,
     );
     // The queue's order: when each queued rollout last entered a queuing status. A row that
     // DuckDB cannot read as JSON (a lone surrogate, stored by an older agl) does not stop the open:
@@ -244,10 +245,11 @@ export async function loadRolloutState(
       }
     }
     for (const rollout of rollouts) state.hold(storedRollout(rollout), attempts.get(rollout.rollout_id) ?? []);
-    const [retiredRollouts, retiredAttempts, newestStart] = retired.getRows()[0].map(Number);
+    const [retiredRollouts, retiredAttempts, newestStart, latestEnd] = retired.getRows()[0].map(Number);
     state.retired.rollouts = retiredRollouts;
     state.retired.attempts = retiredAttempts;
     state.retired.newestStart = newestStart;
+    state.retired.latestEnd = latestEnd;
     state.restoreQueue(queue.getRows().map(([key]) => String(key)));
     return Number(version.getRows()[0][0]);
   } finally {
