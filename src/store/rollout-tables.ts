@@ -169,7 +169,7 @@ export async function stateSource(
   };
 }
 
-/** A status read from a history row that DuckDB can read as JSON (NULL for one it cannot). */
+/** A field of a history row, where DuckDB can read the row as JSON (NULL where it cannot). */
 const jsonField = (field: string) => `CASE WHEN json_valid(data) THEN data->>'${field}' END`;
 
 /**
