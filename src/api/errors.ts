@@ -27,8 +27,11 @@ export class ConflictError extends Error {
 
 /** The write queue is over its bound: the caller should retry later (HTTP 503 + Retry-After). */
 export class StoreBusyError extends Error {
-  constructor(readonly retryAfterSeconds: number) {
-    super(`the store's write queue is full; retry in ${retryAfterSeconds} s`);
+  constructor(
+    readonly retryAfterSeconds: number,
+    reason = "the store's write queue is full",
+  ) {
+    super(`${reason}; retry in ${retryAfterSeconds} s`);
     this.name = 'StoreBusyError';
   }
 }

@@ -32,7 +32,7 @@ const mib = (bytes: number) => `${bytes / 2 ** 20}MiB`;
 // The defaults shown are the server's and the store's own: an option not given is left to them.
 export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}] [--grpc-port ${DEFAULT_GRPC_PORT}] [--db ./agl.duckdb] [--state postgres://...]
           [--max-body ${mib(DEFAULT_MAX_BODY_BYTES)}] [--max-queue ${mib(DEFAULT_MAX_QUEUED_BYTES)}] [--decode-threads N] [--checkpoint-threshold 1GiB]
-          [--write-memory ${mib(DEFAULT_WRITE_MEMORY_BYTES)}] [--query-timeout ${DEFAULT_QUERY_TIMEOUT_MS / 1000}] [--token T] [--allow-origin URL]
+          [--memory-limit SIZE] [--write-memory ${mib(DEFAULT_WRITE_MEMORY_BYTES)}] [--query-timeout ${DEFAULT_QUERY_TIMEOUT_MS / 1000}] [--token T] [--allow-origin URL]
           [--upstream URL] [--upstream-key KEY] [--anthropic-upstream URL] [--anthropic-upstream-key KEY]
           [--upstream-timeout ${DEFAULT_UPSTREAM_TIMEOUT_MS / 1000}] [--return-token-ids]
           [--return-logprobs] [--pass-agent-key] [--spans-dir DIR] [--server-id ID]
@@ -49,6 +49,9 @@ export const SERVE_USAGE = `agl serve [--host 127.0.0.1] [--port ${DEFAULT_PORT}
   --spans-move-every seconds (and on stop), and every query, view and export through the
   server reads every server's spans; --server-id names this server there (default: a random
   id kept in --db).
+  --memory-limit: the most memory DuckDB may use, its cache of the file and what queries need
+  (default a quarter of the machine's); queries spill into the temporary folder beside the file
+  beyond it.
   --write-memory: memory that rows written but not yet checkpointed into the file may hold
   while writes run (at least 16MiB); the rest waits in the temporary folder beside the file.
   --query-timeout: seconds a query or an export through the server may run.
@@ -83,6 +86,7 @@ const OPTIONS = {
   'max-queue': { type: 'string' },
   'decode-threads': { type: 'string' },
   'checkpoint-threshold': { type: 'string' },
+  'memory-limit': { type: 'string' },
   'write-memory': { type: 'string' },
   'query-timeout': { type: 'string' },
   token: { type: 'string' },
@@ -184,7 +188,7 @@ function storeOptionsOf(values: Values): Omit<StoreOptions, 'path'> {
     maxQueuedBytes: bytesArg('--max-queue', values['max-queue']),
     checkpointThreshold:
       checkpointThreshold === undefined ? undefined : `${bytesArg('--checkpoint-threshold', checkpointThreshold)}B`,
-    writeMemoryBytes: writeMemoryArg(values['write-memory']),
+    ...memoryArgs(values['memory-limit'], values['write-memory']),
     queryTimeoutMs: queryTimeout === undefined ? undefined : 1000 * queryTimeout,
     state: stateArg(values.state ?? (process.env.AGL_STATE || undefined)),
     spansDir: values['spans-dir'] === undefined ? undefined : resolve(values['spans-dir']),
@@ -285,12 +289,19 @@ function originsArg(values: string[] | undefined): string[] {
  */
 const MIN_WRITE_MEMORY = 16 * 1024 ** 2;
 
-/** --write-memory in bytes; undefined for the store's default. */
-function writeMemoryArg(value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const bytes = bytesArg('--write-memory', value);
-  if (bytes < MIN_WRITE_MEMORY) throw new UsageError(`--write-memory must be at least 16MiB, not "${value}"`);
-  return bytes;
+/** --memory-limit and --write-memory in bytes; each undefined for the store's default. */
+function memoryArgs(
+  limit: string | undefined,
+  write: string | undefined,
+): Pick<StoreOptions, 'memoryLimitBytes' | 'writeMemoryBytes'> {
+  const memoryLimitBytes = bytesArg('--memory-limit', limit);
+  const writeMemoryBytes = bytesArg('--write-memory', write);
+  if (writeMemoryBytes !== undefined && writeMemoryBytes < MIN_WRITE_MEMORY)
+    throw new UsageError(`--write-memory must be at least 16MiB, not "${write}"`);
+  const writes = writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES;
+  if (memoryLimitBytes !== undefined && memoryLimitBytes < writes)
+    throw new UsageError(`--memory-limit must be at least --write-memory (${mib(writes)}), not "${limit}"`);
+  return { memoryLimitBytes, writeMemoryBytes };
 }
 
 async function openStoreOrExplain(path: string, options: Omit<StoreOptions, 'path'>): Promise<DuckDBStore> {

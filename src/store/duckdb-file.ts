@@ -7,11 +7,12 @@ import {
   DEFAULT_MAX_QUEUED_BYTES,
   DEFAULT_QUERY_TIMEOUT_MS,
   DEFAULT_WRITE_MEMORY_BYTES,
+  defaultMemoryLimitBytes,
   type StoreOptions,
 } from './options.js';
 import type { ExportFormat, QueryResult } from '../api/query.js';
 import { exportQuery, runQuery, streamQuery, type ReadSettings } from './query.js';
-import { WriteBudget } from './write-budget.js';
+import { memoryLimitSetting, WriteBudget } from './write-budget.js';
 import { GroupCommitWriter, writeError, type TableRows } from './writer.js';
 
 /** What a try to checkpoint a large WAL did (DuckDBFile.checkpointIfLarge). */
@@ -102,6 +103,7 @@ export class DuckDBFile {
     this.budget = await WriteBudget.open(
       await this.instance.connect(),
       this.options.writeMemoryBytes ?? DEFAULT_WRITE_MEMORY_BYTES,
+      memoryLimitOf(this.options),
     );
   }
 
@@ -286,6 +288,8 @@ export class DuckDBFile {
   }
 }
 
+const memoryLimitOf = (options: StoreOptions) => options.memoryLimitBytes ?? defaultMemoryLimitBytes();
+
 function instanceSettings(options: StoreOptions): Record<string, string> {
   // DuckDB's jemalloc gives freed pages back to the system only as its threads allocate again;
   // its background thread does it after a delay, so a server that goes quiet after a burst of
@@ -297,7 +301,14 @@ function instanceSettings(options: StoreOptions): Record<string, string> {
   // in process, 7,700 LLM-sized; no checkpoint: 60,500 and 15,200). So the store checkpoints by
   // itself (maintenance.ts: a WAL of 16 MB while idle, of 64 MB under load, beside the writer),
   // and DuckDB's own threshold is only the backstop.
-  return options.readOnly
-    ? { ...allocator, access_mode: 'READ_ONLY' }
-    : { ...allocator, checkpoint_threshold: options.checkpointThreshold ?? '1GB' };
+  // A read-only store is a one-off command's (agl query --db): DuckDB's own limit, unless told.
+  if (options.readOnly)
+    return options.memoryLimitBytes === undefined
+      ? { ...allocator, access_mode: 'READ_ONLY' }
+      : { ...allocator, access_mode: 'READ_ONLY', memory_limit: memoryLimitSetting(options.memoryLimitBytes) };
+  return {
+    ...allocator,
+    memory_limit: memoryLimitSetting(memoryLimitOf(options)),
+    checkpoint_threshold: options.checkpointThreshold ?? '1GB',
+  };
 }

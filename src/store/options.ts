@@ -1,5 +1,17 @@
+import { totalmem } from 'node:os';
+
 /** The write budget when the options give none (write-budget.ts). */
 export const DEFAULT_WRITE_MEMORY_BYTES = 64 * 2 ** 20;
+/**
+ * DuckDB's memory when the options give none: a quarter of the machine's (or its container's).
+ * DuckDB's own default, 80%, is a cache that grows with the file for as long as the server runs
+ * (the soak: 600-700 MB an hour), on a machine it shares with runners and a trainer.
+ */
+export function defaultMemoryLimitBytes(): number {
+  const constrained = process.constrainedMemory();
+  const machine = totalmem();
+  return Math.floor((constrained > 0 && constrained < machine ? constrained : machine) / 4);
+}
 /** Decoded bytes that may wait for a commit when the options give no maxQueuedBytes. */
 export const DEFAULT_MAX_QUEUED_BYTES = 64 * 2 ** 20;
 /** A query's time limit when the options give no queryTimeoutMs. */
@@ -45,6 +57,12 @@ export interface StoreOptions {
    * write-budget.ts). Reads run with DuckDB's default limit.
    */
   readonly writeMemoryBytes?: number;
+  /**
+   * The most memory DuckDB may use (its `memory_limit`): its cache of the file, and what reads
+   * need, which spill into the temporary folder beyond it (default: defaultMemoryLimitBytes for
+   * a store that writes, DuckDB's own for a read-only one). At least writeMemoryBytes.
+   */
+  readonly memoryLimitBytes?: number;
   /**
    * Request bytes from which a group's COMMIT runs with DuckDB's default memory limit rather than
    * under the write budget (default: a quarter of writeMemoryBytes; see the writer's option).

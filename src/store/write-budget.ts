@@ -36,16 +36,19 @@ export class WriteBudget {
     private readonly reading: string,
   ) {}
 
-  /** Applies the write budget now (`memoryBytes`, one thread); reads get the settings DuckDB had. */
-  static async open(connection: DuckDBConnection, memoryBytes: number): Promise<WriteBudget> {
-    // Set back, not RESET: DuckDB 1.5's RESET memory_limit reports the default but keeps the limit.
-    const reader = await connection.runAndReadAll("SELECT current_setting('threads'), current_setting('memory_limit')");
-    const [threads, memory] = reader.getRows()[0].map(String);
+  /**
+   * Applies the write budget now (`writeBytes`, one thread); reads get `readBytes` (the store's
+   * memory limit, given exactly: DuckDB shows its setting rounded down, 5.8 GiB as "5.7 GiB")
+   * and the threads DuckDB had.
+   */
+  static async open(connection: DuckDBConnection, writeBytes: number, readBytes: number): Promise<WriteBudget> {
+    const reader = await connection.runAndReadAll("SELECT current_setting('threads')");
+    const threads = Number(reader.getRows()[0][0]);
     const budget = new WriteBudget(
       connection,
-      `SET threads = 1; SET memory_limit = '${Math.ceil(memoryBytes / 1024)}KiB'`,
+      `SET threads = 1; SET memory_limit = '${memoryLimitSetting(writeBytes)}'`,
       // Memory first: the threads' statement then has the room it needs.
-      `SET memory_limit = '${memory.replace(/'/g, '')}'; SET threads = ${Number(threads)}`,
+      `SET memory_limit = '${memoryLimitSetting(readBytes)}'; SET threads = ${threads}`,
     );
     budget.writes = true;
     await budget.settle();
@@ -126,3 +129,6 @@ export class WriteBudget {
     }
   }
 }
+
+/** DuckDB's memory_limit for `bytes`, in KiB (its setting takes no plain byte count). */
+export const memoryLimitSetting = (bytes: number) => `${Math.ceil(bytes / 1024)}KiB`;

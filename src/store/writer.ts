@@ -23,14 +23,25 @@ const WRITE_FAILURE =
 /** A FATAL error: DuckDB refuses every statement of this instance from now on. */
 const INVALIDATED = /invalidated|FATAL/i;
 
-/** The error to answer for a failed write: StoreUnavailableError when the disk or file failed. */
+/**
+ * The error to answer for a failed write: StoreUnavailableError when the disk or file failed,
+ * StoreBusyError when DuckDB's memory limit was reached even with the write budget lifted (reads
+ * and other writes hold the memory now: a retry finds it free).
+ */
 export function writeError(error: unknown): unknown {
-  if (error instanceof StoreUnavailableError) return error;
+  if (error instanceof StoreUnavailableError || error instanceof StoreBusyError) return error;
   const message = String((error as Error)?.message ?? error);
+  if (OUT_OF_MEMORY.test(message) && !INVALIDATED.test(message))
+    return new StoreBusyError(
+      1,
+      `the store is out of memory for now (${firstLine(message)}; agl serve --memory-limit sets the limit)`,
+    );
   if (!WRITE_FAILURE.test(message)) return error;
-  // DuckDB's message holds the path; the first line says what happened.
-  return new StoreUnavailableError(message.split('\n')[0].replace(/^[\w ]*Error: /, ''), INVALIDATED.test(message));
+  return new StoreUnavailableError(firstLine(message), INVALIDATED.test(message));
 }
+
+// DuckDB's message holds the path, or its advice; the first line says what happened.
+const firstLine = (message: string) => message.split('\n')[0].replace(/^[\w ]*Error: /, '');
 
 /** BEGIN and COMMIT, prepared once: a commit then costs no parsing or planning of them. */
 interface Statements {

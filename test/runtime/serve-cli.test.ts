@@ -18,6 +18,9 @@ test('agl serve names what is wrong with its arguments', async () => {
   const littleMemory = await runCli(['serve', '--write-memory', '1MiB']);
   assert.equal(littleMemory.code, 2);
   assert.match(littleMemory.stderr, /--write-memory must be at least 16MiB, not "1MiB"/);
+  const littleLimit = await runCli(['serve', '--memory-limit', '32MiB']);
+  assert.equal(littleLimit.code, 2);
+  assert.match(littleLimit.stderr, /--memory-limit must be at least --write-memory \(64MiB\), not "32MiB"/);
   const noTime = await runCli(['serve', '--query-timeout', 'soon']);
   assert.equal(noTime.code, 2);
   assert.match(noTime.stderr, /--query-timeout must be a number of seconds above 0, not "soon"/);

@@ -4,9 +4,11 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { OtlpDecoder } from '../../src/otlp/decode.js';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { StoreUnavailableError } from '../../src/api/errors.js';
+import { StoreBusyError, StoreUnavailableError } from '../../src/api/errors.js';
+import { writeError } from '../../src/store/writer.js';
 import { DuckDBStore } from '../../src/store/store.js';
-import { WriteBudget } from '../../src/store/write-budget.js';
+import { defaultMemoryLimitBytes } from '../../src/store/options.js';
+import { memoryLimitSetting, WriteBudget } from '../../src/store/write-budget.js';
 import { queryRows, tempDir } from '../support/helpers.js';
 import { freshCopy, makeBatch } from '../support/otlp-batches.js';
 
@@ -121,19 +123,9 @@ test('the write budget holds for writes and is lifted while a read runs', async 
     const reader = await observer.runAndReadAll("SELECT current_setting('threads'), current_setting('memory_limit')");
     return reader.getRows()[0].map(String);
   };
-  const defaults = await settings();
-  // DuckDB shows the limit rounded ("18.8 GiB"), so setting it back may show a hair less.
-  const units: Record<string, number> = { KiB: 2 ** -20, MiB: 2 ** -10, GiB: 1, TiB: 1024 };
-  const gib = (size: string) => {
-    const [amount, unit] = size.split(' ');
-    return Number(amount) * (units[unit] ?? Number.NaN);
-  };
-  const lifted = async () => {
-    const [threads, memory] = await settings();
-    assert.equal(threads, defaults[0]);
-    assert.ok(gib(memory) >= gib(defaults[1]) * 0.99, `${memory} is DuckDB's default memory limit (${defaults[1]})`);
-  };
-  const budget = await WriteBudget.open(await instance.connect(), 3 * 2 ** 20);
+  const [threads] = await settings();
+  const lifted = async () => assert.deepEqual(await settings(), [threads, '100.0 MiB']);
+  const budget = await WriteBudget.open(await instance.connect(), 3 * 2 ** 20, 100 * 2 ** 20);
   assert.deepEqual(await settings(), ['1', '3.0 MiB']);
 
   const endFirst = await budget.startRead();
@@ -168,6 +160,51 @@ test('the write budget holds for writes and is lifted while a read runs', async 
   await budget.close();
   observer.closeSync();
   instance.closeSync();
+});
+
+test("reads run under the store's memory limit, a quarter of the machine's by default", async (t) => {
+  const dir = await tempDir(t);
+  // DuckDB shows a limit rounded ("5.8 GiB"): the expected text is the one it shows for the same bytes.
+  const shown = async (bytes: number) => {
+    const instance = await DuckDBInstance.create(':memory:', { memory_limit: memoryLimitSetting(bytes) });
+    const reader = await (await instance.connect()).runAndReadAll("SELECT current_setting('memory_limit')");
+    instance.closeSync();
+    return String(reader.getRows()[0][0]);
+  };
+  const limitOf = async (store: DuckDBStore) =>
+    (await queryRows(store, "SELECT current_setting('memory_limit') AS m"))[0].m;
+  const template = await makeBatch(20);
+  const limited = await DuckDBStore.open({
+    path: join(dir, 'limited.duckdb'),
+    memoryLimitBytes: 200 * 2 ** 20,
+    writeMemoryBytes: 16 * 2 ** 20,
+    deriveWhenIdleMs: Infinity,
+  });
+  const body = freshCopy(template, 1);
+  await limited.writeSpans(decoder.decode('traces', 'protobuf', body).rows, body.length);
+  // After writes under the budget, a read gets the limit back, not DuckDB's 80% of the machine.
+  assert.equal(await limitOf(limited), '200.0 MiB');
+  await limited.close();
+  const byDefault = await DuckDBStore.open({ path: join(dir, 'default.duckdb'), deriveWhenIdleMs: Infinity });
+  t.after(() => byDefault.close());
+  assert.equal(await limitOf(byDefault), await shown(defaultMemoryLimitBytes()));
+});
+
+test('a write that finds no memory under the limit is refused as busy (503), not failed', () => {
+  const refused = writeError(
+    new Error(
+      'Out of Memory Error: failed to pin block of size 256.0 KiB (255.7 MiB/256.0 MiB used)\n\nPossible solutions:\n* Reducing the number of threads',
+    ),
+  );
+  assert.ok(refused instanceof StoreBusyError);
+  assert.equal(refused.retryAfterSeconds, 1);
+  assert.equal(
+    refused.message,
+    'the store is out of memory for now (failed to pin block of size 256.0 KiB (255.7 MiB/256.0 MiB used); agl serve --memory-limit sets the limit); retry in 1 s',
+  );
+  // A FATAL error is the database's, whatever it says of memory: it must be opened again.
+  const fatal = writeError(new Error('FATAL Error: Failed to allocate block: out of memory'));
+  assert.ok(fatal instanceof StoreUnavailableError && fatal.invalidated);
 });
 
 test('a COMMIT that DuckDB leaves half undone is found (503), and the file holds only whole spans', async (t) => {
