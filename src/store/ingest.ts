@@ -2,7 +2,6 @@ import { StoreBusyError } from '../api/errors.js';
 import { selectRows, type ColumnarRows } from '../otlp/columns.js';
 import { LOG_COLUMNS, SPAN, SPAN_COLUMNS } from '../otlp/span-columns.js';
 import type { DuckDBFile } from './duckdb-file.js';
-import type { SequenceIds } from './sequence-ids.js';
 import { SpanKeyIndex, spanKey } from './span-keys.js';
 import type { StateHome } from './state-home.js';
 
@@ -23,8 +22,8 @@ export interface SpanWriteListener {
 
 /**
  * Span and log ingest: drops re-delivered spans, numbers the spans of a rollout, and commits
- * each span with its heartbeat (the state home decides how). The identities of stored spans
- * and the sequence counters live in memory, loaded from the file on open.
+ * each span with its heartbeat (the state home decides how, and numbers them). The identities
+ * of stored spans live in memory, loaded from the file on open.
  */
 export class SpanIngest {
   private readonly spanKeys = new SpanKeyIndex();
@@ -35,18 +34,13 @@ export class SpanIngest {
   constructor(
     private readonly file: DuckDBFile,
     private readonly state: StateHome,
-    private readonly sequences: SequenceIds,
     private readonly ownSpans: string,
     private readonly listener: SpanWriteListener,
   ) {}
 
-  /** Loads the sequence counters and the stored span identities. */
+  /** Loads the stored span identities. */
   async load(): Promise<void> {
     const connection = this.file.connection;
-    const counters = await connection.runAndReadAll(
-      `SELECT rollout_id, max(sequence_id) FROM (SELECT * FROM ${this.ownSpans}) WHERE rollout_id IS NOT NULL GROUP BY rollout_id`,
-    );
-    for (const [rollout, max] of counters.getRows()) this.sequences.continueFrom(String(rollout), Number(max ?? 0));
     const result = await connection.stream(`SELECT trace_id, span_id FROM ${this.ownSpans}`);
     for (let chunk = await result.fetchChunk(); chunk && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
       for (const [traceId, spanId] of chunk.getRows()) this.spanKeys.add(String(traceId), String(spanId));

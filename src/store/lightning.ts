@@ -38,13 +38,14 @@ import {
   storedRolloutsSql,
   type StoredRollout,
 } from './stored-rollouts.js';
+import type { SequenceIds } from './sequence-ids.js';
 import type { TableRows } from './writer.js';
 import type { LightningFile, ServerLightningStore } from './server-lightning.js';
 
 /** What the embedded LightningStore needs beside the file: the state kept in it. */
 interface EmbeddedState {
-  /** The next span sequence id of a rollout: ingest's counters, which stored spans continue. */
-  nextSequenceId(rolloutId: string): number;
+  /** The span sequence counters, ingest's, which stored spans continue. */
+  readonly sequences: SequenceIds;
   /**
    * Loads `state` again from the database once every write queued so far has settled (nothing
    * else is written meanwhile); resolves to the highest version written.
@@ -301,7 +302,8 @@ export class EmbeddedLightningStore implements ServerLightningStore {
   }
 
   async getNextSpanSequenceId(rolloutId: string): Promise<number> {
-    return this.kept.nextSequenceId(rolloutId);
+    await this.kept.sequences.prepare([rolloutId]);
+    return this.kept.sequences.next(rolloutId);
   }
 
   async addSpan(span: Span): Promise<Span | null> {
@@ -424,6 +426,7 @@ export class EmbeddedLightningStore implements ServerLightningStore {
     const now = Date.now() / 1000;
     try {
       const result = operation(now, changes, this.state);
+      for (const id of changes.freshRolloutIds) this.kept.sequences.begin(id);
       await write(this.stateRows(changes));
       this.state.heartbeatsStored(changes, now);
       // Let go of finished rollouts in steps of an eighth, not one at every change.

@@ -30,6 +30,8 @@ export interface Changes {
   readonly workers: Set<Worker>;
   /** Attempts whose heartbeat is not written: its time is set once its spans are (`heartbeat`). */
   readonly heartbeats: Set<Attempt>;
+  /** Rollouts made with an id of the store's: no span can name them yet. */
+  readonly freshRolloutIds: Set<string>;
 }
 
 export const noChanges = (): Changes => ({
@@ -38,6 +40,7 @@ export const noChanges = (): Changes => ({
   resources: new Set(),
   workers: new Set(),
   heartbeats: new Set(),
+  freshRolloutIds: new Set(),
 });
 
 /** Whether an operation changed the state (heartbeats not written wait for their write). */
@@ -387,8 +390,10 @@ export class RolloutState {
     now: number,
     changes: Changes,
   ): Rollout {
+    const id = request.rollout_id ?? newId('ro-', 12);
+    if (request.rollout_id === undefined) changes.freshRolloutIds.add(id);
     const rollout: Rollout = {
-      rollout_id: request.rollout_id ?? newId('ro-', 12),
+      rollout_id: id,
       input: request.input ?? null,
       start_time: now,
       end_time: null,

@@ -6,7 +6,7 @@ import { DEFAULT_FINISHED_ROLLOUTS_IN_MEMORY, type StoreOptions } from './option
 import type { PostgresLightningStore } from './postgres/lightning.js';
 import { RolloutState, type Changes } from './rollout-state.js';
 import { loadRolloutState, stateSource } from './rollout-tables.js';
-import type { SequenceIds } from './sequence-ids.js';
+import { rolloutIdsOf, type SequenceIds } from './sequence-ids.js';
 import type { LightningFile, ServerLightningStore } from './server-lightning.js';
 import type { TableRows } from './writer.js';
 
@@ -86,7 +86,7 @@ export function fileStateHome(
   const finishedInMemory = options.finishedRolloutsInMemory ?? DEFAULT_FINISHED_ROLLOUTS_IN_MEMORY;
   const embedded = new EmbeddedLightningStore(new RolloutState(), lightningFile, {
     finishedInMemory,
-    nextSequenceId: (rolloutId) => sequences.next(rolloutId),
+    sequences,
     readState: async (sql) => {
       const rows: Record<string, unknown>[] = [];
       for await (const batch of file.stream(sql, false)) rows.push(...batch);
@@ -108,13 +108,15 @@ export function fileStateHome(
     lightning: embedded,
     embedded,
     failure: null,
-    commitSpans: (spans, admit, commit) =>
-      embedded.apply((now, changes, state) => {
+    commitSpans: async (spans, admit, commit) => {
+      await sequences.prepare(rolloutIdsOf(spans));
+      await embedded.apply((now, changes, state) => {
         // Refused before the heartbeats, which the writer's refusal would have to undo (a reload).
         admit();
         sequences.assign(spans);
         heartbeats(spans, state, now, changes);
-      }, commit),
+      }, commit);
+    },
     syncReplica: () => Promise.resolve(),
     close: () => Promise.resolve(),
   };

@@ -27,7 +27,7 @@ import type { StoreOptions } from './options.js';
 import { type ReadSettings, withCheckedNames } from './query.js';
 import type { ExportFormat, QueryResult } from '../api/query.js';
 import { migrate } from './schema.js';
-import { SequenceIds } from './sequence-ids.js';
+import { SequenceIds, type StoredSequenceIds } from './sequence-ids.js';
 import type { LightningFile, ServerLightningStore } from './server-lightning.js';
 import { hasSpanFiles, type MoveHooks, SERVER_ID, type SpanMoveLag } from './span-files.js';
 import { fileStateHome, openStateHome, type StateBackend, type StateHome } from './state-home.js';
@@ -71,7 +71,6 @@ export class DuckDBStore implements BatchSink {
     const file = await DuckDBFile.open(options);
     let state: StateHome | undefined;
     try {
-      const sequences = new SequenceIds();
       const maintenance = new Maintenance(file, options);
       // The LightningStores write spans as OTLP ingest does: `ingest` is set before any request comes.
       let ingest: SpanIngest | undefined;
@@ -121,8 +120,8 @@ export class DuckDBStore implements BatchSink {
             ? reads
             : { ...reads, setup: [reads.setup, TEMPORARY_MACROS_SQL].filter((sql) => sql !== undefined).join(';\n') };
         file.reads = await withCheckedNames(file.connection, file.reads);
-        state = fileStateHome(file, lightningFile, sequences, options);
-        ingest = new SpanIngest(file, state, sequences, 'spans', maintenance);
+        state = fileStateHome(file, lightningFile, new SequenceIds(storedSequenceIds(file, 'spans')), options);
+        ingest = new SpanIngest(file, state, 'spans', maintenance);
         return new DuckDBStore(file, state, ingest, maintenance);
       }
       await migrate(file.connection);
@@ -138,8 +137,9 @@ export class DuckDBStore implements BatchSink {
       file.reads = await withCheckedNames(file.connection, file.reads);
       // This server's spans: with a span directory, the moved ones too.
       const ownSpans = serverId === '' ? 'spans' : `fleet.spans WHERE server = ${sqlText(serverId)}`;
+      const sequences = new SequenceIds(storedSequenceIds(file, ownSpans));
       state = await openStateHome(file, lightningFile, sequences, options);
-      ingest = new SpanIngest(file, state, sequences, ownSpans, maintenance);
+      ingest = new SpanIngest(file, state, ownSpans, maintenance);
       await ingest.load();
       await file.startWriteBudget();
       maintenance.start(state.lightning);
@@ -286,4 +286,16 @@ async function persistedServerId(file: DuckDBFile): Promise<string> {
   await file.connection.run("INSERT OR IGNORE INTO agl_meta VALUES ('server_id', $made)", { made });
   const reader = await file.connection.runAndReadAll("SELECT value FROM agl_meta WHERE key = 'server_id'");
   return String(reader.getRows()[0][0]);
+}
+
+/** The highest sequence id of each rollout among `ownSpans` (the relation of this server's spans). */
+function storedSequenceIds(file: DuckDBFile, ownSpans: string): StoredSequenceIds {
+  return async (rolloutIds) => {
+    const { rows } = await file.query(
+      `SELECT rollout_id, max(sequence_id) AS last FROM (SELECT * FROM ${ownSpans})
+        WHERE rollout_id IN (${rolloutIds.map(sqlText).join(', ')}) GROUP BY rollout_id`,
+      false,
+    );
+    return new Map(rows.map((row) => [String(row.rollout_id), Number(row.last ?? 0)]));
+  };
 }
