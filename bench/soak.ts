@@ -14,8 +14,14 @@ import { type Benchmark, type Figure, percentile, sized, type Size } from './fig
 import { startLlmServer } from './gateway.js';
 
 // One server under the mixed load of a team's training week, for minutes: what grows (memory,
-// latency, the file) and whether anything is lost. AGL_SOAK_MINUTES sets the length (default 10).
+// latency, the file) and whether anything is lost. AGL_SOAK_MINUTES sets the length (default 10),
+// AGL_SOAK_WARMUP_MINUTES the time before the figures that compare (default 1), and
+// AGL_SOAK_MEMORY_LIMIT the server's --memory-limit (default the server's own): a run long enough
+// for DuckDB's cache of the growing file to reach that limit within its warm-up measures what
+// grows beside it.
 const MINUTES = Number(process.env.AGL_SOAK_MINUTES ?? 10);
+const WARMUP_MINUTES = Number(process.env.AGL_SOAK_WARMUP_MINUTES ?? 1);
+const MEMORY_LIMIT = process.env.AGL_SOAK_MEMORY_LIMIT;
 const RUNNERS = 32;
 const MEMORY_PROBE = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'apps', 'memory-probe.mjs');
 const GROUP = 8;
@@ -66,21 +72,37 @@ class Latencies {
   }
 }
 
-/** A JSON call to agl; anything but `expect` throws, naming the call. */
+/** Requests the server answered 503 (busy, or out of memory for now), each retried after its Retry-After. */
+const retried = { count: 0, last: '' };
+
+/** A request to agl that a 503 repeats, as agl's runners and OTLP exporters do. */
+async function requestRetrying(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body: string | Buffer | undefined,
+): ReturnType<typeof httpRequest> {
+  for (;;) {
+    const answer = await httpRequest(url, method, headers, body, 60_000);
+    if (answer.status !== 503) return answer;
+    retried.count++;
+    retried.last = answer.body.slice(0, 300);
+    await sleep(1000 * Math.min(5, Number(answer.headers['retry-after'] ?? 1) || 1));
+  }
+}
+
+/** A JSON call to agl; anything but `expect` (or a 503, retried) throws, naming the call. */
 async function call(url: string, method: string, body?: unknown, expect = 200): Promise<unknown> {
-  const answer = await httpRequest(
-    url,
-    method,
-    { 'content-type': 'application/json' },
-    body === undefined ? undefined : JSON.stringify(body),
-    60_000,
-  );
+  const json = body === undefined ? undefined : JSON.stringify(body);
+  const answer = await requestRetrying(url, method, { 'content-type': 'application/json' }, json);
   if (answer.status !== expect) throw new Error(`${method} ${url}: ${answer.status} ${answer.body.slice(0, 300)}`);
   return answer.body ? JSON.parse(answer.body) : null;
 }
 
 const DUCKDB_MEMORY_SQL = `SELECT sum(memory_usage_bytes) FILTER (WHERE tag = 'BASE_TABLE') AS file,
-  sum(memory_usage_bytes) AS total FROM duckdb_memory()`;
+  sum(memory_usage_bytes) AS total,
+  (SELECT max(commit_seq) FROM spans) - (SELECT CAST(value AS BIGINT) FROM agl_meta WHERE key = 'derived_through') AS backlog
+  FROM duckdb_memory()`;
 
 const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
 
@@ -129,19 +151,20 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  */
 export const soak: Benchmark = {
   name: 'soak',
-  description: `${MINUTES} min of mixed load on one server: ingest, ${RUNNERS} runners through the gateway, feedback, reads, GRPO batches`,
+  description: `${MINUTES} min of mixed load on one server${MEMORY_LIMIT === undefined ? '' : ` (--memory-limit ${MEMORY_LIMIT})`}: ingest, ${RUNNERS} runners through the gateway, feedback, reads, GRPO batches`,
   async run(size: Size): Promise<Figure[]> {
     const seconds = sized(size, MINUTES * 60, 6);
     const [bucketMs, sampleMs, warmupMs, grpoEveryMs, ingestEveryMs, idleMs] = sized(
       size,
-      [60_000, 10_000, 60_000, 60_000, 100, 30_000],
+      [60_000, 10_000, WARMUP_MINUTES * 60_000, 60_000, 100, 30_000],
       [2_000, 500, 1_500, 3_000, 100, 1_000],
     );
     const dir = await newTempDir();
     const db = join(dir, 'soak.duckdb');
     const llm = await startLlmServer();
     const probeFile = join(dir, 'memory.jsonl');
-    const serve = await spawnServe(['--quiet', '--db', db, '--upstream', llm.baseURL, '--return-token-ids'], {
+    const limit = MEMORY_LIMIT === undefined ? [] : ['--memory-limit', MEMORY_LIMIT];
+    const serve = await spawnServe(['--quiet', '--db', db, '--upstream', llm.baseURL, '--return-token-ids', ...limit], {
       NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import ${pathToFileURL(MEMORY_PROBE).href}`,
       AGL_MEMORY_PROBE_FILE: probeFile,
       AGL_MEMORY_PROBE_MS: String(sampleMs),
@@ -154,7 +177,8 @@ export const soak: Benchmark = {
     const running = () => performance.now() < deadline;
     const rss: [number, number][] = [];
     // DuckDB's memory by its accounting, sampled with RSS: its cache of the file, and the rest.
-    const duckdb: { hours: number; rss: number; file: number; total: number }[] = [];
+    // And the spans stored but not derived yet, which every read of the views derives on the fly.
+    const duckdb: { hours: number; rss: number; file: number; total: number; backlog: number }[] = [];
     let otlpBytes = 0;
     let spansSent = 0;
     const enqueued = new Set<string>();
@@ -172,12 +196,17 @@ export const soak: Benchmark = {
       })();
       const duckdbSampler = (async () => {
         while (running()) {
-          const [memory] = (await query.query(DUCKDB_MEMORY_SQL)).rows as { file: number; total: number }[];
+          const [memory] = (await query.query(DUCKDB_MEMORY_SQL)).rows as {
+            file: number;
+            total: number;
+            backlog: number;
+          }[];
           duckdb.push({
             hours: (performance.now() - start) / 3_600_000,
             rss: rssMb(pid),
             file: Number(memory.file) / 2 ** 20,
             total: Number(memory.total) / 2 ** 20,
+            backlog: Number(memory.backlog ?? 0),
           });
           await sleep(sampleMs);
         }
@@ -186,7 +215,7 @@ export const soak: Benchmark = {
         for (let serial = 1; running(); serial++) {
           const body = freshCopy(template, serial);
           const answer = await latencies.time('otlp', () =>
-            httpRequest(`${base}/v1/traces`, 'POST', { 'content-type': 'application/x-protobuf' }, body, 60_000),
+            requestRetrying(`${base}/v1/traces`, 'POST', { 'content-type': 'application/x-protobuf' }, body),
           );
           if (answer.status !== 200) throw new Error(`OTLP export answered ${answer.status}: ${answer.body}`);
           otlpBytes += body.length;
@@ -373,6 +402,12 @@ export const soak: Benchmark = {
           unit: `MB (${Math.round(duckdb.at(-1)?.file ?? 0)} MB)`,
           target: '',
         },
+        {
+          name: 'spans not derived yet, highest sample in the first / the last minute',
+          value: Math.max(0, ...duckdb.filter((m) => m.hours * 3_600_000 < bucketMs).map((m) => m.backlog)),
+          unit: `spans (last: ${Math.max(0, ...duckdb.filter((m) => m.hours * 3_600_000 >= seconds * 1000 - bucketMs).map((m) => m.backlog))})`,
+          target: '',
+        },
         ...p99s.map(({ kind, first, last }) => ({
           name: `${kind} p99, last minute / first`,
           value: Number((last / Math.max(first, 1)).toFixed(2)),
@@ -384,6 +419,12 @@ export const soak: Benchmark = {
           value: Number(worst.toFixed(2)),
           unit: 'ratio',
           target: '<= 1.5',
+        },
+        {
+          name: 'requests answered 503 and retried',
+          value: retried.count,
+          unit: retried.count === 0 ? 'requests' : `requests (the last: ${retried.last})`,
+          target: '',
         },
         { name: 'rollouts run', value: enqueued.size, unit: 'rollouts', target: '' },
         { name: 'GRPO batch rows built', value: grpoRows, unit: 'rows', target: '' },
