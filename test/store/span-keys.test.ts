@@ -48,3 +48,15 @@ test('the span index remembers a span for one generation at least and two at mos
   assert.equal(flooded.add(...key(9_999)), false, 'the latest are remembered');
   assert.equal(flooded.add(...key(0)), true, 'the oldest are not');
 });
+
+test("an open reads OTLP's ids as texts of many spans, the same spans as one at a time", () => {
+  const index = new SpanKeyIndex();
+  const ids = (i: number): [string, string] => [
+    (i * 104_729).toString(16).padStart(32, 'a'),
+    (i * 31).toString(16).padStart(16, '0'),
+  ];
+  index.addOtlpIds(Array.from({ length: 5000 }, (_, i) => ids(i).join('')).join(''));
+  assert.equal(index.size, 5000);
+  for (let i = 0; i < 5000; i++) assert.equal(index.add(...ids(i)), false, `span ${i} is known`);
+  assert.equal(index.add(...ids(5000)), true);
+});
