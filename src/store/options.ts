@@ -54,7 +54,7 @@ export interface StoreOptions {
   /**
    * Memory that committed rows not yet checkpointed may hold while writes run (default 64 MiB);
    * more waits in DuckDB's temporary folder beside the file until the next checkpoint (see
-   * write-budget.ts). Reads run with DuckDB's default limit.
+   * write-budget.ts). Reads run under memoryLimitBytes.
    */
   readonly writeMemoryBytes?: number;
   /**

@@ -16,8 +16,8 @@ export type StoredSequenceIds = (rolloutIds: readonly string[]) => Promise<Map<s
  * rollout's spans come back. A server that ran for days held one counter per rollout it ever
  * numbered (70 bytes of heap each, 11 MB an hour at the soak's pace). Rollouts the store makes
  * with an id of its own (`begin`) start at 0 with no read: no span can name them before.
- * A write numbers its spans within seconds of `prepare`, far inside the window, and spans
- * numbered but not committed yet keep their counter in use.
+ * A write numbers its spans within seconds of `prepare` and commits them within seconds more,
+ * far inside the window: a counter read back never misses spans numbered by the one let go.
  */
 export class SequenceIds {
   private current = new Map<string, number>();
