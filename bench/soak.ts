@@ -5,6 +5,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { computeAdvantages } from '../src/algorithms/grpo/advantages.js';
 import { arrowStream } from '../src/algorithms/grpo/arrow.js';
 import { buildRows, type StepRollout } from '../src/algorithms/grpo/batch.js';
+import { WATERMARK } from '../src/sql/derived.js';
 import { httpRequest } from '../src/client/http-request.js';
 import { QueryClient } from '../src/client/query-client.js';
 import { freshCopy, makeBatch } from '../test/support/otlp-batches.js';
@@ -101,7 +102,7 @@ async function call(url: string, method: string, body?: unknown, expect = 200): 
 
 const DUCKDB_MEMORY_SQL = `SELECT sum(memory_usage_bytes) FILTER (WHERE tag = 'BASE_TABLE') AS file,
   sum(memory_usage_bytes) AS total,
-  (SELECT max(commit_seq) FROM spans) - (SELECT CAST(value AS BIGINT) FROM agl_meta WHERE key = 'derived_through') AS backlog
+  (SELECT max(commit_seq) FROM spans) - ${WATERMARK} AS backlog
   FROM duckdb_memory()`;
 
 const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
@@ -171,6 +172,7 @@ export const soak: Benchmark = {
     });
     const base = serve.url;
     const pid = serve.child.pid as number;
+    Object.assign(retried, { count: 0, last: '' });
     const start = performance.now();
     const deadline = start + seconds * 1000;
     const latencies = new Latencies(start, bucketMs);
